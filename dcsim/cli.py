@@ -1,0 +1,187 @@
+"""The command line: ``python -m dcsim count ...`` for scripts and quick checks.
+
+Every subcommand shares one set of model flags and one glossary of JSON keys (see the README).
+Bad input prints one line on stderr and exits 2; nothing here prints a traceback at a person.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import io
+import json
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+import pandas as pd
+
+from dcsim import payload, shares, tables, units
+from dcsim.config import MAX_CONFIG_BYTES, ModelConfig, parse_int, parse_widths
+from dcsim.count import ParamReport, count_params
+from dcsim.payload import CHECKPOINT_DIFFERS
+
+EXIT_USAGE = 2
+PROG = "python -m dcsim"
+
+
+class UsageError(Exception):
+    """A mistake in what the person typed; its message is shown as it is."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (its default prints the whole usage block first)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def _model_flags() -> argparse.ArgumentParser:
+    flags = _Parser(add_help=False)
+    group = flags.add_argument_group("model (flags given override the --config file's fields)")
+    group.add_argument(
+        "--config", metavar="FILE", help="configuration JSON, as the dashboard downloads it ('-' reads stdin)"
+    )
+    group.add_argument("--input-dim", metavar="D", help="input dimension D (default 4)")
+    group.add_argument("--features", metavar="F1,F2,...", help="widths of the Dense layers in order (default 4)")
+    group.add_argument("--no-bias", action="store_true", help="no bias in any layer (per-layer bias: use --config)")
+    group.add_argument("--batch", metavar="B", help="batch size B; it never changes a count (default 1)")
+    group.add_argument(
+        "--seed", metavar="S", help="PRNG seed, 0 to 4,294,967,295; changes values, not counts (default 0)"
+    )
+    group.add_argument("--shards", metavar="N", help="number of checkpoint shards for the ideal share (default 2)")
+    return flags
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Count a Flax model's parameters exactly and divide them over checkpoint shards.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    count = commands.add_parser(
+        "count",
+        parents=[_model_flags()],
+        help="count parameters, the ideal share per shard and the raw payload",
+        description="Count a Dense stack's parameters by abstractly initialising its Flax modules.",
+    )
+    count.add_argument(
+        "--format", choices=("table", "json", "csv"), default="table", help="output format (default table)"
+    )
+    return parser
+
+
+def _read_config(path: str) -> ModelConfig:
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_CONFIG_BYTES + 1)
+        else:
+            with open(path, "rb") as file:
+                data = file.read(MAX_CONFIG_BYTES + 1)
+    except OSError as err:
+        raise UsageError(f"cannot read the configuration file {path!r}: {err.strerror or err}") from None
+    try:
+        return ModelConfig.from_json(data)
+    except (TypeError, ValueError) as err:
+        raise UsageError(f"configuration file {path!r}: {err}") from None
+
+
+def config_from_args(args: argparse.Namespace) -> ModelConfig:
+    """The configuration the model flags describe: the --config file's, then each given flag."""
+    config = _read_config(args.config) if args.config else ModelConfig()
+    changes: dict[str, object] = {}
+    for flag, field in (
+        ("input_dim", "input_dim"),
+        ("batch", "batch_size"),
+        ("seed", "seed"),
+        ("shards", "num_shards"),
+    ):
+        text = getattr(args, flag)
+        if text is not None:
+            changes[field] = parse_int(text, field, "--" + flag.replace("_", "-"))
+    layers = config.layers
+    if args.features is not None:
+        layers = parse_widths(args.features, "--features")
+    if args.no_bias:
+        layers = tuple(dataclasses.replace(layer, use_bias=False) for layer in layers)
+    return dataclasses.replace(config, layers=layers, **changes)
+
+
+def _frame_text(frame: pd.DataFrame) -> str:
+    """A frame as aligned text: counts with separators, right-aligned; text left-aligned."""
+    columns = []
+    for name in frame.columns:
+        numeric = frame[name].dtype == "int64" or name.startswith("percent")
+        cells = [units.count(value) if frame[name].dtype == "int64" else str(value) for value in frame[name]]
+        width = max(len(name), *(len(cell) for cell in cells))
+        align = str.rjust if numeric else str.ljust
+        columns.append([align(cell, width) for cell in [name, *cells]])
+    return "\n".join("  ".join(row).rstrip() for row in zip(*columns, strict=True))
+
+
+def render_count_table(config: ModelConfig, report: ParamReport) -> str:
+    """The ``count`` result for people: exact figures with separators and honest units."""
+    share = shares.ideal_share(report.total_params, config.num_shards)
+    widths = " -> ".join(f"Dense({layer.features:,}{'' if layer.use_bias else ', no bias'})" for layer in config.layers)
+    layers = tables.layers_frame(report)
+    layers["percent_of_total"] = layers["percent_of_total"].map(lambda value: f"{value:.2f}%")
+    other_dtypes = payload.raw_payloads(report.total_params)[1:]
+    lines = [
+        f"model: input dimension {config.input_dim:,} -> {widths}",
+        f"(batch size {config.batch_size:,} and seed {config.seed} change no count)",
+        "",
+        _frame_text(layers),
+        "",
+        _frame_text(tables.arrays_frame(report).drop(columns=["module", "kind"])),
+        "",
+        f"total parameters       {units.count(report.total_params)}",
+    ]
+    if report.other:
+        lines.append(
+            f"other variables        {units.count(report.total_other_values)}"
+            " (e.g. BatchNorm statistics: not parameters, not in the total)"
+        )
+    lines += [
+        f"shards                 {units.count(config.num_shards)}",
+        f"ideal share per shard  {units.share(share.exact)}  (total / shards: an average, not a layout)",
+        f"raw float32 payload    {units.bytes_exact(payload.raw_bytes(report.total_params))}"
+        "  <- raw estimate, NOT the checkpoint size",
+        "other raw payloads     "
+        + " · ".join(f"{row.dtype} {units.bytes_exact(row.num_bytes)}" for row in other_dtypes),
+        "",
+        f"Raw payload = values x bytes per value. It is not the checkpoint size: {CHECKPOINT_DIFFERS}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _count(args: argparse.Namespace) -> str:
+    config = config_from_args(args)
+    report = count_params(config)
+    if args.format == "json":
+        return json.dumps(tables.count_record(config, report), indent=2) + "\n"
+    if args.format == "csv":
+        buffer = io.StringIO()
+        tables.arrays_frame(report).to_csv(buffer, index=False)
+        return buffer.getvalue()
+    return render_count_table(config, report)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; return its exit code (0 done, 2 bad input)."""
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command is None:
+            raise UsageError(f"choose a command: count (see `{PROG} --help`)")
+        output = _count(args)
+    except UsageError as err:
+        print(f"dcsim: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except (TypeError, ValueError) as err:
+        print(f"dcsim: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        sys.stdout.write(output)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `... | head` closed the pipe; the reader has what it wanted
+        sys.stderr.close()
+    return 0

@@ -1,0 +1,300 @@
+"""The one validated configuration that every face of dcsim shares.
+
+A configuration arrives from widgets, URL links, uploaded JSON files and CLI flags. It is checked
+once, here, into frozen dataclasses; everything downstream trusts it. Every rejection is a
+``ValueError`` (or ``TypeError`` for the wrong kind of thing) whose message names the field, the
+rule and the offending value, so each front end can show it to a person as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import numbers
+from fractions import Fraction
+from typing import Any
+
+# Limits. They keep every configuration cheap to count and to draw; none is a limit of Flax.
+MAX_LAYERS = 256
+MAX_FEATURES = 1 << 20  # 1,048,576: wider than any vocabulary projection in use
+MAX_INPUT_DIM = 1 << 20
+MAX_BATCH_SIZE = 1 << 20
+MAX_SHARDS = 1 << 20
+# jax.random.PRNGKey keeps only the low 32 bits of a seed while 64-bit mode is off (dcsim never
+# turns it on: the switch is process-wide), so 2**32 would silently give the same key as 0.
+MAX_SEED = 2**32 - 1
+MAX_CONFIG_BYTES = 64 * 1024
+
+# (minimum, maximum, why) of each integer field, shared with every front end's own checks.
+FIELD_LIMITS: dict[str, tuple[int, int, str]] = {
+    "input_dim": (1, MAX_INPUT_DIM, ""),
+    "batch_size": (1, MAX_BATCH_SIZE, ""),
+    "seed": (0, MAX_SEED, "the range jax.random.PRNGKey takes without wrapping"),
+    "num_shards": (1, MAX_SHARDS, ""),
+    "features": (1, MAX_FEATURES, ""),
+}
+
+CONFIG_FORMAT = "dcsim.config"
+CONFIG_VERSION = 1
+
+_SHOWN_CHARS = 60
+
+
+def show(value: Any) -> str:
+    """A short, safe rendering of a user's value for an error message."""
+    text = repr(value) if isinstance(value, (str, bytes)) else str(value)
+    if len(text) > _SHOWN_CHARS:
+        text = f"{text[:_SHOWN_CHARS]}… ({len(text):,} characters)"
+    return text
+
+
+def _rule(minimum: int, maximum: int | None) -> str:
+    if maximum is not None:
+        return f"an integer from {minimum:,} to {maximum:,}"
+    return "a positive integer" if minimum == 1 else f"an integer of at least {minimum:,}"
+
+
+def as_int(
+    value: Any,
+    name: str,
+    *,
+    minimum: int = 1,
+    maximum: int | None = None,
+    why: str = "",
+    shown: str | None = None,
+) -> int:
+    """Return ``value`` as a Python int, or raise with a message a person can act on.
+
+    Accepts Python and NumPy integers, integer-valued floats (``4.0``), and 0-d arrays of either
+    (NumPy or JAX). Rejects bools and strings (``TypeError``), and fractional, non-finite or
+    out-of-range numbers (``ValueError``). ``shown`` is how to quote the value in a message when
+    it arrived as text (``'1e400'`` rather than the ``inf`` it parsed to).
+    """
+    rule = _rule(minimum, maximum) + (f" ({why})" if why else "")
+    if shown is None:
+        shown = value
+    if hasattr(value, "ndim") and hasattr(value, "item"):
+        if value.ndim != 0:
+            raise TypeError(f"`{name}` must be a scalar, got an array of shape {tuple(value.shape)}")
+        value = value.item()
+        if not isinstance(shown, str):
+            shown = value
+    if isinstance(value, bool):
+        raise TypeError(f"`{name}` must be {rule}, got the bool {value}")
+    if isinstance(value, numbers.Integral):
+        number = int(value)
+    elif isinstance(value, numbers.Real):
+        exact = Fraction(value) if isinstance(value, Fraction) else None
+        if exact is None:
+            as_float = float(value)
+            if not math.isfinite(as_float):
+                raise ValueError(f"`{name}` must be {rule}, got {show(shown)}")
+            exact = Fraction(as_float)
+        if exact.denominator != 1:
+            raise ValueError(f"`{name}` must be {rule}, got {show(shown)}")
+        number = exact.numerator
+    else:
+        kind = "" if isinstance(value, str) else f"{type(value).__name__} "
+        raise TypeError(f"`{name}` must be {rule}, got {kind}{show(shown)}")
+    if number < minimum or (maximum is not None and number > maximum):
+        raise ValueError(f"`{name}` must be {rule}, got {show(shown)}")
+    return number
+
+
+def check_field(value: Any, field: str, name: str | None = None, shown: str | None = None) -> int:
+    """Check an integer configuration field against ``FIELD_LIMITS``; ``name`` is what the
+    person typed it as (``--shards``), the field's own name by default."""
+    minimum, maximum, why = FIELD_LIMITS[field]
+    return as_int(value, name or field, minimum=minimum, maximum=maximum, why=why, shown=shown)
+
+
+def parse_int(text: str, field: str, name: str | None = None) -> int:
+    """Parse a person's typed integer (``"2"``, ``"2.0"``, ``"1e3"``) and check it as ``field``."""
+    text = text.strip()
+    value: Any = text
+    for convert in (int, float):
+        try:
+            value = convert(text)
+            break
+        except ValueError:
+            continue
+    return check_field(value, field, name, shown=text)
+
+
+def parse_widths(text: str, name: str = "features", *, use_bias: bool = True) -> tuple[DenseLayer, ...]:
+    """Dense layers from a comma-separated list of widths such as ``"4,8,2"``."""
+    widths = text.split(",")
+    if len(widths) > MAX_LAYERS:
+        raise ValueError(f"`{name}` may list at most {MAX_LAYERS} layers, got {len(widths):,}")
+    return tuple(DenseLayer(features=parse_int(width, "features", name), use_bias=use_bias) for width in widths)
+
+
+def as_bool(value: Any, name: str) -> bool:
+    """Return ``value`` as a bool; only true bools (Python or NumPy) are accepted."""
+    if hasattr(value, "ndim") and hasattr(value, "item") and value.ndim == 0:
+        value = value.item()
+    if not isinstance(value, bool):
+        raise TypeError(f"`{name}` must be true or false, got {type(value).__name__} {show(value)}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DenseLayer:
+    """One ``flax.linen.Dense`` layer of the stack.
+
+    Attributes:
+      features: output width F (the layer holds a D x F kernel, D being its input width).
+      use_bias: whether the layer holds an F-value bias (Flax's default, True).
+    """
+
+    features: int
+    use_bias: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "features", check_field(self.features, "features"))
+        object.__setattr__(self, "use_bias", as_bool(self.use_bias, "use_bias"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """A stack of Dense layers applied to inputs of shape (batch_size, input_dim).
+
+    The defaults are the seed exercise's example: one Dense(4) with bias on input dimension 4,
+    split over 2 shards, seed 0: 20 parameters, an ideal share of 10.
+
+    Attributes:
+      input_dim: D, the width of each input example.
+      layers: the Dense layers in order; each one's input width is the previous one's features.
+      batch_size: B. Every example shares the same kernels and biases, so B never changes a count.
+      seed: the PRNG seed of the initialisation. It changes the values, never their number.
+      num_shards: how many checkpoint shards the ideal share divides the total by.
+    """
+
+    input_dim: int = 4
+    layers: tuple[DenseLayer, ...] = (DenseLayer(features=4),)
+    batch_size: int = 1
+    seed: int = 0
+    num_shards: int = 2
+
+    def __post_init__(self) -> None:
+        for field in ("input_dim", "batch_size", "seed", "num_shards"):
+            object.__setattr__(self, field, check_field(getattr(self, field), field))
+        if isinstance(self.layers, (str, bytes)) or not isinstance(self.layers, (list, tuple)):
+            raise TypeError(f"`layers` must be a list of Dense layers, got {type(self.layers).__name__}")
+        layers = tuple(self.layers)
+        if not layers:
+            raise ValueError("`layers` must hold at least one Dense layer, got none")
+        if len(layers) > MAX_LAYERS:
+            raise ValueError(f"`layers` may hold at most {MAX_LAYERS} layers, got {len(layers):,}")
+        for index, layer in enumerate(layers):
+            if not isinstance(layer, DenseLayer):
+                raise TypeError(f"`layers[{index}]` must be a DenseLayer, got {type(layer).__name__}")
+        object.__setattr__(self, "layers", layers)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The configuration as the JSON object that the dashboard downloads and the CLI reads."""
+        return {
+            "format": CONFIG_FORMAT,
+            "version": CONFIG_VERSION,
+            "input_dim": self.input_dim,
+            "batch_size": self.batch_size,
+            "seed": self.seed,
+            "num_shards": self.num_shards,
+            "layers": [{"features": layer.features, "use_bias": layer.use_bias} for layer in self.layers],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ModelConfig:
+        """Validate a parsed JSON object. Missing fields take their defaults; unknown ones are
+        rejected by name."""
+        if not isinstance(data, dict):
+            raise TypeError(f"a configuration must be a JSON object, got {_json_kind(data)}")
+        _reject_unknown(data, _CONFIG_KEYS, "configuration")
+        if "format" in data and data["format"] != CONFIG_FORMAT:
+            raise ValueError(
+                f"`format` must be {CONFIG_FORMAT!r} for a dcsim configuration, got {show(data['format'])}"
+            )
+        if "version" in data:
+            version = as_int(data["version"], "version")
+            if version > CONFIG_VERSION:
+                raise ValueError(
+                    f"this configuration has version {version}, newer than this dcsim reads "
+                    f"(up to {CONFIG_VERSION}); upgrade dcsim to open it"
+                )
+        fields = {key: data[key] for key in _CONFIG_FIELDS if key in data}
+        if "layers" in data:
+            fields["layers"] = _layers_from_json(data["layers"])
+        return cls(**fields)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> ModelConfig:
+        """Parse and validate configuration JSON (at most MAX_CONFIG_BYTES, duplicate keys refused)."""
+        if len(text) > MAX_CONFIG_BYTES:
+            raise ValueError(f"a configuration file may be at most {MAX_CONFIG_BYTES:,} bytes, got {len(text):,}")
+        if isinstance(text, bytes):
+            try:
+                text = text.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(f"a configuration file must be UTF-8 text: {err.reason} at byte {err.start}") from None
+        try:
+            data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        except json.JSONDecodeError as err:
+            raise ValueError(
+                f"the configuration is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}"
+            ) from None
+        except RecursionError:
+            raise ValueError("the configuration JSON is nested too deeply") from None
+        except ValueError as err:  # e.g. an integer literal longer than Python converts
+            raise ValueError(f"the configuration is not valid JSON: {err}") from None
+        return cls.from_dict(data)
+
+
+_CONFIG_FIELDS = ("input_dim", "batch_size", "seed", "num_shards", "layers")
+_CONFIG_KEYS = ("format", "version", *_CONFIG_FIELDS)
+_LAYER_KEYS = ("features", "use_bias")
+
+
+def _json_kind(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def _reject_unknown(data: dict, valid: tuple[str, ...], where: str) -> None:
+    unknown = [key for key in data if key not in valid]
+    if unknown:
+        names = ", ".join(show(key) for key in unknown[:5])
+        raise ValueError(f"unknown {where} field {names}; valid fields: {', '.join(valid)}")
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise ValueError(f"the configuration repeats the field {show(key)}")
+        data[key] = value
+    return data
+
+
+def _layers_from_json(layers: Any) -> tuple[DenseLayer, ...]:
+    if not isinstance(layers, list):
+        raise TypeError(f"`layers` must be a JSON array of layers, got {_json_kind(layers)}")
+    if len(layers) > MAX_LAYERS:
+        raise ValueError(f"`layers` may hold at most {MAX_LAYERS} layers, got {len(layers):,}")
+    parsed = []
+    for index, layer in enumerate(layers):
+        if not isinstance(layer, dict):
+            raise TypeError(
+                f'`layers[{index}]` must be an object like {{"features": 4, "use_bias": true}}, got {_json_kind(layer)}'
+            )
+        _reject_unknown(layer, _LAYER_KEYS, f"`layers[{index}]`")
+        if "features" not in layer:
+            raise ValueError(f"`layers[{index}]` needs `features`, its output width")
+        try:
+            parsed.append(DenseLayer(**layer))
+        except (TypeError, ValueError) as err:
+            raise type(err)(f"`layers[{index}]`: {err}") from None
+    return tuple(parsed)

@@ -1,0 +1,145 @@
+"""Exact parameter counts from real Flax modules, initialised abstractly.
+
+``jax.eval_shape`` runs a module's real ``init`` but records only shapes and dtypes, so a
+70-billion-value configuration costs what a 20-value one does: counting depends on the number of
+layers, never on their widths. Counts are Python ints end to end (``math.prod`` of shapes): JAX's
+int32 would overflow and float32 would round them.
+
+"Parameters" means the ``params`` collection only. Other collections (BatchNorm statistics, say)
+are variables too, and are reported apart, never added to the parameter total.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import flax.linen as nn
+import jax
+from flax import traverse_util
+
+from dcsim import models
+from dcsim.config import ModelConfig
+
+PARAMS = "params"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ArrayRow:
+    """One array of a variable collection.
+
+    Attributes:
+      collection: the Flax collection, ``params`` for parameters.
+      path: the array's path, e.g. ``Dense_0/kernel``.
+      module: the path of the module that owns it, e.g. ``Dense_0``.
+      kind: the array's own name, e.g. ``kernel``, ``bias``, ``scale``, ``mean``.
+      shape: its shape.
+      dtype: its dtype's name, e.g. ``float32``.
+      num_values: how many scalar values it holds, as an exact int.
+    """
+
+    collection: str
+    path: str
+    module: str
+    kind: str
+    shape: tuple[int, ...]
+    dtype: str
+    num_values: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LayerRow:
+    """The parameters one module owns directly."""
+
+    path: str
+    num_arrays: int
+    num_params: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ParamReport:
+    """What a model holds, array by array, with exact totals.
+
+    Attributes:
+      arrays: the ``params`` arrays, in the order the modules were created.
+      other: arrays of every other collection (e.g. ``batch_stats``), reported apart.
+    """
+
+    arrays: tuple[ArrayRow, ...]
+    other: tuple[ArrayRow, ...] = ()
+
+    @property
+    def total_params(self) -> int:
+        return sum(row.num_values for row in self.arrays)
+
+    @property
+    def total_other_values(self) -> int:
+        return sum(row.num_values for row in self.other)
+
+    @property
+    def layers(self) -> tuple[LayerRow, ...]:
+        """Per-module subtotals, one row per module that owns parameters, in array order."""
+        totals: dict[str, list[int]] = {}
+        for row in self.arrays:
+            entry = totals.setdefault(row.module, [0, 0])
+            entry[0] += 1
+            entry[1] += row.num_values
+        return tuple(
+            LayerRow(path=path, num_arrays=arrays, num_params=params) for path, (arrays, params) in totals.items()
+        )
+
+
+def report_from_variables(variables: Any) -> ParamReport:
+    """Build a report from a variables tree of arrays or ``jax.ShapeDtypeStruct`` leaves.
+
+    Rows keep the tree's order, which for a fresh ``init`` is the order Flax created them in.
+    """
+    rows = []
+    for key, leaf in traverse_util.flatten_dict(variables).items():
+        collection, *path = (str(part) for part in key)
+        shape = tuple(int(dim) for dim in leaf.shape)
+        rows.append(
+            ArrayRow(
+                collection=collection,
+                path="/".join(path),
+                module="/".join(path[:-1]),
+                kind=path[-1],
+                shape=shape,
+                dtype=str(leaf.dtype),
+                num_values=math.prod(shape),
+            )
+        )
+    return ParamReport(
+        arrays=tuple(row for row in rows if row.collection == PARAMS),
+        other=tuple(row for row in rows if row.collection != PARAMS),
+    )
+
+
+def abstract_variables(module: nn.Module, *inputs: Any, seed: int = 0) -> Any:
+    """Run ``module.init`` under ``jax.eval_shape``: every shape and dtype, no values.
+
+    The tree comes back in the order Flax created the variables (kernel before bias, Dense_2
+    before Dense_10). ``eval_shape`` returns dicts with sorted keys, so the creation order is
+    recorded while tracing and restored.
+    """
+    created: list[tuple[str, ...]] = []
+
+    def init(key: jax.Array, *args: Any) -> Any:
+        variables = module.init(key, *args)
+        created.extend(traverse_util.flatten_dict(variables))
+        return variables
+
+    flat = traverse_util.flatten_dict(jax.eval_shape(init, jax.random.PRNGKey(seed), *inputs))
+    return traverse_util.unflatten_dict({key: flat[key] for key in created})
+
+
+def count_module(module: nn.Module, *inputs: Any, seed: int = 0) -> ParamReport:
+    """Count the variables a Flax module creates when initialised on ``inputs``."""
+    return report_from_variables(abstract_variables(module, *inputs, seed=seed))
+
+
+def count_params(config: ModelConfig) -> ParamReport:
+    """Count the parameters of a configuration by abstractly initialising its Flax modules."""
+    module, x = models.build(config)
+    return count_module(module, x, seed=config.seed)

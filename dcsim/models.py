@@ -1,0 +1,33 @@
+"""The Flax modules dcsim counts.
+
+Counting initialises these real modules (abstractly, see ``dcsim.count``) rather than applying a
+formula, so what dcsim reports is what Flax would allocate.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+
+from dcsim.config import DenseLayer, ModelConfig
+
+
+class DenseStack(nn.Module):
+    """``nn.Dense`` layers in sequence, ReLU between them; named ``Dense_0``, ``Dense_1``, ..."""
+
+    layers: tuple[DenseLayer, ...]
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        for index, layer in enumerate(self.layers):
+            if index:
+                x = nn.relu(x)
+            x = nn.Dense(layer.features, use_bias=layer.use_bias)(x)
+        return x
+
+
+def build(config: ModelConfig) -> tuple[nn.Module, jax.ShapeDtypeStruct]:
+    """The module a configuration describes and the shape of the input it is initialised with."""
+    module = DenseStack(layers=config.layers)
+    x = jax.ShapeDtypeStruct((config.batch_size, config.input_dim), jax.numpy.float32)
+    return module, x

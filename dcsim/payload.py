@@ -1,0 +1,50 @@
+"""Raw payload bytes: the number of values times the bytes one value takes in a dtype.
+
+This is an estimate of the arrays' bare contents, and only that. A real checkpoint adds metadata
+and often optimizer state, may compress, and may store another dtype: its size on disk is a
+different figure, which dcsim measures separately.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+
+from dcsim.config import as_int
+
+# float32 first: it is Flax's default parameter dtype and the headline figure.
+RAW_DTYPES = ("float32", "bfloat16", "float16", "int8", "float64")
+CHECKPOINT_DIFFERS = (
+    "a real checkpoint adds metadata and often optimizer state, may compress, and may store another dtype"
+)
+NOT_CHECKPOINT_SIZE = f"raw payload estimate (values x bytes per value), not the checkpoint size: {CHECKPOINT_DIFFERS}"
+
+
+def bytes_per_value(dtype: str) -> int:
+    """Bytes one value takes in ``dtype``, as NumPy/ml_dtypes define it."""
+    if dtype not in RAW_DTYPES:
+        raise ValueError(f"`dtype` must be one of {', '.join(RAW_DTYPES)}, got {dtype!r}")
+    return jnp.dtype(dtype).itemsize
+
+
+def raw_bytes(num_values: int, dtype: str = "float32") -> int:
+    """Exact raw payload in bytes of ``num_values`` values stored as ``dtype``."""
+    return as_int(num_values, "num_values", minimum=0) * bytes_per_value(dtype)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RawPayload:
+    """The raw payload of ``num_values`` values in one dtype."""
+
+    dtype: str
+    bytes_per_value: int
+    num_bytes: int
+
+
+def raw_payloads(num_values: int) -> tuple[RawPayload, ...]:
+    """The raw payload in every dtype of ``RAW_DTYPES``, float32 first."""
+    return tuple(
+        RawPayload(dtype=dtype, bytes_per_value=bytes_per_value(dtype), num_bytes=raw_bytes(num_values, dtype))
+        for dtype in RAW_DTYPES
+    )

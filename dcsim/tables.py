@@ -1,0 +1,86 @@
+"""Plain tables and records built once and rendered by every front end.
+
+The CLI prints them, the dashboard draws them, and both read the same column names, which are the
+JSON keys of the README's glossary. Counts stay Python ints (pandas ``object`` columns would be
+needed past 2**63; int64 holds every count a configuration within the limits can reach).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from dcsim import payload, shares
+from dcsim.config import ModelConfig
+from dcsim.count import ParamReport
+
+
+def arrays_frame(report: ParamReport) -> pd.DataFrame:
+    """One row per parameter array: path, module, kind, shape, dtype, num_params."""
+    return pd.DataFrame(
+        {
+            "path": [row.path for row in report.arrays],
+            "module": [row.module for row in report.arrays],
+            "kind": [row.kind for row in report.arrays],
+            "shape": ["x".join(str(dim) for dim in row.shape) for row in report.arrays],
+            "dtype": [row.dtype for row in report.arrays],
+            "num_params": pd.array([row.num_values for row in report.arrays], dtype="int64"),
+        }
+    )
+
+
+def layers_frame(report: ParamReport) -> pd.DataFrame:
+    """One row per module owning parameters, with its share of the total in percent."""
+    total = report.total_params
+    layers = report.layers
+    return pd.DataFrame(
+        {
+            "path": [row.path for row in layers],
+            "num_arrays": pd.array([row.num_arrays for row in layers], dtype="int64"),
+            "num_params": pd.array([row.num_params for row in layers], dtype="int64"),
+            "percent_of_total": [100 * row.num_params / total if total else 0.0 for row in layers],
+        }
+    )
+
+
+def payload_frame(num_values: int) -> pd.DataFrame:
+    """The raw payload of ``num_values`` in every dtype dcsim knows, float32 first."""
+    rows = payload.raw_payloads(num_values)
+    return pd.DataFrame(
+        {
+            "dtype": [row.dtype for row in rows],
+            "bytes_per_value": pd.array([row.bytes_per_value for row in rows], dtype="int64"),
+            "raw_bytes": pd.array([row.num_bytes for row in rows], dtype="int64"),
+        }
+    )
+
+
+def count_record(config: ModelConfig, report: ParamReport) -> dict[str, Any]:
+    """The ``count`` result as one JSON-ready object (keys documented in the README glossary)."""
+    share = shares.ideal_share(report.total_params, config.num_shards)
+    return {
+        "total_params": report.total_params,
+        "num_shards": config.num_shards,
+        "ideal_share": share.value,
+        "ideal_share_fraction": share.fraction,
+        "raw_float32_bytes": payload.raw_bytes(report.total_params, "float32"),
+        "raw_bytes": {row.dtype: row.num_bytes for row in payload.raw_payloads(report.total_params)},
+        "raw_bytes_note": payload.NOT_CHECKPOINT_SIZE,
+        "other_variables": report.total_other_values,
+        "config": config.to_dict(),
+        "layers": [
+            {"path": row.path, "num_arrays": row.num_arrays, "num_params": row.num_params} for row in report.layers
+        ],
+        "arrays": [
+            {
+                "path": row.path,
+                "module": row.module,
+                "kind": row.kind,
+                "shape": list(row.shape),
+                "dtype": row.dtype,
+                "num_params": row.num_values,
+            }
+            for row in report.arrays
+        ],
+    }

@@ -1,0 +1,1 @@
+"""Streamlit helpers: the only part of dcsim that imports Streamlit."""

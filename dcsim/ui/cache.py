@@ -1,0 +1,25 @@
+"""Bounded caches around the engine, shared by every session of one server.
+
+``st.cache_data`` is unbounded unless told otherwise; these bounds keep a crowd of different
+configurations from growing the server's memory without limit. Keys are the configuration's JSON
+text, so equal configurations share one entry whichever page or session asked.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dcsim.config import ModelConfig
+from dcsim.count import ParamReport, count_params
+
+MAX_CACHED_COUNTS = 512
+
+
+@st.cache_data(max_entries=MAX_CACHED_COUNTS, show_spinner=False)
+def _count(config_json: str) -> ParamReport:
+    return count_params(ModelConfig.from_json(config_json))
+
+
+def count(config: ModelConfig) -> ParamReport:
+    """``dcsim.count.count_params``, cached per configuration."""
+    return _count(config.to_json())

@@ -1,0 +1,56 @@
+"""The one place numbers become text, so every view formats them the same way.
+
+Binary units are named as such (KiB = 2**10 bytes, MiB = 2**20, GiB = 2**30); decimal units
+(kB = 10**3, MB = 10**6, GB = 10**9) are offered separately. The exact figure always comes
+first: a unit is a reading aid, never a replacement.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+_BINARY = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+_DECIMAL = ("kB", "MB", "GB", "TB", "PB", "EB")
+
+
+def count(n: int) -> str:
+    """An exact integer with thousands separators: ``1,234,567``."""
+    return f"{n:,}"
+
+
+def _scaled(n: int, base: int, units: tuple[str, ...]) -> str:
+    value, unit = Fraction(n), None
+    for name in units:
+        if value < base:
+            break
+        value, unit = value / base, name
+    return f"{float(value):.2f} {unit}"
+
+
+def binary_bytes(n: int) -> str:
+    """``n`` in the largest binary unit it reaches, e.g. ``4.00 MiB``; small sizes in bytes."""
+    if n < 1024:
+        return f"{n:,} bytes"
+    return _scaled(n, 1024, _BINARY)
+
+
+def decimal_bytes(n: int) -> str:
+    """``n`` in the largest decimal unit it reaches, e.g. ``4.20 MB``; small sizes in bytes."""
+    if n < 1000:
+        return f"{n:,} bytes"
+    return _scaled(n, 1000, _DECIMAL)
+
+
+def bytes_exact(n: int) -> str:
+    """The exact byte count with its binary reading: ``4,198,400 bytes (4.00 MiB)``."""
+    if n < 1024:
+        return f"{n:,} bytes"
+    return f"{n:,} bytes ({binary_bytes(n)})"
+
+
+def share(value: Fraction) -> str:
+    """An exact share: whole numbers with separators (``10``), others as the float to full
+    precision with the exact fraction (``6.666666666666667 (20/3)``)."""
+    if value.denominator == 1:
+        return count(value.numerator)
+    return f"{float(value)!r} ({value.numerator:,}/{value.denominator:,})"

@@ -1,0 +1,132 @@
+"""Shared fixtures: a real Streamlit server on loopback and headless Chromium for browser tests.
+
+Under CI (``CI=true``) a missing browser or Playwright is a failure, never a skip: a green run
+must mean the browser tests ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("DCSIM_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+SERVER_START_SECONDS = 90
+
+
+def _missing(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: browser tests must run here)")
+    pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with contextlib.closing(socket.socket()) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def streamlit_server(extra_args: tuple[str, ...] = ()):
+    """Run ``streamlit run app.py`` on a free loopback port until the block ends."""
+    for _attempt in range(3):  # a port taken between probing and binding makes Streamlit exit
+        port = _free_port()
+        url = f"http://127.0.0.1:{port}"
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "app.py",
+                "--server.headless",
+                "true",
+                "--server.address",
+                "127.0.0.1",
+                "--server.port",
+                str(port),
+                "--browser.gatherUsageStats",
+                "false",
+                *extra_args,
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + SERVER_START_SECONDS
+        while time.monotonic() < deadline and process.poll() is None and not _healthy(url):
+            time.sleep(0.2)
+        if process.poll() is None and _healthy(url):
+            try:
+                yield url
+            finally:
+                process.terminate()
+                try:
+                    process.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            return
+        process.kill()
+        process.wait()
+    raise RuntimeError("streamlit did not start within its time limit")
+
+
+@pytest.fixture(scope="session")
+def server():
+    with streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("playwright is not installed (pip install -r requirements-dev.txt)")
+    if not Path(CHROMIUM).exists():
+        _missing(f"no Chromium at {CHROMIUM} (apt-get install -y chromium)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    yield page
+    context.close()
+
+
+def wait_for_app(page) -> None:
+    """Wait until the Streamlit script has finished its run."""
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=60_000)
