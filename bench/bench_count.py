@@ -7,7 +7,8 @@ Run: python bench/bench_count.py [--repeats 5]
 2. The CLI end to end (``python -m dcsim count``), one fresh process per run: the seed example
    (20 values) against a huge Dense stack (three 65,536-wide layers, 12.9 billion values); the
    median wall time and each child's peak resident memory (``os.wait4``'s ru_maxrss).
-3. For comparison, a concrete ``nn.Dense(F).init`` on input dimension F in a fresh process at
+3. Counting cost against depth (1 to 256 layers) at a narrow and a huge width, in process.
+4. For comparison, a concrete ``nn.Dense(F).init`` on input dimension F in a fresh process at
    sizes this machine can hold, against the abstract count of the same layer: wall time and peak
    memory.
 
@@ -119,6 +120,27 @@ def bench_concrete(widths: list[int]) -> None:
         print("| " + " | ".join(row) + " |")
 
 
+def bench_depth(repeats: int) -> None:
+    from dcsim.config import DenseLayer, ModelConfig
+    from dcsim.count import count_params
+
+    print("\n## Counting cost against depth and width, in process (median of repeats)\n")
+    print("| layers | width 8 | width 65,536 |")
+    print("|---|---|---|")
+    for depth in (1, 16, 64, 256):
+        row = [str(depth)]
+        for width in (8, 65_536):
+            config = ModelConfig(input_dim=width, layers=tuple(DenseLayer(features=width) for _ in range(depth)))
+            count_params(config)  # warm the tracing caches once
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                count_params(config)
+                times.append(time.perf_counter() - start)
+            row.append(f"{statistics.median(times) * 1000:.0f} ms")
+        print("| " + " | ".join(row) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -127,6 +149,7 @@ def main() -> None:
     machine = f"{platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     print(f"# dcsim counting benchmark\n\n{machine}")
     bench_seed_function(args.repeats)
+    bench_depth(args.repeats)
     bench_cli(args.repeats)
     bench_concrete([int(width) for width in args.widths.split(",")])
 
