@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import io
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -21,7 +22,9 @@ from dcsim.config import MAX_CONFIG_BYTES, ModelConfig, parse_int, parse_widths
 from dcsim.count import ParamReport, count_params
 from dcsim.payload import CHECKPOINT_DIFFERS
 
+EXIT_INTERNAL = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 PROG = "python -m dcsim"
 
 
@@ -167,7 +170,7 @@ def _count(args: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; return its exit code (0 done, 2 bad input)."""
+    """Run one command; return its exit code (0 done, 2 bad input, 1 a bug in dcsim)."""
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
@@ -179,6 +182,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TypeError, ValueError) as err:
         print(f"dcsim: error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as err:  # a bug: one line for the person, the traceback on request
+        if os.environ.get("DCSIM_DEBUG"):
+            raise
+        print(
+            f"dcsim: internal error: {type(err).__name__}: {err} (set DCSIM_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
     try:
         sys.stdout.write(output)
         sys.stdout.flush()

@@ -16,6 +16,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Two shared cores make wall-clock deadlines flaky; properties are about values, not speed.
+settings.register_profile("dcsim", deadline=None)
+settings.load_profile("dcsim")
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("DCSIM_CHROMIUM", "/usr/bin/chromium")

@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import hypothesis.strategies as hs
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from dcsim.cli import main
 from dcsim.config import ModelConfig
@@ -183,3 +185,43 @@ def test_module_entry_point_refuses_without_a_traceback():
     result = subprocess_run("count", "--shards", "-3")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == "dcsim: error: `--shards` must be an integer from 1 to 1,048,576, got '-3'\n"
+
+
+def test_a_bug_is_one_line_not_a_traceback(capsys, monkeypatch):
+    def broken(config):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("dcsim.cli.count_params", broken)
+    code, out, err = run(capsys, "count")
+    assert code == 1 and out == ""
+    assert err == "dcsim: internal error: RuntimeError: boom (set DCSIM_DEBUG=1 for the traceback)\n"
+
+
+flag_values = hs.one_of(
+    hs.text(max_size=30),
+    hs.sampled_from(["1e400", "-1", "0", "nan", "inf", "2.5", "4" * 5000, "\x00", "٣", "4,4", ""]),
+    hs.integers(-(2**70), 2**70).map(str),
+    hs.floats(allow_nan=True, allow_infinity=True).map(repr),
+)
+flags = hs.sampled_from(
+    ["--input-dim", "--features", "--batch", "--seed", "--shards", "--format", "--config", "--no-bias"]
+)
+
+
+@given(hs.lists(hs.tuples(flags, flag_values), max_size=4))
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_flags_give_an_answer_or_one_clear_line(capsys, pairs):
+    argv = ["count"]
+    for flag, value in pairs:
+        argv += [flag] if flag == "--no-bias" else [flag, value]
+    if "--config" in argv:  # only ever a path that cannot exist: nothing is read or written
+        argv[argv.index("--config") + 1] = "/nonexistent/dcsim-fuzz.json"
+    code, out, err = run(capsys, *argv)
+    if code == 0:
+        assert err == ""
+        assert out
+    else:
+        assert code == 2
+        assert out == ""
+        assert err.startswith("dcsim: error: ")
+        assert err.count("\n") == 1

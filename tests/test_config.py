@@ -240,3 +240,46 @@ def test_size_cap_is_exact():
     assert ModelConfig.from_json("{" + padding + "}") == ModelConfig()
     with pytest.raises(ValueError, match="at most 65,536 bytes, got 65,537"):
         ModelConfig.from_json("{" + padding + " }")
+
+
+def parse_or_reason(text):
+    """A configuration, or the reason it was refused; any other exception escapes the test."""
+    try:
+        return ModelConfig.from_json(text), ""
+    except (TypeError, ValueError) as err:
+        return None, str(err)
+
+
+@given(hs.one_of(hs.text(max_size=200), hs.binary(max_size=200)))
+def test_any_text_is_a_configuration_or_a_clear_refusal(text):
+    config, reason = parse_or_reason(text)
+    assert (config is None) == bool(reason)
+
+
+json_values = hs.recursive(
+    hs.none() | hs.booleans() | hs.integers(-(2**70), 2**70) | hs.floats() | hs.text(max_size=10),
+    lambda children: hs.lists(children, max_size=4) | hs.dictionaries(hs.text(max_size=12), children, max_size=4),
+    max_leaves=20,
+)
+config_like = hs.fixed_dictionaries(
+    {},
+    optional={
+        "input_dim": json_values,
+        "num_shards": json_values,
+        "seed": json_values,
+        "batch_size": json_values,
+        "version": json_values,
+        "layers": hs.lists(
+            hs.fixed_dictionaries({}, optional={"features": json_values, "use_bias": json_values}), max_size=3
+        )
+        | json_values,
+    },
+)
+
+
+@given(config_like)
+def test_any_json_shaped_like_a_configuration_is_accepted_or_refused_clearly(data):
+    config, reason = parse_or_reason(json.dumps(data))
+    assert (config is None) == bool(reason)
+    if config is not None:
+        assert ModelConfig.from_json(config.to_json()) == config
