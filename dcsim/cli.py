@@ -114,10 +114,10 @@ def _frame_text(frame: pd.DataFrame) -> str:
     """A frame as aligned text: counts with separators, right-aligned; text left-aligned."""
     columns = []
     for name in frame.columns:
-        numeric = frame[name].dtype == "int64" or name.startswith("percent")
-        cells = [units.count(value) if frame[name].dtype == "int64" else str(value) for value in frame[name]]
+        is_count = frame[name].dtype == "int64"
+        cells = [units.count(value) if is_count else str(value) for value in frame[name]]
         width = max(len(name), *(len(cell) for cell in cells))
-        align = str.rjust if numeric else str.ljust
+        align = str.rjust if is_count or name.startswith("percent") else str.ljust
         columns.append([align(cell, width) for cell in [name, *cells]])
     return "\n".join("  ".join(row).rstrip() for row in zip(*columns, strict=True))
 
@@ -128,7 +128,7 @@ def render_count_table(config: ModelConfig, report: ParamReport) -> str:
     widths = " -> ".join(f"Dense({layer.features:,}{'' if layer.use_bias else ', no bias'})" for layer in config.layers)
     layers = tables.layers_frame(report)
     layers["percent_of_total"] = layers["percent_of_total"].map(lambda value: f"{value:.2f}%")
-    other_dtypes = payload.raw_payloads(report.total_params)[1:]
+    float32, *other_dtypes = payload.raw_payloads(report.total_params)
     lines = [
         f"model: input dimension {config.input_dim:,} -> {widths}",
         f"(batch size {config.batch_size:,} and seed {config.seed} change no count)",
@@ -147,8 +147,7 @@ def render_count_table(config: ModelConfig, report: ParamReport) -> str:
     lines += [
         f"shards                 {units.count(config.num_shards)}",
         f"ideal share per shard  {units.share(share.exact)}  (total / shards: an average, not a layout)",
-        f"raw float32 payload    {units.bytes_exact(payload.raw_bytes(report.total_params))}"
-        "  <- raw estimate, NOT the checkpoint size",
+        f"raw float32 payload    {units.bytes_exact(float32.num_bytes)}  <- raw estimate, NOT the checkpoint size",
         "other raw payloads     "
         + " · ".join(f"{row.dtype} {units.bytes_exact(row.num_bytes)}" for row in other_dtypes),
         "",
@@ -176,10 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             raise UsageError(f"choose a command: count (see `{PROG} --help`)")
         output = _count(args)
-    except UsageError as err:
-        print(f"dcsim: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
-    except (TypeError, ValueError) as err:
+    except (UsageError, TypeError, ValueError) as err:
         print(f"dcsim: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
