@@ -141,5 +141,5 @@ def count_module(module: nn.Module, *inputs: Any, seed: int = 0) -> ParamReport:
 
 def count_params(config: ModelConfig) -> ParamReport:
     """Count the parameters of a configuration by abstractly initialising its Flax modules."""
-    module, x = models.build(config)
-    return count_module(module, x, seed=config.seed)
+    module, inputs = models.build(config)
+    return count_module(module, *inputs, seed=config.seed)

@@ -26,8 +26,12 @@ class DenseStack(nn.Module):
         return x
 
 
-def build(config: ModelConfig) -> tuple[nn.Module, jax.ShapeDtypeStruct]:
-    """The module a configuration describes and the shape of the input it is initialised with."""
+def build(config: ModelConfig) -> tuple[nn.Module, tuple[jax.ShapeDtypeStruct, ...]]:
+    """The module a configuration describes and the inputs it is initialised with.
+
+    ``module.init(key, *inputs)`` is the whole initialisation: every family takes positional
+    inputs only, so the counter, the layout and the checkpoint measurement can treat them alike.
+    """
     module = DenseStack(layers=config.layers)
     x = jax.ShapeDtypeStruct((config.batch_size, config.input_dim), jax.numpy.float32)
-    return module, x
+    return module, (x,)

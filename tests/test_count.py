@@ -73,8 +73,9 @@ small_configs = hs.builds(
 @given(small_configs)
 @settings(max_examples=25, deadline=None)
 def test_abstract_and_concrete_initialisation_agree(config):
-    module, x = models.build(config)
-    concrete = module.init(jax.random.PRNGKey(config.seed), jnp.zeros(x.shape, x.dtype))
+    module, inputs = models.build(config)
+    zeros = [jnp.zeros(spec.shape, spec.dtype) for spec in inputs]
+    concrete = module.init(jax.random.PRNGKey(config.seed), *zeros)
     assert report_from_variables(concrete) == count_params(config)
 
 
@@ -118,6 +119,7 @@ def test_counting_allocates_no_values():
     # A concrete init of this stack would need over 34 GB, more than the machine has: counting it
     # finishes only because every leaf is a shape, never an array.
     config = dense_stack(65_536, 65_536, 65_536)
-    leaves = traverse_util.flatten_dict(abstract_variables(*models.build(config))).values()
+    module, inputs = models.build(config)
+    leaves = traverse_util.flatten_dict(abstract_variables(module, *inputs)).values()
     assert all(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in leaves)
     assert count_params(config).total_params == 2 * 4_295_032_832
