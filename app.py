@@ -1,12 +1,26 @@
-"""dcsim's router and shared frame: every page is an ``st.Page`` in ``pages/``."""
+"""dcsim's router and shared frame: every page is an ``st.Page`` in ``pages/``.
+
+The frame around every page: the link's problems (if the session opened a bad link), the sidebar
+with a summary of the configuration, the link to copy, the configuration's JSON to download and an
+upload that restores one. After the page has drawn, the URL is rewritten to what it shows.
+"""
 
 import streamlit as st
+
+from dcsim.ui import frame, state
 
 st.set_page_config(page_title="dcsim", page_icon=":material/calculate:", layout="wide")
 
 pages = [
-    st.Page("pages/count.py", title="Count", icon=":material/calculate:", url_path="count", default=True),
+    st.Page("pages/model.py", title="Model", icon=":material/calculate:", url_path="model", default=True),
+    st.Page("pages/shards.py", title="Shards", icon=":material/grid_view:", url_path="shards"),
+    st.Page("pages/bytes.py", title="Bytes", icon=":material/storage:", url_path="bytes"),
 ]
 
-st.sidebar.caption("dcsim: how big is this model, and what does it come to per shard?")
-st.navigation(pages).run()
+page = st.navigation(pages)
+state.start_page()
+frame.upload_box()
+frame.link_problems()
+page.run()
+frame.share_box()
+state.publish()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from dcsim import payload, shares
+from dcsim import payload, shares, units
 from dcsim.config import ModelConfig
 from dcsim.count import ParamReport
 
@@ -54,6 +54,36 @@ def payload_frame(num_values: int) -> pd.DataFrame:
             "raw_bytes": pd.array([row.num_bytes for row in rows], dtype="int64"),
         }
     )
+
+
+def share_sweep_frame(total_params: int, num_shards: int, up_to: int = 4096) -> pd.DataFrame:
+    """The ideal share at every power of two up to ``up_to`` and at ``num_shards`` itself.
+
+    ``ideal_share`` is the nearest float (for charts); ``ideal_share_text`` is exact, e.g.
+    ``6.666666666666667 (20/3)``; ``values_at_most`` is what the fullest shard of the most even
+    split of a flat vector would hold (the share rounded up): no shard holds a fraction.
+    """
+    counts = sorted({*shares.powers_of_two(up_to), num_shards})
+    rows = shares.sweep(total_params, counts)
+    return pd.DataFrame(
+        {
+            "num_shards": pd.array(counts, dtype="int64"),
+            "ideal_share": [row.value for row in rows],
+            "ideal_share_text": [units.share(row.exact) for row in rows],
+            "ideal_share_fraction": [row.fraction for row in rows],
+            "values_at_most": pd.array([-(-row.total_params // row.num_shards) for row in rows], dtype="int64"),
+        }
+    )
+
+
+def layer_bytes_frame(report: ParamReport) -> pd.DataFrame:
+    """Raw payload bytes of each layer in every dtype of ``payload.RAW_DTYPES``, float32 first."""
+    layers = report.layers
+    frame = pd.DataFrame({"path": [row.path for row in layers]})
+    for dtype in payload.RAW_DTYPES:
+        frame[dtype] = pd.array([payload.raw_bytes(row.num_params, dtype) for row in layers], dtype="int64")
+    frame["float32_text"] = frame["float32"].map(units.bytes_exact)
+    return frame
 
 
 def count_record(config: ModelConfig, report: ParamReport) -> dict[str, Any]:

@@ -53,4 +53,32 @@ def share(value: Fraction) -> str:
     precision with the exact fraction (``6.666666666666667 (20/3)``)."""
     if value.denominator == 1:
         return count(value.numerator)
-    return f"{float(value)!r} ({value.numerator:,}/{value.denominator:,})"
+    return f"{float(value):,} ({value.numerator:,}/{value.denominator:,})"
+
+
+def share_short(value: Fraction, digits: int = 3, exact_up_to: int = 6) -> str:
+    """A share for a headline: exact when it ends within ``exact_up_to`` significant decimals
+    (``1.5``, ``0.3125``), otherwise cut after ``digits`` and marked as cut (``6.666…``).
+
+    Cut, never rounded: the ellipsis says more digits follow, and every digit shown is right.
+    """
+    if value.denominator == 1:
+        return count(value.numerator)
+    text, ends = _decimals(value, exact_up_to)
+    if not ends:
+        text, _ = _decimals(value, digits)
+        text += "…"
+    return text
+
+
+def _decimals(value: Fraction, significant: int) -> tuple[str, bool]:
+    """``value`` by long division, up to ``significant`` significant decimals; and whether it ended."""
+    whole, rest = divmod(value.numerator, value.denominator)
+    decimals: list[str] = []
+    seen = 0
+    while rest and seen < significant:
+        digit, rest = divmod(rest * 10, value.denominator)
+        decimals.append(str(digit))
+        if whole or digit or seen:
+            seen += 1
+    return f"{whole:,}.{''.join(decimals)}", rest == 0

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.testing.v1 import app_test
 
 # Two shared cores make wall-clock deadlines flaky; properties are about values, not speed.
 settings.register_profile("dcsim", deadline=None)
@@ -58,8 +60,14 @@ def _healthy(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def streamlit_server(extra_args: tuple[str, ...] = ()):
-    """Run ``streamlit run app.py`` on a free loopback port until the block ends."""
+def streamlit_server(extra_args: tuple[str, ...] = (), base_path: str = ""):
+    """Run ``streamlit run app.py`` on a free loopback port until the block ends.
+
+    ``base_path`` serves the app under a prefix (``--server.baseUrlPath``), as behind a proxy;
+    the URL yielded is the server's root, without it.
+    """
+    if base_path:
+        extra_args = (*extra_args, "--server.baseUrlPath", base_path)
     for _attempt in range(3):  # a port taken between probing and binding makes Streamlit exit
         port = _free_port()
         url = f"http://127.0.0.1:{port}"
@@ -85,9 +93,10 @@ def streamlit_server(extra_args: tuple[str, ...] = ()):
             stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + SERVER_START_SECONDS
-        while time.monotonic() < deadline and process.poll() is None and not _healthy(url):
+        health = f"{url}/{base_path}" if base_path else url
+        while time.monotonic() < deadline and process.poll() is None and not _healthy(health):
             time.sleep(0.2)
-        if process.poll() is None and _healthy(url):
+        if process.poll() is None and _healthy(health):
             try:
                 yield url
             finally:
@@ -135,3 +144,19 @@ def page(browser):
 def wait_for_app(page) -> None:
     """Wait until the Streamlit script has finished its run."""
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=60_000)
+
+
+class _NavigationPagesManager(PagesManager):
+    """AppTest resets ``PagesManager.uses_pages_directory`` before every run; with a ``pages/``
+    folder next to app.py it then reruns the page script alone (multipage v1) instead of app.py,
+    so the shared frame silently stops running after the first run. A real server clears the flag
+    for good once ``st.navigation`` has run (streamlit/commands/navigation.py); do the same."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        PagesManager.uses_pages_directory = False
+
+
+@pytest.fixture(autouse=True)
+def _apptest_runs_the_router(monkeypatch):
+    monkeypatch.setattr(app_test, "PagesManager", _NavigationPagesManager)

@@ -1,44 +1,254 @@
-"""The dashboard in Streamlit's AppTest: it runs, shows the numbers and explains bad input."""
+"""Every page in Streamlit's AppTest: it runs, shows its numbers and explains bad input."""
 
+import json
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from dcsim.config import DenseLayer, ModelConfig
+
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
+PAGES = ["pages/model.py", "pages/shards.py", "pages/bytes.py"]
+EDITOR = "w.layers.0"
+
+
+def open_app(query: dict[str, str] | None = None, page: str | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    at.run()
+    if page:
+        at.switch_page(page).run()
+    assert not at.exception
+    return at
 
 
 @pytest.fixture
 def app():
-    return AppTest.from_file(APP, default_timeout=30).run()
+    return open_app()
 
 
 def metrics(at):
     return {metric.label: metric.value for metric in at.metric}
 
 
+def number_input(at, words):
+    return next(widget for widget in at.number_input if words in widget.label)
+
+
+def shown(element):
+    """An alert's text as the person reads it: dcsim escapes markdown in anything it echoes."""
+    return element.value.replace("\\", "")
+
+
+def all_text(at):
+    return " ".join(shown(element) for kind in ("caption", "markdown", "warning", "error") for element in at.get(kind))
+
+
 def test_landing_page_answers_the_seed_example_without_a_click(app):
-    assert not app.exception
     values = metrics(app)
     assert values["Total parameters"] == "20"
     assert values["Ideal share per shard (2 shards)"] == "10"
     assert values["Raw float32 payload"] == "80 bytes"
     assert any("not the checkpoint size" in caption.value for caption in app.caption)
+    assert number_input(app, "shards").label == "Number of checkpoint shards"
 
 
-def test_changing_shards_and_widths_updates_the_numbers(app):
-    shards = next(widget for widget in app.number_input if "shards" in widget.label)
-    shards.set_value(3).run()
-    assert metrics(app)["Ideal share per shard (3 shards)"] == "6.666666666666667 (20/3)"
-    app.text_input[0].set_value("4, 2").run()
-    assert metrics(app)["Total parameters"] == "30"
+def test_the_url_carries_the_configuration_from_the_first_run(app):
+    assert dict(app.query_params) == {
+        "v": "1",
+        "input_dim": "4",
+        "layers": "4",
+        "batch": "1",
+        "seed": "0",
+        "shards": "2",
+    }
+
+
+def test_changing_shards_shows_the_exact_share(app):
+    number_input(app, "shards").set_value(3).run()
+    share = next(metric for metric in app.metric if metric.label.startswith("Ideal share"))
+    assert (share.label, share.value) == ("Ideal share per shard (3 shards)", "6.666…")
+    assert "6.666666666666667 (20/3)" in share.proto.help
+    assert app.query_params["shards"] == "3"
+
+
+def test_input_dimension_batch_and_seed(app):
+    number_input(app, "Input dimension").set_value(8).run()
+    assert metrics(app)["Total parameters"] == "36"
+    number_input(app, "Batch").set_value(64).run()
+    number_input(app, "Seed").set_value(7).run()
+    assert metrics(app)["Total parameters"] == "36"
+    assert (app.query_params["batch"], app.query_params["seed"]) == ("64", "7")
+
+
+def test_editing_adding_and_removing_layer_rows(app):
+    app.session_state[EDITOR] = {
+        "edited_rows": {0: {"features": 8, "use_bias": False}},
+        "added_rows": [{"features": 2}, {"features": 3, "use_bias": False}],
+        "deleted_rows": [],
+    }
+    app.run()
     assert not app.exception
+    # 4*8 (no bias) + 8*2+2 + 2*3 (no bias) = 32 + 18 + 6
+    assert metrics(app)["Total parameters"] == "56"
+    assert app.query_params["layers"] == "8n_2_3n"
+    app.session_state[EDITOR] = {"edited_rows": {}, "added_rows": [{"features": 2}], "deleted_rows": [0]}
+    app.run()
+    assert metrics(app)["Total parameters"] == "10"  # 4*2 + 2
+
+
+def test_edits_that_do_not_fit_the_table_are_reset_not_raised(app):
+    app.session_state[EDITOR] = {"edited_rows": {}, "added_rows": [], "deleted_rows": [5, 9]}
+    app.run()
+    assert not app.exception
+    assert "reset" in shown(app.warning[0])
+    assert metrics(app)["Total parameters"] == "20"
 
 
 @pytest.mark.parametrize(
-    "widths", ["4,x", "", "0", "4," * 300, "1e400"], ids=["text", "empty", "zero", "too-many", "1e400"]
+    ("delta", "message"),
+    [
+        ({"edited_rows": {0: {"features": 0}}, "added_rows": [], "deleted_rows": []}, "layer 1: `features` must be"),
+        ({"edited_rows": {}, "added_rows": [{"use_bias": True}], "deleted_rows": []}, "layer 2 has no width"),
+        ({"edited_rows": {}, "added_rows": [], "deleted_rows": [0]}, "at least one Dense layer"),
+        ({"edited_rows": {0: {"features": 2**21}}, "added_rows": [], "deleted_rows": []}, "1 to 1,048,576"),
+    ],
+    ids=["zero-width", "empty-row", "no-rows", "too-wide"],
 )
-def test_bad_widths_show_the_rule_not_a_traceback(app, widths):
-    app.text_input[0].set_value(widths).run()
+def test_a_bad_edit_explains_the_rule_and_keeps_the_last_valid_answer(app, delta, message):
+    app.session_state[EDITOR] = delta
+    app.run()
     assert not app.exception
-    assert app.error and "layer widths" in app.error[0].value
+    assert message in shown(app.error[0])
+    assert "last valid configuration" in shown(app.error[0])
+    assert metrics(app)["Total parameters"] == "20"
+    assert app.query_params["layers"] == "4"
+
+
+def test_reset_returns_to_the_seed_example():
+    at = open_app({"layers": "512x2_10", "input_dim": "784", "shards": "8"})
+    assert metrics(at)["Total parameters"] == "669,706"
+    next(button for button in at.button if "Reset" in button.label).click().run()
+    assert metrics(at)["Total parameters"] == "20"
+    assert number_input(at, "Input dimension").value == 4
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_opens_a_link_exactly(page):
+    at = open_app({"v": "1", "input_dim": "784", "layers": "512x2_10", "shards": "3"}, page)
+    values = metrics(at)
+    assert values["Total parameters"] == "669,706"
+    assert not at.warning
+    assert at.query_params["layers"] == "512x2_10"
+
+
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"shards": "1e400"},
+        {"shards": "-5", "input_dim": "nan"},
+        {"layers": "x" * 20_000},
+        {"layers": "4x9999"},
+        {"seed": "18446744073709551616"},
+        {"v": "99"},
+        {"input_dim": "<script>alert(1)</script>"},
+        {"layers": "[click](javascript:alert(1))"},
+    ],
+    ids=["1e400", "negative-nan", "20k-chars", "too-many-layers", "seed-2^64", "newer-version", "script", "md-link"],
+)
+def test_hostile_links_warn_and_fall_back_on_every_page(page, query):
+    at = open_app(query, page)
+    assert at.warning, "a rejected field must be explained"
+    assert metrics(at)["Total parameters"] == "20"
+    for warning in at.warning:
+        assert "(" not in warning.value.replace("\\(", "")  # every markdown character arrives escaped
+    # The URL is rewritten to what is shown: the hostile value is gone.
+    assert at.query_params["shards"] == "2"
+
+
+def test_a_bad_field_keeps_the_good_ones():
+    at = open_app({"input_dim": "784", "layers": "512x2_10", "shards": "1e400"})
+    assert metrics(at)["Total parameters"] == "669,706"
+    assert "got '1e400'" in shown(at.warning[0])
+
+
+def test_switching_pages_keeps_the_configuration(app):
+    number_input(app, "shards").set_value(5).run()
+    for page in PAGES[1:]:
+        app.switch_page(page).run()
+        assert not app.exception
+        assert app.query_params["shards"] == "5"
+    app.switch_page("pages/shards.py").run()
+    assert metrics(app)["Ideal share per shard (5 shards)"] == "4"
+    number_input(app, "shards").set_value(8).run()
+    app.switch_page("pages/model.py").run()
+    assert number_input(app, "shards").value == 8
+    assert metrics(app)["Ideal share per shard (8 shards)"] == "2.5"
+
+
+def test_shards_page_sweeps_to_4096_with_exact_shares():
+    at = open_app({"shards": "3"}, "pages/shards.py")
+    assert metrics(at)["Ideal share per shard (3 shards)"] == "6.666…"
+    sweep = at.dataframe[0].value
+    assert list(sweep["num_shards"])[:4] == ["1", "2", "3", "4"]
+    assert list(sweep["num_shards"])[-1] == "4,096"
+    assert "6.666666666666667 (20/3)" in list(sweep["ideal_share_text"])
+    assert at.get("vega_lite_chart")
+    assert "Why an average is not a layout" in [header.value for header in at.subheader]
+    assert "7 values" in all_text(at)
+
+
+def test_bytes_page_labels_every_view_not_the_checkpoint_size():
+    at = open_app({"input_dim": "1024", "layers": "1024"}, "pages/bytes.py")
+    values = metrics(at)
+    assert values["Raw float32 payload"] == "4,198,400 bytes (4.00 MiB)"
+    assert values["Raw float32 payload, decimal units"] == "4.20 MB"
+    captions = [caption.value for caption in at.caption if "not the checkpoint size" in caption.value.lower()]
+    assert len(captions) >= 3
+    assert len(at.get("vega_lite_chart")) == 2
+    dtypes = at.dataframe[0].value
+    assert list(dtypes["raw_bytes_text"])[:2] == ["4,198,400 bytes (4.00 MiB)", "2,099,200 bytes (2.00 MiB)"]
+    assert "What a real checkpoint adds or removes" in [header.value for header in at.subheader]
+
+
+def test_downloads_are_offered_on_every_page():
+    for page in PAGES:
+        at = open_app(page=page)
+        labels = [button.label for button in at.get("download_button")]
+        assert "Download configuration (JSON)" in labels
+        assert any("CSV" in label for label in labels)
+
+
+def test_uploading_a_configuration_restores_it(app):
+    config = ModelConfig(input_dim=784, layers=(DenseLayer(features=512),) * 2 + (DenseLayer(features=10),))
+    app.sidebar.get("file_uploader")[0].set_value(("model.json", config.to_json().encode(), "application/json"))
+    app.run()
+    assert not app.exception
+    assert metrics(app)["Total parameters"] == "669,706"
+    assert number_input(app, "Input dimension").value == 784
+    assert app.query_params["layers"] == "512x2_10"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"{not json", "not valid JSON"),
+        (json.dumps({"layers": [{"features": 0}]}).encode(), "`features` must be"),
+        (json.dumps({"shards": 2}).encode(), "unknown configuration field 'shards'"),
+        (json.dumps({"version": 99}).encode(), "newer than this dcsim reads"),
+        (b" " * (70 * 1024), "at most 65,536 bytes"),
+        (b"\xff\xfe", "UTF-8"),
+    ],
+    ids=["junk", "zero-width", "unknown-key", "newer", "oversized", "not-utf8"],
+)
+def test_a_bad_upload_is_refused_with_the_reason(app, content, message):
+    app.sidebar.get("file_uploader")[0].set_value(("bad.json", content, "application/json"))
+    app.run()
+    assert not app.exception
+    error = shown(app.sidebar.get("error")[0])
+    assert "This file was not opened" in error
+    assert message in error
+    assert metrics(app)["Total parameters"] == "20"

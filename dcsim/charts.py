@@ -1,0 +1,134 @@
+"""Altair charts, built by pure functions from the tables in ``dcsim.tables``.
+
+Each builder takes a DataFrame and returns an ``alt.Chart`` (tested on ``chart.to_dict()``); pages
+only render them, with Streamlit's theme. Every chart has a title with its unit, tooltips with
+the exact figure, and a description that screen readers announce.
+
+On log scales bars would start at 0, which a log axis cannot draw: bars there get an explicit
+baseline at 1 (``y2``/``x2`` datum) and points or lines need none.
+"""
+
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import pandas as pd
+
+# Counts on axes read 1.2B, not 1.2G (d3's SI prefix for 10**9 is G).
+COUNT_LABELS = "replace(format(datum.value, '~s'), 'G', 'B')"
+BYTE_LABELS = "format(datum.value, '~s') + 'B'"
+# Shares fall below 1 value on many shards: small numbers as decimals, never 500m (milli).
+SHARE_LABELS = f"datum.value >= 1000 ? {COUNT_LABELS} : format(datum.value, '~g')"
+
+
+def decades(low: float, high: float) -> list[float]:
+    """The powers of ten from just below ``low`` to just above ``high``: a log axis's ticks
+    (Vega-Lite's own pick, thinned for overlap, shows odd labels like 70k next to 600k)."""
+    first = math.floor(math.log10(low))
+    last = math.ceil(math.log10(high))
+    return [10.0**power for power in range(first, last + 1)]
+
+
+def _count_axis(title: str) -> alt.Axis:
+    return alt.Axis(title=title, labelExpr=COUNT_LABELS)
+
+
+def params_by_layer(layers: pd.DataFrame) -> alt.Chart:
+    """Parameters per layer, one horizontal bar each, in model order.
+
+    ``layers`` has ``path``, ``num_params`` and ``percent_of_total`` (``tables.layers_frame``).
+    """
+    data = layers.assign(params_text=layers["num_params"].map("{:,}".format))
+    return (
+        alt.Chart(data, title=alt.Title("Parameters per layer", subtitle="values per layer (count)"))
+        .mark_bar()
+        .encode(
+            y=alt.Y("path:N", sort=list(data["path"]), title="Layer"),
+            x=alt.X("num_params:Q", axis=_count_axis("Parameters (values)"), scale=alt.Scale(zero=True)),
+            tooltip=[
+                alt.Tooltip("path:N", title="Layer"),
+                alt.Tooltip("params_text:N", title="Parameters"),
+                alt.Tooltip("percent_of_total:Q", title="Share of total (%)", format=".2f"),
+            ],
+        )
+        .properties(description="Bar chart of the number of parameters in each layer, in model order.")
+    )
+
+
+def share_sweep(sweep: pd.DataFrame, num_shards: int) -> alt.LayerChart:
+    """The ideal share across shard counts on log-log axes, the chosen count marked.
+
+    ``sweep`` has ``num_shards``, ``ideal_share`` (float, for position) and ``ideal_share_text``
+    (exact, for the tooltip), as ``tables.share_sweep_frame`` builds it.
+    """
+    base = alt.Chart(sweep).encode(
+        x=alt.X("num_shards:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title="Number of shards (log)")),
+        y=alt.Y(
+            "ideal_share:Q",
+            scale=alt.Scale(type="log"),
+            axis=alt.Axis(
+                title="Ideal share per shard (values, log)",
+                labelExpr=SHARE_LABELS,
+                values=decades(sweep["ideal_share"].min(), sweep["ideal_share"].max()),
+            ),
+        ),
+        tooltip=[
+            alt.Tooltip("num_shards:Q", title="Shards", format=","),
+            alt.Tooltip("ideal_share_text:N", title="Ideal share (exact)"),
+        ],
+    )
+    chosen = sweep[sweep["num_shards"] == num_shards]
+    marked = (
+        alt.Chart(chosen)
+        .mark_point(size=160, filled=True, color="#d1242f")
+        .encode(x="num_shards:Q", y="ideal_share:Q", tooltip=base.encoding.tooltip)
+    )
+    return alt.layer(base.mark_line(), base.mark_point(filled=True), marked).properties(
+        title=alt.Title("Ideal share per shard", subtitle=f"total / shards, log-log; red: {num_shards:,} shards"),
+        description="Line chart of the ideal share per shard falling as the number of shards doubles.",
+    )
+
+
+def raw_bytes_by_dtype(payloads: pd.DataFrame) -> alt.Chart:
+    """The raw payload in each dtype: values x bytes per value, NOT the checkpoint size.
+
+    ``payloads`` has ``dtype`` and ``raw_bytes`` (``tables.payload_frame``) plus ``raw_bytes_text``.
+    """
+    return (
+        alt.Chart(
+            payloads,
+            title=alt.Title(
+                "Raw payload by dtype (bytes)", subtitle="values x bytes per value; not the checkpoint size"
+            ),
+        )
+        .mark_bar()
+        .encode(
+            y=alt.Y("dtype:N", sort=list(payloads["dtype"]), title="Storage dtype"),
+            x=alt.X("raw_bytes:Q", axis=alt.Axis(title="Raw payload (bytes)", labelExpr=BYTE_LABELS)),
+            tooltip=[
+                alt.Tooltip("dtype:N", title="Dtype"),
+                alt.Tooltip("raw_bytes_text:N", title="Raw payload"),
+            ],
+        )
+        .properties(description="Bar chart of the raw payload in bytes for each storage dtype; not a checkpoint size.")
+    )
+
+
+def raw_bytes_by_layer(layer_bytes: pd.DataFrame) -> alt.Chart:
+    """Raw float32 bytes per layer, in model order (``tables.layer_bytes_frame``)."""
+    return (
+        alt.Chart(
+            layer_bytes,
+            title=alt.Title(
+                "Raw float32 payload per layer (bytes)", subtitle="4 bytes a value; not the checkpoint size"
+            ),
+        )
+        .mark_bar()
+        .encode(
+            y=alt.Y("path:N", sort=list(layer_bytes["path"]), title="Layer"),
+            x=alt.X("float32:Q", axis=alt.Axis(title="Raw float32 payload (bytes)", labelExpr=BYTE_LABELS)),
+            tooltip=[alt.Tooltip("path:N", title="Layer"), alt.Tooltip("float32_text:N", title="Raw float32")],
+        )
+        .properties(description="Bar chart of each layer's raw float32 payload in bytes; not a checkpoint size.")
+    )

@@ -1,0 +1,166 @@
+"""Configurations in URLs: the shareable link that reopens exactly what someone sees.
+
+A link is a query string such as ``?v=1&input_dim=784&layers=512x2_10&batch=1&seed=0&shards=8``.
+Scalars are plain integers. The layer table is one compact token: layers separated by ``_``, each
+``<features>[n][x<repeat>]`` (``n``: no bias; ``x3``: the same layer three times), so a 256-layer
+stack of equal widths is ``4096x256`` and every character is URL-safe.
+
+Links arrive from strangers in chats, so decoding never raises. Each field is checked on its own;
+a bad one falls back to its default and adds one problem sentence a page can show; the good
+fields are kept. ``v`` is the encoding's version: links written by older versions keep opening,
+and a link from a newer dcsim is explained instead of guessed at.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from urllib.parse import urlencode
+
+from dcsim.config import MAX_LAYERS, DenseLayer, ModelConfig, check_field, parse_int, show
+
+LINK_VERSION = 1
+MAX_SCALAR_CHARS = 32
+# 256 layers of the widest kind, each a distinct token ("1048576n_"), fit with room to spare.
+MAX_LAYERS_CHARS = 4096
+
+# Query key -> ModelConfig field, in the order links are written.
+SCALAR_KEYS = {"input_dim": "input_dim", "batch": "batch_size", "seed": "seed", "shards": "num_shards"}
+LAYERS_KEY = "layers"
+VERSION_KEY = "v"
+KEYS = (VERSION_KEY, "input_dim", LAYERS_KEY, "batch", "seed", "shards")
+
+# Fixed-width pieces and no nested quantifiers: this cannot backtrack, whatever arrives.
+_LAYER_TOKEN = re.compile(r"([0-9]{1,8})(n?)(?:x([0-9]{1,4}))?")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Decoded:
+    """What a link described.
+
+    Attributes:
+      config: the configuration, with every field the link got wrong at its default.
+      problems: one sentence per rejected field, saying what was wrong and what was used instead.
+    """
+
+    config: ModelConfig
+    problems: tuple[str, ...] = ()
+
+
+def encode_layers(layers: Sequence[DenseLayer]) -> str:
+    """The compact layer token, runs of equal layers folded: ``512x2_10``."""
+    tokens: list[str] = []
+    index = 0
+    while index < len(layers):
+        run = 1
+        while index + run < len(layers) and layers[index + run] == layers[index]:
+            run += 1
+        layer = layers[index]
+        token = f"{layer.features}{'' if layer.use_bias else 'n'}"
+        tokens.append(token if run == 1 else f"{token}x{run}")
+        index += run
+    return "_".join(tokens)
+
+
+def decode_layers(text: str) -> tuple[DenseLayer, ...]:
+    """Parse a layer token; raises ``ValueError`` naming the piece that is wrong."""
+    if len(text) > MAX_LAYERS_CHARS:
+        raise ValueError(f"`layers` may be at most {MAX_LAYERS_CHARS:,} characters, got {len(text):,}")
+    layers: list[DenseLayer] = []
+    for position, token in enumerate(text.split("_"), start=1):
+        match = _LAYER_TOKEN.fullmatch(token)
+        if match is None:
+            raise ValueError(
+                f"`layers` item {position} is {show(token)}; each item is a width with an optional "
+                "`n` (no bias) and `x<count>` (repeat), e.g. 512x2_10n"
+            )
+        features, no_bias, repeat = match.groups()
+        count = 1 if repeat is None else int(repeat)
+        if count < 1 or len(layers) + count > MAX_LAYERS:
+            raise ValueError(f"`layers` may hold 1 to {MAX_LAYERS} layers in all, got {show(text)}")
+        try:
+            width = check_field(int(features), "features")
+        except ValueError as err:
+            raise ValueError(f"`layers` item {position}: {err}") from None
+        layer = DenseLayer(features=width, use_bias=not no_bias)
+        layers.extend([layer] * count)
+    return tuple(layers)
+
+
+def encode(config: ModelConfig) -> dict[str, str]:
+    """The query parameters that reopen ``config``, version first."""
+    return {
+        VERSION_KEY: str(LINK_VERSION),
+        "input_dim": str(config.input_dim),
+        LAYERS_KEY: encode_layers(config.layers),
+        "batch": str(config.batch_size),
+        "seed": str(config.seed),
+        "shards": str(config.num_shards),
+    }
+
+
+def query_string(config: ModelConfig) -> str:
+    return urlencode(encode(config))
+
+
+def link(base_url: str, config: ModelConfig) -> str:
+    """A full link: ``base_url`` (scheme, host, base path and page) with the configuration."""
+    return f"{base_url.split('?', 1)[0]}?{query_string(config)}"
+
+
+def _single(params: Mapping[str, Sequence[str]], key: str, limit: int) -> str:
+    values = params[key]
+    if len(values) != 1:
+        raise ValueError(f"`{key}` appears {len(values)} times in the link, where it may appear once")
+    value = values[0]
+    if len(value) > limit:
+        raise ValueError(f"`{key}` may be at most {limit:,} characters, got {len(value):,}")
+    return value
+
+
+def decode(params: Mapping[str, Sequence[str]]) -> Decoded:
+    """Read a configuration from query parameters (each key with all its values, in order).
+
+    Never raises for any input: unknown keys are ignored (other pages keep their own settings in
+    the same query string), and each bad field is reported and left at its default.
+    """
+    defaults = ModelConfig()
+    problems: list[str] = []
+
+    def reject(key: str, err: Exception, default: object) -> None:
+        problems.append(f"Link: {err}; using the default {default}.")
+
+    if VERSION_KEY in params:
+        try:
+            text = _single(params, VERSION_KEY, MAX_SCALAR_CHARS)
+            if not (text.isascii() and text.isdigit()):
+                raise ValueError(f"`{VERSION_KEY}` must be a link version such as {LINK_VERSION}, got {show(text)}")
+        except (TypeError, ValueError) as err:
+            problems.append(f"Link: {err}; reading it as version {LINK_VERSION}.")
+        else:
+            version = int(text)
+            if version > LINK_VERSION:
+                return Decoded(
+                    config=defaults,
+                    problems=(
+                        f"This link was made by a newer dcsim (link version {version:,}; this one reads up "
+                        f"to version {LINK_VERSION}). Showing the defaults instead: ask for the configuration "
+                        "JSON, or open the link where it was made.",
+                    ),
+                )
+
+    fields: dict[str, object] = {}
+    for key, field in SCALAR_KEYS.items():
+        if key not in params:
+            continue
+        try:
+            fields[field] = parse_int(_single(params, key, MAX_SCALAR_CHARS), field, key)
+        except (TypeError, ValueError) as err:
+            reject(key, err, f"{getattr(defaults, field):,}")
+    if LAYERS_KEY in params:
+        try:
+            fields["layers"] = decode_layers(_single(params, LAYERS_KEY, MAX_LAYERS_CHARS))
+        except (TypeError, ValueError) as err:
+            reject(LAYERS_KEY, err, encode_layers(defaults.layers))
+    return Decoded(config=dataclasses.replace(defaults, **fields), problems=tuple(problems))

@@ -1,0 +1,104 @@
+"""The frame every page shares: the sidebar's summary, link, download and upload boxes.
+
+User-supplied text (an uploaded file's name, a link's values) is only ever shown through
+Streamlit's text elements or inside code spans: never as HTML.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlencode
+
+import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
+
+from dcsim import units
+from dcsim.config import MAX_CONFIG_BYTES, ModelConfig
+from dcsim.ui import cache, state
+
+UPLOAD_DONE = "dcsim.upload_done"
+# Every character with a meaning in CommonMark, GitHub's extensions or Streamlit's own directives
+# (`:red[...]`, `:material/icon:`, `$math$`); commas, quotes and letters pass unchanged.
+_MARKDOWN_SPECIAL = re.compile(r"[\\`*_{}\[\]()#+\-.!|<>~$:=&^]")
+
+
+def require_router() -> None:
+    """Make sure this page runs inside app.py's router, not alone.
+
+    Streamlit decides at server start that an app with a ``pages/`` folder is a version-1
+    multipage app, and keeps deciding so until some run calls ``st.navigation``. So on a fresh
+    server (a restart, a woken Community Cloud app) the first visitor of a shared deep link such
+    as ``/shards?...`` would get ``pages/shards.py`` run alone: no frame, no link handling. A
+    page that finds itself there clears that decision, as ``st.navigation`` itself does, and
+    asks for a rerun, which runs app.py and routes to the same page.
+    """
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
+def plain(text: str) -> str:
+    """``text`` as literal characters in Streamlit's markdown: every mark with a meaning there is
+    backslash-escaped, so a value from a link or a file can never become a link, an image,
+    emphasis, a directive or HTML."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\g<0>", text)
+
+
+def link_problems() -> None:
+    """Say, once per bad link, which fields were wrong and what was used instead."""
+    for problem in state.problems():
+        st.warning(plain(problem), icon=":material/link_off:")
+
+
+def describe(config: ModelConfig) -> str:
+    """A one-line summary such as ``4 → Dense(4)``."""
+    widths = " → ".join(f"{layer.features:,}{'' if layer.use_bias else ' (no bias)'}" for layer in config.layers[:6])
+    if len(config.layers) > 6:
+        widths += f" → … ({len(config.layers):,} layers)"
+    return f"input {config.input_dim:,} → {widths}"
+
+
+def upload_box() -> None:
+    """Restore a configuration from a JSON file the dashboard or the CLI wrote."""
+    with st.sidebar.expander("Open a configuration file", icon=":material/upload_file:"):
+        uploaded = st.file_uploader(
+            "Configuration JSON",
+            type="json",
+            max_upload_size=1,
+            key=f"upload.{state.generation()}",
+            help=f"A file saved with “Download configuration” (at most {MAX_CONFIG_BYTES // 1024} KiB).",
+        )
+        if uploaded is None:
+            return
+        if st.session_state.get(UPLOAD_DONE) == uploaded.file_id:
+            st.success("Configuration opened.")
+            return
+        try:
+            config = ModelConfig.from_json(uploaded.getvalue())
+        except (TypeError, ValueError) as err:
+            st.error(plain(f"This file was not opened: {err}"))
+            return
+        state.set_config(config, replace_widgets=True)
+        st.session_state[UPLOAD_DONE] = uploaded.file_id
+        st.success("Configuration opened.")
+
+
+def share_box() -> None:
+    """The link to copy and the configuration's JSON, under the page's summary."""
+    config = state.config()
+    report = cache.count(config)
+    with st.sidebar:
+        st.caption(describe(config))
+        st.caption(f"{units.count(report.total_params)} parameters · {config.num_shards:,} shards")
+        st.markdown("**Share this view**")
+        base = st.context.url or ""
+        st.code(f"{base}?{urlencode(state.wanted_query())}", language=None, wrap_lines=True)
+        st.caption("Copy the link (button at its top right): it reopens exactly this configuration and page.")
+        st.download_button(
+            "Download configuration (JSON)",
+            data=config.to_json(),
+            file_name="dcsim-config.json",
+            mime="application/json",
+            icon=":material/download:",
+            on_click="ignore",
+        )

@@ -1,0 +1,118 @@
+"""Configuration widgets shared by the pages, each seeded from and written back to the session's
+configuration (``dcsim.ui.state``).
+
+Browser-side limits (``min_value``, ``max_value``) are a convenience only: every value is checked
+again here by ``dcsim.config`` before it becomes the configuration, and a rejected value is
+reported with its rule while the last valid configuration stays in use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dcsim import units
+from dcsim.config import FIELD_LIMITS, MAX_LAYERS, DenseLayer, ModelConfig
+from dcsim.ui import state
+
+_EDITOR_BASE = "dcsim.layers_base"
+
+
+def number(label: str, field: str, config: ModelConfig, *, help: str | None = None, page: str = "") -> Any:
+    """A number input for the integer ``field`` of the configuration (``page`` tells apart two
+    inputs of one field on different pages)."""
+    minimum, maximum, _why = FIELD_LIMITS[field]
+    key = state.seed_widget(f"{page}.{field}", getattr(config, field))
+    return st.number_input(label, min_value=minimum, max_value=maximum, step=1, key=key, help=help)
+
+
+def layers_frame(layers: tuple[DenseLayer, ...]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "features": pd.array([layer.features for layer in layers], dtype="int64"),
+            "use_bias": [layer.use_bias for layer in layers],
+        }
+    )
+
+
+def layers_editor(config: ModelConfig) -> pd.DataFrame:
+    """An editable table of Dense layers: rows added and removed, features and bias per row.
+
+    The editor keeps its edits as changes against the table it was first given, so that table
+    stays fixed while its state lives; it is rebuilt from the configuration whenever the state is
+    gone (the page was left, or an upload replaced the configuration).
+    """
+    key = f"{state.WIDGET_PREFIX}layers.{state.generation()}"
+    if key not in st.session_state or _EDITOR_BASE not in st.session_state:
+        st.session_state[_EDITOR_BASE] = layers_frame(config.layers)
+    try:
+        return _editor(key)
+    except (IndexError, KeyError, TypeError, ValueError):
+        # Edits that do not fit the table (only a tampered client sends them): start afresh
+        # under a new key, since this run has already registered the old one.
+        del st.session_state[key]
+        st.session_state[_EDITOR_BASE] = layers_frame(config.layers)
+        st.warning("The layer edits could not be applied and were reset to the configuration.")
+        return _editor(f"{state.WIDGET_PREFIX}layers.{state.next_generation()}")
+
+
+def _editor(key: str) -> pd.DataFrame:
+    return st.data_editor(
+        st.session_state[_EDITOR_BASE],
+        key=key,
+        num_rows="dynamic",
+        hide_index=False,
+        width="stretch",
+        column_config={
+            "_index": st.column_config.NumberColumn("#", help="Layer order: Dense_0 first"),
+            "features": st.column_config.NumberColumn(
+                "Features (output width)",
+                min_value=1,
+                max_value=FIELD_LIMITS["features"][1],
+                step=1,
+                format="%d",
+                required=True,
+            ),
+            "use_bias": st.column_config.CheckboxColumn("Bias", default=True, help="Flax's default: a bias per layer"),
+        },
+    )
+
+
+def layers_from_frame(frame: pd.DataFrame) -> tuple[DenseLayer, ...]:
+    """The edited table as Dense layers; raises ``ValueError`` naming the row that is wrong."""
+    if len(frame) == 0:
+        raise ValueError("the model needs at least one Dense layer: add a row")
+    if len(frame) > MAX_LAYERS:
+        raise ValueError(f"the model may hold at most {MAX_LAYERS} layers, got {len(frame):,}")
+    layers = []
+    for position, (features, use_bias) in enumerate(zip(frame["features"], frame["use_bias"], strict=True), 1):
+        if pd.isna(features):
+            raise ValueError(
+                f"layer {position} has no width: fill in its features (1 to {FIELD_LIMITS['features'][1]:,})"
+            )
+        bias = True if pd.isna(use_bias) else bool(use_bias)
+        try:
+            layers.append(DenseLayer(features=features, use_bias=bias))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"layer {position}: {err}") from None
+    return tuple(layers)
+
+
+def text_counts(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """``frame`` with each count column as exact text with separators (``669,706``), so every
+    viewer reads the same figure whatever their browser's locale."""
+    return frame.assign(**{column: frame[column].map(units.count) for column in columns})
+
+
+def apply(config: ModelConfig, **changes: Any) -> tuple[ModelConfig, str | None]:
+    """Validate ``changes`` to ``config``; keep it and return no error, or return the old one with
+    the error to show."""
+    try:
+        new = dataclasses.replace(config, **changes)
+    except (TypeError, ValueError) as err:
+        return config, str(err)
+    state.set_config(new)
+    return new, None

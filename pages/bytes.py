@@ -1,0 +1,80 @@
+"""Bytes page: the raw payload of the parameters, per dtype and per layer, never called the
+checkpoint size."""
+
+import streamlit as st
+
+from dcsim import charts, payload, tables, units
+from dcsim.ui import cache, frame, state, widgets
+
+frame.require_router()
+
+NOT_CHECKPOINT = "Raw estimate: values x bytes per value. **Not the checkpoint size.**"
+
+st.header("Raw payload bytes")
+config = state.config()
+report = cache.count(config)
+raw_float32 = payload.raw_bytes(report.total_params, "float32")
+
+total_col, bytes_col, decimal_col = st.columns(3)
+total_col.metric("Total parameters", units.count(report.total_params))
+bytes_col.metric("Raw float32 payload", units.bytes_exact(raw_float32), help="4 bytes a value, binary units (MiB).")
+decimal_col.metric("Raw float32 payload, decimal units", units.decimal_bytes(raw_float32), help="1 MB = 10^6 bytes.")
+st.caption(f"Raw float32 estimate (4 bytes a value), **not the checkpoint size**: {payload.CHECKPOINT_DIFFERS}.")
+
+st.subheader("By storage dtype")
+dtypes = tables.payload_frame(report.total_params)
+dtypes["raw_bytes_text"] = dtypes["raw_bytes"].map(units.bytes_exact)
+dtypes["decimal"] = dtypes["raw_bytes"].map(units.decimal_bytes)
+table_col, chart_col = st.columns([2, 3])
+with table_col:
+    st.dataframe(
+        dtypes.drop(columns=["raw_bytes"]),
+        hide_index=True,
+        column_config={
+            "dtype": "Dtype",
+            "bytes_per_value": "Bytes a value",
+            "raw_bytes_text": st.column_config.TextColumn("Raw payload"),
+            "decimal": st.column_config.TextColumn("Decimal units"),
+        },
+    )
+    st.caption(NOT_CHECKPOINT)
+with chart_col:
+    st.altair_chart(charts.raw_bytes_by_dtype(dtypes), width="stretch")
+
+st.subheader("By layer")
+layer_bytes = tables.layer_bytes_frame(report)
+table_col, chart_col = st.columns([3, 2])
+with table_col:
+    st.dataframe(
+        widgets.text_counts(layer_bytes.drop(columns=["float32_text"]), *payload.RAW_DTYPES),
+        hide_index=True,
+        column_config={
+            "path": "Layer",
+            **{dtype: st.column_config.TextColumn(f"{dtype} (bytes)") for dtype in payload.RAW_DTYPES},
+        },
+    )
+    st.caption(NOT_CHECKPOINT)
+    st.download_button(
+        "Download bytes per layer (CSV)",
+        data=layer_bytes.drop(columns=["float32_text"]).to_csv(index=False),
+        file_name="dcsim-bytes.csv",
+        mime="text/csv",
+        icon=":material/download:",
+        on_click="ignore",
+    )
+with chart_col:
+    st.altair_chart(charts.raw_bytes_by_layer(layer_bytes), width="stretch")
+
+st.subheader("What a real checkpoint adds or removes")
+st.markdown(
+    """
+- **Metadata** (adds): the tree structure, each array's shape, dtype and sharding, and the storage
+  format's own index (Orbax's OCDBT manifest and per-process folders).
+- **Optimizer state** (adds): a training checkpoint often keeps the optimizer's state too; Adam
+  keeps two more values for every parameter, tripling the payload.
+- **Compression** (removes): Orbax's default storage compresses chunks (zstd); freshly initialised
+  random values compress little, trained or zero-filled ones may compress more.
+- **Storage dtype** (either way): saving in bfloat16 halves the float32 figure; float64 doubles it.
+- **Replicas** (neither): an array held whole on every device is written once, not once per device.
+"""
+)

@@ -1,0 +1,147 @@
+"""The link codec: every valid configuration survives a round trip, and no query string raises."""
+
+from urllib.parse import parse_qs, urlencode
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dcsim import links
+from dcsim.config import MAX_LAYERS, DenseLayer, ModelConfig
+
+layers = st.lists(
+    st.builds(DenseLayer, features=st.integers(1, 2**20), use_bias=st.booleans()), min_size=1, max_size=MAX_LAYERS
+)
+configs = st.builds(
+    ModelConfig,
+    input_dim=st.integers(1, 2**20),
+    layers=layers.map(tuple),
+    batch_size=st.integers(1, 2**20),
+    seed=st.integers(0, 2**32 - 1),
+    num_shards=st.integers(1, 2**20),
+)
+
+
+def query(text: str) -> dict[str, list[str]]:
+    """A query string as Streamlit hands it over: every key with all its values."""
+    return parse_qs(text, keep_blank_values=True)
+
+
+@given(configs)
+def test_every_configuration_survives_a_round_trip(config):
+    decoded = links.decode(query(links.query_string(config)))
+    assert decoded.problems == ()
+    assert decoded.config == config
+
+
+@given(configs)
+def test_links_stay_short_and_url_safe(config):
+    text = links.query_string(config)
+    assert len(text) < 4096
+    assert all(char.isalnum() or char in "=&_" for char in text)
+
+
+@pytest.mark.parametrize(
+    ("layers_token", "widths"),
+    [
+        ("4", [(4, True)]),
+        ("512x2_10", [(512, True), (512, True), (10, True)]),
+        ("8nx3_2", [(8, False)] * 3 + [(2, True)]),
+        ("4096x256", [(4096, True)] * 256),
+    ],
+    ids=["seed-example", "mnist-mlp", "no-bias-run", "deepest"],
+)
+def test_layer_tokens_read_as_written(layers_token, widths):
+    decoded = links.decode({"layers": [layers_token]})
+    assert [(layer.features, layer.use_bias) for layer in decoded.config.layers] == widths
+    assert links.encode_layers(decoded.config.layers) == layers_token
+
+
+def test_an_empty_link_is_the_seed_example():
+    assert links.decode({}) == links.Decoded(config=ModelConfig())
+
+
+def test_a_hand_typed_link_without_a_version_opens():
+    decoded = links.decode(query("shards=3&input_dim=8"))
+    assert (decoded.config.num_shards, decoded.config.input_dim, decoded.problems) == (3, 8, ())
+
+
+def test_bad_fields_fall_back_one_by_one_and_keep_the_good_ones():
+    decoded = links.decode(query("v=1&input_dim=784&layers=512x2_10&shards=1e400&seed=-1&batch=abc"))
+    config = decoded.config
+    assert (config.input_dim, len(config.layers), config.num_shards, config.seed, config.batch_size) == (
+        784,
+        3,
+        2,
+        0,
+        1,
+    )
+    assert len(decoded.problems) == 3
+    assert (
+        "Link: `shards` must be an integer from 1 to 1,048,576, got '1e400'; using the default 2." in decoded.problems
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("shards=1e400", "`shards` must be an integer from 1 to 1,048,576, got '1e400'"),
+        ("shards=-3", "got '-3'"),
+        ("shards=nan", "got 'nan'"),
+        ("shards=inf", "got 'inf'"),
+        ("shards=2.5", "got '2.5'"),
+        ("shards=" + "9" * 40, "at most 32 characters, got 40"),
+        ("seed=4294967296", "the range jax.random.PRNGKey takes without wrapping"),
+        ("input_dim=%00", "got '\\x00'"),
+        ("input_dim=%E2%85%A8", "got 'Ⅸ'"),
+        ("shards=2&shards=3", "`shards` appears 2 times in the link"),
+        ("layers=", "`layers` item 1 is ''"),
+        ("layers=4__4", "`layers` item 2 is ''"),
+        ("layers=4x0", "1 to 256 layers"),
+        ("layers=4x257", "1 to 256 layers"),
+        ("layers=2x200_2x57", "1 to 256 layers"),
+        ("layers=0", "`layers` item 1: `features` must be an integer from 1 to 1,048,576, got 0"),
+        ("layers=99999999", "got 99999999"),
+        ("layers=4,8", "`layers` item 1 is '4,8'"),
+        ("layers=-4", "`layers` item 1 is '-4'"),
+        ("layers=" + "4_" * 3000, "at most 4,096 characters"),
+        ("layers=%F0%9F%92%A5", "`layers` item 1 is '💥'"),
+        ("v=banana", "`v` must be a link version such as 1, got 'banana'"),
+    ],
+    ids=lambda value: value[:30],
+)
+def test_hostile_fields_are_explained_never_raised(text, message):
+    decoded = links.decode(query(text))
+    assert decoded.config == ModelConfig()
+    assert len(decoded.problems) == 1
+    assert message in decoded.problems[0]
+
+
+def test_a_link_from_a_newer_dcsim_is_explained_not_guessed():
+    decoded = links.decode(query(f"v={links.LINK_VERSION + 1}&shards=8"))
+    assert decoded.config == ModelConfig()
+    assert "newer dcsim" in decoded.problems[0]
+
+
+def test_unknown_keys_are_left_for_other_pages():
+    assert links.decode(query("mesh=data%3D4&shards=4")).config.num_shards == 4
+
+
+@given(st.dictionaries(st.sampled_from([*links.KEYS, "x"]), st.lists(st.text(max_size=60), min_size=1, max_size=3)))
+def test_no_query_raises(params):
+    decoded = links.decode(params)
+    assert isinstance(decoded.config, ModelConfig)
+
+
+@given(st.binary(max_size=300))
+def test_no_byte_string_raises(raw):
+    decoded = links.decode(query(raw.decode("latin-1")))
+    assert isinstance(decoded.config, ModelConfig)
+    assert all(isinstance(problem, str) for problem in decoded.problems)
+
+
+def test_link_keeps_the_base_path_and_page():
+    url = links.link("https://team.example/dcsim/shards?old=1", ModelConfig(num_shards=8))
+    assert url.startswith("https://team.example/dcsim/shards?v=1&")
+    assert query(url.split("?", 1)[1])["shards"] == ["8"]
+    assert urlencode(links.encode(ModelConfig())) == "v=1&input_dim=4&layers=4&batch=1&seed=0&shards=2"
