@@ -22,15 +22,17 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from jax.sharding import PartitionSpec
 
 from dcsim import payload
 from dcsim.config import ModelConfig, as_int, show
 from dcsim.count import ParamReport, count_params
+from dcsim.layout import MeshSpec, Rule, parse_mesh, partition_specs, spec_text
 from dcsim.workers import WorkerFailed, WorkerJob, WorkerTimeout, run_workers
 
 STORAGE_DTYPES = ("float32", "bfloat16")
@@ -86,50 +88,58 @@ class MeasurementLock:
             self._lock.release()
 
 
+def parse_max_params(text: str, name: str = "max_params") -> int:
+    """A parameter ceiling typed by a person: ``30000000``, ``30_000_000``, ``3e7``."""
+    text = text.strip()
+    value: Any = text
+    for convert in (int, float):
+        try:
+            value = convert(text)
+            break
+        except ValueError:
+            continue
+    return as_int(value, name, shown=text)
+
+
 def default_max_params() -> int:
     """The parameter ceiling: ``DCSIM_CHECKPOINT_MAX_PARAMS`` if set, else ``DEFAULT_MAX_PARAMS``."""
     text = os.environ.get(MAX_PARAMS_ENV, "").strip()
     if not text:
         return DEFAULT_MAX_PARAMS
-    try:
-        value: Any = int(text.replace("_", ""))
-    except ValueError:
-        value = text
-    return as_int(value, f"the environment variable {MAX_PARAMS_ENV}", shown=text)
+    return parse_max_params(text, MAX_PARAMS_ENV)
 
 
-def _timeout(value: Any) -> float:
+def check_timeout(value: Any, name: str = "timeout_seconds") -> float:
+    """A time limit in seconds: a real number greater than 0 and at most ``MAX_TIMEOUT_SECONDS``."""
     rule = f"a number of seconds greater than 0 and at most {MAX_TIMEOUT_SECONDS:g}"
+    shown = value
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise ValueError(f"`{name}` must be {rule}, got {show(shown)}") from None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"`timeout_seconds` must be {rule}, got {type(value).__name__} {show(value)}")
+        raise TypeError(f"`{name}` must be {rule}, got {type(value).__name__} {show(shown)}")
     seconds = float(value)
     if not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT_SECONDS):
-        raise ValueError(f"`timeout_seconds` must be {rule}, got {show(value)}")
+        raise ValueError(f"`{name}` must be {rule}, got {show(shown)}")
     return seconds
 
 
-# --- mesh and strategy (replaced by dcsim.layout once it lands) -----------------------------------
-
-STRATEGIES = ("replicated", "fsdp")
+ONE_DEVICE = MeshSpec((("data", 1),))
 
 
-def _mesh_axes(mesh: str | None) -> tuple[tuple[str, int], ...]:
-    if mesh is None or not str(mesh).strip():
-        return (("data", 1),)
-    axes = []
-    for part in str(mesh).split(","):
-        name, _, size = part.partition("=")
-        axes.append((name.strip(), as_int(size.strip(), f"mesh axis {name.strip()!r}")))
-    return tuple(axes)
+def _mesh(mesh: str | MeshSpec | None) -> MeshSpec:
+    if mesh is None:
+        return ONE_DEVICE
+    if isinstance(mesh, MeshSpec):
+        return mesh
+    return parse_mesh(mesh)
 
 
-def _partition_specs(report: ParamReport, axes: tuple[tuple[str, int], ...], strategy: str) -> dict[str, list[Any]]:
-    if strategy not in STRATEGIES:
-        raise ValueError(f"`strategy` must be one of {', '.join(STRATEGIES)}, got {show(strategy)}")
-    return {row.path: [None] * len(row.shape) for row in report.arrays}
-
-
-# --------------------------------------------------------------------------------------------------
+def _spec_json(spec: PartitionSpec) -> list[Any]:
+    """A PartitionSpec as JSON for the child: each entry null, an axis name or a list of names."""
+    return [entry if entry is None or isinstance(entry, str) else list(entry) for entry in spec]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -140,9 +150,9 @@ class CheckpointPlan:
       config: the model configuration.
       report: its abstract parameter count.
       dtype: the storage dtype, ``float32`` or ``bfloat16``.
-      mesh_axes: ``((axis, size), ...)`` of the virtual device mesh.
-      strategy: the sharding strategy's name.
-      specs: per parameter path, its PartitionSpec entries (None, an axis, or a list of axes).
+      mesh: the mesh of virtual CPU devices.
+      strategy: the sharding strategy's name (``dcsim.layout.STRATEGIES``).
+      specs: per parameter path (``Dense_0/kernel``), its PartitionSpec from ``dcsim.layout``.
       max_params: the ceiling the plan was checked against.
       timeout_seconds: the child's time limit.
     """
@@ -150,31 +160,27 @@ class CheckpointPlan:
     config: ModelConfig
     report: ParamReport
     dtype: str
-    mesh_axes: tuple[tuple[str, int], ...]
+    mesh: MeshSpec
     strategy: str
-    specs: dict[str, list[Any]]
+    specs: dict[str, PartitionSpec]
     max_params: int
     timeout_seconds: float
-
-    @property
-    def num_devices(self) -> int:
-        return math.prod(size for _, size in self.mesh_axes)
-
-    @property
-    def mesh_text(self) -> str:
-        return ",".join(f"{name}={size}" for name, size in self.mesh_axes)
 
 
 def plan_checkpoint(
     config: ModelConfig,
     *,
     dtype: str = "float32",
-    mesh: str | None = None,
+    mesh: str | MeshSpec | None = None,
     strategy: str = "replicated",
+    rules: Sequence[Rule] = (),
     max_params: int | None = None,
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
 ) -> CheckpointPlan:
     """Validate a measurement and check the parameter ceiling, allocating nothing.
+
+    ``mesh`` is ``"AXIS=SIZE[,...]"`` or a ``MeshSpec`` (one device by default); ``strategy`` and
+    ``rules`` are ``dcsim.layout``'s, which decides every PartitionSpec.
 
     Raises ``ValueError``/``TypeError`` naming what was wrong; the ceiling refusal states the
     ceiling, the model's size and how to raise it.
@@ -184,13 +190,12 @@ def plan_checkpoint(
     if dtype not in STORAGE_DTYPES:
         raise ValueError(f"`dtype` must be one of {', '.join(STORAGE_DTYPES)}, got {show(dtype)}")
     ceiling = default_max_params() if max_params is None else as_int(max_params, "max_params")
-    seconds = _timeout(timeout_seconds)
-    axes = _mesh_axes(mesh)
-    num_devices = math.prod(size for _, size in axes)
-    if num_devices > MAX_DEVICES:
+    seconds = check_timeout(timeout_seconds)
+    mesh_spec = _mesh(mesh)
+    if mesh_spec.num_devices > MAX_DEVICES:
         raise ValueError(
             f"a checkpoint measurement runs on at most {MAX_DEVICES} virtual devices, "
-            f"got a mesh of {num_devices:,} ({show(mesh)})"
+            f"got a mesh of {mesh_spec.num_devices:,} ({mesh_spec.text})"
         )
     report = count_params(config)  # abstract: shapes only
     if report.total_params > ceiling:
@@ -203,9 +208,9 @@ def plan_checkpoint(
         config=config,
         report=report,
         dtype=dtype,
-        mesh_axes=axes,
+        mesh=mesh_spec,
         strategy=strategy,
-        specs=_partition_specs(report, axes, strategy),
+        specs=partition_specs(report, mesh_spec, strategy, rules),
         max_params=ceiling,
         timeout_seconds=seconds,
     )
@@ -259,6 +264,8 @@ class CheckpointReport:
       total_params: values in its ``params`` collection (the arrays saved), exact.
       dtype: the storage dtype the arrays were saved in.
       strategy: the sharding strategy; mesh: its mesh as ``axis=size,...``; num_devices: devices.
+      partition_specs: ``(path, spec)`` per array, the spec in ``dcsim.layout.spec_text`` form
+        (empty: replicated).
       raw_payload_bytes: the arrays' bytes in the storage dtype (values x bytes per value).
       raw_float32_bytes: the same values in float32, the dashboard's headline estimate.
       device_bytes: the bytes all devices held together (a replicated array counts on each).
@@ -280,6 +287,7 @@ class CheckpointReport:
     strategy: str
     mesh: str
     num_devices: int
+    partition_specs: tuple[tuple[str, str], ...]
     raw_payload_bytes: int
     raw_float32_bytes: int
     device_bytes: int
@@ -295,6 +303,11 @@ class CheckpointReport:
     peak_rss_bytes: int
     jax_version: str
     orbax_version: str
+
+    @property
+    def num_device_shards(self) -> int:
+        """Array pieces the devices held: one per array per device (a replica is a piece too)."""
+        return len(self.partition_specs) * self.num_devices
 
     @property
     def peak_growth_bytes(self) -> int:
@@ -328,8 +341,9 @@ def _report(plan: CheckpointPlan, result: dict[str, Any]) -> CheckpointReport:
         total_params=plan.report.total_params,
         dtype=plan.dtype,
         strategy=plan.strategy,
-        mesh=plan.mesh_text,
+        mesh=plan.mesh.text,
         num_devices=int(result["num_devices"]),
+        partition_specs=tuple((path, spec_text(spec)) for path, spec in plan.specs.items()),
         raw_payload_bytes=expected,
         raw_float32_bytes=payload.raw_bytes(plan.report.total_params, "float32"),
         device_bytes=int(result["device_bytes"]),
@@ -371,11 +385,11 @@ def run_checkpoint(plan: CheckpointPlan, *, on_progress: Callable[[str], None] |
             request={
                 "config": plan.config.to_dict(),
                 "dtype": plan.dtype,
-                "mesh": [list(axis) for axis in plan.mesh_axes],
-                "specs": plan.specs,
+                "mesh": [list(axis) for axis in plan.mesh.axes],
+                "specs": {path: _spec_json(spec) for path, spec in plan.specs.items()},
             },
             folder=folder,
-            env=_worker_env(plan.num_devices),
+            env=_worker_env(plan.mesh.num_devices),
         )
         progress = None if on_progress is None else (lambda _name, stage: on_progress(stage))
         try:
@@ -393,15 +407,22 @@ def measure_checkpoint(
     config: ModelConfig,
     *,
     dtype: str = "float32",
-    mesh: str | None = None,
+    mesh: str | MeshSpec | None = None,
     strategy: str = "replicated",
+    rules: Sequence[Rule] = (),
     max_params: int | None = None,
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     on_progress: Callable[[str], None] | None = None,
 ) -> CheckpointReport:
     """Plan (validate, check the ceiling) and run one measurement: ``run_checkpoint(plan_checkpoint(...))``."""
     plan = plan_checkpoint(
-        config, dtype=dtype, mesh=mesh, strategy=strategy, max_params=max_params, timeout_seconds=timeout_seconds
+        config,
+        dtype=dtype,
+        mesh=mesh,
+        strategy=strategy,
+        rules=rules,
+        max_params=max_params,
+        timeout_seconds=timeout_seconds,
     )
     return run_checkpoint(plan, on_progress=on_progress)
 
@@ -420,13 +441,15 @@ def explain(report: CheckpointReport) -> tuple[str, ...]:
         "format compresses chunks (zstd), and freshly initialised random values compress little.",
         f"Metadata: {report.num_files - data.num_files} more files ({rest:,} bytes) describe the tree, dtypes "
         "and shardings, index the data and mark the save as committed.",
-        f"File layout: {report.num_files} files for {report.num_devices} device(s); OCDBT packs array chunks "
-        "into a few data files per process, not one file per device shard.",
+        f"File layout: the {report.num_devices} device(s) held {report.num_device_shards} array shards; "
+        f"the checkpoint wrote {report.num_files} files, {data.num_files} of them array data: OCDBT packs chunks "
+        "into a few files per process, not one file per device shard.",
     ]
     if report.device_bytes > report.raw_payload_bytes:
         lines.append(
-            f"Replicas: the devices held {report.device_bytes:,} bytes together ({report.strategy}: replicated "
-            f"values sit on several devices), yet each value is written once."
+            f"Replicas: the devices held {report.device_bytes:,} bytes together, "
+            f"{report.device_bytes / report.raw_payload_bytes:.2f}x the payload, because the {report.strategy} "
+            "layout keeps some values on several devices; the checkpoint writes each value once."
         )
     if report.dtype != "float32":
         lines.append(
@@ -448,6 +471,7 @@ def checkpoint_record(report: CheckpointReport) -> dict[str, Any]:
         "strategy": report.strategy,
         "mesh": report.mesh,
         "num_devices": report.num_devices,
+        "partition_specs": dict(report.partition_specs),
         "raw_payload_bytes": report.raw_payload_bytes,
         "raw_float32_bytes": report.raw_float32_bytes,
         "device_bytes": report.device_bytes,
