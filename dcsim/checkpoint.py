@@ -32,13 +32,13 @@ from jax.sharding import PartitionSpec
 from dcsim import payload
 from dcsim.config import ModelConfig, as_int, show
 from dcsim.count import ParamReport, count_params
-from dcsim.layout import MeshSpec, Rule, parse_mesh, partition_specs, spec_text
+from dcsim.layout import MeshSpec, Rule, compute_layout, parse_mesh, spec_text
 from dcsim.workers import WorkerFailed, WorkerJob, WorkerTimeout, run_workers
 
 STORAGE_DTYPES = ("float32", "bfloat16")
 MAX_PARAMS_ENV = "DCSIM_CHECKPOINT_MAX_PARAMS"
 # Chosen from bench/bench_checkpoint.py: at this size the child's peak stays under 1 GB.
-DEFAULT_MAX_PARAMS = 25_000_000
+DEFAULT_MAX_PARAMS = 30_000_000
 DEFAULT_TIMEOUT_SECONDS = 120.0
 MAX_TIMEOUT_SECONDS = 3600.0
 # Each virtual device costs the child threads and memory; the page offers far fewer.
@@ -98,6 +98,8 @@ def parse_max_params(text: str, name: str = "max_params") -> int:
             break
         except ValueError:
             continue
+    if isinstance(value, str):  # not a number at all: a bad value, not a wrong type
+        raise ValueError(f"`{name}` must be a positive integer, got {show(text)}")
     return as_int(value, name, shown=text)
 
 
@@ -153,7 +155,8 @@ class CheckpointPlan:
       mesh: the mesh of virtual CPU devices.
       strategy: the sharding strategy's name (``dcsim.layout.STRATEGIES``).
       specs: per parameter path (``Dense_0/kernel``), its PartitionSpec from ``dcsim.layout``.
-      max_params: the ceiling the plan was checked against.
+      stored_values: values all devices hold together, replicas included (at least the total).
+      max_params: the ceiling ``stored_values`` was checked against.
       timeout_seconds: the child's time limit.
     """
 
@@ -163,6 +166,7 @@ class CheckpointPlan:
     mesh: MeshSpec
     strategy: str
     specs: dict[str, PartitionSpec]
+    stored_values: int
     max_params: int
     timeout_seconds: float
 
@@ -198,11 +202,21 @@ def plan_checkpoint(
             f"got a mesh of {mesh_spec.num_devices:,} ({mesh_spec.text})"
         )
     report = count_params(config)  # abstract: shapes only
-    if report.total_params > ceiling:
+    placed = compute_layout(report, mesh_spec, strategy, rules)  # abstract too: JAX's sharding rules
+    # Every device holds its own copy of a replica, and a concrete init computes each copy, so
+    # the ceiling bounds the values held by all devices together, not just the model's.
+    held = placed.total_stored_values
+    if held > ceiling:
+        size = f"this model has {report.total_params:,} parameters"
+        if held != report.total_params:
+            size += (
+                f", and on the mesh {mesh_spec.text} the {strategy} layout has the devices hold {held:,} values "
+                "together (replicas included)"
+            )
         raise ValueError(
-            f"this model has {report.total_params:,} parameters, over the checkpoint measurement's ceiling of "
-            f"{ceiling:,} (it would initialise {payload.raw_bytes(report.total_params, dtype):,} bytes for real); "
-            f"raise the ceiling with --max-params or {MAX_PARAMS_ENV}"
+            f"{size}, over the checkpoint measurement's ceiling of {ceiling:,} values (it would initialise "
+            f"{payload.raw_bytes(held, dtype):,} bytes for real); raise the ceiling with --max-params or "
+            f"{MAX_PARAMS_ENV}"
         )
     return CheckpointPlan(
         config=config,
@@ -210,7 +224,8 @@ def plan_checkpoint(
         dtype=dtype,
         mesh=mesh_spec,
         strategy=strategy,
-        specs=partition_specs(report, mesh_spec, strategy, rules),
+        specs={row.path: row.spec for row in placed.arrays},
+        stored_values=held,
         max_params=ceiling,
         timeout_seconds=seconds,
     )

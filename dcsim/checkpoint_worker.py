@@ -100,7 +100,11 @@ def _fault(stage: str) -> None:
 
 
 def measure(request: dict[str, Any], workdir: Path, progress: Any) -> dict[str, Any]:
+    peaks: dict[str, int] = {}
+
     def stage(name: str) -> None:
+        # The peak so far closes the previous stage: where the memory went, stage by stage.
+        peaks[name] = _peak_rss_bytes()
         progress.write(name + "\n")
         progress.flush()
 
@@ -183,6 +187,7 @@ def measure(request: dict[str, Any], workdir: Path, progress: Any) -> dict[str, 
         "restore_verified": bool(verified),
         "baseline_rss_bytes": baseline_rss,
         "peak_rss_bytes": _peak_rss_bytes(),
+        "peak_rss_before_stage": peaks,
         "versions": {"jax": jax.__version__, "orbax-checkpoint": ocp.__version__},
     }
 

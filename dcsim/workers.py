@@ -92,7 +92,7 @@ def _exit_reason(code: int) -> str:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        hint = " (the system may have run out of memory)" if -code == signal.SIGKILL else ""
+        hint = " (from outside this program, e.g. by the system when memory ran out)" if -code == signal.SIGKILL else ""
         return f"was killed by {name}{hint}"
     return f"exited with code {code}"
 
