@@ -293,6 +293,8 @@ class CheckpointReport:
         sharding.
       baseline_rss_bytes: the child's peak resident memory after its imports, before any work.
       peak_rss_bytes: the child's peak resident memory over the whole measurement.
+      peak_rss_before_stage: ``(stage, bytes)``: the peak so far as each of ``STAGES`` began,
+        so the page can show where the memory went (the concrete init, before ``saving``).
       jax_version, orbax_version: the versions that produced these figures.
     """
 
@@ -316,6 +318,7 @@ class CheckpointReport:
     restore_verified: bool
     baseline_rss_bytes: int
     peak_rss_bytes: int
+    peak_rss_before_stage: tuple[tuple[str, int], ...]
     jax_version: str
     orbax_version: str
 
@@ -372,6 +375,7 @@ def _report(plan: CheckpointPlan, result: dict[str, Any]) -> CheckpointReport:
         restore_verified=bool(result["restore_verified"]),
         baseline_rss_bytes=int(result["baseline_rss_bytes"]),
         peak_rss_bytes=int(result["peak_rss_bytes"]),
+        peak_rss_before_stage=tuple((stage, int(peak)) for stage, peak in result["peak_rss_before_stage"].items()),
         jax_version=str(result["versions"]["jax"]),
         orbax_version=str(result["versions"]["orbax-checkpoint"]),
     )
@@ -499,6 +503,7 @@ def checkpoint_record(report: CheckpointReport) -> dict[str, Any]:
         "restore_verified": report.restore_verified,
         "baseline_rss_bytes": report.baseline_rss_bytes,
         "peak_rss_bytes": report.peak_rss_bytes,
+        "peak_rss_before_stage": dict(report.peak_rss_before_stage),
         "file_groups": [dataclasses.asdict(group) for group in report.file_groups],
         "files": [dataclasses.asdict(file) for file in report.files],
         "explanation": list(explain(report)),

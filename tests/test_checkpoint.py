@@ -86,6 +86,9 @@ def test_dense_1024_is_saved_measured_restored_and_removed(own_tmp, mesh, strate
     assert 0.5 * raw_payload < groups["array data"].num_bytes < 1.5 * raw_payload
     assert stages == list(checkpoint.STAGES)
     assert report.peak_rss_bytes >= report.baseline_rss_bytes > 0
+    peaks = dict(report.peak_rss_before_stage)
+    assert list(peaks) == list(checkpoint.STAGES)
+    assert report.baseline_rss_bytes <= peaks["initialising"] <= peaks["saving"] <= report.peak_rss_bytes
     assert report.save_seconds > 0 and report.restore_seconds > 0
     specs = dict(report.partition_specs)
     assert specs["Dense_0/kernel"] == ("data" if strategy == "fsdp" else "")
