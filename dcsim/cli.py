@@ -188,10 +188,14 @@ def _add_checkpoint_command(commands: argparse._SubParsersAction) -> None:
     command.add_argument(
         "--max-params",
         metavar="N",
-        help=f"parameter ceiling (default {checkpoint.DEFAULT_MAX_PARAMS:,}, or ${checkpoint.MAX_PARAMS_ENV})",
+        help=f"ceiling on the values all devices hold, replicas included (default {checkpoint.DEFAULT_MAX_PARAMS:,}, "
+        f"or ${checkpoint.MAX_PARAMS_ENV})",
     )
     command.add_argument(
-        "--timeout", metavar="SECONDS", default=checkpoint.DEFAULT_TIMEOUT_SECONDS, help="time limit (default 120)"
+        "--timeout",
+        metavar="SECONDS",
+        default=checkpoint.DEFAULT_TIMEOUT_SECONDS,
+        help=f"time limit (default {checkpoint.DEFAULT_TIMEOUT_SECONDS:g})",
     )
     command.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
 
