@@ -92,7 +92,17 @@ def _parse_size(text: str, name: str) -> int:
             break
         except ValueError:
             continue
-    return as_int(value, name, maximum=MAX_MESH_DEVICES, shown=text)
+    return _check_size(value, name, shown=text)
+
+
+def _check_size(value: Any, name: str, shown: Any = None) -> int:
+    try:
+        return as_int(value, "size", maximum=MAX_MESH_DEVICES, shown=shown)
+    except (TypeError, ValueError):
+        shown = value if shown is None else shown
+        raise ValueError(
+            f"mesh axis `{name}` needs a size that is a whole number from 1 to {MAX_MESH_DEVICES:,}, got {show(shown)}"
+        ) from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +123,7 @@ class MeshSpec:
             if not isinstance(pair, (list, tuple)) or len(pair) != 2:
                 raise TypeError(f"a mesh axis must be a (name, size) pair, got {show(pair)}")
             name = _check_axis_name(pair[0], "mesh")
-            axes.append((name, as_int(pair[1], f"size of mesh axis `{name}`", maximum=MAX_MESH_DEVICES)))
+            axes.append((name, _check_size(pair[1], name)))
         if not axes:
             raise ValueError("a mesh needs at least one axis, e.g. data=4")
         if len(axes) > MAX_MESH_AXES:
@@ -164,10 +174,10 @@ def parse_mesh(text: str) -> MeshSpec:
     axes = []
     for part in parts:
         name, equals, size = part.partition("=")
-        if not equals or "=" in size:
+        if not equals or "=" in size or not name.strip():
             raise ValueError(f"each mesh axis must be written AXIS=SIZE, e.g. data=4,model=2; got {show(part.strip())}")
         name = _check_axis_name(name.strip(), f"mesh {show(text)}")
-        axes.append((name, _parse_size(size.strip(), f"size of mesh axis `{name}`")))
+        axes.append((name, _parse_size(size.strip(), name)))
     return MeshSpec(tuple(axes))
 
 
