@@ -358,9 +358,10 @@ def _shard_shape(mesh: MeshSpec, jax_mesh: AbstractMesh, spec: PartitionSpec, ro
                 NamedSharding(jax_mesh, single).shard_shape(shape)
             except ValueError:
                 names = _entry_names(entry)
+                verb = "does" if len(names) == 1 else "do"
                 raise ValueError(
                     f"`{row.path}` (shape {_shape_text(shape)}) cannot be split as {why} asks: its dimension "
-                    f"{index} has size {shape[index]:,}, which {_axes_text(mesh, names)} does not divide "
+                    f"{index} has size {shape[index]:,}, which {_axes_text(mesh, names)} {verb} not divide "
                     "evenly (JAX splits a dimension only into equal parts)"
                 ) from None
         raise ValueError(f"`{row.path}` (shape {_shape_text(shape)}): JAX refused {why}: {err}") from None
