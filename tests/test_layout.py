@@ -522,11 +522,16 @@ _names = ("data", "model", "seq")
 
 @hs.composite
 def cases(draw):
-    num_axes = draw(hs.integers(1, 3))
-    mesh = MeshSpec(tuple((name, draw(hs.integers(1, 8))) for name in _names[:num_axes]))
-    shapes = draw(hs.lists(hs.lists(hs.integers(1, 48), min_size=0, max_size=3), min_size=1, max_size=5))
-    report = synthetic(**{f"m{i}__w": tuple(shape) for i, shape in enumerate(shapes)})
     strategy = draw(hs.sampled_from(["replicated", "fsdp", "tensor", "custom"]))
+    names = draw(hs.permutations(_names))[: draw(hs.integers(1, 3))]
+    if strategy == "tensor" and "model" not in names:
+        names = ["model", *names[1:]]
+    mesh = MeshSpec(tuple((name, draw(hs.sampled_from([1, 2, 3, 4, 8]))) for name in names))
+    # Sizes with many divisors, so that splits succeed as often as they fail.
+    dimension = hs.sampled_from([1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 48])
+    rank = hs.integers(1 if strategy == "tensor" else 0, 3)
+    shapes = draw(hs.lists(rank.flatmap(lambda n: hs.lists(dimension, min_size=n, max_size=n)), min_size=1, max_size=4))
+    report = synthetic(**{f"m{i}__w": tuple(shape) for i, shape in enumerate(shapes)})
     rules = ()
     if strategy == "custom":
         entry = hs.sampled_from([None, *mesh.names, "+".join(mesh.names)])
