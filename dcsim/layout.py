@@ -475,7 +475,32 @@ def _placements(report: ParamReport, mesh: MeshSpec, strategy: str, rules: Seque
         raise TypeError(f"a report must be a dcsim.count.ParamReport, got {type(report).__name__}")
     checked = _check_strategy(mesh, strategy, rules)
     jax_mesh = abstract_mesh(mesh)
-    return [_place(row, mesh, jax_mesh, strategy, checked) for row in report.arrays]
+    placements, problems = [], []
+    for row in report.arrays:
+        try:
+            placements.append(_place(row, mesh, jax_mesh, strategy, checked))
+        except ValueError as err:
+            problems.append((row.path, str(err)))
+    if problems:
+        raise LayoutError(problems)
+    return placements
+
+
+class LayoutError(ValueError):
+    """Arrays the requested layout cannot place on the mesh.
+
+    ``problems`` lists every one as ``(path, message)``, in array order, so a table can flag each
+    row; the error's own text is the first message, and how many more there are, on one line.
+    """
+
+    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
+        self.problems = tuple(problems)
+        first = self.problems[0][1]
+        more = [path for path, _ in self.problems[1:]]
+        if more:
+            shown = ", ".join(f"`{path}`" for path in more[:3]) + (", ..." if len(more) > 3 else "")
+            first += f"; {len(more):,} more array{'s' * (len(more) != 1)} cannot be placed either ({shown})"
+        super().__init__(first)
 
 
 def partition_specs(
@@ -484,7 +509,9 @@ def partition_specs(
     """The PartitionSpec of every parameter array, keyed by ``ArrayRow.path``.
 
     Raises ValueError, in the person's terms, when the strategy cannot lay the model out on this
-    mesh (e.g. ``tensor`` on a mesh without ``model``, or a last dimension ``model`` does not divide).
+    mesh: a plain ValueError for the request as a whole (e.g. ``tensor`` on a mesh without
+    ``model``), a ``LayoutError`` listing every array it cannot place (e.g. a last dimension that
+    ``model`` does not divide).
     """
     placements = _placements(report, mesh, strategy, rules)
     return {row.path: placement.spec for row, placement in zip(report.arrays, placements, strict=True)}

@@ -20,6 +20,7 @@ from dcsim.config import DenseLayer, ModelConfig
 from dcsim.count import ArrayRow, ParamReport, count_params
 from dcsim.layout import (
     MAX_MESH_DEVICES,
+    LayoutError,
     MeshSpec,
     Rule,
     abstract_mesh,
@@ -171,6 +172,18 @@ def test_fsdp_replicates_and_flags_what_cannot_split(shape, why):
 def test_dense5_over_model2_names_parameter_dimension_axis_and_sizes():
     with pytest.raises(ValueError, match=r"`Dense_0/kernel` \(shape 8x5\).*dimension 1 has size 5.*`model` \(size 2\)"):
         compute_layout(dense(8, 5), parse_mesh("model=2"), "tensor")
+
+
+def test_every_array_that_cannot_be_placed_is_listed():
+    with pytest.raises(LayoutError) as caught:
+        compute_layout(dense(8, 5, 6, 3), parse_mesh("model=2"), "tensor")
+    paths = [path for path, _ in caught.value.problems]
+    assert paths == ["Dense_0/kernel", "Dense_0/bias", "Dense_2/kernel", "Dense_2/bias"]
+    assert "dimension 1 has size 3" in caught.value.problems[2][1]
+    assert str(caught.value).endswith(
+        "; 3 more arrays cannot be placed either (`Dense_0/bias`, `Dense_2/kernel`, `Dense_2/bias`)"
+    )
+    assert isinstance(caught.value, ValueError) and "\n" not in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -749,5 +762,5 @@ def test_cli_process_contract():
     assert lines == [
         "dcsim: error: `Dense_0/kernel` (shape 8x5) cannot be split as the tensor strategy (last dimension over "
         "`model`) asks: its dimension 1 has size 5, which mesh axis `model` (size 2) does not divide evenly "
-        "(JAX splits a dimension only into equal parts)"
+        "(JAX splits a dimension only into equal parts); 1 more array cannot be placed either (`Dense_0/bias`)"
     ]
