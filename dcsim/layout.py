@@ -92,7 +92,17 @@ def _parse_size(text: str, name: str) -> int:
             break
         except ValueError:
             continue
-    return as_int(value, name, maximum=MAX_MESH_DEVICES, shown=text)
+    return _check_size(value, name, shown=text)
+
+
+def _check_size(value: Any, name: str, shown: Any = None) -> int:
+    try:
+        return as_int(value, "size", maximum=MAX_MESH_DEVICES, shown=shown)
+    except (TypeError, ValueError):
+        shown = value if shown is None else shown
+        raise ValueError(
+            f"mesh axis `{name}` needs a size that is a whole number from 1 to {MAX_MESH_DEVICES:,}, got {show(shown)}"
+        ) from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +123,7 @@ class MeshSpec:
             if not isinstance(pair, (list, tuple)) or len(pair) != 2:
                 raise TypeError(f"a mesh axis must be a (name, size) pair, got {show(pair)}")
             name = _check_axis_name(pair[0], "mesh")
-            axes.append((name, as_int(pair[1], f"size of mesh axis `{name}`", maximum=MAX_MESH_DEVICES)))
+            axes.append((name, _check_size(pair[1], name)))
         if not axes:
             raise ValueError("a mesh needs at least one axis, e.g. data=4")
         if len(axes) > MAX_MESH_AXES:
@@ -164,10 +174,10 @@ def parse_mesh(text: str) -> MeshSpec:
     axes = []
     for part in parts:
         name, equals, size = part.partition("=")
-        if not equals or "=" in size:
+        if not equals or "=" in size or not name.strip():
             raise ValueError(f"each mesh axis must be written AXIS=SIZE, e.g. data=4,model=2; got {show(part.strip())}")
         name = _check_axis_name(name.strip(), f"mesh {show(text)}")
-        axes.append((name, _parse_size(size.strip(), f"size of mesh axis `{name}`")))
+        axes.append((name, _parse_size(size.strip(), name)))
     return MeshSpec(tuple(axes))
 
 
@@ -348,9 +358,10 @@ def _shard_shape(mesh: MeshSpec, jax_mesh: AbstractMesh, spec: PartitionSpec, ro
                 NamedSharding(jax_mesh, single).shard_shape(shape)
             except ValueError:
                 names = _entry_names(entry)
+                verb = "does" if len(names) == 1 else "do"
                 raise ValueError(
                     f"`{row.path}` (shape {_shape_text(shape)}) cannot be split as {why} asks: its dimension "
-                    f"{index} has size {shape[index]:,}, which {_axes_text(mesh, names)} does not divide "
+                    f"{index} has size {shape[index]:,}, which {_axes_text(mesh, names)} {verb} not divide "
                     "evenly (JAX splits a dimension only into equal parts)"
                 ) from None
         raise ValueError(f"`{row.path}` (shape {_shape_text(shape)}): JAX refused {why}: {err}") from None
@@ -464,7 +475,32 @@ def _placements(report: ParamReport, mesh: MeshSpec, strategy: str, rules: Seque
         raise TypeError(f"a report must be a dcsim.count.ParamReport, got {type(report).__name__}")
     checked = _check_strategy(mesh, strategy, rules)
     jax_mesh = abstract_mesh(mesh)
-    return [_place(row, mesh, jax_mesh, strategy, checked) for row in report.arrays]
+    placements, problems = [], []
+    for row in report.arrays:
+        try:
+            placements.append(_place(row, mesh, jax_mesh, strategy, checked))
+        except ValueError as err:
+            problems.append((row.path, str(err)))
+    if problems:
+        raise LayoutError(problems)
+    return placements
+
+
+class LayoutError(ValueError):
+    """Arrays the requested layout cannot place on the mesh.
+
+    ``problems`` lists every one as ``(path, message)``, in array order, so a table can flag each
+    row; the error's own text is the first message, and how many more there are, on one line.
+    """
+
+    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
+        self.problems = tuple(problems)
+        first = self.problems[0][1]
+        more = [path for path, _ in self.problems[1:]]
+        if more:
+            shown = ", ".join(f"`{path}`" for path in more[:3]) + (", ..." if len(more) > 3 else "")
+            first += f"; {len(more):,} more array{'s' * (len(more) != 1)} cannot be placed either ({shown})"
+        super().__init__(first)
 
 
 def partition_specs(
@@ -473,7 +509,9 @@ def partition_specs(
     """The PartitionSpec of every parameter array, keyed by ``ArrayRow.path``.
 
     Raises ValueError, in the person's terms, when the strategy cannot lay the model out on this
-    mesh (e.g. ``tensor`` on a mesh without ``model``, or a last dimension ``model`` does not divide).
+    mesh: a plain ValueError for the request as a whole (e.g. ``tensor`` on a mesh without
+    ``model``), a ``LayoutError`` listing every array it cannot place (e.g. a last dimension that
+    ``model`` does not divide).
     """
     placements = _placements(report, mesh, strategy, rules)
     return {row.path: placement.spec for row, placement in zip(report.arrays, placements, strict=True)}
