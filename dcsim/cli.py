@@ -17,7 +17,7 @@ from typing import NoReturn
 
 import pandas as pd
 
-from dcsim import payload, shares, tables, units
+from dcsim import checkpoint, layout, payload, shares, tables, units
 from dcsim.config import MAX_CONFIG_BYTES, ModelConfig, parse_int, parse_widths
 from dcsim.count import ParamReport, count_params
 from dcsim.payload import CHECKPOINT_DIFFERS
@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     count.add_argument(
         "--format", choices=("table", "json", "csv"), default="table", help="output format (default table)"
     )
+    _add_layout_parser(commands)
+    _add_checkpoint_command(commands)
     return parser
 
 
@@ -168,16 +170,168 @@ def _count(args: argparse.Namespace) -> str:
     return render_count_table(config, report)
 
 
+# --- layout: what each device of a mesh holds, by JAX's sharding rules ---------------------------
+
+
+def _add_layout_parser(commands: argparse._SubParsersAction) -> None:
+    command = commands.add_parser(
+        "layout",
+        parents=[_model_flags()],
+        help="lay the parameters out on a device mesh with JAX's sharding rules",
+        description=(
+            "Lay every parameter array out on a device mesh with JAX's own sharding rules "
+            "(AbstractMesh, PartitionSpec, NamedSharding.shard_shape) and compare what each device holds "
+            "with the ideal share (total / devices). The mesh sets the number of devices; --shards does not apply."
+        ),
+    )
+    command.add_argument(
+        "--mesh", metavar="AXIS=SIZE[,AXIS=SIZE...]", required=True, help="named mesh axes, e.g. data=4,model=2"
+    )
+    command.add_argument(
+        "--strategy",
+        choices=layout.STRATEGIES,
+        help="replicated (default), fsdp (one dimension over all axes), tensor (last dimension over `model`), "
+        "or custom (implied by --rule)",
+    )
+    command.add_argument(
+        "--rule",
+        metavar="PATTERN=SPEC",
+        action="append",
+        default=[],
+        help="custom rule, repeatable, first match wins: glob on the array path = one entry per dimension, "
+        "None, an axis or axes joined by + (e.g. '*/kernel=None,model'); unmatched arrays are replicated",
+    )
+    command.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
+    command.set_defaults(run=_layout)
+
+
+def render_layout_table(layout_report: layout.LayoutReport) -> str:
+    """The ``layout`` result for people: the per-array table, then per-device totals against the ideal."""
+    frame = layout.layout_frame(layout_report).drop(columns=["dtype", "stored_values", "replicated_fallback"])
+    share = layout_report.ideal_share
+    ratio = layout_report.gap_ratio
+    rules = "".join(f"\n  rule {rule.text}" for rule in layout_report.rules)
+    lines = [
+        f"mesh: {layout_report.mesh.text} ({units.count(layout_report.num_devices)} devices), "
+        f"strategy: {layout_report.strategy}{rules}",
+        "",
+        _frame_text(frame),
+        "",
+        f"total parameters               {units.count(layout_report.total_params)}",
+        f"devices                        {units.count(layout_report.num_devices)}",
+        f"ideal share per device         {units.share(share.exact)}  (total / devices: an average, not a layout)",
+        f"values per device              {units.count(layout_report.values_per_device)}",
+        f"gap to the ideal share         {units.share(layout_report.gap)}"
+        + ("" if ratio is None else f"  ({float(ratio):,.4g}x the ideal share)"),
+        f"raw float32 bytes per device   {units.bytes_exact(layout_report.raw_float32_bytes_per_device)}",
+        f"total stored across the mesh   {units.count(layout_report.total_stored_values)}"
+        "  (values per device x devices)",
+    ]
+    fallbacks = layout_report.num_replicated_fallbacks
+    if fallbacks:
+        lines.append(f"replicated by necessity        {fallbacks:,} array{'s' * (fallbacks != 1)} (see the notes)")
+    lines += ["", f"Note: {layout.REPLICAS_NOT_ON_DISK}."]
+    return "\n".join(lines) + "\n"
+
+
+def _layout(args: argparse.Namespace) -> str:
+    if args.shards is not None:
+        raise UsageError("--shards does not apply to layout: the mesh sets the number of devices (--mesh)")
+    strategy = args.strategy or ("custom" if args.rule else "replicated")
+    mesh = layout.parse_mesh(args.mesh)
+    rules = layout.parse_rules(args.rule)
+    result = layout.compute_layout(count_params(config_from_args(args)), mesh, strategy, rules)
+    if args.format == "json":
+        return json.dumps(layout.layout_record(result), indent=2) + "\n"
+    return render_layout_table(result)
+
+
+# --- checkpoint: a real Orbax save, measured and restored in a child process -----------------------
+
+
+def _add_checkpoint_command(commands: argparse._SubParsersAction) -> None:
+    command = commands.add_parser(
+        "checkpoint",
+        parents=[_model_flags()],
+        help="save the model with Orbax in a temporary folder, measure the files, restore and compare",
+        description="Initialise the model for real, save it with Orbax (OCDBT) into a temporary folder that is "
+        "always removed, measure the files, restore them and compare bit for bit; in a child process with a "
+        "time limit.",
+    )
+    command.add_argument("--dtype", choices=checkpoint.STORAGE_DTYPES, default="float32", help="storage dtype")
+    command.add_argument("--mesh", metavar="AXIS=SIZE[,...]", help="mesh of virtual CPU devices (default one)")
+    command.add_argument(
+        "--strategy", choices=layout.STRATEGIES, help="sharding strategy, as for layout (default replicated)"
+    )
+    command.add_argument(
+        "--rule", action="append", default=[], metavar="PATTERN=SPEC", help="custom rule as for layout, repeatable"
+    )
+    command.add_argument(
+        "--max-params",
+        metavar="N",
+        help=f"ceiling on the values all devices hold, replicas included (default {checkpoint.DEFAULT_MAX_PARAMS:,}, "
+        f"or ${checkpoint.MAX_PARAMS_ENV})",
+    )
+    command.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        default=checkpoint.DEFAULT_TIMEOUT_SECONDS,
+        help=f"time limit (default {checkpoint.DEFAULT_TIMEOUT_SECONDS:g})",
+    )
+    command.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
+    command.set_defaults(run=_checkpoint)
+
+
+def render_checkpoint_table(report: checkpoint.CheckpointReport) -> str:
+    """The ``checkpoint`` result for people: sizes beside the raw estimates, files, timings, why."""
+    sizes = checkpoint.sizes_frame(report)
+    sizes.insert(2, "size", [units.binary_bytes(n) for n in sizes["num_bytes"]])
+    lines = [
+        f"checkpoint of {units.count(report.total_params)} parameters as {report.dtype}, mesh {report.mesh} "
+        f"({report.num_devices} device(s)), strategy {report.strategy}, Orbax {report.orbax_version}",
+        "",
+        _frame_text(sizes),
+        "",
+        _frame_text(checkpoint.file_groups_frame(report)),
+        "",
+        f"init {report.init_seconds:.3f} s · save {report.save_seconds:.3f} s · restore {report.restore_seconds:.3f} s",
+        f"restore verified bit for bit: {'yes' if report.restore_verified else 'NO'}",
+        f"child peak memory {units.binary_bytes(report.peak_rss_bytes)} "
+        f"(idle baseline {units.binary_bytes(report.baseline_rss_bytes)})",
+        "",
+        *checkpoint.explain(report),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _checkpoint(args: argparse.Namespace) -> str:
+    report = checkpoint.measure_checkpoint(
+        config_from_args(args),
+        dtype=args.dtype,
+        mesh=args.mesh,
+        strategy=args.strategy or ("custom" if args.rule else "replicated"),
+        rules=layout.parse_rules(args.rule),
+        max_params=None if args.max_params is None else checkpoint.parse_max_params(args.max_params, "--max-params"),
+        timeout_seconds=checkpoint.check_timeout(args.timeout, "--timeout"),
+    )
+    if args.format == "json":
+        return json.dumps(checkpoint.checkpoint_record(report), indent=2) + "\n"
+    return render_checkpoint_table(report)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code (0 done, 2 bad input, 1 a bug in dcsim)."""
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
-            raise UsageError(f"choose a command: count (see `{PROG} --help`)")
-        output = _count(args)
+            raise UsageError(f"choose a command: count, layout, checkpoint (see `{PROG} --help`)")
+        output = getattr(args, "run", _count)(args)
     except (UsageError, TypeError, ValueError) as err:
         print(f"dcsim: error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except checkpoint.CheckpointFailed as err:
+        print(f"dcsim: checkpoint failed: {err}", file=sys.stderr)
+        return EXIT_INTERNAL
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception as err:  # a bug: one line for the person, the traceback on request

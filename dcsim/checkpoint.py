@@ -1,0 +1,553 @@
+"""A real checkpoint of the configured model: saved with Orbax, measured, restored and compared.
+
+The raw payload (values x bytes per value) is an estimate; this module shows from evidence what a
+real checkpoint of the same parameters writes. The measurement runs in a child process
+(``dcsim.checkpoint_worker``, started through ``dcsim.workers``), never in the caller's: the
+virtual CPU devices of a mesh must be configured before JAX starts, a concrete initialisation
+costs memory that a long-lived server must not keep, and a child can be ended if it overruns.
+
+Everything is checked here first: the request, and the parameter ceiling, counted abstractly
+before a single value is allocated. Files are written only inside a fresh temporary folder that
+this module creates and always removes, also after a failure, a timeout or a killed child.
+Nothing is ever written where a user names a path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import numbers
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from jax.sharding import PartitionSpec
+
+from dcsim import payload
+from dcsim.config import ModelConfig, as_int, show
+from dcsim.count import ParamReport, count_params
+from dcsim.layout import MeshSpec, Rule, compute_layout, parse_mesh, spec_text
+from dcsim.workers import WorkerFailed, WorkerJob, WorkerTimeout, run_workers
+
+STORAGE_DTYPES = ("float32", "bfloat16")
+MAX_PARAMS_ENV = "DCSIM_CHECKPOINT_MAX_PARAMS"
+# Chosen from bench/bench_checkpoint.py: at this size the child's peak stays under 1 GB.
+DEFAULT_MAX_PARAMS = 30_000_000
+DEFAULT_TIMEOUT_SECONDS = 120.0
+MAX_TIMEOUT_SECONDS = 3600.0
+# Each virtual device costs the child threads and memory; the page offers far fewer.
+MAX_DEVICES = 64
+WORKER_MODULE = "dcsim.checkpoint_worker"
+
+STAGES = ("initialising", "saving", "measuring", "restoring", "verifying", "done")
+
+
+class CheckpointFailed(RuntimeError):
+    """The measurement started but did not finish; its temporary folder was removed."""
+
+
+class CheckpointTimeout(CheckpointFailed):
+    """The measurement overran its time limit and was ended."""
+
+
+class CheckpointBusy(RuntimeError):
+    """Another measurement holds this process's measurement lock."""
+
+
+class MeasurementLock:
+    """One checkpoint measurement at a time in this process, so a crowd cannot exhaust memory.
+
+    A server keeps one instance (e.g. in ``st.cache_resource``) and wraps every measurement in
+    ``with lock.hold(wait_seconds=...):``. A second caller waits at most that long, then gets
+    ``CheckpointBusy`` with a message it can show as it is.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    @property
+    def busy(self) -> bool:
+        return self._lock.locked()
+
+    @contextlib.contextmanager
+    def hold(self, wait_seconds: float = 0.0) -> Iterator[None]:
+        if not self._lock.acquire(timeout=max(0.0, float(wait_seconds))):
+            raise CheckpointBusy(
+                "another checkpoint measurement is running on this server (one at a time keeps memory "
+                "bounded); try again in a few seconds"
+            )
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+
+def parse_max_params(text: str, name: str = "max_params") -> int:
+    """A parameter ceiling typed by a person: ``30000000``, ``30_000_000``, ``3e7``."""
+    text = text.strip()
+    value: Any = text
+    for convert in (int, float):
+        try:
+            value = convert(text)
+            break
+        except ValueError:
+            continue
+    if isinstance(value, str):  # not a number at all: a bad value, not a wrong type
+        raise ValueError(f"`{name}` must be a positive integer, got {show(text)}")
+    return as_int(value, name, shown=text)
+
+
+def default_max_params() -> int:
+    """The parameter ceiling: ``DCSIM_CHECKPOINT_MAX_PARAMS`` if set, else ``DEFAULT_MAX_PARAMS``."""
+    text = os.environ.get(MAX_PARAMS_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_PARAMS
+    return parse_max_params(text, MAX_PARAMS_ENV)
+
+
+def check_timeout(value: Any, name: str = "timeout_seconds") -> float:
+    """A time limit in seconds: a real number greater than 0 and at most ``MAX_TIMEOUT_SECONDS``."""
+    rule = f"a number of seconds greater than 0 and at most {MAX_TIMEOUT_SECONDS:g}"
+    shown = value
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise ValueError(f"`{name}` must be {rule}, got {show(shown)}") from None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"`{name}` must be {rule}, got {type(value).__name__} {show(shown)}")
+    seconds = float(value)
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT_SECONDS):
+        raise ValueError(f"`{name}` must be {rule}, got {show(shown)}")
+    return seconds
+
+
+ONE_DEVICE = MeshSpec((("data", 1),))
+
+
+def _mesh(mesh: str | MeshSpec | None) -> MeshSpec:
+    if mesh is None:
+        return ONE_DEVICE
+    if isinstance(mesh, MeshSpec):
+        return mesh
+    return parse_mesh(mesh)
+
+
+def _spec_json(spec: PartitionSpec) -> list[Any]:
+    """A PartitionSpec as JSON for the child: each entry null, an axis name or a list of names."""
+    return [entry if entry is None or isinstance(entry, str) else list(entry) for entry in spec]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CheckpointPlan:
+    """A validated measurement, ready to run: nothing has been allocated or written yet.
+
+    Attributes:
+      config: the model configuration.
+      report: its abstract parameter count.
+      dtype: the storage dtype, ``float32`` or ``bfloat16``.
+      mesh: the mesh of virtual CPU devices.
+      strategy: the sharding strategy's name (``dcsim.layout.STRATEGIES``).
+      specs: per parameter path (``Dense_0/kernel``), its PartitionSpec from ``dcsim.layout``.
+      stored_values: values all devices hold together, replicas included (at least the total).
+      max_params: the ceiling ``stored_values`` was checked against.
+      timeout_seconds: the child's time limit.
+    """
+
+    config: ModelConfig
+    report: ParamReport
+    dtype: str
+    mesh: MeshSpec
+    strategy: str
+    specs: dict[str, PartitionSpec]
+    stored_values: int
+    max_params: int
+    timeout_seconds: float
+
+
+def plan_checkpoint(
+    config: ModelConfig,
+    *,
+    dtype: str = "float32",
+    mesh: str | MeshSpec | None = None,
+    strategy: str = "replicated",
+    rules: Sequence[Rule] = (),
+    max_params: int | None = None,
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+) -> CheckpointPlan:
+    """Validate a measurement and check the parameter ceiling, allocating nothing.
+
+    ``mesh`` is ``"AXIS=SIZE[,...]"`` or a ``MeshSpec`` (one device by default); ``strategy`` and
+    ``rules`` are ``dcsim.layout``'s, which decides every PartitionSpec.
+
+    Raises ``ValueError``/``TypeError`` naming what was wrong; the ceiling refusal states the
+    ceiling, the model's size and how to raise it.
+    """
+    if not isinstance(config, ModelConfig):
+        raise TypeError(f"`config` must be a ModelConfig, got {type(config).__name__}")
+    if dtype not in STORAGE_DTYPES:
+        raise ValueError(f"`dtype` must be one of {', '.join(STORAGE_DTYPES)}, got {show(dtype)}")
+    ceiling = default_max_params() if max_params is None else as_int(max_params, "max_params")
+    seconds = check_timeout(timeout_seconds)
+    mesh_spec = _mesh(mesh)
+    if mesh_spec.num_devices > MAX_DEVICES:
+        raise ValueError(
+            f"a checkpoint measurement runs on at most {MAX_DEVICES} virtual devices, "
+            f"got a mesh of {mesh_spec.num_devices:,} ({mesh_spec.text})"
+        )
+    report = count_params(config)  # abstract: shapes only
+    placed = compute_layout(report, mesh_spec, strategy, rules)  # abstract too: JAX's sharding rules
+    # Every device holds its own copy of a replica, and a concrete init computes each copy, so
+    # the ceiling bounds the values held by all devices together, not just the model's.
+    held = placed.total_stored_values
+    if held > ceiling:
+        size = f"this model has {report.total_params:,} parameters"
+        if held != report.total_params:
+            size += (
+                f", and on the mesh {mesh_spec.text} the {strategy} layout has the devices hold {held:,} values "
+                "together (replicas included)"
+            )
+        raise ValueError(
+            f"{size}, over the checkpoint measurement's ceiling of {ceiling:,} values (it would initialise "
+            f"{payload.raw_bytes(held, dtype):,} bytes for real); raise the ceiling with --max-params or "
+            f"{MAX_PARAMS_ENV}"
+        )
+    return CheckpointPlan(
+        config=config,
+        report=report,
+        dtype=dtype,
+        mesh=mesh_spec,
+        strategy=strategy,
+        specs={row.path: row.spec for row in placed.arrays},
+        stored_values=held,
+        max_params=ceiling,
+        timeout_seconds=seconds,
+    )
+
+
+FILE_KINDS = ("array data", "index", "metadata", "commit marker")
+
+
+def file_kind(path: str) -> str:
+    """What a file of an Orbax OCDBT checkpoint holds, from its path inside the checkpoint.
+
+    ``ocdbt.process_N/d/*`` hold the array chunks (with the B-tree nodes that index them, which
+    OCDBT writes beside them), ``manifest.ocdbt`` files and the top-level ``d/`` the merged index,
+    ``commit_success.txt`` marks a finished save, and the rest (``_METADATA``, ``_sharding``,
+    ``_CHECKPOINT_METADATA``, ``array_metadatas/``) describe the tree, dtypes and shardings.
+    """
+    parts = path.split("/")
+    if len(parts) >= 3 and parts[0].startswith("ocdbt.process_") and parts[1] == "d":
+        return "array data"
+    if parts[-1] == "manifest.ocdbt" or parts[0] == "d":
+        return "index"
+    if parts[-1] == "commit_success.txt":
+        return "commit marker"
+    return "metadata"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CheckpointFile:
+    """One file the checkpoint wrote: its path inside the checkpoint, what it holds, its size."""
+
+    path: str
+    kind: str
+    num_bytes: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FileGroup:
+    """The files of one kind, counted and added up."""
+
+    kind: str
+    num_files: int
+    num_bytes: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CheckpointReport:
+    """What a real Orbax checkpoint of the configured model wrote, and whether it came back.
+
+    Attributes:
+      config: the configuration measured.
+      total_params: values in its ``params`` collection (the arrays saved), exact.
+      dtype: the storage dtype the arrays were saved in.
+      strategy: the sharding strategy; mesh: its mesh as ``axis=size,...``; num_devices: devices.
+      partition_specs: ``(path, spec)`` per array, the spec in ``dcsim.layout.spec_text`` form
+        (empty: replicated).
+      raw_payload_bytes: the arrays' bytes in the storage dtype (values x bytes per value).
+      raw_float32_bytes: the same values in float32, the dashboard's headline estimate.
+      device_bytes: the bytes all devices held together (a replicated array counts on each).
+      disk_bytes: the bytes of every file the checkpoint wrote.
+      num_files, largest_file_bytes: how many files, and the largest one's size.
+      files: every file, sorted by path.
+      init_seconds, save_seconds, restore_seconds: the concrete initialisation, the save until
+        it was committed, the restore until every array was ready.
+      restore_verified: every restored array equals the saved one bit for bit, on the same
+        sharding.
+      baseline_rss_bytes: the child's peak resident memory after its imports, before any work.
+      peak_rss_bytes: the child's peak resident memory over the whole measurement.
+      peak_rss_before_stage: ``(stage, bytes)``: the peak so far as each of ``STAGES`` began,
+        so the page can show where the memory went (the concrete init, before ``saving``).
+      jax_version, orbax_version: the versions that produced these figures.
+    """
+
+    config: ModelConfig
+    total_params: int
+    dtype: str
+    strategy: str
+    mesh: str
+    num_devices: int
+    partition_specs: tuple[tuple[str, str], ...]
+    raw_payload_bytes: int
+    raw_float32_bytes: int
+    device_bytes: int
+    disk_bytes: int
+    num_files: int
+    largest_file_bytes: int
+    files: tuple[CheckpointFile, ...]
+    init_seconds: float
+    save_seconds: float
+    restore_seconds: float
+    restore_verified: bool
+    baseline_rss_bytes: int
+    peak_rss_bytes: int
+    peak_rss_before_stage: tuple[tuple[str, int], ...]
+    jax_version: str
+    orbax_version: str
+
+    @property
+    def num_device_shards(self) -> int:
+        """Array pieces the devices held: one per array per device (a replica is a piece too)."""
+        return len(self.partition_specs) * self.num_devices
+
+    @property
+    def peak_growth_bytes(self) -> int:
+        """How far the child's memory grew over its idle baseline."""
+        return self.peak_rss_bytes - self.baseline_rss_bytes
+
+    @property
+    def file_groups(self) -> tuple[FileGroup, ...]:
+        """Files per kind, in ``FILE_KINDS`` order; kinds with no file are left out."""
+        groups = []
+        for kind in FILE_KINDS:
+            sizes = [file.num_bytes for file in self.files if file.kind == kind]
+            if sizes:
+                groups.append(FileGroup(kind=kind, num_files=len(sizes), num_bytes=sum(sizes)))
+        return tuple(groups)
+
+
+def _report(plan: CheckpointPlan, result: dict[str, Any]) -> CheckpointReport:
+    files = tuple(
+        CheckpointFile(path=row["path"], kind=file_kind(row["path"]), num_bytes=int(row["num_bytes"]))
+        for row in result["files"]
+    )
+    expected = payload.raw_bytes(plan.report.total_params, plan.dtype)
+    if int(result["raw_payload_bytes"]) != expected:
+        raise CheckpointFailed(
+            f"the child initialised {result['raw_payload_bytes']:,} bytes, the count says {expected:,}: "
+            "the measurement and the count disagree"
+        )
+    return CheckpointReport(
+        config=plan.config,
+        total_params=plan.report.total_params,
+        dtype=plan.dtype,
+        strategy=plan.strategy,
+        mesh=plan.mesh.text,
+        num_devices=int(result["num_devices"]),
+        partition_specs=tuple((path, spec_text(spec)) for path, spec in plan.specs.items()),
+        raw_payload_bytes=expected,
+        raw_float32_bytes=payload.raw_bytes(plan.report.total_params, "float32"),
+        device_bytes=int(result["device_bytes"]),
+        disk_bytes=sum(file.num_bytes for file in files),
+        num_files=len(files),
+        largest_file_bytes=max((file.num_bytes for file in files), default=0),
+        files=files,
+        init_seconds=float(result["init_seconds"]),
+        save_seconds=float(result["save_seconds"]),
+        restore_seconds=float(result["restore_seconds"]),
+        restore_verified=bool(result["restore_verified"]),
+        baseline_rss_bytes=int(result["baseline_rss_bytes"]),
+        peak_rss_bytes=int(result["peak_rss_bytes"]),
+        peak_rss_before_stage=tuple((stage, int(peak)) for stage, peak in result["peak_rss_before_stage"].items()),
+        jax_version=str(result["versions"]["jax"]),
+        orbax_version=str(result["versions"]["orbax-checkpoint"]),
+    )
+
+
+def _worker_env(num_devices: int) -> dict[str, str]:
+    # Keep the caller's other XLA flags; the device count must be ours.
+    flags = [
+        flag for flag in os.environ.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in flag
+    ]
+    flags.append(f"--xla_force_host_platform_device_count={num_devices}")
+    return {"XLA_FLAGS": " ".join(flags), "JAX_PLATFORMS": "cpu"}
+
+
+def run_checkpoint(plan: CheckpointPlan, *, on_progress: Callable[[str], None] | None = None) -> CheckpointReport:
+    """Run a planned measurement in a child process; ``on_progress(stage)`` sees each of ``STAGES``.
+
+    Raises ``CheckpointTimeout`` past the plan's time limit and ``CheckpointFailed`` if the child
+    fails; the child's process group is ended and the temporary folder removed either way.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="dcsim-checkpoint-"))
+    try:
+        job = WorkerJob(
+            name="checkpoint measurement",
+            module=WORKER_MODULE,
+            request={
+                "config": plan.config.to_dict(),
+                "dtype": plan.dtype,
+                "mesh": [list(axis) for axis in plan.mesh.axes],
+                "specs": {path: _spec_json(spec) for path, spec in plan.specs.items()},
+            },
+            folder=folder,
+            env=_worker_env(plan.mesh.num_devices),
+        )
+        progress = None if on_progress is None else (lambda _name, stage: on_progress(stage))
+        try:
+            (result,) = run_workers([job], timeout_seconds=plan.timeout_seconds, on_progress=progress)
+        except WorkerTimeout as err:
+            raise CheckpointTimeout(f"{err} (the temporary checkpoint was removed)") from None
+        except WorkerFailed as err:
+            raise CheckpointFailed(f"{err} (the temporary checkpoint was removed)") from None
+        return _report(plan, result)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def measure_checkpoint(
+    config: ModelConfig,
+    *,
+    dtype: str = "float32",
+    mesh: str | MeshSpec | None = None,
+    strategy: str = "replicated",
+    rules: Sequence[Rule] = (),
+    max_params: int | None = None,
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    on_progress: Callable[[str], None] | None = None,
+) -> CheckpointReport:
+    """Plan (validate, check the ceiling) and run one measurement: ``run_checkpoint(plan_checkpoint(...))``."""
+    plan = plan_checkpoint(
+        config,
+        dtype=dtype,
+        mesh=mesh,
+        strategy=strategy,
+        rules=rules,
+        max_params=max_params,
+        timeout_seconds=timeout_seconds,
+    )
+    return run_checkpoint(plan, on_progress=on_progress)
+
+
+# --- what the front ends show ---------------------------------------------------------------------
+
+
+def explain(report: CheckpointReport) -> tuple[str, ...]:
+    """Why the checkpoint's size differs from the raw payload, each reason read off this measurement."""
+    groups = {group.kind: group for group in report.file_groups}
+    data = groups.get("array data", FileGroup(kind="array data", num_files=0, num_bytes=0))
+    rest = report.disk_bytes - data.num_bytes
+    lines = [
+        f"Compression: the array data files hold {data.num_bytes:,} bytes for a raw payload of "
+        f"{report.raw_payload_bytes:,} ({_percent(data.num_bytes, report.raw_payload_bytes)}); Orbax's OCDBT "
+        "format compresses chunks (zstd), and freshly initialised random values compress little.",
+        f"Metadata: {report.num_files - data.num_files} more files ({rest:,} bytes) describe the tree, dtypes "
+        "and shardings, index the data and mark the save as committed.",
+        f"File layout: the {report.num_devices} device(s) held {report.num_device_shards} array shards; "
+        f"the checkpoint wrote {report.num_files} files, {data.num_files} of them array data: OCDBT packs chunks "
+        "into a few files per process, not one file per device shard.",
+    ]
+    if report.device_bytes > report.raw_payload_bytes:
+        lines.append(
+            f"Replicas: the devices held {report.device_bytes:,} bytes together, "
+            f"{report.device_bytes / report.raw_payload_bytes:.2f}x the payload, because the {report.strategy} "
+            "layout keeps some values on several devices; the checkpoint writes each value once."
+        )
+    if report.dtype != "float32":
+        lines.append(
+            f"Storage dtype: saved as {report.dtype}, {report.raw_payload_bytes:,} raw bytes against "
+            f"{report.raw_float32_bytes:,} in float32."
+        )
+    return tuple(lines)
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}% of it" if whole else "no payload"
+
+
+def checkpoint_record(report: CheckpointReport) -> dict[str, Any]:
+    """The measurement as one JSON-ready object (keys in the README glossary)."""
+    return {
+        "total_params": report.total_params,
+        "dtype": report.dtype,
+        "strategy": report.strategy,
+        "mesh": report.mesh,
+        "num_devices": report.num_devices,
+        "partition_specs": dict(report.partition_specs),
+        "raw_payload_bytes": report.raw_payload_bytes,
+        "raw_float32_bytes": report.raw_float32_bytes,
+        "device_bytes": report.device_bytes,
+        "disk_bytes": report.disk_bytes,
+        "num_files": report.num_files,
+        "largest_file_bytes": report.largest_file_bytes,
+        "init_seconds": report.init_seconds,
+        "save_seconds": report.save_seconds,
+        "restore_seconds": report.restore_seconds,
+        "restore_verified": report.restore_verified,
+        "baseline_rss_bytes": report.baseline_rss_bytes,
+        "peak_rss_bytes": report.peak_rss_bytes,
+        "peak_rss_before_stage": dict(report.peak_rss_before_stage),
+        "file_groups": [dataclasses.asdict(group) for group in report.file_groups],
+        "files": [dataclasses.asdict(file) for file in report.files],
+        "explanation": list(explain(report)),
+        "versions": {"jax": report.jax_version, "orbax-checkpoint": report.orbax_version},
+        "config": report.config.to_dict(),
+    }
+
+
+def sizes_frame(report: CheckpointReport) -> pd.DataFrame:
+    """The measured sizes beside the raw estimates: one row per figure, in bytes."""
+    rows = [
+        ("raw_float32_bytes", report.raw_float32_bytes, "estimate: values x 4 bytes"),
+        ("raw_payload_bytes", report.raw_payload_bytes, f"estimate: values x bytes per {report.dtype} value"),
+        ("device_bytes", report.device_bytes, f"held by {report.num_devices} device(s) together, replicas included"),
+        ("disk_bytes", report.disk_bytes, f"measured: {report.num_files} files on disk"),
+        ("largest_file_bytes", report.largest_file_bytes, "measured: the largest file"),
+    ]
+    return pd.DataFrame(
+        {
+            "figure": [name for name, _, _ in rows],
+            "num_bytes": pd.array([value for _, value, _ in rows], dtype="int64"),
+            "what": [what for _, _, what in rows],
+        }
+    )
+
+
+def file_groups_frame(report: CheckpointReport) -> pd.DataFrame:
+    """The files summarised by kind: how many and how many bytes."""
+    groups = report.file_groups
+    return pd.DataFrame(
+        {
+            "kind": [group.kind for group in groups],
+            "num_files": pd.array([group.num_files for group in groups], dtype="int64"),
+            "num_bytes": pd.array([group.num_bytes for group in groups], dtype="int64"),
+        }
+    )
+
+
+def files_frame(report: CheckpointReport) -> pd.DataFrame:
+    """Every file the checkpoint wrote: path inside it, kind, size."""
+    return pd.DataFrame(
+        {
+            "path": [file.path for file in report.files],
+            "kind": [file.kind for file in report.files],
+            "num_bytes": pd.array([file.num_bytes for file in report.files], dtype="int64"),
+        }
+    )

@@ -1,0 +1,211 @@
+"""The child side of the checkpoint measurement: ``python -m dcsim.checkpoint_worker REQUEST RESULT PROGRESS``.
+
+It runs in a fresh process that ``dcsim.checkpoint`` starts with ``XLA_FLAGS`` already asking for
+the virtual CPU devices, so the mesh exists before JAX starts. It initialises the configured model
+concretely, born sharded, saves it with Orbax's ``StandardCheckpointer`` into a folder of its own
+inside the folder it was given, measures the files, restores them onto the same shardings and
+compares every shard bit for bit. Its checkpoint folder is removed before it exits, whatever
+happens; the parent removes the folder around it too, in case this process is killed.
+
+The request (JSON) holds ``config`` (the configuration file format), ``dtype`` (storage dtype),
+``mesh`` (``[[axis, size], ...]``) and ``specs`` (one PartitionSpec per parameter path, each entry
+``null``, an axis name or a list of axis names). The parent has validated all of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+from flax import traverse_util
+from jax.sharding import NamedSharding, PartitionSpec
+
+from dcsim import models
+from dcsim.config import ModelConfig
+
+# Test-only: make the worker fail after its save, to prove the parent still cleans up.
+FAULT_ENV = "DCSIM_CHECKPOINT_TEST_FAULT"
+FAULTS = ("raise", "kill", "hang")
+
+
+def _peak_rss_bytes() -> int:
+    """This process image's peak resident memory.
+
+    Linux's ``VmHWM`` belongs to the memory map, which starts afresh at ``exec``. ``ru_maxrss``
+    does not: the kernel carries the parent's peak across ``fork``/``exec``, so a child of a
+    500 MB server would report at least 500 MB. It is only the fallback off Linux.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def _spec(entries: list[Any]) -> PartitionSpec:
+    return PartitionSpec(*(tuple(entry) if isinstance(entry, list) else entry for entry in entries))
+
+
+def _same_bits(saved: jax.Array, restored: jax.Array) -> bool:
+    """Equal dtype, shape, sharding and every shard's bytes (NaNs and -0.0 compared as bits)."""
+    if saved.dtype != restored.dtype or saved.shape != restored.shape:
+        return False
+    if not saved.sharding.is_equivalent_to(restored.sharding, saved.ndim):
+        return False
+    theirs = {shard.device: shard for shard in restored.addressable_shards}
+    for shard in saved.addressable_shards:
+        other = theirs.get(shard.device)
+        if other is None or shard.index != other.index:
+            return False
+        mine, yours = np.asarray(shard.data), np.asarray(other.data)
+        as_bits = np.dtype(f"u{mine.dtype.itemsize}")
+        if not np.array_equal(mine.view(as_bits), yours.view(as_bits)):
+            return False
+    return True
+
+
+def _files(folder: Path) -> list[dict[str, Any]]:
+    rows = []
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = Path(root, name)
+            rows.append({"path": path.relative_to(folder).as_posix(), "num_bytes": path.stat().st_size})
+    return sorted(rows, key=lambda row: row["path"])
+
+
+def _fault(stage: str) -> None:
+    fault = os.environ.get(FAULT_ENV)
+    if fault == f"{stage}:raise":
+        raise RuntimeError(f"fault injected after {stage} ({FAULT_ENV})")
+    if fault == f"{stage}:kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if fault == f"{stage}:hang":
+        time.sleep(3600)
+
+
+def measure(request: dict[str, Any], workdir: Path, progress: Any) -> dict[str, Any]:
+    peaks: dict[str, int] = {}
+
+    def stage(name: str) -> None:
+        # The peak so far closes the previous stage: where the memory went, stage by stage.
+        peaks[name] = _peak_rss_bytes()
+        progress.write(name + "\n")
+        progress.flush()
+
+    config = ModelConfig.from_dict(request["config"])
+    dtype = jnp.dtype(request["dtype"])
+    axes = [(str(name), int(size)) for name, size in request["mesh"]]
+    num_devices = int(np.prod([size for _, size in axes]))
+    if jax.device_count() != num_devices:
+        raise RuntimeError(
+            f"asked for {num_devices} CPU devices, JAX has {jax.device_count()} (XLA_FLAGS not applied?)"
+        )
+    # The idle baseline: JAX, Flax and Orbax imported and the CPU backend up, nothing allocated.
+    baseline_rss = _peak_rss_bytes()
+    mesh = jax.make_mesh([size for _, size in axes], [name for name, _ in axes])
+
+    stage("initialising")
+    module, inputs = models.build(config)
+    abstract = jax.eval_shape(module.init, jax.random.PRNGKey(config.seed), *inputs)["params"]
+    flat_specs = {tuple(path.split("/")): _spec(entries) for path, entries in request["specs"].items()}
+    flat_abstract = traverse_util.flatten_dict(abstract)
+    if set(flat_specs) != set(flat_abstract):
+        raise RuntimeError("the PartitionSpecs do not name the model's parameter arrays")
+    shardings = traverse_util.unflatten_dict({key: NamedSharding(mesh, spec) for key, spec in flat_specs.items()})
+
+    def init(key: jax.Array) -> Any:
+        # Zeros as traced constants: no input array outlives the init. Parameters only: the
+        # `params` collection is what `total_params` counts and what this measurement saves.
+        params = module.init(key, *(jnp.zeros(x.shape, x.dtype) for x in inputs))["params"]
+        return jax.tree.map(lambda leaf: leaf.astype(dtype), params)
+
+    started = time.perf_counter()
+    # Born sharded: each device materialises only its own shards, never a whole replica first.
+    params = jax.jit(init, out_shardings=shardings)(jax.random.PRNGKey(config.seed))
+    jax.block_until_ready(params)
+    init_seconds = time.perf_counter() - started
+    leaves = traverse_util.flatten_dict(params)
+    raw_payload_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in leaves.values())
+    device_bytes = sum(shard.data.nbytes for leaf in leaves.values() for shard in leaf.addressable_shards)
+
+    folder = Path(tempfile.mkdtemp(prefix="save-", dir=workdir))
+    try:
+        path = folder / "checkpoint"
+        stage("saving")
+        started = time.perf_counter()
+        with ocp.StandardCheckpointer() as checkpointer:
+            checkpointer.save(path, params)
+            checkpointer.wait_until_finished()
+        save_seconds = time.perf_counter() - started
+        _fault("save")
+
+        stage("measuring")
+        files = _files(path)
+
+        stage("restoring")
+        targets = jax.tree.map(
+            lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding), params, shardings
+        )
+        started = time.perf_counter()
+        with ocp.StandardCheckpointer() as checkpointer:
+            restored = checkpointer.restore(path, targets)
+        jax.block_until_ready(restored)
+        restore_seconds = time.perf_counter() - started
+
+        stage("verifying")
+        flat_restored = traverse_util.flatten_dict(restored)
+        verified = set(flat_restored) == set(leaves) and all(
+            _same_bits(leaf, flat_restored[key]) for key, leaf in leaves.items()
+        )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    stage("done")
+    return {
+        "num_devices": num_devices,
+        "raw_payload_bytes": int(raw_payload_bytes),
+        "device_bytes": int(device_bytes),
+        "files": files,
+        "init_seconds": init_seconds,
+        "save_seconds": save_seconds,
+        "restore_seconds": restore_seconds,
+        "restore_verified": bool(verified),
+        "baseline_rss_bytes": baseline_rss,
+        "peak_rss_bytes": _peak_rss_bytes(),
+        "peak_rss_before_stage": peaks,
+        "versions": {"jax": jax.__version__, "orbax-checkpoint": ocp.__version__},
+    }
+
+
+def main(argv: list[str]) -> int:
+    request_path, result_path, progress_path = (Path(arg) for arg in argv)
+    try:
+        with open(progress_path, "a") as progress:
+            result = measure(json.loads(request_path.read_text()), result_path.parent, progress)
+        code = 0
+    except Exception as err:
+        traceback.print_exc()
+        result, code = {"error": f"{type(err).__name__}: {err}"}, 1
+    partial = result_path.with_suffix(".partial")
+    partial.write_text(json.dumps(result))
+    partial.replace(result_path)  # the parent never reads half a result
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

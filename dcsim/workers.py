@@ -1,0 +1,178 @@
+"""Run engine workers in child processes: a fresh interpreter, its own environment, a time limit.
+
+Some measurements cannot run in the caller's process: virtual CPU devices must be configured
+(``XLA_FLAGS``) before JAX starts, and a concrete initialisation must not grow the memory of a
+long-lived server. A worker is a module run as ``python -m MODULE REQUEST RESULT PROGRESS``: it
+reads its request from the JSON file REQUEST, appends one stage name per line to PROGRESS as it
+goes, and writes its result to the JSON file RESULT (``{"error": message}`` when it failed in a
+way it could describe).
+
+Each worker starts in a session of its own, so its whole process group (and anything it spawned)
+can be ended at once. ``run_workers`` runs several together and ends every one of them as soon as
+one fails, hangs past the time limit, or the caller is interrupted: no orphan keeps running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+# The folder that holds the dcsim package, so ``python -m dcsim...`` finds this same copy of it
+# whatever the caller's working directory.
+_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+_POLL_SECONDS = 0.05
+_STDERR_TAIL_CHARS = 600
+
+
+class WorkerFailed(RuntimeError):
+    """A worker ended without a result: it raised, crashed, was killed or was ended by us."""
+
+
+class WorkerTimeout(WorkerFailed):
+    """The time limit passed before every worker finished; all of them were ended."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WorkerJob:
+    """One worker to run.
+
+    Attributes:
+      name: how messages name it, e.g. ``"checkpoint worker"`` or ``"process 1 of 4"``.
+      module: the module run with ``python -m``, e.g. ``"dcsim.checkpoint_worker"``.
+      request: the JSON-ready request the worker reads.
+      folder: an existing folder the caller owns and removes; the request, result, progress
+        and stderr files live there, and the worker may write its own files inside it.
+      env: variables set in the worker's environment on top of the caller's.
+    """
+
+    name: str
+    module: str
+    request: Mapping[str, Any]
+    folder: Path
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _paths(job: WorkerJob) -> dict[str, Path]:
+    folder = Path(job.folder)
+    return {name: folder / f"{name}.json" for name in ("request", "result")} | {
+        "progress": folder / "progress.txt",
+        "stderr": folder / "stderr.txt",
+    }
+
+
+def _end_group(process: subprocess.Popen) -> None:
+    """SIGKILL the worker's whole process group, then reap the worker."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=10)
+
+
+def _stderr_tail(path: Path) -> str:
+    try:
+        text = path.read_text(errors="replace").strip()
+    except OSError:
+        return ""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1][-_STDERR_TAIL_CHARS:] if lines else ""
+
+
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (from outside this program, e.g. by the system when memory ran out)" if -code == signal.SIGKILL else ""
+        return f"was killed by {name}{hint}"
+    return f"exited with code {code}"
+
+
+def _read_result(job: WorkerJob, code: int) -> dict[str, Any]:
+    paths = _paths(job)
+    try:
+        result = json.loads(paths["result"].read_text())
+    except (OSError, ValueError):
+        result = None
+    if isinstance(result, dict) and "error" in result:
+        raise WorkerFailed(f"the {job.name} failed: {result['error']}")
+    if code == 0 and isinstance(result, dict):
+        return result
+    detail = _stderr_tail(paths["stderr"])
+    raise WorkerFailed(
+        f"the {job.name} {_exit_reason(code)} before it wrote a result" + (f": {detail}" if detail else "")
+    )
+
+
+def _read_progress(path: Path) -> list[str]:
+    try:
+        return path.read_text().split()
+    except OSError:
+        return []
+
+
+def run_workers(
+    jobs: Sequence[WorkerJob],
+    *,
+    timeout_seconds: float,
+    on_progress: Callable[[str, str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run every job at once and return their results in order.
+
+    Raises ``WorkerTimeout`` if they have not all finished within ``timeout_seconds``, and
+    ``WorkerFailed`` as soon as any one fails; either way every worker's process group is ended
+    before the error leaves. ``on_progress(job_name, stage)`` is called from this thread for each
+    stage a worker reports. Files the workers wrote stay in their folders for the caller to remove.
+    """
+    processes: list[subprocess.Popen] = []
+    seen = [0] * len(jobs)
+    deadline = time.monotonic() + timeout_seconds
+    try:
+        for job in jobs:
+            paths = _paths(job)
+            paths["request"].write_text(json.dumps(dict(job.request)))
+            env = dict(os.environ) | dict(job.env)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
+            with open(paths["stderr"], "wb") as stderr:
+                processes.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", job.module, *(str(paths[k]) for k in ("request", "result", "progress"))],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=stderr,
+                        cwd=job.folder,
+                        env=env,
+                        start_new_session=True,
+                    )
+                )
+        results: list[dict[str, Any] | None] = [None] * len(jobs)
+        while True:
+            for index, (job, process) in enumerate(zip(jobs, processes, strict=True)):
+                if on_progress is not None:
+                    stages = _read_progress(_paths(job)["progress"])
+                    for stage in stages[seen[index] :]:
+                        on_progress(job.name, stage)
+                    seen[index] = len(stages)
+                code = process.poll()
+                if code is not None and results[index] is None:
+                    results[index] = _read_result(job, code)
+            if all(result is not None for result in results):
+                return [result for result in results if result is not None]
+            if time.monotonic() > deadline:
+                names = ", ".join(job.name for job, result in zip(jobs, results, strict=True) if result is None)
+                raise WorkerTimeout(
+                    f"the time limit of {timeout_seconds:g} s passed before the {names} finished; it was ended"
+                )
+            time.sleep(_POLL_SECONDS)
+    finally:
+        for process in processes:
+            _end_group(process)

@@ -1,0 +1,342 @@
+"""The checkpoint measurement: real Orbax saves in a child process, its guards and its cleanup.
+
+Each measurement starts a child process (seconds on two busy cores), so the runs are few and
+each checks much; everything decided before the child starts (validation, the ceiling) is tested
+without one. Sizes on disk and file counts move between Orbax versions and runs: they are compared
+with the raw figures and with each other, never with hard-coded values.
+"""
+
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+import hypothesis.strategies as hs
+import pytest
+from hypothesis import given
+
+from dcsim import checkpoint
+from dcsim.checkpoint import (
+    CheckpointBusy,
+    CheckpointFailed,
+    CheckpointTimeout,
+    MeasurementLock,
+    measure_checkpoint,
+    plan_checkpoint,
+)
+from dcsim.checkpoint_worker import FAULT_ENV
+from dcsim.cli import main
+from dcsim.config import DenseLayer, ModelConfig
+
+DENSE_1024 = ModelConfig(input_dim=1024, layers=(DenseLayer(features=1024),))
+DENSE_1024_VALUES = 1024 * 1024 + 1024  # kernel + bias: 1,049,600
+DENSE_1024_FLOAT32_BYTES = 4_198_400
+
+
+@pytest.fixture
+def own_tmp(tmp_path, monkeypatch):
+    """Point tempfile at an empty folder, so "nothing left behind" is checkable."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line contains ``text`` (the worker's argv names its folder)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize(
+    "mesh, strategy, dtype, raw_payload, device_bytes",
+    [
+        (None, "replicated", "float32", DENSE_1024_FLOAT32_BYTES, DENSE_1024_FLOAT32_BYTES),
+        ("data=4", "fsdp", "float32", DENSE_1024_FLOAT32_BYTES, DENSE_1024_FLOAT32_BYTES),
+        ("data=2", "replicated", "bfloat16", DENSE_1024_FLOAT32_BYTES // 2, DENSE_1024_FLOAT32_BYTES),
+    ],
+    ids=["one-device-float32", "fsdp-4-devices", "replicated-2-devices-bfloat16"],
+)
+def test_dense_1024_is_saved_measured_restored_and_removed(own_tmp, mesh, strategy, dtype, raw_payload, device_bytes):
+    stages = []
+    report = measure_checkpoint(DENSE_1024, mesh=mesh, strategy=strategy, dtype=dtype, on_progress=stages.append)
+
+    assert report.total_params == DENSE_1024_VALUES
+    assert report.raw_float32_bytes == DENSE_1024_FLOAT32_BYTES
+    assert report.raw_payload_bytes == raw_payload
+    assert report.device_bytes == device_bytes  # replicas: each of the 2 devices holds all of it
+    assert report.num_devices == (1 if mesh is None else int(mesh.split("=")[1]))
+    assert report.restore_verified is True
+    # Measured, not assumed: the disk figure differs from the raw payload and is the files' sum.
+    assert report.disk_bytes != report.raw_payload_bytes
+    assert report.disk_bytes == sum(file.num_bytes for file in report.files) > 0
+    assert report.num_files == len(report.files) > 1
+    assert report.largest_file_bytes == max(file.num_bytes for file in report.files)
+    groups = {group.kind: group for group in report.file_groups}
+    assert sum(group.num_bytes for group in groups.values()) == report.disk_bytes
+    assert sum(group.num_files for group in groups.values()) == report.num_files
+    assert {"array data", "commit marker"} <= set(groups)
+    # The arrays' chunks are the bulk: a few percent either side of the payload, nowhere near 2x.
+    assert 0.5 * raw_payload < groups["array data"].num_bytes < 1.5 * raw_payload
+    assert stages == list(checkpoint.STAGES)
+    assert report.peak_rss_bytes >= report.baseline_rss_bytes > 0
+    peaks = dict(report.peak_rss_before_stage)
+    assert list(peaks) == list(checkpoint.STAGES)
+    assert report.baseline_rss_bytes <= peaks["initialising"] <= peaks["saving"] <= report.peak_rss_bytes
+    assert report.save_seconds > 0 and report.restore_seconds > 0
+    specs = dict(report.partition_specs)
+    assert specs["Dense_0/kernel"] == ("data" if strategy == "fsdp" else "")
+    assert list(own_tmp.iterdir()) == []  # the temporary folder is gone
+
+    # The builders the CLI and the page share read the same figures.
+    record = checkpoint.checkpoint_record(report)
+    assert json.loads(json.dumps(record)) == record
+    sizes = dict(zip(*checkpoint.sizes_frame(report)[["figure", "num_bytes"]].T.values, strict=True))
+    assert {key: sizes[key] for key in sizes} == {key: record[key] for key in sizes}
+    assert checkpoint.files_frame(report)["num_bytes"].sum() == report.disk_bytes
+    assert checkpoint.file_groups_frame(report)["num_files"].sum() == report.num_files
+    explanation = " ".join(checkpoint.explain(report))
+    assert f"raw payload of {raw_payload:,}" in explanation
+    assert ("Replicas:" in explanation) == (device_bytes > raw_payload)
+    assert ("Storage dtype:" in explanation) == (dtype != "float32")
+
+
+@pytest.mark.parametrize(
+    "fault, error, message",
+    [
+        (
+            "save:kill",
+            CheckpointFailed,
+            r"killed by SIGKILL .*before it wrote a result .*temporary checkpoint was removed",
+        ),
+        ("save:raise", CheckpointFailed, r"failed: RuntimeError: fault injected after save"),
+    ],
+    ids=["killed-after-save", "raises-after-save"],
+)
+def test_a_failure_after_the_save_still_cleans_up(own_tmp, monkeypatch, fault, error, message):
+    monkeypatch.setenv(FAULT_ENV, fault)
+    with pytest.raises(error, match=message):
+        measure_checkpoint(DENSE_1024)
+    assert list(own_tmp.iterdir()) == []
+    assert processes_mentioning(str(own_tmp)) == []
+
+
+def test_a_timeout_ends_the_child_and_cleans_up(own_tmp):
+    with pytest.raises(CheckpointTimeout, match=r"time limit of 0\.3 s passed .* it was ended"):
+        measure_checkpoint(DENSE_1024, timeout_seconds=0.3)
+    assert list(own_tmp.iterdir()) == []
+    assert processes_mentioning(str(own_tmp)) == []
+
+
+# --- decided before any child starts --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"max_params": 1_000_000}, ValueError, r"has 1,049,600 parameters, over .* ceiling of 1,000,000 values"),
+        (
+            {"mesh": "data=4", "max_params": 2_000_000},
+            ValueError,
+            r"1,049,600 parameters, and on the mesh data=4 the replicated layout has the devices hold 4,198,400 values"
+            r" together \(replicas included\), over .* ceiling of 2,000,000",
+        ),
+        ({"dtype": "float16"}, ValueError, r"`dtype` must be one of float32, bfloat16, got 'float16'"),
+        ({"mesh": "data=128"}, ValueError, r"at most 64 virtual devices, got a mesh of 128 \(data=128\)"),
+        ({"mesh": "data"}, ValueError, r"AXIS=SIZE"),
+        ({"strategy": "zigzag"}, ValueError, r"strategy must be one of replicated, fsdp"),
+        ({"strategy": "tensor", "mesh": "data=2"}, ValueError, r"mesh axis named `model`"),
+        ({"timeout_seconds": 0}, ValueError, r"`timeout_seconds` must be a number of seconds greater than 0"),
+        ({"timeout_seconds": float("nan")}, ValueError, r"`timeout_seconds` must be .*, got nan"),
+        ({"timeout_seconds": True}, TypeError, r"`timeout_seconds` must be"),
+        ({"max_params": 0}, ValueError, r"`max_params` must be a positive integer, got 0"),
+    ],
+    ids=[
+        "over-ceiling",
+        "replicas-over-ceiling",
+        "dtype",
+        "too-many-devices",
+        "bad-mesh",
+        "strategy",
+        "tensor-without-model",
+        "zero-timeout",
+        "nan-timeout",
+        "bool-timeout",
+        "zero-ceiling",
+    ],
+)
+def test_bad_requests_are_refused_before_anything_runs(own_tmp, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        measure_checkpoint(DENSE_1024, **kwargs)
+    assert list(own_tmp.iterdir()) == []  # refused before the temporary folder existed
+
+
+def test_config_must_be_a_model_config():
+    with pytest.raises(TypeError, match="`config` must be a ModelConfig, got dict"):
+        plan_checkpoint(DENSE_1024.to_dict())
+
+
+@pytest.mark.parametrize(
+    "env, ceiling",
+    [(None, checkpoint.DEFAULT_MAX_PARAMS), ("1000", 1000), ("30_000_000", 30_000_000), ("3e7", 30_000_000)],
+    ids=["unset", "plain", "underscores", "exponent"],
+)
+def test_the_ceiling_comes_from_the_environment(monkeypatch, env, ceiling):
+    if env is None:
+        monkeypatch.delenv(checkpoint.MAX_PARAMS_ENV, raising=False)
+    else:
+        monkeypatch.setenv(checkpoint.MAX_PARAMS_ENV, env)
+    assert checkpoint.default_max_params() == ceiling
+    assert plan_checkpoint(ModelConfig()).max_params == ceiling
+    assert plan_checkpoint(ModelConfig(), max_params=25).max_params == 25  # an explicit ceiling wins
+
+
+def test_a_bad_environment_ceiling_is_named(monkeypatch):
+    monkeypatch.setenv(checkpoint.MAX_PARAMS_ENV, "lots")
+    with pytest.raises(ValueError, match=r"`DCSIM_CHECKPOINT_MAX_PARAMS` must be a positive integer, got 'lots'"):
+        plan_checkpoint(ModelConfig())
+
+
+@given(
+    widths=hs.lists(hs.integers(1, 4096), min_size=1, max_size=3),
+    devices=hs.sampled_from([1, 2, 4]),
+    strategy=hs.sampled_from(["replicated", "fsdp"]),
+    ceiling=hs.integers(1, 40_000_000),
+)
+def test_the_ceiling_refuses_exactly_the_layouts_that_hold_more(widths, devices, strategy, ceiling):
+    config = ModelConfig(input_dim=64, layers=tuple(DenseLayer(features=width) for width in widths))
+    total = 0
+    for previous, width in zip([64, *widths], widths, strict=False):
+        total += (previous + 1) * width
+    unbounded = plan_checkpoint(config, mesh=f"data={devices}", strategy=strategy, max_params=10**12)
+    held = unbounded.stored_values
+    assert unbounded.report.total_params == total
+    if strategy == "replicated":
+        assert held == total * devices
+    else:
+        assert total <= held <= total * devices
+    if held > ceiling:
+        with pytest.raises(ValueError, match=rf"{total:,} parameters.* ceiling of {ceiling:,} values"):
+            plan_checkpoint(config, mesh=f"data={devices}", strategy=strategy, max_params=ceiling)
+    else:
+        plan = plan_checkpoint(config, mesh=f"data={devices}", strategy=strategy, max_params=ceiling)
+        assert plan.stored_values == held <= ceiling
+
+
+@pytest.mark.parametrize(
+    "path, kind",
+    [
+        ("ocdbt.process_0/d/47bd6fa6ba70267e8eed49f6987e77b5", "array data"),
+        ("ocdbt.process_12/d/abc", "array data"),
+        ("ocdbt.process_0/manifest.ocdbt", "index"),
+        ("manifest.ocdbt", "index"),
+        ("d/e25cab6c22dc867fe043da27e3b4ceb9", "index"),
+        ("commit_success.txt", "commit marker"),
+        ("_METADATA", "metadata"),
+        ("_sharding", "metadata"),
+        ("array_metadatas/process_0", "metadata"),
+    ],
+    ids=lambda value: value.replace("/", "|") if isinstance(value, str) else None,
+)
+def test_file_kinds(path, kind):
+    assert checkpoint.file_kind(path) == kind
+
+
+# --- one measurement at a time --------------------------------------------------------------------
+
+
+def test_a_second_measurement_is_told_the_server_is_busy():
+    lock = MeasurementLock()
+    with lock.hold():
+        assert lock.busy
+        busy = pytest.raises(CheckpointBusy, match=r"another checkpoint measurement is running .* try again")
+        with busy, lock.hold(wait_seconds=0.05):
+            pass
+    assert not lock.busy
+    with lock.hold():  # free again once the first is done
+        pass
+
+
+def test_a_waiting_measurement_gets_the_lock_once_it_is_released():
+    lock = MeasurementLock()
+    held, release = threading.Event(), threading.Event()
+
+    def first():
+        with lock.hold():
+            held.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    held.wait(5)
+    threading.Timer(0.1, release.set).start()
+    with lock.hold(wait_seconds=5):
+        assert lock.busy
+    thread.join(5)
+    assert not lock.busy
+
+
+# --- what front ends show -------------------------------------------------------------------------
+
+
+def test_cli_json_has_the_documented_keys(own_tmp, capsys):
+    code = main(["checkpoint", "--input-dim", "1024", "--features", "1024", "--dtype", "bfloat16", "--format", "json"])
+    out, err = capsys.readouterr()
+    record = json.loads(out)
+    assert code == 0 and err == ""
+    assert record["raw_payload_bytes"] == DENSE_1024_FLOAT32_BYTES // 2
+    assert record["raw_float32_bytes"] == DENSE_1024_FLOAT32_BYTES
+    assert record["disk_bytes"] == sum(row["num_bytes"] for row in record["files"])
+    assert record["num_files"] == len(record["files"])
+    assert record["largest_file_bytes"] == max(row["num_bytes"] for row in record["files"])
+    assert record["restore_verified"] is True and record["num_devices"] == 1
+    assert record["save_seconds"] > 0 and record["restore_seconds"] > 0
+    assert record["config"]["layers"] == [{"features": 1024, "use_bias": True}]
+    assert any("bfloat16" in line for line in record["explanation"])
+    assert list(own_tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--max-params", "10"], "this model has 20 parameters, over the checkpoint measurement's ceiling of 10"),
+        (["--max-params", "1e400"], "`--max-params` must be a positive integer, got '1e400'"),
+        (["--timeout", "-1"], "`--timeout` must be a number of seconds greater than 0 and at most 3600, got '-1'"),
+        (["--dtype", "int8"], "argument --dtype: invalid choice: 'int8'"),
+        (["--mesh", "data=2", "--strategy", "tensor"], "mesh axis named `model`"),
+    ],
+    ids=["ceiling", "huge-ceiling", "negative-timeout", "dtype", "tensor-without-model"],
+)
+def test_cli_refusals_are_one_line_exit_2(capsys, argv, message):
+    code = main(["checkpoint", *argv])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.startswith("dcsim: error: ") and message in err and err.count("\n") == 1
+
+
+def test_cli_failure_is_one_line_exit_1(own_tmp, capsys):
+    code = main(["checkpoint", "--timeout", "0.2"])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    assert err.startswith("dcsim: checkpoint failed: the time limit of 0.2 s passed") and err.count("\n") == 1
+    assert list(own_tmp.iterdir()) == []
+
+
+def test_cli_environment_ceiling_refuses(capsys, monkeypatch):
+    monkeypatch.setenv(checkpoint.MAX_PARAMS_ENV, "19")
+    assert main(["checkpoint"]) == 2
+    assert "over the checkpoint measurement's ceiling of 19 values" in capsys.readouterr().err
+
+
+def test_worker_environment_keeps_other_xla_flags(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false --xla_force_host_platform_device_count=3")
+    env = checkpoint._worker_env(8)
+    assert env["XLA_FLAGS"].split() == ["--xla_cpu_enable_fast_math=false", "--xla_force_host_platform_device_count=8"]
+    assert env["JAX_PLATFORMS"] == "cpu"
+    assert os.environ["XLA_FLAGS"].endswith("=3")  # the caller's own environment is untouched
