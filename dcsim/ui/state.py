@@ -23,6 +23,7 @@ CONFIG = "dcsim.config"
 PROBLEMS = "dcsim.link_problems"
 GENERATION = "dcsim.generation"
 PAGE_PARAMS = "dcsim.page_params"
+PAGE_MEMORY = "dcsim.page_memory"
 WIDGET_PREFIX = "w."
 
 
@@ -82,8 +83,32 @@ def seed_widget(key: str, value: object) -> str:
 
 
 def set_page_params(params: Mapping[str, str]) -> None:
-    """The current page's own settings, written into the URL beside the configuration."""
+    """The current page's own settings (already validated, as text), written into the URL beside
+    the configuration and remembered for when the person comes back to the page."""
     st.session_state[PAGE_PARAMS] = dict(params)
+    st.session_state.setdefault(PAGE_MEMORY, {}).update(params)
+
+
+def page_setting(name: str, default: str, *, limit: int = 512) -> tuple[str, str | None]:
+    """Where a page's own setting (``mesh``, ``strategy``...) starts: the link's value when the
+    URL carries one, else what this session last used on the page, else ``default``.
+
+    Returns the text and, when the link's value had to be refused before parsing (repeated or
+    too long), the problem to show; the page parses the text itself and falls back to
+    ``default`` with its own message when that fails. Call it only to seed a widget that has no
+    state yet (``seed_widget`` does that), since the URL lags one run behind the widgets.
+    """
+    values = st.query_params.get_all(name)
+    if values:
+        if len(values) != 1:
+            return default, f"Link: `{name}` appears {len(values)} times, where it may appear once; using {default}."
+        if len(values[0]) > limit:
+            return (
+                default,
+                f"Link: `{name}` may be at most {limit:,} characters, got {len(values[0]):,}; using {default}.",
+            )
+        return values[0], None
+    return st.session_state.get(PAGE_MEMORY, {}).get(name, default), None
 
 
 def wanted_query() -> dict[str, str]:
