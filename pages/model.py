@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dcsim import charts, payload, shares, tables, units
+from dcsim import payload, shares, tables, units
 from dcsim.ui import cache, frame, state, widgets
 
 frame.require_router()
@@ -101,6 +101,10 @@ with table_col:
         on_click="ignore",
     )
 with chart_col:
+    # Imported here, after the numbers above have gone to the browser: on a fresh server the
+    # first visitor's answer then does not wait for Altair to load.
+    from dcsim import charts
+
     st.altair_chart(charts.params_by_layer(layers_table), width="stretch")
 
 with st.expander("Every parameter array"):
