@@ -6,9 +6,12 @@ formula, so what dcsim reports is what Flax would allocate.
 
 from __future__ import annotations
 
+from typing import Any
+
 import flax.linen as nn
 import jax
 
+from dcsim import families, presets
 from dcsim.config import DenseLayer, ModelConfig
 
 
@@ -32,6 +35,17 @@ def build(config: ModelConfig) -> tuple[nn.Module, tuple[jax.ShapeDtypeStruct, .
     ``module.init(key, *inputs)`` is the whole initialisation: every family takes positional
     inputs only, so the counter, the layout and the checkpoint measurement can treat them alike.
     """
+    if config.preset is not None:
+        family = presets.get_preset(config.preset).family
+        return families.build_family(family, resolved_hparams(config), config.batch_size)
     module = DenseStack(layers=config.layers)
     x = jax.ShapeDtypeStruct((config.batch_size, config.input_dim), jax.numpy.float32)
     return module, (x,)
+
+
+def resolved_hparams(config: ModelConfig) -> dict[str, Any]:
+    """The hyperparameters a preset configuration builds with: the preset's, overrides applied,
+    in the family schema's order. Empty for the Dense stack."""
+    if config.preset is None:
+        return {}
+    return presets.resolve(config.preset, config.overrides)
