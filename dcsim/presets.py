@@ -108,8 +108,14 @@ class HParam:
             return self.check(entries)  # the length message, before converting thousands of entries
         return self.check(
             [
-                as_int(_number(entry.strip()), f"{self.name}", minimum=self.minimum, maximum=self.maximum, shown=entry)
-                for entry in entries
+                as_int(
+                    _number(entry.strip()),
+                    f"{self.name}[{index}]",
+                    minimum=self.minimum,
+                    maximum=self.maximum,
+                    shown=entry,
+                )
+                for index, entry in enumerate(entries)
             ]
         )
 
@@ -418,11 +424,13 @@ def get_preset(name: Any) -> Preset:
     return PRESETS[name]
 
 
-def _hparam(family: str, name: Any, preset: str) -> HParam:
-    for hparam in FAMILY_SCHEMAS[family]:
-        if hparam.name == name:
-            return hparam
-    valid = ", ".join(hparam.name for hparam in FAMILY_SCHEMAS[family])
+def hparam(family: str, name: Any, preset: str) -> HParam:
+    """The hyperparameter ``name`` of ``family``, or a message listing the valid names (``preset``
+    is named in it for context)."""
+    for spec in schema(family):
+        if spec.name == name:
+            return spec
+    valid = ", ".join(spec.name for spec in schema(family))
     raise ValueError(f"unknown hyperparameter {show(name)} for preset {preset!r} ({family} family); valid: {valid}")
 
 
@@ -443,10 +451,10 @@ def normalize_overrides(preset: str, overrides: Any) -> tuple[tuple[str, Any], .
         raise TypeError(f"`overrides` must map hyperparameter names to values, got {type(overrides).__name__}")
     checked: dict[str, Any] = {}
     for name, value in pairs:
-        hparam = _hparam(row.family, name, preset)
+        spec = hparam(row.family, name, preset)
         if name in checked:
             raise ValueError(f"`overrides` repeats the hyperparameter {show(name)}")
-        checked[name] = hparam.check(value)
+        checked[name] = spec.check(value)
     check_hparams(row.family, {**row.hparams, **checked})
     return tuple(sorted(checked.items()))
 
@@ -455,7 +463,7 @@ def resolve(preset: str, overrides: Any = ()) -> dict[str, Any]:
     """The preset's hyperparameters with ``overrides`` applied, every one checked."""
     row = get_preset(preset)
     merged = {**row.hparams, **dict(normalize_overrides(preset, overrides))}
-    return {hparam.name: merged[hparam.name] for hparam in schema(row.family)}
+    return {spec.name: merged[spec.name] for spec in schema(row.family)}
 
 
 def _divisors(number: int, up_to: int) -> str:
@@ -511,11 +519,11 @@ def published_table() -> list[dict[str, Any]]:
 def _check_table() -> None:
     """Every row's hyperparameters are exactly its family's, each valid: checked at import."""
     for row in _ROWS:
-        names = [hparam.name for hparam in schema(row.family)]
+        names = [spec.name for spec in schema(row.family)]
         if sorted(row.hparams) != sorted(names):
             raise RuntimeError(f"preset {row.name!r} must set exactly {names}, sets {sorted(row.hparams)}")
-        for hparam in schema(row.family):
-            hparam.check(row.hparams[hparam.name])
+        for spec in schema(row.family):
+            spec.check(row.hparams[spec.name])
         check_hparams(row.family, row.hparams)
         if type(row.published_params) is not int or row.published_params <= 0:
             raise RuntimeError(f"preset {row.name!r} needs a positive published count")
