@@ -11,7 +11,7 @@ from hypothesis import given, settings
 
 from dcsim import breakdown, models, presets
 from dcsim.config import ModelConfig
-from dcsim.count import count_params, report_from_variables
+from dcsim.count import count_module, count_params, report_from_variables
 from dcsim.models import resolved_hparams
 
 
@@ -158,6 +158,28 @@ def test_abstract_and_concrete_initialisation_agree(preset):
     assert breakdown.breakdown_frame(report)["num_params"].sum() == report.total_params
     for depth in (1, 2, 3, 4):
         assert breakdown.depth_frame(report, depth)["num_params"].sum() == report.total_params
+
+
+FULL_INIT = {
+    "gpt2-small": {},
+    "bert-base": {"num_layers": 3},
+    "vit-b16": {"num_layers": 5},
+    "mlp-mnist": {"num_layers": 5},
+    "resnet18": {},
+    "resnet152": {},
+    "llama2-70b": {},
+}
+
+
+@pytest.mark.parametrize("preset", list(FULL_INIT), ids=list(FULL_INIT))
+def test_counting_traces_two_blocks_a_run_and_equals_the_full_unrolled_init(preset):
+    # count_params traces each run of identical blocks up to its second block and repeats that
+    # block's rows; every row, name and order must be what initialising the whole model gives.
+    config = ModelConfig(preset=preset, overrides=FULL_INIT[preset])
+    module, inputs = models.build(config)
+    full = count_module(module, *inputs)
+    assert count_params(config) == full
+    assert full.layers[-1].path in ("final_norm", "lm_head", "head", "pooler", "block_2/mlp_norm")
 
 
 decoder_overrides = hs.fixed_dictionaries(
