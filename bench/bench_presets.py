@@ -93,7 +93,7 @@ def in_process(repeats: int) -> None:
 
     print("### In process: llama2-70b against the same 80 blocks at tiny widths\n")
     print("`count_params` traces two blocks a run and repeats their rows; `full unrolled` initialises all 80")
-    print("blocks abstractly (what `models.build` returns). {repeats} repeats after a first call.\n")
+    print(f"blocks abstractly (what `models.build` returns). {repeats} repeats after a first call.\n")
     print("| configuration | method | parameters | first call | median | fastest |")
     print("|---|---|---|---|---|---|")
     medians: dict[tuple[str, str], float] = {}
