@@ -52,6 +52,13 @@ def test_abstract_state_matches_a_concrete_init(name):
     assert concrete == optimizer.state_of(name, optimizer.abstract_params(config))
 
 
+def test_abstract_params_are_the_full_init_tree():
+    config = ModelConfig(preset="resnet50", overrides={"stage_blocks": (3, 1)})
+    module, inputs = models.build(config)
+    full = jax.eval_shape(module.init, jax.random.PRNGKey(0), *inputs)["params"]
+    assert optimizer.abstract_params(config) == full
+
+
 def test_llama2_70b_adam_state_costs_no_memory():
     (adam,) = optimizer.optimizer_states(ModelConfig(preset="llama2-70b"), ("adam",))
     assert adam.num_values == 2 * 68_976_648_192 + 1
