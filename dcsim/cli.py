@@ -20,8 +20,8 @@ import pandas as pd
 from dcsim import breakdown, optimizer, payload, presets, shares, tables, units
 from dcsim.config import MAX_CONFIG_BYTES, ModelConfig, parse_int, parse_widths
 from dcsim.count import ParamReport, count_params
-from dcsim.models import resolved_hparams
 from dcsim.payload import CHECKPOINT_DIFFERS
+from dcsim.presets import resolved_hparams
 
 EXIT_INTERNAL = 1
 EXIT_USAGE = 2
@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
         "count",
         parents=[_model_flags()],
         help="count parameters, the ideal share per shard and the raw payload",
-        description="Count a Dense stack's parameters by abstractly initialising its Flax modules.",
+        description="Count a model's parameters (a Dense stack or an architecture preset) by abstractly "
+        "initialising its Flax modules.",
     )
     count.add_argument(
         "--format", choices=("table", "json", "csv"), default="table", help="output format (default table)"

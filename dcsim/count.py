@@ -150,7 +150,7 @@ def count_params(config: ModelConfig) -> ParamReport:
         module, inputs = models.build(config)
         return count_module(module, *inputs, seed=config.seed)
     family = presets.get_preset(config.preset).family
-    hparams, runs = families.traced_hparams(family, models.resolved_hparams(config))
+    hparams, runs = families.traced_hparams(family, presets.resolved_hparams(config))
     module, inputs = families.build_family(family, hparams, config.batch_size)
     report = count_module(module, *inputs, seed=config.seed)
     return ParamReport(arrays=expand_repeats(report.arrays, runs), other=expand_repeats(report.other, runs))

@@ -6,8 +6,6 @@ formula, so what dcsim reports is what Flax would allocate.
 
 from __future__ import annotations
 
-from typing import Any
-
 import flax.linen as nn
 import jax
 
@@ -37,15 +35,7 @@ def build(config: ModelConfig) -> tuple[nn.Module, tuple[jax.ShapeDtypeStruct, .
     """
     if config.preset is not None:
         family = presets.get_preset(config.preset).family
-        return families.build_family(family, resolved_hparams(config), config.batch_size)
+        return families.build_family(family, presets.resolved_hparams(config), config.batch_size)
     module = DenseStack(layers=config.layers)
     x = jax.ShapeDtypeStruct((config.batch_size, config.input_dim), jax.numpy.float32)
     return module, (x,)
-
-
-def resolved_hparams(config: ModelConfig) -> dict[str, Any]:
-    """The hyperparameters a preset configuration builds with: the preset's, overrides applied,
-    in the family schema's order. Empty for the Dense stack."""
-    if config.preset is None:
-        return {}
-    return presets.resolve(config.preset, config.overrides)

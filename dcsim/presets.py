@@ -466,6 +466,14 @@ def resolve(preset: str, overrides: Any = ()) -> dict[str, Any]:
     return {spec.name: merged[spec.name] for spec in schema(row.family)}
 
 
+def resolved_hparams(config: Any) -> dict[str, Any]:
+    """The hyperparameters a ``ModelConfig`` with a preset builds with: the preset's, overrides
+    applied, in the family schema's order; empty for the Dense stack."""
+    if config.preset is None:
+        return {}
+    return resolve(config.preset, config.overrides)
+
+
 def _divisors(number: int, up_to: int) -> str:
     found = [divisor for divisor in range(1, min(number, up_to) + 1) if number % divisor == 0]
     shown = ", ".join(f"{divisor:,}" for divisor in found[:12])

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from dcsim import breakdown, models, presets
 from dcsim.config import ModelConfig
 from dcsim.count import count_module, count_params, report_from_variables
-from dcsim.models import resolved_hparams
+from dcsim.presets import resolved_hparams
 
 
 @pytest.mark.parametrize("name", list(presets.PRESETS), ids=list(presets.PRESETS))
