@@ -261,9 +261,9 @@ _GPT2 = {"vocab_size": 50_257, "max_positions": 1024, "position_embedding": "lea
 _GPT2 |= {"use_bias": True, "norm": "layernorm", "gated_mlp": False}
 _LLAMA = {"position_embedding": "none", "tied_embeddings": False, "use_bias": False, "norm": "rmsnorm"}
 _LLAMA |= {"gated_mlp": True}
-_HF = "the model card's safetensors metadata on the Hugging Face Hub"
-_GPT2_SOURCE = f"sum of the openai-community checkpoint's tensors ({_HF}); lm_head tied to wte"
-_TIMM = "timm's model summary (param count)"
+# Each figure below is also what Hugging Face transformers' own model of the same configuration
+# counts (bench/hf_counts.py builds them on the meta device and prints num_parameters()).
+_HF = "transformers {cls}({config}).num_parameters(), checked in bench/hf_counts.py"
 _TV = "torchvision's model documentation (num_params)"
 
 _ROWS: tuple[Preset, ...] = (
@@ -283,7 +283,7 @@ _ROWS: tuple[Preset, ...] = (
             hparams={**_GPT2, "d_model": d_model, "num_layers": layers, "num_heads": heads, "num_kv_heads": heads}
             | {"ffn_dim": 4 * d_model},
             published_params=published,
-            source=_GPT2_SOURCE,
+            source=_HF.format(cls="GPT2LMHeadModel", config=f"gpt2-{size}") + "; lm_head tied to wte, counted once",
         )
         for size, d_model, layers, heads, published in (
             ("small", 768, 12, 12, 124_439_808),
@@ -300,7 +300,7 @@ _ROWS: tuple[Preset, ...] = (
             hparams={"vocab_size": 30_522, "d_model": d_model, "num_layers": layers, "num_heads": heads}
             | {"ffn_dim": 4 * d_model, "max_positions": 512, "type_vocab_size": 2, "pooler": True, "use_bias": True},
             published_params=published,
-            source=f"BertModel of google-bert/bert-{size}-uncased ({_HF}), without the pre-training heads",
+            source=_HF.format(cls="BertModel", config=f"bert-{size}-uncased") + "; pooler in, pre-training heads out",
         )
         for size, d_model, layers, heads, published in (
             ("base", 768, 12, 12, 109_482_240),
@@ -315,7 +315,8 @@ _ROWS: tuple[Preset, ...] = (
             hparams={"image_size": 224, "patch_size": 16, "d_model": d_model, "num_layers": layers}
             | {"num_heads": heads, "ffn_dim": 4 * d_model, "num_classes": 1000, "use_bias": True},
             published_params=published,
-            source=f"{_TIMM} for vit_{size}_patch16_224; torchvision's vit_{size[0]}_16 gives the same",
+            source=f"{_TV} for vit_{size[0]}_16; "
+            + _HF.format(cls="ViTForImageClassification", config=f"vit-{size}-patch16-224, 1000 labels"),
         )
         for size, d_model, layers, heads, published in (
             ("base", 768, 12, 12, 86_567_656),
@@ -329,7 +330,8 @@ _ROWS: tuple[Preset, ...] = (
             title=f"ResNet-{depth}",
             hparams={"stage_blocks": blocks, "bottleneck": bottleneck, "num_classes": 1000, "image_size": 224},
             published_params=published,
-            source=f"{_TV} for resnet{depth} (BatchNorm scale and bias counted, running statistics not)",
+            source=f"{_TV} for resnet{depth} (BatchNorm scale and bias counted, running statistics not); "
+            + _HF.format(cls="ResNetForImageClassification", config=f"resnet-{depth}"),
         )
         for depth, blocks, bottleneck, published in (
             (18, (2, 2, 2, 2), False, 11_689_512),
@@ -359,7 +361,7 @@ _ROWS: tuple[Preset, ...] = (
                 11_008,
                 4096,
                 6_738_415_616,
-                f"meta-llama/Llama-2-7b-hf ({_HF})",
+                _HF.format(cls="LlamaForCausalLM", config="meta-llama/Llama-2-7b-hf"),
             ),
             (
                 "llama2-13b",
@@ -372,7 +374,7 @@ _ROWS: tuple[Preset, ...] = (
                 13_824,
                 4096,
                 13_015_864_320,
-                f"meta-llama/Llama-2-13b-hf ({_HF})",
+                _HF.format(cls="LlamaForCausalLM", config="meta-llama/Llama-2-13b-hf"),
             ),
             (
                 "llama2-70b",
@@ -385,7 +387,7 @@ _ROWS: tuple[Preset, ...] = (
                 28_672,
                 4096,
                 68_976_648_192,
-                f"meta-llama/Llama-2-70b-hf ({_HF})",
+                _HF.format(cls="LlamaForCausalLM", config="meta-llama/Llama-2-70b-hf"),
             ),
             (
                 "llama3-8b",
@@ -398,7 +400,7 @@ _ROWS: tuple[Preset, ...] = (
                 14_336,
                 8192,
                 8_030_261_248,
-                f"meta-llama/Meta-Llama-3-8B ({_HF})",
+                _HF.format(cls="LlamaForCausalLM", config="meta-llama/Meta-Llama-3-8B"),
             ),
         )
     ),
