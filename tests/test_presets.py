@@ -389,3 +389,25 @@ def test_every_schema_entry_can_fill_a_form():
                 assert spec.default in spec.choices
     with pytest.raises(ValueError, match=r"unknown family 'cnn'; families: mlp, decoder, bert, vit, resnet"):
         presets.schema("cnn")
+
+
+json_values = hs.recursive(
+    hs.none() | hs.booleans() | hs.integers(-(2**70), 2**70) | hs.floats() | hs.text(max_size=20),
+    lambda children: hs.lists(children, max_size=5) | hs.dictionaries(hs.text(max_size=5), children, max_size=3),
+    max_leaves=10,
+)
+hparam_names = hs.sampled_from(sorted({spec.name for family in presets.FAMILIES for spec in presets.schema(family)}))
+
+
+@given(hs.sampled_from(list(presets.PRESETS)), hs.dictionaries(hparam_names | hs.text(max_size=8), json_values))
+@settings(max_examples=200, deadline=None)
+def test_any_overrides_give_a_config_or_a_clear_error(preset, overrides):
+    message = ""
+    try:
+        config = ModelConfig.from_dict({"preset": preset, "overrides": overrides})
+    except (TypeError, ValueError) as err:
+        message = str(err)
+    if message:
+        assert "\n" not in message
+    else:
+        assert ModelConfig.from_json(config.to_json()) == config
