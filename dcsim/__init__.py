@@ -8,16 +8,21 @@ exercise's function (``simulate``). It never imports Streamlit and never prints;
 
 from dcsim.config import DenseLayer, ModelConfig
 from dcsim.count import ArrayRow, LayerRow, ParamReport, count_module, count_params
+from dcsim.presets import FAMILY_SCHEMAS, PRESETS, HParam, Preset
 from dcsim.shares import IdealShare, ideal_share
 from dcsim.simulate import distributed_checkpoint_simulate
 
 __all__ = [
+    "FAMILY_SCHEMAS",
+    "PRESETS",
     "ArrayRow",
     "DenseLayer",
+    "HParam",
     "IdealShare",
     "LayerRow",
     "ModelConfig",
     "ParamReport",
+    "Preset",
     "count_module",
     "count_params",
     "distributed_checkpoint_simulate",

@@ -17,10 +17,11 @@ from typing import NoReturn
 
 import pandas as pd
 
-from dcsim import checkpoint, layout, payload, shares, tables, units
+from dcsim import breakdown, checkpoint, layout, optimizer, payload, presets, shares, tables, units
 from dcsim.config import MAX_CONFIG_BYTES, ModelConfig, parse_int, parse_widths
 from dcsim.count import ParamReport, count_params
 from dcsim.payload import CHECKPOINT_DIFFERS
+from dcsim.presets import resolved_hparams
 
 EXIT_INTERNAL = 1
 EXIT_USAGE = 2
@@ -53,6 +54,15 @@ def _model_flags() -> argparse.ArgumentParser:
         "--seed", metavar="S", help="PRNG seed, 0 to 4,294,967,295; changes values, not counts (default 0)"
     )
     group.add_argument("--shards", metavar="N", help="number of checkpoint shards for the ideal share (default 2)")
+    # Presets: an architecture from `python -m dcsim presets`, its hyperparameters changed with --set.
+    group.add_argument("--preset", metavar="NAME", help="an architecture preset instead of the Dense stack")
+    group.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="change one of the preset's hyperparameters, e.g. --set num_layers=6 (repeatable)",
+    )
     return flags
 
 
@@ -66,11 +76,24 @@ def build_parser() -> argparse.ArgumentParser:
         "count",
         parents=[_model_flags()],
         help="count parameters, the ideal share per shard and the raw payload",
-        description="Count a Dense stack's parameters by abstractly initialising its Flax modules.",
+        description="Count a model's parameters (a Dense stack or an architecture preset) by abstractly "
+        "initialising its Flax modules.",
     )
     count.add_argument(
         "--format", choices=("table", "json", "csv"), default="table", help="output format (default table)"
     )
+    count.add_argument(
+        "--optimizer",
+        choices=(*optimizer.OPTIMIZER_NAMES, "all"),
+        help="add the state this optax optimizer allocates (apart from the parameters; json key optimizer_state)",
+    )
+    listing = commands.add_parser(
+        "presets",
+        help="list the architecture presets and their published parameter counts",
+        description="List the architecture presets: name, family, published parameter count and its source.",
+    )
+    listing.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
+    listing.set_defaults(run=_presets)
     _add_layout_parser(commands)
     _add_checkpoint_command(commands)
     return parser
@@ -109,7 +132,33 @@ def config_from_args(args: argparse.Namespace) -> ModelConfig:
         layers = parse_widths(args.features, "--features")
     if args.no_bias:
         layers = tuple(dataclasses.replace(layer, use_bias=False) for layer in layers)
-    return dataclasses.replace(config, layers=layers, **changes)
+    return dataclasses.replace(config, layers=layers, **changes, **_preset_changes(args, config))
+
+
+def _preset_changes(args: argparse.Namespace, config: ModelConfig) -> dict[str, object]:
+    """``preset`` and ``overrides`` from --preset and --set, over the --config file's."""
+    preset, overrides = config.preset, dict(config.overrides)
+    if args.preset is not None:
+        presets.get_preset(args.preset)
+        if args.preset != preset:  # another preset's overrides may not even name its hyperparameters
+            overrides = {}
+        preset = args.preset
+    if args.set and preset is None:
+        raise UsageError("`--set` changes a preset's hyperparameters; choose a preset with --preset NAME")
+    for item in args.set:
+        name, equals, text = item.partition("=")
+        if not equals:
+            raise UsageError(f"`--set` takes KEY=VALUE, e.g. num_layers=6, got {item!r}")
+        spec = presets.hparam(presets.get_preset(preset).family, name.strip(), preset)
+        overrides[spec.name] = spec.parse(text)
+    if preset is not None:
+        dense = [flag for flag in ("input_dim", "features", "no_bias") if getattr(args, flag) not in (None, False)]
+        if dense:
+            flags = ", ".join("--" + flag.replace("_", "-") for flag in dense)
+            raise UsageError(
+                f"{flags}: only for the Dense stack; preset {preset!r} sets its own shapes (change them with --set)"
+            )
+    return {"preset": preset, "overrides": overrides}
 
 
 def _frame_text(frame: pd.DataFrame) -> str:
@@ -127,13 +176,11 @@ def _frame_text(frame: pd.DataFrame) -> str:
 def render_count_table(config: ModelConfig, report: ParamReport) -> str:
     """The ``count`` result for people: exact figures with separators and honest units."""
     share = shares.ideal_share(report.total_params, config.num_shards)
-    widths = " -> ".join(f"Dense({layer.features:,}{'' if layer.use_bias else ', no bias'})" for layer in config.layers)
     layers = tables.layers_frame(report)
-    layers["percent_of_total"] = layers["percent_of_total"].map(lambda value: f"{value:.2f}%")
+    layers["percent_of_total"] = layers["percent_of_total"].map(_percent)
     float32, *other_dtypes = payload.raw_payloads(report.total_params)
     lines = [
-        f"model: input dimension {config.input_dim:,} -> {widths}",
-        f"(batch size {config.batch_size:,} and seed {config.seed} change no count)",
+        *_model_lines(config, report),
         "",
         _frame_text(layers),
         "",
@@ -158,16 +205,94 @@ def render_count_table(config: ModelConfig, report: ParamReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _percent(value: float) -> str:
+    return f"{value:.2f}%"
+
+
+def _model_lines(config: ModelConfig, report: ParamReport) -> list[str]:
+    if config.preset is None:
+        widths = " -> ".join(
+            f"Dense({layer.features:,}{'' if layer.use_bias else ', no bias'})" for layer in config.layers
+        )
+        return [
+            f"model: input dimension {config.input_dim:,} -> {widths}",
+            f"(batch size {config.batch_size:,} and seed {config.seed} change no count)",
+        ]
+    row = presets.get_preset(config.preset)
+    hparams = ", ".join(
+        f"{name}={','.join(map(str, value)) if isinstance(value, tuple) else value}"
+        for name, value in resolved_hparams(config).items()
+    )
+    changed = ", ".join(f"{name}" for name, _ in config.overrides) or "none"
+    groups = breakdown.breakdown_frame(report)
+    groups["percent_of_total"] = groups["percent_of_total"].map(_percent)
+    return [
+        f"model: preset {row.name} ({row.title}; {row.family}: {presets.FAMILY_DESCRIPTIONS[row.family]})",
+        f"hyperparameters: {hparams}",
+        f"changed from the preset: {changed}",
+        f"published count of the preset: {units.count(row.published_params)} ({row.source})",
+        f"non-embedding parameters: {units.count(breakdown.non_embedding_params(config, report))}"
+        " (total less token, position and token-type tables and an untied output projection, as Pythia reports)",
+        f"(batch size {config.batch_size:,} and seed {config.seed} change no count)",
+        "",
+        _frame_text(groups),
+    ]
+
+
+def render_optimizer_table(states: tuple[optimizer.OptimizerState, ...], total_params: int) -> str:
+    """Optimizer state for people: values and raw bytes per optimizer, apart from the parameters."""
+    lines = [f"{optimizer.STATE_NOTE}:"]
+    for state in states:
+        by_dtype = " + ".join(f"{dtype} {units.bytes_exact(size)}" for dtype, size in state.raw_bytes_by_dtype.items())
+        per_param = state.num_values / total_params if total_params else 0.0
+        lines.append(
+            f"  {state.optimizer:<9} {units.count(state.num_values):>18} values ({per_param:.4g} per parameter)"
+            f"  raw {by_dtype}  - {state.description}"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def _count(args: argparse.Namespace) -> str:
     config = config_from_args(args)
     report = count_params(config)
+    states: tuple[optimizer.OptimizerState, ...] = ()
+    if args.optimizer is not None:
+        names = optimizer.OPTIMIZER_NAMES if args.optimizer == "all" else (args.optimizer,)
+        states = optimizer.optimizer_states(config, names)
     if args.format == "json":
-        return json.dumps(tables.count_record(config, report), indent=2) + "\n"
+        record = tables.count_record(config, report)
+        if states:
+            record["optimizer_state"] = [optimizer.state_record(state, report.total_params) for state in states]
+            record["optimizer_state_note"] = optimizer.STATE_NOTE
+        return json.dumps(record, indent=2) + "\n"
     if args.format == "csv":
         buffer = io.StringIO()
         tables.arrays_frame(report).to_csv(buffer, index=False)
         return buffer.getvalue()
-    return render_count_table(config, report)
+    text = render_count_table(config, report)
+    return text + ("\n" + render_optimizer_table(states, report.total_params) if states else "")
+
+
+def _presets(args: argparse.Namespace) -> str:
+    rows = presets.published_table()
+    if args.format == "json":
+        for row in rows:
+            row["hparams"] = {
+                name: list(value) if isinstance(value, tuple) else value
+                for name, value in presets.PRESETS[row["name"]].hparams.items()
+            }
+        return json.dumps(rows, indent=2) + "\n"
+    frame = pd.DataFrame(
+        {
+            "name": [row["name"] for row in rows],
+            "family": [row["family"] for row in rows],
+            "published_params": pd.array([row["published_params"] for row in rows], dtype="int64"),
+            "title": [row["title"] for row in rows],
+        }
+    )
+    return (
+        _frame_text(frame) + "\n\nEach count is reproduced exactly by `count --preset NAME`; sources: --format json.\n"
+    )
 
 
 # --- layout: what each device of a mesh holds, by JAX's sharding rules ---------------------------
@@ -324,7 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
-            raise UsageError(f"choose a command: count, layout, checkpoint (see `{PROG} --help`)")
+            raise UsageError(f"choose a command: count, presets, layout, checkpoint (see `{PROG} --help`)")
         output = getattr(args, "run", _count)(args)
     except (UsageError, TypeError, ValueError) as err:
         print(f"dcsim: error: {err}", file=sys.stderr)

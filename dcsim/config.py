@@ -169,6 +169,10 @@ class ModelConfig:
       batch_size: B. Every example shares the same kernels and biases, so B never changes a count.
       seed: the PRNG seed of the initialisation. It changes the values, never their number.
       num_shards: how many checkpoint shards the ideal share divides the total by.
+      preset: the name of an architecture preset (``dcsim.presets.PRESETS``), or None for the
+        Dense stack. With a preset, ``input_dim`` and ``layers`` are not used.
+      overrides: hyperparameters changed from the preset's, as sorted (name, value) pairs; a
+        mapping is accepted and normalised. Only with a preset.
     """
 
     input_dim: int = 4
@@ -176,8 +180,11 @@ class ModelConfig:
     batch_size: int = 1
     seed: int = 0
     num_shards: int = 2
+    preset: str | None = None
+    overrides: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
+        self._check_preset()
         for field in ("input_dim", "batch_size", "seed", "num_shards"):
             object.__setattr__(self, field, check_field(getattr(self, field), field))
         if isinstance(self.layers, (str, bytes)) or not isinstance(self.layers, (list, tuple)):
@@ -192,9 +199,24 @@ class ModelConfig:
                 raise TypeError(f"`layers[{index}]` must be a DenseLayer, got {type(layer).__name__}")
         object.__setattr__(self, "layers", layers)
 
+    def _check_preset(self) -> None:
+        # Imported here: dcsim.presets builds on this module's checks (as_int, as_bool, show).
+        from dcsim import presets
+
+        if self.preset is None:
+            if not isinstance(self.overrides, (tuple, list, dict)) or len(self.overrides):
+                raise ValueError("`overrides` change a preset's hyperparameters; set `preset` too")
+            object.__setattr__(self, "overrides", ())
+            return
+        presets.get_preset(self.preset)
+        object.__setattr__(self, "overrides", presets.normalize_overrides(self.preset, self.overrides))
+
     def to_dict(self) -> dict[str, Any]:
-        """The configuration as the JSON object that the dashboard downloads and the CLI reads."""
-        return {
+        """The configuration as the JSON object that the dashboard downloads and the CLI reads.
+
+        ``preset`` and ``overrides`` appear only when a preset is set, so a Dense stack's JSON is
+        what it always was."""
+        data = {
             "format": CONFIG_FORMAT,
             "version": CONFIG_VERSION,
             "input_dim": self.input_dim,
@@ -203,6 +225,12 @@ class ModelConfig:
             "num_shards": self.num_shards,
             "layers": [{"features": layer.features, "use_bias": layer.use_bias} for layer in self.layers],
         }
+        if self.preset is not None:
+            data["preset"] = self.preset
+            data["overrides"] = {
+                name: list(value) if isinstance(value, tuple) else value for name, value in self.overrides
+            }
+        return data
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2) + "\n"
@@ -228,6 +256,14 @@ class ModelConfig:
         fields = {key: data[key] for key in _CONFIG_FIELDS if key in data}
         if "layers" in data:
             fields["layers"] = _layers_from_json(data["layers"])
+        if "preset" in data:
+            fields["preset"] = data["preset"]
+        if "overrides" in data:
+            if not isinstance(data["overrides"], dict):
+                raise TypeError(
+                    f'`overrides` must be an object like {{"num_layers": 6}}, got {_json_kind(data["overrides"])}'
+                )
+            fields["overrides"] = data["overrides"]
         return cls(**fields)
 
     @classmethod
@@ -254,7 +290,7 @@ class ModelConfig:
 
 
 _CONFIG_FIELDS = ("input_dim", "batch_size", "seed", "num_shards", "layers")
-_CONFIG_KEYS = ("format", "version", *_CONFIG_FIELDS)
+_CONFIG_KEYS = ("format", "version", *_CONFIG_FIELDS, "preset", "overrides")
 _LAYER_KEYS = ("features", "use_bias")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 
+from dcsim import families, presets
 from dcsim.config import DenseLayer, ModelConfig
 
 
@@ -32,6 +33,9 @@ def build(config: ModelConfig) -> tuple[nn.Module, tuple[jax.ShapeDtypeStruct, .
     ``module.init(key, *inputs)`` is the whole initialisation: every family takes positional
     inputs only, so the counter, the layout and the checkpoint measurement can treat them alike.
     """
+    if config.preset is not None:
+        family = presets.get_preset(config.preset).family
+        return families.build_family(family, presets.resolved_hparams(config), config.batch_size)
     module = DenseStack(layers=config.layers)
     x = jax.ShapeDtypeStruct((config.batch_size, config.input_dim), jax.numpy.float32)
     return module, (x,)

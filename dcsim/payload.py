@@ -48,3 +48,13 @@ def raw_payloads(num_values: int) -> tuple[RawPayload, ...]:
         RawPayload(dtype=dtype, bytes_per_value=bytes_per_value(dtype), num_bytes=raw_bytes(num_values, dtype))
         for dtype in RAW_DTYPES
     )
+
+
+def raw_bytes_as(num_values: int, dtype: str) -> int:
+    """Raw payload of ``num_values`` in any dtype JAX knows (an optimizer's int32 step count, say),
+    not only the headline ``RAW_DTYPES``."""
+    try:
+        itemsize = jnp.dtype(dtype).itemsize
+    except TypeError:
+        raise ValueError(f"`dtype` must be a dtype name JAX knows, got {dtype!r}") from None
+    return as_int(num_values, "num_values", minimum=0) * itemsize

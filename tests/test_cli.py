@@ -225,3 +225,130 @@ def test_any_flags_give_an_answer_or_one_clear_line(capsys, pairs):
         assert out == ""
         assert err.startswith("dcsim: error: ")
         assert err.count("\n") == 1
+
+
+# Presets: `count --preset NAME [--set key=value ...]` and `presets`.
+
+
+def test_preset_json_has_the_dense_keys_and_reads_like_the_architecture(capsys):
+    code, out, err = run(capsys, "count", "--preset", "gpt2-small", "--format", "json")
+    _, dense, _ = run(capsys, "count", "--format", "json")
+    record = json.loads(out)
+    assert code == 0 and err == ""
+    assert set(record) == set(json.loads(dense))
+    assert record["total_params"] == 124_439_808
+    assert record["config"]["preset"] == "gpt2-small" and record["config"]["overrides"] == {}
+    paths = [row["path"] for row in record["layers"]]
+    assert paths[:3] == ["embed/token", "embed/position", "block_0/attn_norm"] and "block_3/attn/query" in paths
+    assert sum(row["num_params"] for row in record["layers"]) == 124_439_808
+    assert sum(row["num_params"] for row in record["arrays"]) == 124_439_808
+
+
+def test_set_changes_hyperparameters_and_reaches_pythia_70m(capsys):
+    argv = ["count", "--preset", "gpt2-small", "--format", "json"]
+    for pair in ("vocab_size=50304", "d_model=512", "num_layers=6", "num_heads=8", "num_kv_heads=8"):
+        argv += ["--set", pair]
+    argv += ["--set", "ffn_dim=2048", "--set", "position_embedding=none", "--set", "tied_embeddings=false"]
+    code, out, _ = run(capsys, *argv)
+    record = json.loads(out)
+    assert code == 0 and record["total_params"] == 70_426_624
+    assert record["config"]["overrides"]["tied_embeddings"] is False
+
+
+def test_preset_table_shows_groups_non_embedding_and_batchnorm_apart(capsys):
+    code, out, _ = run(capsys, "count", "--preset", "resnet18", "--shards", "4")
+    assert code == 0
+    assert "model: preset resnet18 (ResNet-18;" in out
+    assert "published count of the preset: 11,689,512" in out
+    assert "total parameters       11,689,512\n" in out
+    assert "other variables        9,600 (e.g. BatchNorm statistics: not parameters, not in the total)" in out
+    assert "stage_3/block_1/conv_1" in out
+    _, out, _ = run(capsys, "count", "--preset", "llama2-7b", "--set", "num_layers=2")
+    assert "non-embedding parameters: 404,770,816" in out  # 2 blocks of 202,383,360 and the final norm
+    assert "changed from the preset: num_layers" in out
+
+
+def test_config_file_preset_with_set_on_top(capsys, tmp_path):
+    path = tmp_path / "model.json"
+    path.write_text(ModelConfig(preset="llama2-7b", overrides={"num_layers": 2}).to_json())
+    _, out, _ = run(capsys, "count", "--config", str(path), "--set", "vocab_size=1000", "--format", "json")
+    overrides = json.loads(out)["config"]["overrides"]
+    assert overrides == {"num_layers": 2, "vocab_size": 1000}
+    _, out, _ = run(capsys, "count", "--config", str(path), "--preset", "gpt2-small", "--format", "json")
+    assert json.loads(out)["total_params"] == 124_439_808  # another preset: the file's overrides do not carry over
+
+
+def test_optimizer_state_is_a_section_apart(capsys):
+    code, out, _ = run(capsys, "count", "--preset", "mlp-mnist", "--optimizer", "adam", "--format", "json")
+    record = json.loads(out)
+    assert code == 0 and record["total_params"] == 669_706
+    assert [row["optimizer"] for row in record["optimizer_state"]] == ["adam"]
+    assert record["optimizer_state"][0]["num_values"] == 2 * 669_706 + 1
+    assert "not part of the parameter total" in record["optimizer_state_note"]
+    _, out, _ = run(capsys, "count", "--optimizer", "all")
+    assert "optimizer state: held beside the parameters" in out
+    assert "  sgd                       20 values" in out
+
+
+def test_presets_lists_names_families_and_counts(capsys):
+    code, out, _ = run(capsys, "presets")
+    assert code == 0
+    assert "llama2-70b   decoder    68,976,648,192  Llama 2 70B (8 KV heads)" in out
+    code, out, _ = run(capsys, "presets", "--format", "json")
+    rows = json.loads(out)
+    assert len(rows) == 16 and rows[0]["name"] == "mlp-mnist" and rows[0]["published_params"] == 669_706
+    assert rows[10]["hparams"]["stage_blocks"] == [3, 4, 6, 3] and rows[10]["source"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["count", "--preset", "gpt5"], "unknown preset 'gpt5'; presets: mlp-mnist,"),
+        (["count", "--set", "num_layers=2"], "`--set` changes a preset's hyperparameters; choose a preset"),
+        (["count", "--preset", "gpt2-small", "--set", "layers=2"], "unknown hyperparameter 'layers'"),
+        (["count", "--preset", "gpt2-small", "--set", "num_layers"], "`--set` takes KEY=VALUE"),
+        (["count", "--preset", "gpt2-small", "--set", "num_heads=7"], "`num_heads` (7) must divide `d_model` (768)"),
+        (["count", "--preset", "llama3-8b", "--set", "num_kv_heads=5"], "`num_kv_heads` (5) must divide"),
+        (["count", "--preset", "gpt2-small", "--set", "num_layers=1e400"], "`num_layers` must be an integer"),
+        (["count", "--preset", "gpt2-small", "--set", "gated_mlp=yes"], "`gated_mlp` must be true or false"),
+        (["count", "--preset", "resnet18", "--set", "stage_blocks=2,x"], "`stage_blocks[1]` must be an integer"),
+        (["count", "--preset", "gpt2-small", "--features", "4"], "--features: only for the Dense stack"),
+        (["count", "--optimizer", "sgdm"], "invalid choice: 'sgdm'"),
+        (["presets", "--format", "csv"], "invalid choice: 'csv'"),
+    ],
+    ids=[
+        "unknown-preset",
+        "set-without-preset",
+        "unknown-hparam",
+        "no-equals",
+        "heads",
+        "kv-heads",
+        "1e400",
+        "bool",
+        "stage-entry",
+        "dense-flag",
+        "optimizer",
+        "presets-format",
+    ],
+)
+def test_bad_preset_flags_give_one_line_and_exit_2(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("dcsim: error: ")
+    assert message in err
+
+
+@given(hs.sampled_from(["num_layers", "num_heads", "norm", "tied_embeddings", "bogus", ""]), flag_values)
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_set_value_gives_an_answer_or_one_clear_line(capsys, name, value):
+    code, out, err = run(capsys, "count", "--preset", "gpt2-small", "--set", f"{name}={value}", "--set", "num_layers=1")
+    if code == 0:
+        assert err == "" and out
+    else:
+        assert code == 2 and out == "" and err.startswith("dcsim: error: ") and err.count("\n") == 1
+
+
+def test_module_entry_point_counts_a_preset():
+    result = subprocess_run("count", "--preset", "llama2-70b", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["total_params"] == 68_976_648_192

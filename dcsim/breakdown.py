@@ -1,0 +1,133 @@
+"""Where a model's parameters sit: by role (embeddings, blocks, norms, head) and by depth.
+
+The grouping reads the module paths that ``dcsim.families`` gives (``embed/token``,
+``block_3/attn/query``, ``final_norm``, ``lm_head``), so it is a view of the exact per-array rows,
+never a separate estimate: every frame here sums to the report's total.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dcsim.config import ModelConfig, as_int
+from dcsim.count import ArrayRow, ParamReport
+
+GROUPS = ("embeddings", "stem", "blocks", "norms", "head", "other")
+_BLOCK_PREFIXES = ("block_", "stage_", "hidden_", "Dense_")
+_HEADS = ("lm_head", "head", "pooler")
+
+# Input embedding tables and an untied output projection over the vocabulary: what Pythia (and
+# Kaplan et al.) leave out of the "non-embedding" count, because they scale with the vocabulary
+# and sequence length, not with the model's depth and width.
+EMBEDDING_MODULES = ("embed/token", "embed/position", "embed/token_type", "lm_head")
+EMBEDDING_ARRAYS = ("embed/position",)  # ViT's learned position table is a bare parameter
+
+
+def group_of(path: str) -> str:
+    """The role of the module at ``path``: one of ``GROUPS``.
+
+    Everything inside a block (its norms too) is ``blocks``; ``norms`` are the norms outside
+    blocks (``final_norm``, BERT's ``embed_norm``); ``stem`` is a ResNet's first convolution.
+    """
+    top = path.split("/")[0]
+    if top.startswith(_BLOCK_PREFIXES):
+        return "blocks"
+    if top == "embed":
+        return "embeddings"
+    if top.endswith("norm"):
+        return "norms"
+    if top == "stem":
+        return "stem"
+    if top in _HEADS:
+        return "head"
+    return "other"
+
+
+def _percent(num_params: list[int], total: int) -> list[float]:
+    return [100 * value / total if total else 0.0 for value in num_params]
+
+
+def _frame(key: str, keys: list[str], arrays: list[int], params: list[int], total: int) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            key: keys,
+            "num_arrays": pd.array(arrays, dtype="int64"),
+            "num_params": pd.array(params, dtype="int64"),
+            "percent_of_total": _percent(params, total),
+        }
+    )
+
+
+def _rollup(rows: tuple[ArrayRow, ...], key_of) -> tuple[list[str], list[int], list[int]]:
+    totals: dict[str, list[int]] = {}
+    for row in rows:
+        entry = totals.setdefault(key_of(row), [0, 0])
+        entry[0] += 1
+        entry[1] += row.num_values
+    return list(totals), [arrays for arrays, _ in totals.values()], [params for _, params in totals.values()]
+
+
+def breakdown_frame(report: ParamReport) -> pd.DataFrame:
+    """One row per group that holds parameters, in ``GROUPS`` order: group, num_arrays,
+    num_params, percent_of_total. BatchNorm statistics and other variables are not in it (see
+    ``other_frame``)."""
+    keys, arrays, params = _rollup(report.arrays, lambda row: group_of(row.module or row.path))
+    order = sorted(range(len(keys)), key=lambda index: GROUPS.index(keys[index]))
+    return _frame(
+        "group",
+        [keys[index] for index in order],
+        [arrays[index] for index in order],
+        [params[index] for index in order],
+        report.total_params,
+    )
+
+
+def depth_frame(report: ParamReport, depth: int = 1) -> pd.DataFrame:
+    """Parameters rolled up to module paths ``depth`` levels deep, like ``tabulate(depth=...)``
+    but over parameters only: depth 1 gives ``embed``, ``block_0``, ..., ``lm_head``; depth 2
+    splits each block into ``block_0/attn``, ``block_0/mlp``, its norms. Rows keep model order."""
+    depth = as_int(depth, "depth", maximum=64)
+
+    def prefix(row: ArrayRow) -> str:
+        parts = (row.module or row.path).split("/")
+        return "/".join(parts[:depth])
+
+    keys, arrays, params = _rollup(report.arrays, prefix)
+    frame = _frame("path", keys, arrays, params, report.total_params)
+    frame.insert(1, "group", [group_of(key) for key in keys])
+    return frame
+
+
+def other_frame(report: ParamReport) -> pd.DataFrame:
+    """Variables outside ``params`` (BatchNorm ``mean``/``var`` in ``batch_stats``), one row per
+    array: never parameters, never in the total."""
+    return pd.DataFrame(
+        {
+            "collection": [row.collection for row in report.other],
+            "path": [row.path for row in report.other],
+            "shape": ["x".join(str(dim) for dim in row.shape) for row in report.other],
+            "dtype": [row.dtype for row in report.other],
+            "num_values": pd.array([row.num_values for row in report.other], dtype="int64"),
+        }
+    )
+
+
+def is_embedding(row: ArrayRow) -> bool:
+    """Whether an array is an input embedding table or an untied output projection over the
+    vocabulary."""
+    return row.module in EMBEDDING_MODULES or row.path in EMBEDDING_ARRAYS
+
+
+def embedding_params(config: ModelConfig, report: ParamReport) -> int:
+    """Values in the input embedding tables (token, position, token type) and in an untied
+    ``lm_head``; 0 for the Dense stack, which has none."""
+    if config.preset is None:
+        return 0
+    return sum(row.num_values for row in report.arrays if is_embedding(row))
+
+
+def non_embedding_params(config: ModelConfig, report: ParamReport) -> int:
+    """The total less the token, position and token-type embedding tables and less an untied
+    output projection over the vocabulary, as Pythia reports its "non-embedding" parameters. A tied
+    output layer reuses the token table, which is subtracted once."""
+    return report.total_params - embedding_params(config, report)
