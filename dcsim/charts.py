@@ -34,14 +34,15 @@ def _count_axis(title: str) -> alt.Axis:
     return alt.Axis(title=title, labelExpr=COUNT_LABELS)
 
 
-def params_by_layer(layers: pd.DataFrame) -> alt.Chart:
-    """Parameters per layer, one horizontal bar each, in model order.
+def params_by_layer(layers: pd.DataFrame, title: str = "Parameters per layer") -> alt.Chart:
+    """Parameters per layer (or module), one horizontal bar each, in model order.
 
-    ``layers`` has ``path``, ``num_params`` and ``percent_of_total`` (``tables.layers_frame``).
+    ``layers`` has ``path``, ``num_params`` and ``percent_of_total`` (``tables.layers_frame``,
+    ``breakdown.depth_frame``).
     """
     data = layers.assign(params_text=layers["num_params"].map("{:,}".format))
     return (
-        alt.Chart(data, title=alt.Title("Parameters per layer", subtitle="values per layer (count)"))
+        alt.Chart(data, title=alt.Title(title, subtitle="values per module (count)"))
         .mark_bar()
         .encode(
             y=alt.Y("path:N", sort=list(data["path"]), title="Layer"),
@@ -53,6 +54,25 @@ def params_by_layer(layers: pd.DataFrame) -> alt.Chart:
             ],
         )
         .properties(description="Bar chart of the number of parameters in each layer, in model order.")
+    )
+
+
+def params_by_group(groups: pd.DataFrame) -> alt.Chart:
+    """Parameters by group (embeddings, blocks, norms, head), from ``breakdown.breakdown_frame``."""
+    data = groups.assign(params_text=groups["num_params"].map("{:,}".format))
+    return (
+        alt.Chart(data, title=alt.Title("Parameters by group", subtitle="values (count)"))
+        .mark_bar()
+        .encode(
+            y=alt.Y("group:N", sort=list(data["group"]), title="Group"),
+            x=alt.X("num_params:Q", axis=_count_axis("Parameters (values)"), scale=alt.Scale(zero=True)),
+            tooltip=[
+                alt.Tooltip("group:N", title="Group"),
+                alt.Tooltip("params_text:N", title="Parameters"),
+                alt.Tooltip("percent_of_total:Q", title="Share of total (%)", format=".2f"),
+            ],
+        )
+        .properties(description="Bar chart of the parameters in each group: embeddings, blocks, norms and head.")
     )
 
 

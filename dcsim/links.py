@@ -1,9 +1,13 @@
 """Configurations in URLs: the shareable link that reopens exactly what someone sees.
 
-A link is a query string such as ``?v=1&input_dim=784&layers=512x2_10&batch=1&seed=0&shards=8``.
+A link is a query string such as ``?v=2&input_dim=784&layers=512x2_10&batch=1&seed=0&shards=8``.
 Scalars are plain integers. The layer table is one compact token: layers separated by ``_``, each
 ``<features>[n][x<repeat>]`` (``n``: no bias; ``x3``: the same layer three times), so a 256-layer
-stack of equal widths is ``4096x256`` and every character is URL-safe.
+stack of equal widths is ``4096x256`` and every character is URL-safe. An architecture preset adds
+``preset=gpt2-small`` and one ``h.<name>=<value>`` per hyperparameter changed from the preset's
+(``h.num_layers=6``, ``h.tied_embeddings=false``, ``h.stage_blocks=3,4,6,3``).
+
+Versions: 1 had the Dense stack only; 2 added presets. A version-1 link opens as it always did.
 
 Links arrive from strangers in chats, so decoding never raises. Each field is checked on its own;
 a bad one falls back to its default and adds one problem sentence a page can show; the good
@@ -18,9 +22,10 @@ import re
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlencode
 
+from dcsim import presets
 from dcsim.config import MAX_LAYERS, DenseLayer, ModelConfig, check_field, parse_int, show
 
-LINK_VERSION = 1
+LINK_VERSION = 2
 MAX_SCALAR_CHARS = 32
 # 256 layers of the widest kind, each a distinct token ("1048576n_"), fit with room to spare.
 MAX_LAYERS_CHARS = 4096
@@ -29,7 +34,10 @@ MAX_LAYERS_CHARS = 4096
 SCALAR_KEYS = {"input_dim": "input_dim", "batch": "batch_size", "seed": "seed", "shards": "num_shards"}
 LAYERS_KEY = "layers"
 VERSION_KEY = "v"
-KEYS = (VERSION_KEY, "input_dim", LAYERS_KEY, "batch", "seed", "shards")
+PRESET_KEY = "preset"
+HPARAM_PREFIX = "h."
+KEYS = (VERSION_KEY, "input_dim", LAYERS_KEY, "batch", "seed", "shards", PRESET_KEY)
+_MAX_NAMED = 5  # unknown hyperparameters named in one message; the rest are counted
 
 # Fixed-width pieces and no nested quantifiers: this cannot backtrack, whatever arrives.
 _LAYER_TOKEN = re.compile(r"([0-9]{1,8})(n?)(?:x([0-9]{1,4}))?")
@@ -88,9 +96,17 @@ def decode_layers(text: str) -> tuple[DenseLayer, ...]:
     return tuple(layers)
 
 
+def _hparam_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(str(entry) for entry in value)
+    return str(value)
+
+
 def encode(config: ModelConfig) -> dict[str, str]:
     """The query parameters that reopen ``config``, version first."""
-    return {
+    params = {
         VERSION_KEY: str(LINK_VERSION),
         "input_dim": str(config.input_dim),
         LAYERS_KEY: encode_layers(config.layers),
@@ -98,6 +114,46 @@ def encode(config: ModelConfig) -> dict[str, str]:
         "seed": str(config.seed),
         "shards": str(config.num_shards),
     }
+    if config.preset is not None:
+        params[PRESET_KEY] = config.preset
+        params.update({HPARAM_PREFIX + name: _hparam_text(value) for name, value in config.overrides})
+    return params
+
+
+def _decode_preset(params: Mapping[str, Sequence[str]], config: ModelConfig, problems: list[str]) -> ModelConfig:
+    """Add the link's preset and each of its hyperparameters that is valid, one at a time, so a
+    bad one (alone, or together with the others) is reported and the rest are kept."""
+    names = [key[len(HPARAM_PREFIX) :] for key in params if key.startswith(HPARAM_PREFIX)]
+    if PRESET_KEY not in params:
+        if names:
+            problems.append("Link: hyperparameters (`h.…`) were given without a `preset`; ignoring them.")
+        return config
+    try:
+        row = presets.get_preset(_single(params, PRESET_KEY, MAX_SCALAR_CHARS))
+    except (TypeError, ValueError) as err:
+        problems.append(f"Link: {err}; showing the Dense stack instead.")
+        return config
+    config = dataclasses.replace(config, preset=row.name, overrides=())
+    valid = {spec.name for spec in presets.schema(row.family)}
+    unknown = [name for name in names if name not in valid]
+    if unknown:
+        named = ", ".join(show(name) for name in unknown[:_MAX_NAMED])
+        more = f" and {len(unknown) - _MAX_NAMED:,} more" if len(unknown) > _MAX_NAMED else ""
+        problems.append(
+            f"Link: {row.name} has no hyperparameter {named}{more}; ignoring "
+            f"{'it' if len(unknown) == 1 else 'them'}. Valid: {', '.join(sorted(valid))}."
+        )
+    overrides: dict[str, object] = {}
+    for name in (name for name in names if name in valid):
+        key = HPARAM_PREFIX + name
+        try:
+            value = presets.hparam(row.family, name, row.name).parse(_single(params, key, MAX_SCALAR_CHARS * 4))
+            config = dataclasses.replace(config, overrides={**overrides, name: value})
+        except (TypeError, ValueError) as err:
+            problems.append(f"Link: `{key}`: {err}; using {row.name}'s value {_hparam_text(row.hparams[name])}.")
+            continue
+        overrides[name] = value
+    return config
 
 
 def query_string(config: ModelConfig) -> str:
@@ -163,4 +219,5 @@ def decode(params: Mapping[str, Sequence[str]]) -> Decoded:
             fields["layers"] = decode_layers(_single(params, LAYERS_KEY, MAX_LAYERS_CHARS))
         except (TypeError, ValueError) as err:
             reject(LAYERS_KEY, err, encode_layers(defaults.layers))
-    return Decoded(config=dataclasses.replace(defaults, **fields), problems=tuple(problems))
+    config = _decode_preset(params, dataclasses.replace(defaults, **fields), problems)
+    return Decoded(config=config, problems=tuple(problems))

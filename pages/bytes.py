@@ -1,9 +1,10 @@
 """Bytes page: the raw payload of the parameters, per dtype and per layer, never called the
 checkpoint size."""
 
+import pandas as pd
 import streamlit as st
 
-from dcsim import charts, payload, tables, units
+from dcsim import charts, optimizer, payload, tables, units
 from dcsim.ui import cache, frame, state, widgets
 
 frame.require_router()
@@ -64,6 +65,50 @@ with table_col:
     )
 with chart_col:
     st.altair_chart(charts.raw_bytes_by_layer(layer_bytes), width="stretch")
+
+st.subheader("Optimizer state a training checkpoint may hold")
+st.caption(
+    "Initialised for real with optax on the abstract parameters (jax.eval_shape): exact counts, no memory spent. "
+    "Held beside the parameters, **not part of the parameter total**; raw bytes, not the checkpoint size."
+)
+chosen_text, problem = state.page_setting("opt", "adamw")
+if problem:
+    st.warning(frame.plain(problem))
+seed_names = [name for name in chosen_text.split(",") if name in optimizer.OPTIMIZER_NAMES]
+if chosen_text and not seed_names:
+    st.warning(
+        frame.plain(f"Link: `opt` lists no known optimizer ({', '.join(optimizer.OPTIMIZER_NAMES)}); using adamw.")
+    )
+chosen = st.multiselect(
+    "Optimizers",
+    optimizer.OPTIMIZER_NAMES,
+    key=state.seed_widget("opt", seed_names or ["adamw"]),
+    format_func=lambda name: optimizer.OPTIMIZERS[name][0],
+)
+state.set_page_params({"opt": ",".join(chosen)} if chosen else {})
+if chosen:
+    states = [cache.optimizer_state(config, name) for name in chosen]
+    optimizer_table = pd.DataFrame(
+        {
+            "optimizer": [row.optimizer for row in states],
+            "num_values": pd.array([row.num_values for row in states], dtype="int64"),
+            "per_parameter": [f"{row.num_values / report.total_params:.4g}" for row in states],
+            "raw_bytes": [units.bytes_exact(row.raw_bytes) for row in states],
+            "with_float32_params": [units.bytes_exact(row.raw_bytes + raw_float32) for row in states],
+        }
+    )
+    st.dataframe(
+        widgets.text_counts(optimizer_table, "num_values"),
+        hide_index=True,
+        column_config={
+            "optimizer": "Optimizer",
+            "num_values": st.column_config.TextColumn("State values"),
+            "per_parameter": st.column_config.TextColumn("Per parameter value"),
+            "raw_bytes": st.column_config.TextColumn("Raw state bytes"),
+            "with_float32_params": st.column_config.TextColumn("With the float32 parameters"),
+        },
+    )
+    st.caption(NOT_CHECKPOINT)
 
 st.subheader("What a real checkpoint adds or removes")
 st.markdown(

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dcsim import payload, shares, tables, units
+from dcsim import breakdown, payload, presets, shares, tables, units
 from dcsim.ui import cache, frame, state, widgets
 
 frame.require_router()
@@ -12,15 +12,17 @@ answer = st.container()
 
 st.subheader("Configuration")
 config = state.config()
+preset = widgets.model_choice(config)
 left, right = st.columns(2)
 with left:
-    input_dim = widgets.number("Input dimension D", "input_dim", config, help="The width of each input example.")
     num_shards = widgets.number(
         "Number of checkpoint shards",
         "num_shards",
         config,
         help="The ideal share divides the total by this count: an average, not a layout.",
     )
+    if preset is None:
+        input_dim = widgets.number("Input dimension D", "input_dim", config, help="The width of each input example.")
 with right:
     batch_size = widgets.number(
         "Batch size B",
@@ -36,18 +38,26 @@ with right:
     )
     st.caption("Batch size and seed change no count: they are kept so a link reproduces the exact run.")
 
-st.markdown("**Dense layers**, in order (add rows at the bottom; select rows to delete them)")
-edited = widgets.layers_editor(config)
-
 error = None
-try:
-    layers = widgets.layers_from_frame(edited)
-except ValueError as err:
-    layers, error = config.layers, str(err)
+changes: dict = {"num_shards": num_shards, "batch_size": batch_size, "seed": seed}
+if preset is None:
+    st.markdown("**Dense layers**, in order (add rows at the bottom; select rows to delete them)")
+    edited = widgets.layers_editor(config)
+    try:
+        changes |= {
+            "input_dim": input_dim,
+            "layers": widgets.layers_from_frame(edited),
+            "preset": None,
+            "overrides": (),
+        }
+    except ValueError as err:
+        error = str(err)
+else:
+    st.markdown(f"**{presets.PRESETS[preset].title}**: hyperparameters (change any; the count follows)")
+    overrides, error = widgets.hparam_form(config, preset)
+    changes |= {"preset": preset, "overrides": overrides}
 if error is None:
-    config, error = widgets.apply(
-        config, input_dim=input_dim, num_shards=num_shards, batch_size=batch_size, seed=seed, layers=layers
-    )
+    config, error = widgets.apply(config, **changes)
 if st.button("Reset to the seed example", icon=":material/restart_alt:"):
     state.set_config(type(config)(), replace_widgets=True)
     st.rerun()
@@ -59,12 +69,21 @@ raw_float32 = payload.raw_bytes(report.total_params, "float32")
 with answer:
     if error:
         st.error(frame.plain(f"{error}. Showing the last valid configuration."), icon=":material/error:")
-    total_col, share_col, bytes_col = st.columns(3)
+    columns = st.columns(4 if config.preset else 3)
+    total_col, share_col, bytes_col = columns[0], columns[-2], columns[-1]
     total_col.metric(
         "Total parameters",
         units.count(report.total_params),
         help="Counted by initialising the real Flax modules abstractly (jax.eval_shape): exact, no memory spent.",
     )
+    if config.preset:
+        columns[1].metric(
+            "Non-embedding parameters",
+            units.count(breakdown.non_embedding_params(config, report)),
+            help="The total less the token, position and token-type embedding tables and less an untied output "
+            "projection over the vocabulary, as Pythia reports it (a tied output layer is the token table, "
+            "subtracted once).",
+        )
     share_col.metric(
         f"Ideal share per shard ({config.num_shards:,} shards)",
         units.share_short(share.exact),
@@ -73,39 +92,99 @@ with answer:
     )
     bytes_col.metric("Raw float32 payload", units.bytes_exact(raw_float32))
     bytes_col.caption("Raw float32 estimate (4 bytes a value), **not the checkpoint size**.")
+    if config.preset:
+        row = presets.PRESETS[config.preset]
+        if config.overrides:
+            changed = ", ".join(f"{name}={value}" for name, value in config.overrides)
+            st.caption(frame.plain(f"{row.title} with {changed}; published {row.title}: {row.published_params:,}."))
+        else:
+            same = "matches" if report.total_params == row.published_params else "DIFFERS FROM"
+            st.caption(f"{same} the published {row.published_params:,} ({frame.plain(row.source)}).")
     if report.other:
         st.caption(
-            f"Other variables (not parameters, not in the total): {units.count(report.total_other_values)} values."
+            f"Other variables (BatchNorm statistics and the like; not parameters, not in the total): "
+            f"{units.count(report.total_other_values)} values."
         )
 
-st.subheader("Parameters per layer")
-layers_table = tables.layers_frame(report)
-table_col, chart_col = st.columns([3, 2])
-with table_col:
-    st.dataframe(
-        widgets.text_counts(layers_table, "num_params"),
-        hide_index=True,
-        column_config={
-            "path": "Layer",
-            "num_arrays": "Arrays",
-            "num_params": st.column_config.TextColumn("Parameters"),
-            "percent_of_total": st.column_config.NumberColumn("Share of total", format="%.2f%%"),
-        },
-    )
-    st.download_button(
-        "Download per-layer table (CSV)",
-        data=layers_table.to_csv(index=False),
-        file_name="dcsim-layers.csv",
-        mime="text/csv",
-        icon=":material/download:",
-        on_click="ignore",
-    )
-with chart_col:
-    # Imported here, after the numbers above have gone to the browser: on a fresh server the
-    # first visitor's answer then does not wait for Altair to load.
-    from dcsim import charts
+# Imported after the numbers above have gone to the browser: on a fresh server the first
+# visitor's answer then does not wait for Altair to load.
+from dcsim import charts  # noqa: E402
 
-    st.altair_chart(charts.params_by_layer(layers_table), width="stretch")
+layers_table = tables.layers_frame(report)
+if config.preset:
+    st.subheader("Where the parameters are")
+    groups = breakdown.breakdown_frame(report)
+    table_col, chart_col = st.columns([3, 2])
+    with table_col:
+        st.dataframe(
+            widgets.text_counts(groups, "num_params"),
+            hide_index=True,
+            column_config={
+                "group": "Group",
+                "num_arrays": "Arrays",
+                "num_params": st.column_config.TextColumn("Parameters"),
+                "percent_of_total": st.column_config.NumberColumn("Share of total", format="%.2f%%"),
+            },
+        )
+        st.caption(
+            "Embeddings: token, position and token-type tables and an untied output projection; blocks: the "
+            "repeated transformer or residual blocks; norms: final norms outside the blocks; head: classifier, "
+            "pooler or output layer."
+        )
+    with chart_col:
+        st.altair_chart(charts.params_by_group(groups), width="stretch")
+    depth = st.radio("Roll up to depth", (1, 2, 3), horizontal=True, key=state.seed_widget("depth", 1))
+    rolled = breakdown.depth_frame(report, depth)
+    table_col, chart_col = st.columns([3, 2])
+    with table_col:
+        st.dataframe(
+            widgets.text_counts(rolled, "num_params"),
+            hide_index=True,
+            column_config={
+                "path": "Module",
+                "group": "Group",
+                "num_arrays": "Arrays",
+                "num_params": st.column_config.TextColumn("Parameters"),
+                "percent_of_total": st.column_config.NumberColumn("Share of total", format="%.2f%%"),
+            },
+        )
+    with chart_col:
+        if len(rolled) <= 120:
+            st.altair_chart(charts.params_by_layer(rolled, title="Parameters per module"), width="stretch")
+        else:
+            st.caption(f"{len(rolled):,} modules at this depth: too many bars to read; see the table.")
+    if report.other:
+        st.markdown("**Other variables** (not parameters, not in the total)")
+        st.dataframe(widgets.text_counts(breakdown.other_frame(report), "num_values"), hide_index=True)
+    layers_box = st.expander(f"Every layer that owns parameters ({len(layers_table):,})")
+else:
+    st.subheader("Parameters per layer")
+    layers_box = st.container()
+
+with layers_box:
+    table_col, chart_col = st.columns([3, 2])
+    with table_col:
+        st.dataframe(
+            widgets.text_counts(layers_table, "num_params"),
+            hide_index=True,
+            column_config={
+                "path": "Layer",
+                "num_arrays": "Arrays",
+                "num_params": st.column_config.TextColumn("Parameters"),
+                "percent_of_total": st.column_config.NumberColumn("Share of total", format="%.2f%%"),
+            },
+        )
+        st.download_button(
+            "Download per-layer table (CSV)",
+            data=layers_table.to_csv(index=False),
+            file_name="dcsim-layers.csv",
+            mime="text/csv",
+            icon=":material/download:",
+            on_click="ignore",
+        )
+    with chart_col:
+        if len(layers_table) <= 120:
+            st.altair_chart(charts.params_by_layer(layers_table), width="stretch")
 
 with st.expander("Every parameter array"):
     st.dataframe(

@@ -17,9 +17,9 @@ def open_app(query: dict[str, str] | None = None, page: str | None = None) -> Ap
     at = AppTest.from_file(APP, default_timeout=60)
     for key, value in (query or {}).items():
         at.query_params[key] = value
-    at.run()
     if page:
-        at.switch_page(page).run()
+        at.switch_page(page)  # the link opens this page first, as a deep link does
+    at.run()
     assert not at.exception
     return at
 
@@ -57,7 +57,7 @@ def test_landing_page_answers_the_seed_example_without_a_click(app):
 
 def test_the_url_carries_the_configuration_from_the_first_run(app):
     assert dict(app.query_params) == {
-        "v": "1",
+        "v": "2",
         "input_dim": "4",
         "layers": "4",
         "batch": "1",
@@ -252,3 +252,77 @@ def test_a_bad_upload_is_refused_with_the_reason(app, content, message):
     assert "This file was not opened" in error
     assert message in error
     assert metrics(app)["Total parameters"] == "20"
+
+
+def test_a_link_of_the_older_version_still_opens():
+    at = open_app({"v": "1", "input_dim": "784", "layers": "512x2_10", "shards": "3"})
+    assert not at.warning
+    assert metrics(at)["Total parameters"] == "669,706"
+    assert at.query_params["v"] == "2"
+
+
+@pytest.mark.parametrize(
+    ("preset", "total", "non_embedding"),
+    [("gpt2-small", "124,439,808", "85,056,000"), ("llama2-70b", "68,976,648,192", "68,452,360,192")],
+)
+def test_a_preset_link_shows_the_published_count_and_the_non_embedding_count(preset, total, non_embedding):
+    at = open_app({"preset": preset})
+    values = metrics(at)
+    assert (values["Total parameters"], values["Non-embedding parameters"]) == (total, non_embedding)
+    assert "matches the published" in all_text(at)
+    assert "Pythia" in next(metric for metric in at.metric if metric.label.startswith("Non-embedding")).proto.help
+    groups = at.dataframe[0].value
+    assert list(groups["group"]) == ["embeddings", "blocks", "norms", "head"][: len(groups)]
+
+
+def test_choosing_a_preset_and_changing_a_hyperparameter(app):
+    app.selectbox[0].set_value("gpt2-small").run()
+    assert metrics(app)["Total parameters"] == "124,439,808"
+    assert app.query_params["preset"] == "gpt2-small"
+    number_input(app, "num_layers").set_value(6).run()
+    # six blocks of 7,087,872 fewer: 124,439,808 - 6 * 7,087,872
+    assert metrics(app)["Total parameters"] == "81,912,576"
+    assert app.query_params["h.num_layers"] == "6"
+    assert "with num_layers=6" in all_text(app)
+    app.selectbox[0].set_value("dense").run()
+    assert metrics(app)["Total parameters"] == "20"
+    assert "preset" not in app.query_params
+
+
+def test_a_bad_hyperparameter_explains_the_rule_and_keeps_the_last_answer():
+    at = open_app({"preset": "llama2-70b"})
+    number_input(at, "num_kv_heads").set_value(3).run()
+    assert "must divide `num_heads` (64)" in shown(at.error[0])
+    assert metrics(at)["Total parameters"] == "68,976,648,192"
+
+
+def test_resnet_batchnorm_statistics_are_shown_apart():
+    at = open_app({"preset": "resnet50"})
+    assert metrics(at)["Total parameters"] == "25,557,032"
+    assert "not parameters, not in the total" in all_text(at)
+    other = next(frame.value for frame in at.dataframe if "collection" in frame.value.columns)
+    assert set(other["collection"]) == {"batch_stats"}
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ({"preset": "gpt9"}, "unknown preset 'gpt9'"),
+        ({"preset": "gpt2-small", "h.num_heads": "5"}, "must divide `d_model` (768)"),
+        ({"preset": "gpt2-small", "h.nope": "1"}, "has no hyperparameter 'nope'"),
+        ({"h.num_layers": "3"}, "without a `preset`"),
+    ],
+    ids=["unknown-preset", "bad-heads", "unknown-hparam", "no-preset"],
+)
+def test_hostile_preset_links_warn_and_fall_back(query, message):
+    at = open_app(query)
+    assert message in shown(at.warning[0])
+
+
+def test_bytes_page_shows_optimizer_state_apart_from_the_parameters():
+    at = open_app({"input_dim": "784", "layers": "512x2_10", "opt": "adam,sgd"}, "pages/bytes.py")
+    table = next(frame.value for frame in at.dataframe if "optimizer" in frame.value.columns)
+    # Adam: two moments per parameter and one int32 step count; SGD: one momentum buffer.
+    assert dict(zip(table["optimizer"], table["num_values"], strict=True)) == {"adam": "1,339,413", "sgd": "669,706"}
+    assert "not part of the parameter total" in all_text(at)
+    assert at.query_params["opt"] == "adam,sgd"

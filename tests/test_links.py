@@ -106,7 +106,7 @@ def test_bad_fields_fall_back_one_by_one_and_keep_the_good_ones():
         ("layers=-4", "`layers` item 1 is '-4'"),
         ("layers=" + "4_" * 3000, "at most 4,096 characters"),
         ("layers=%F0%9F%92%A5", "`layers` item 1 is '💥'"),
-        ("v=banana", "`v` must be a link version such as 1, got 'banana'"),
+        ("v=banana", "`v` must be a link version such as 2, got 'banana'"),
     ],
     ids=lambda value: value[:30],
 )
@@ -142,6 +142,44 @@ def test_no_byte_string_raises(raw):
 
 def test_link_keeps_the_base_path_and_page():
     url = links.link("https://team.example/dcsim/shards?old=1", ModelConfig(num_shards=8))
-    assert url.startswith("https://team.example/dcsim/shards?v=1&")
+    assert url.startswith("https://team.example/dcsim/shards?v=2&")
     assert query(url.split("?", 1)[1])["shards"] == ["8"]
-    assert urlencode(links.encode(ModelConfig())) == "v=1&input_dim=4&layers=4&batch=1&seed=0&shards=2"
+    assert urlencode(links.encode(ModelConfig())) == "v=2&input_dim=4&layers=4&batch=1&seed=0&shards=2"
+
+
+preset_configs = st.sampled_from(
+    [
+        ModelConfig(preset="gpt2-small"),
+        ModelConfig(preset="gpt2-small", overrides={"num_layers": 6, "tied_embeddings": False}),
+        ModelConfig(preset="llama2-70b", overrides={"num_kv_heads": 64}, num_shards=4096),
+        ModelConfig(preset="resnet50", overrides={"stage_blocks": (2, 2, 2, 2), "bottleneck": False}),
+        ModelConfig(preset="bert-base", overrides={"pooler": False, "type_vocab_size": 1}),
+        ModelConfig(preset="vit-b16", overrides={"image_size": 384}),
+    ]
+)
+
+
+@given(preset_configs)
+def test_preset_configurations_survive_a_round_trip(config):
+    decoded = links.decode(query(links.query_string(config)))
+    assert (decoded.config, decoded.problems) == (config, ())
+
+
+def test_a_version_1_link_opens_as_it_always_did():
+    decoded = links.decode(query("v=1&input_dim=784&layers=512x2_10&batch=1&seed=0&shards=8"))
+    assert decoded.problems == ()
+    assert (decoded.config.input_dim, len(decoded.config.layers), decoded.config.num_shards) == (784, 3, 8)
+
+
+def test_a_bad_hyperparameter_is_dropped_and_the_good_ones_kept():
+    decoded = links.decode(query("preset=gpt2-small&h.num_heads=5&h.num_layers=6&h.norm=batchnorm"))
+    assert decoded.config.overrides == (("num_layers", 6),)
+    assert len(decoded.problems) == 2
+    assert "using gpt2-small's value 12" in decoded.problems[0]
+
+
+def test_thousands_of_unknown_hyperparameters_make_one_message():
+    decoded = links.decode(query("preset=gpt2-small&" + "&".join(f"h.k{index}=1" for index in range(900))))
+    assert decoded.config == ModelConfig(preset="gpt2-small")
+    assert len(decoded.problems) == 1
+    assert "and 895 more" in decoded.problems[0]

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import streamlit as st
 
+from dcsim import optimizer
 from dcsim.config import ModelConfig
 from dcsim.count import ParamReport, count_params
+from dcsim.optimizer import OptimizerState
 
 MAX_CACHED_COUNTS = 512
+MAX_CACHED_OPTIMIZER_STATES = 64
 
 
 @st.cache_data(max_entries=MAX_CACHED_COUNTS, show_spinner=False)
@@ -23,3 +26,13 @@ def _count(config_json: str) -> ParamReport:
 def count(config: ModelConfig) -> ParamReport:
     """``dcsim.count.count_params``, cached per configuration."""
     return _count(config.to_json())
+
+
+@st.cache_data(max_entries=MAX_CACHED_OPTIMIZER_STATES, show_spinner="Initialising the optimizer abstractly…")
+def _optimizer_state(config_json: str, name: str) -> OptimizerState:
+    return optimizer.state_of(name, optimizer.abstract_params(ModelConfig.from_json(config_json)))
+
+
+def optimizer_state(config: ModelConfig, name: str) -> OptimizerState:
+    """``dcsim.optimizer.state_of`` for the configuration's parameters, cached per pair."""
+    return _optimizer_state(config.to_json(), name)

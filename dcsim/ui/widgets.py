@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dcsim import units
+from dcsim import presets, units
 from dcsim.config import FIELD_LIMITS, MAX_LAYERS, DenseLayer, ModelConfig
 from dcsim.ui import state
 
@@ -116,3 +116,63 @@ def apply(config: ModelConfig, **changes: Any) -> tuple[ModelConfig, str | None]
         return config, str(err)
     state.set_config(new)
     return new, None
+
+
+DENSE = "dense"
+
+
+def model_choice(config: ModelConfig) -> str | None:
+    """The model to count: the editable Dense stack, or an architecture preset."""
+    options = [DENSE, *presets.PRESETS]
+
+    def label(name: str) -> str:
+        if name == DENSE:
+            return "Dense stack (edit the layers below)"
+        row = presets.PRESETS[name]
+        return f"{row.title} · {row.family} · {row.published_params:,} published"
+
+    key = state.seed_widget("preset", config.preset or DENSE)
+    chosen = st.selectbox("Model", options, format_func=label, key=key, help="A preset reproduces a published count.")
+    return None if chosen == DENSE else chosen
+
+
+def hparam_form(config: ModelConfig, preset: str) -> tuple[dict[str, Any], str | None]:
+    """One widget per hyperparameter of ``preset``'s family, seeded from the configuration.
+
+    Returns the values that differ from the preset's own (the overrides), and the first value
+    that could not be read, if any.
+    """
+    row = presets.PRESETS[preset]
+    current = presets.resolve(preset, config.overrides) if config.preset == preset else dict(row.hparams)
+    overrides: dict[str, Any] = {}
+    error = None
+    columns = st.columns(3)
+    for index, spec in enumerate(presets.schema(row.family)):
+        key = state.seed_widget(f"h.{preset}.{spec.name}", _widget_value(spec, current[spec.name]))
+        with columns[index % 3]:
+            value = _hparam_widget(spec, key)
+        try:
+            value = spec.parse(value) if spec.kind == "ints" else spec.check(value)
+        except (TypeError, ValueError) as err:
+            error = error or str(err)
+            continue
+        if value != row.hparams[spec.name]:
+            overrides[spec.name] = value
+    return overrides, error
+
+
+def _widget_value(spec: presets.HParam, value: Any) -> Any:
+    return ",".join(str(entry) for entry in value) if spec.kind == "ints" else value
+
+
+def _hparam_widget(spec: presets.HParam, key: str) -> Any:
+    label = spec.name
+    if spec.kind == "int":
+        return st.number_input(
+            label, min_value=spec.minimum, max_value=spec.maximum, step=1, key=key, help=spec.description
+        )
+    if spec.kind == "bool":
+        return st.checkbox(label, key=key, help=spec.description)
+    if spec.kind == "choice":
+        return st.selectbox(label, spec.choices, key=key, help=spec.description)
+    return st.text_input(label, key=key, help=f"{spec.description}; {spec.rule()}", max_chars=64)
