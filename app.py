@@ -19,6 +19,7 @@ pages = [
 
 page = st.navigation(pages)
 state.start_page()
+frame.style()
 frame.upload_box()
 frame.link_problems()
 page.run()

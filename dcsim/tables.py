@@ -78,10 +78,15 @@ def share_sweep_frame(total_params: int, num_shards: int, up_to: int = 4096) -> 
 
 def layer_bytes_frame(report: ParamReport) -> pd.DataFrame:
     """Raw payload bytes of each layer in every dtype of ``payload.RAW_DTYPES``, float32 first."""
-    layers = report.layers
-    frame = pd.DataFrame({"path": [row.path for row in layers]})
+    return bytes_frame(layers_frame(report))
+
+
+def bytes_frame(rows: pd.DataFrame) -> pd.DataFrame:
+    """Raw payload bytes in every dtype of ``payload.RAW_DTYPES`` for each row of a frame with
+    ``path`` and ``num_params`` (per layer, or per module at some depth)."""
+    frame = pd.DataFrame({"path": list(rows["path"])})
     for dtype in payload.RAW_DTYPES:
-        frame[dtype] = pd.array([payload.raw_bytes(row.num_params, dtype) for row in layers], dtype="int64")
+        frame[dtype] = pd.array([payload.raw_bytes(int(count), dtype) for count in rows["num_params"]], dtype="int64")
     frame["float32_text"] = frame["float32"].map(units.bytes_exact)
     return frame
 

@@ -4,7 +4,7 @@ checkpoint size."""
 import pandas as pd
 import streamlit as st
 
-from dcsim import charts, optimizer, payload, tables, units
+from dcsim import breakdown, charts, optimizer, payload, tables, units
 from dcsim.ui import cache, frame, state, widgets
 
 frame.require_router()
@@ -25,16 +25,19 @@ st.caption(f"Raw float32 estimate (4 bytes a value), **not the checkpoint size**
 st.subheader("By storage dtype")
 dtypes = tables.payload_frame(report.total_params)
 dtypes["raw_bytes_text"] = dtypes["raw_bytes"].map(units.bytes_exact)
+dtypes["exact"] = dtypes["raw_bytes"].map(units.count)
+dtypes["binary"] = dtypes["raw_bytes"].map(units.binary_bytes)
 dtypes["decimal"] = dtypes["raw_bytes"].map(units.decimal_bytes)
-table_col, chart_col = st.columns([2, 3])
+table_col, chart_col = st.columns([3, 2])
 with table_col:
     st.dataframe(
-        dtypes.drop(columns=["raw_bytes"]),
+        dtypes.drop(columns=["raw_bytes", "raw_bytes_text"]),
         hide_index=True,
         column_config={
             "dtype": "Dtype",
             "bytes_per_value": "Bytes a value",
-            "raw_bytes_text": st.column_config.TextColumn("Raw payload"),
+            "exact": st.column_config.TextColumn("Raw payload (bytes)"),
+            "binary": st.column_config.TextColumn("Binary units"),
             "decimal": st.column_config.TextColumn("Decimal units"),
         },
     )
@@ -42,8 +45,13 @@ with table_col:
 with chart_col:
     st.altair_chart(charts.raw_bytes_by_dtype(dtypes), width="stretch")
 
-st.subheader("By layer")
-layer_bytes = tables.layer_bytes_frame(report)
+if config.preset:
+    st.subheader("By module")
+    st.caption("Rolled up to the model's top-level modules (embeddings, each block, norms, head).")
+    layer_bytes = tables.bytes_frame(breakdown.depth_frame(report, 1))
+else:
+    st.subheader("By layer")
+    layer_bytes = tables.layer_bytes_frame(report)
 table_col, chart_col = st.columns([3, 2])
 with table_col:
     st.dataframe(
@@ -64,7 +72,8 @@ with table_col:
         on_click="ignore",
     )
 with chart_col:
-    st.altair_chart(charts.raw_bytes_by_layer(layer_bytes), width="stretch")
+    if len(layer_bytes) <= 120:
+        st.altair_chart(charts.raw_bytes_by_layer(layer_bytes), width="stretch")
 
 st.subheader("Optimizer state a training checkpoint may hold")
 st.caption(

@@ -69,7 +69,8 @@ raw_float32 = payload.raw_bytes(report.total_params, "float32")
 with answer:
     if error:
         st.error(frame.plain(f"{error}. Showing the last valid configuration."), icon=":material/error:")
-    columns = st.columns(4 if config.preset else 3)
+    # A preset's four figures run to 15 digits: two rows of two keep every digit on one line.
+    columns = [*st.columns(2), *st.columns(2)] if config.preset else st.columns(3)
     total_col, share_col, bytes_col = columns[0], columns[-2], columns[-1]
     total_col.metric(
         "Total parameters",

@@ -210,7 +210,8 @@ def test_bytes_page_labels_every_view_not_the_checkpoint_size():
     assert len(captions) >= 3
     assert len(at.get("vega_lite_chart")) == 2
     dtypes = at.dataframe[0].value
-    assert list(dtypes["raw_bytes_text"])[:2] == ["4,198,400 bytes (4.00 MiB)", "2,099,200 bytes (2.00 MiB)"]
+    assert list(dtypes["exact"])[:2] == ["4,198,400", "2,099,200"]
+    assert list(dtypes["binary"])[:2] == ["4.00 MiB", "2.00 MiB"]
     assert "What a real checkpoint adds or removes" in [header.value for header in at.subheader]
 
 

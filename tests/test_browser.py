@@ -66,7 +66,7 @@ def test_changing_shards_updates_the_share_and_the_url_which_reopens_it(server, 
 def test_the_copy_box_holds_the_link_of_this_view(server, page):
     open_page(page, f"{server}/shards?input_dim=784&layers=512x2_10&shards=8")
     code = page.locator('[data-testid="stSidebar"] [data-testid="stCode"]')
-    expect(code).to_contain_text("/shards?v=1&input_dim=784&layers=512x2_10&batch=1&seed=0&shards=8")
+    expect(code).to_contain_text("/shards?v=2&input_dim=784&layers=512x2_10&batch=1&seed=0&shards=8")
 
 
 def test_editing_a_layer_row_changes_the_count_and_the_link(server, page):
@@ -154,6 +154,17 @@ def test_links_work_under_a_base_url_path(browser):
             expect(metric(page, "Total parameters")).to_have_text("72")
             expect(metric(page, "Ideal share per shard")).to_have_text("24")
             code = page.locator('[data-testid="stSidebar"] [data-testid="stCode"]')
-            expect(code).to_contain_text("/dcsim/shards?v=1&input_dim=8&layers=8")
+            expect(code).to_contain_text("/dcsim/shards?v=2&input_dim=8&layers=8")
         finally:
             page.context.close()
+
+
+def test_a_preset_link_opens_and_a_hyperparameter_change_updates_count_and_link(server, page):
+    open_page(page, f"{server}/?preset=gpt2-small")
+    expect(metric(page, "Total parameters")).to_have_text("124,439,808")
+    expect(metric(page, "Non-embedding parameters")).to_have_text("85,056,000")
+    layers = page.get_by_role("spinbutton", name="num_layers")
+    layers.fill("6")
+    layers.press("Enter")
+    expect(metric(page, "Total parameters")).to_have_text("81,912,576")
+    expect(page).to_have_url(re.compile(r"[?&]h\.num_layers=6(&|$)"))

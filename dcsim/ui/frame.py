@@ -22,6 +22,23 @@ UPLOAD_DONE = "dcsim.upload_done"
 _MARKDOWN_SPECIAL = re.compile(r"[\\`*_{}\[\]()#+\-.!|<>~$:=&^]")
 
 
+# Exact figures run long (313,487,556,608 bytes): let metric values and labels wrap instead of
+# being cut with an ellipsis, which would hide digits. Static CSS, nothing from a user in it.
+_STYLE = """<style>
+[data-testid="stMetricValue"], [data-testid="stMetricValue"] * {
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+  overflow-wrap: break-word;
+}
+[data-testid="stMetricValue"] { font-size: clamp(1.4rem, 2.4vw, 2.25rem); }
+[data-testid="stMetricLabel"] p { white-space: normal; }
+</style>"""
+
+
+def style() -> None:
+    """The frame's few style rules (see ``_STYLE``)."""
+    st.html(_STYLE)
+
+
 def require_router() -> None:
     """Make sure this page runs inside app.py's router, not alone.
 
@@ -51,7 +68,10 @@ def link_problems() -> None:
 
 
 def describe(config: ModelConfig) -> str:
-    """A one-line summary such as ``4 → Dense(4)``."""
+    """A one-line summary such as ``input 4 → 4`` or ``gpt2-small (num_layers=6)``."""
+    if config.preset is not None:
+        changed = ", ".join(f"{name}={value}" for name, value in config.overrides)
+        return f"{config.preset} ({changed})" if changed else config.preset
     widths = " → ".join(f"{layer.features:,}{'' if layer.use_bias else ' (no bias)'}" for layer in config.layers[:6])
     if len(config.layers) > 6:
         widths += f" → … ({len(config.layers):,} layers)"
