@@ -13,6 +13,10 @@ from dcsim.ui import checkpoint as measuring
 
 frame.require_router()
 
+JUST_MEASURED = "dcsim.checkpoint.just_measured"
+MESH_KEY = state.WIDGET_PREFIX + "checkpoint.mesh"
+VALID_MESH = "dcsim.checkpoint.valid_mesh"
+MESH_PROBLEM = "dcsim.checkpoint.mesh_problem"
 STAGE_TEXT = {
     "initialising": "Initialising the parameters for real (the child's seed)",
     "saving": "Saving with Orbax's StandardCheckpointer",
@@ -47,9 +51,24 @@ for name, default in DEFAULTS.items():
         st.warning(frame.plain(f"Link: {err}; using {default}."), icon=":material/link_off:")
         value = default
     state.seed_widget(f"checkpoint.{name}", value)
+    if name == "mesh":
+        st.session_state[VALID_MESH] = value
+
+
+def check_mesh() -> None:
+    """A typed mesh is used only when it parses; otherwise the last valid one stays, with the reason."""
+    text = st.session_state[MESH_KEY]
+    try:
+        st.session_state[MESH_KEY] = st.session_state[VALID_MESH] = measuring.parse_setting("mesh", str(text or ""))
+    except (TypeError, ValueError) as err:
+        st.session_state[MESH_PROBLEM] = (
+            f"Mesh {text!r} was not used: {err}. Still using {st.session_state[VALID_MESH]}."
+        )
+        st.session_state[MESH_KEY] = st.session_state[VALID_MESH]
+
 
 mesh_choices = [f"data={n}" for n in measuring.DEVICE_CHOICES]
-chosen_mesh = st.session_state[state.WIDGET_PREFIX + "checkpoint.mesh"]
+chosen_mesh = st.session_state[MESH_KEY]
 if chosen_mesh not in mesh_choices:
     mesh_choices.append(chosen_mesh)
 
@@ -63,8 +82,9 @@ dtype = dtype_col.selectbox(
 mesh_text = mesh_col.selectbox(
     "Virtual devices (mesh)",
     mesh_choices,
-    key=state.WIDGET_PREFIX + "checkpoint.mesh",
+    key=MESH_KEY,
     accept_new_options=True,
+    on_change=check_mesh,
     help=(
         "Virtual CPU devices in the child process, as AXIS=SIZE[,AXIS=SIZE...]: pick one or type a mesh "
         f"such as data=2,model=2 (at most {checkpoint.MAX_DEVICES} devices)."
@@ -78,6 +98,10 @@ strategy = strategy_col.selectbox(
     "over all the devices, where it divides (else replicated).",
 )
 
+mesh_problem = st.session_state.pop(MESH_PROBLEM, None)
+if mesh_problem:
+    st.error(frame.plain(mesh_problem), icon=":material/error:")
+
 settings = None
 try:
     settings = measuring.Settings(
@@ -86,7 +110,7 @@ try:
         strategy=measuring.parse_setting("strategy", strategy),
     )
 except (TypeError, ValueError) as err:
-    st.error(frame.plain(f"Mesh: {err}."), icon=":material/error:")
+    st.error(frame.plain(f"These settings cannot be used: {err}."), icon=":material/error:")
     state.set_page_params({"dtype": dtype, "strategy": strategy})
 else:
     state.set_page_params(settings.params())
@@ -176,7 +200,14 @@ if clicked and plan is not None:
             status.update(label="The measurement was refused", state="error")
             st.error(frame.plain(f"The measurement was refused: {err}."), icon=":material/block:")
         else:
-            status.update(label=f"Measured at {kept.measured_at} UTC", state="complete", expanded=False)
+            # Run again so the button and the caption describe the kept report.
+            st.session_state[JUST_MEASURED] = kept.measured_at
+            st.rerun()
+elif kept and st.session_state.pop(JUST_MEASURED, None) == kept.measured_at:
+    st.caption(
+        f"Measured just now, at {kept.measured_at} UTC. The report is kept for this configuration and these "
+        "settings: a revisit shows it without measuring again."
+    )
 elif kept:
     st.caption(
         f"Showing the measurement kept from {kept.measured_at} UTC for this configuration and these settings "

@@ -101,6 +101,8 @@ def test_measuring_dense_1024_shows_a_verified_report_kept_for_reruns_and_other_
     button(at).click().run()
     assert not at.exception
     assert not at.error
+    assert any(text.startswith("Measured just now") for text in texts(at, "caption"))
+    assert button(at).label == "Measure again"
     values = metrics(at)
     assert values["Restore verified"] == "Yes, bit for bit"
     assert values["Devices"] == "1"
