@@ -164,12 +164,12 @@ def checkpoint_sizes(sizes: pd.DataFrame, dtype: str) -> alt.Chart:
         )
         .mark_bar()
         .encode(
-            y=alt.Y("label:N", sort=list(data["label"]), title=None),
+            y=alt.Y("label:N", sort=list(data["label"]), title=None, axis=alt.Axis(labelLimit=0)),
             x=alt.X("num_bytes:Q", scale=alt.Scale(zero=True), axis=alt.Axis(title="Bytes", labelExpr=BYTE_LABELS)),
             color=alt.Color(
                 "kind:N",
                 scale=alt.Scale(domain=["estimate", "measured"], range=["#9ca3af", "#1f77b4"]),
-                legend=alt.Legend(title=None, orient="bottom"),
+                legend=None,  # the labels say which bars are estimates
             ),
             tooltip=[
                 alt.Tooltip("label:N", title="Figure"),

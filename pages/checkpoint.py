@@ -13,6 +13,7 @@ from dcsim.ui import checkpoint as measuring
 
 frame.require_router()
 
+METRIC_WIDTH = 180  # pixels
 JUST_MEASURED = "dcsim.checkpoint.just_measured"
 MESH_KEY = state.WIDGET_PREFIX + "checkpoint.mesh"
 VALID_MESH = "dcsim.checkpoint.valid_mesh"
@@ -143,6 +144,11 @@ if settings is not None:
         refusal = str(err)
 if refusal:
     st.error(frame.plain(f"This model cannot be measured here: {refusal}."), icon=":material/block:")
+    st.caption(
+        "The ceiling keeps this server's measurement under about 1 GB of memory; its operator sets it with "
+        f"`{checkpoint.MAX_PARAMS_ENV}`. On your own machine, `python -m dcsim checkpoint --max-params N` "
+        "measures a larger model."
+    )
 elif plan is not None:
     held = (
         ""
@@ -178,7 +184,7 @@ clicked = st.button(
 )
 if clicked and plan is not None:
     with st.status("Measuring in a child process…", expanded=True) as status:
-        bar = st.progress(0.0)
+        bar = st.progress(0.0, text="Starting a child process (it imports JAX, Flax and Orbax first)")
 
         def show_stage(stage: str) -> None:
             done = checkpoint.STAGES.index(stage) if stage in checkpoint.STAGES else 0
@@ -219,26 +225,24 @@ elif kept:
 if kept:
     result = kept.report
     st.subheader("What the checkpoint wrote")
-    disk_col, files_col, largest_col, verified_col = st.columns(4)
-    disk_col.metric(
-        "On disk", units.binary_bytes(result.disk_bytes), help=f"{units.bytes_exact(result.disk_bytes)}, every file."
-    )
-    files_col.metric("Files", units.count(result.num_files))
-    largest_col.metric(
-        "Largest file",
-        units.binary_bytes(result.largest_file_bytes),
-        help=units.bytes_exact(result.largest_file_bytes),
-    )
-    verified_col.metric(
-        "Restore verified",
-        "Yes, bit for bit" if result.restore_verified else "NO",
-        help="Every restored array equals the saved one bit for bit, on the same sharding.",
-    )
-    save_col, restore_col, init_col, devices_col = st.columns(4)
-    save_col.metric("Save", f"{result.save_seconds:.2f} s", help="Until the save was committed.")
-    restore_col.metric("Restore", f"{result.restore_seconds:.2f} s", help="Until every array was ready.")
-    init_col.metric("Initialisation", f"{result.init_seconds:.2f} s", help="The concrete initialisation.")
-    devices_col.metric("Devices", units.count(result.num_devices), help=f"Mesh {result.mesh}, {result.strategy}.")
+    # Eight figures of fixed width in a wrapping row: four to a row on a wide screen, two on a phone
+    # (columns would stack them one per line).
+    figures = st.container(horizontal=True)
+    for label, value, explanation in [
+        ("On disk", units.binary_bytes(result.disk_bytes), f"{units.bytes_exact(result.disk_bytes)}, every file."),
+        ("Files", units.count(result.num_files), "Files the checkpoint wrote, metadata included."),
+        ("Largest file", units.binary_bytes(result.largest_file_bytes), units.bytes_exact(result.largest_file_bytes)),
+        (
+            "Restored bit for bit",
+            "Yes" if result.restore_verified else "No",
+            "Restore verified: every restored array equals the saved one bit for bit, on the same sharding.",
+        ),
+        ("Save", f"{result.save_seconds:.2f} s", "From the call to save until the checkpoint was committed."),
+        ("Restore", f"{result.restore_seconds:.2f} s", "From the call to restore until every array was ready."),
+        ("Initialisation", f"{result.init_seconds:.2f} s", "The concrete initialisation of the parameters."),
+        ("Devices", units.count(result.num_devices), f"Virtual CPU devices: mesh {result.mesh}, {result.strategy}."),
+    ]:
+        figures.metric(label, value, help=explanation, width=METRIC_WIDTH)
     if not result.restore_verified:
         st.error("The restored arrays differ from the saved ones.", icon=":material/error:")
     st.caption(
@@ -248,19 +252,16 @@ if kept:
     )
 
     sizes = checkpoint.sizes_frame(result)
-    table_col, chart_col = st.columns([2, 3])
-    with table_col:
-        st.dataframe(
-            sizes.assign(num_bytes=sizes["num_bytes"].map(units.bytes_exact)),
-            hide_index=True,
-            column_config={
-                "figure": st.column_config.TextColumn("Figure"),
-                "num_bytes": st.column_config.TextColumn("Bytes"),
-                "what": st.column_config.TextColumn("What it is"),
-            },
-        )
-    with chart_col:
-        st.altair_chart(charts.checkpoint_sizes(sizes, result.dtype), width="stretch")
+    st.dataframe(
+        sizes.assign(num_bytes=sizes["num_bytes"].map(units.bytes_exact)),
+        hide_index=True,
+        column_config={
+            "figure": st.column_config.TextColumn("Figure"),
+            "num_bytes": st.column_config.TextColumn("Bytes"),
+            "what": st.column_config.TextColumn("What it is"),
+        },
+    )
+    st.altair_chart(charts.checkpoint_sizes(sizes, result.dtype), width="stretch")
 
     st.subheader("Why they differ")
     st.markdown("\n".join(f"- {frame.plain(line)}" for line in checkpoint.explain(result)))

@@ -104,7 +104,7 @@ def test_measuring_dense_1024_shows_a_verified_report_kept_for_reruns_and_other_
     assert any(text.startswith("Measured just now") for text in texts(at, "caption"))
     assert button(at).label == "Measure again"
     values = metrics(at)
-    assert values["Restore verified"] == "Yes, bit for bit"
+    assert values["Restored bit for bit"] == "Yes"
     assert values["Devices"] == "1"
     disk = exact_bytes(metric_help(at, "On disk"))
     largest = exact_bytes(metric_help(at, "Largest file"))

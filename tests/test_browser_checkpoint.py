@@ -32,7 +32,7 @@ def test_a_click_measures_dense_1024_and_shows_the_verified_report_and_chart(ser
     expect(metric(page, "Total parameters")).to_have_text("1,049,600")
     expect(metric(page, "Raw payload (float32)")).to_have_text("4.00 MiB")
     page.get_by_role("button", name="Save, measure and restore").click()
-    expect(metric(page, "Restore verified")).to_have_text("Yes, bit for bit", timeout=120_000)
+    expect(metric(page, "Restored bit for bit")).to_have_text("Yes", timeout=120_000)
     wait_for_app(page)
     expect(metric(page, "Devices")).to_have_text("1")
     expect(metric(page, "On disk")).to_have_text(re.compile(r"^\d+\.\d\d MiB$"))
@@ -46,7 +46,7 @@ def test_a_click_measures_dense_1024_and_shows_the_verified_report_and_chart(ser
 
     page.reload()
     wait_for_app(page)
-    expect(metric(page, "Restore verified")).to_have_text("Yes, bit for bit")
+    expect(metric(page, "Restored bit for bit")).to_have_text("Yes")
     expect(page.get_by_text("cached: nothing was run now", exact=False)).to_be_visible()
 
 
