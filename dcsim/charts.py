@@ -15,6 +15,8 @@ import math
 import altair as alt
 import pandas as pd
 
+from dcsim import units
+
 # Counts on axes read 1.2B, not 1.2G (d3's SI prefix for 10**9 is G).
 COUNT_LABELS = "replace(format(datum.value, '~s'), 'G', 'B')"
 BYTE_LABELS = "format(datum.value, '~s') + 'B'"
@@ -151,4 +153,53 @@ def raw_bytes_by_layer(layer_bytes: pd.DataFrame) -> alt.Chart:
             tooltip=[alt.Tooltip("path:N", title="Layer"), alt.Tooltip("float32_text:N", title="Raw float32")],
         )
         .properties(description="Bar chart of each layer's raw float32 payload in bytes; not a checkpoint size.")
+    )
+
+
+# The checkpoint page's bars: the two estimates, then what the disk holds.
+CHECKPOINT_BARS = ("raw_float32_bytes", "raw_payload_bytes", "disk_bytes")
+
+
+def checkpoint_sizes(sizes: pd.DataFrame, dtype: str) -> alt.Chart:
+    """A real checkpoint's bytes on disk beside the raw estimates it is compared with.
+
+    ``sizes`` is ``dcsim.checkpoint.sizes_frame`` (``figure``, ``num_bytes``); ``dtype`` is the
+    storage dtype the payload was saved in. Bars on a linear scale from zero, so lengths compare;
+    tooltips carry the exact byte count.
+    """
+    names = {
+        "raw_float32_bytes": "Raw float32 (estimate)",
+        "raw_payload_bytes": f"Raw payload, {dtype} (estimate)",
+        "disk_bytes": "On disk (measured)",
+    }
+    data = sizes[sizes["figure"].isin(CHECKPOINT_BARS)].copy()
+    data["label"] = data["figure"].map(names)
+    data["kind"] = ["measured" if figure == "disk_bytes" else "estimate" for figure in data["figure"]]
+    data["num_bytes_text"] = data["num_bytes"].map(units.bytes_exact)
+    data = data.set_index("figure").loc[list(CHECKPOINT_BARS)].reset_index()
+    return (
+        alt.Chart(
+            data[["figure", "label", "kind", "num_bytes", "num_bytes_text"]],
+            title=alt.Title("Checkpoint size against the raw estimate (bytes)", subtitle="measured on disk by Orbax"),
+        )
+        .mark_bar()
+        .encode(
+            y=alt.Y("label:N", sort=list(data["label"]), title=None, axis=alt.Axis(labelLimit=0)),
+            x=alt.X("num_bytes:Q", scale=alt.Scale(zero=True), axis=alt.Axis(title="Bytes", labelExpr=BYTE_LABELS)),
+            color=alt.Color(
+                "kind:N",
+                scale=alt.Scale(domain=["estimate", "measured"], range=["#9ca3af", "#1f77b4"]),
+                legend=None,  # the labels say which bars are estimates
+            ),
+            tooltip=[
+                alt.Tooltip("label:N", title="Figure"),
+                alt.Tooltip("num_bytes_text:N", title="Bytes (exact)"),
+            ],
+        )
+        .properties(
+            description=(
+                "Bar chart comparing the raw float32 estimate, the raw payload in the storage dtype and "
+                "the bytes the checkpoint wrote to disk."
+            )
+        )
     )

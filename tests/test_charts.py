@@ -74,3 +74,69 @@ def test_raw_bytes_charts_say_they_are_not_the_checkpoint_size(report):
         assert spec["encoding"]["x"]["axis"]["labelExpr"] == charts.BYTE_LABELS
     spec = charts.raw_bytes_by_dtype(payloads).to_dict()
     assert spec["encoding"]["y"]["sort"][0] == "float32"
+
+
+def checkpoint_sizes_frame(dtype, disk_bytes):
+    """``checkpoint.sizes_frame`` of a hand-made report: Dense(1024) on 1024, 1,049,600 values."""
+    from dcsim.checkpoint import CheckpointFile, CheckpointReport, sizes_frame
+
+    values = 1024 * 1024 + 1024
+    files = (
+        CheckpointFile(path="ocdbt.process_0/d/abc", kind="array data", num_bytes=disk_bytes - 300),
+        CheckpointFile(path="_METADATA", kind="metadata", num_bytes=300),
+    )
+    report = CheckpointReport(
+        config=ModelConfig(input_dim=1024, layers=(DenseLayer(features=1024),)),
+        total_params=values,
+        dtype=dtype,
+        strategy="replicated",
+        mesh="data=1",
+        num_devices=1,
+        partition_specs=(("Dense_0/bias", ""), ("Dense_0/kernel", "")),
+        raw_payload_bytes=values * (2 if dtype == "bfloat16" else 4),
+        raw_float32_bytes=values * 4,
+        device_bytes=values * 4,
+        disk_bytes=disk_bytes,
+        num_files=len(files),
+        largest_file_bytes=disk_bytes - 300,
+        files=files,
+        init_seconds=0.5,
+        save_seconds=0.1,
+        restore_seconds=0.1,
+        restore_verified=True,
+        baseline_rss_bytes=1,
+        peak_rss_bytes=2,
+        peak_rss_before_stage=(),
+        jax_version="x",
+        orbax_version="y",
+    )
+    return sizes_frame(report)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "disk_bytes", "payload_text"),
+    [
+        ("float32", 3_889_613, "4,198,400 bytes (4.00 MiB)"),
+        ("bfloat16", 1_650_000, "2,099,200 bytes (2.00 MiB)"),
+    ],
+    ids=["float32", "bfloat16"],
+)
+def test_checkpoint_sizes_puts_the_measured_disk_beside_both_estimates(dtype, disk_bytes, payload_text):
+    spec = charts.checkpoint_sizes(checkpoint_sizes_frame(dtype, disk_bytes), dtype).to_dict()
+    assert spec["mark"]["type"] == "bar"
+    # Linear from zero: bar lengths compare, and no log scale leaves bars undrawn.
+    assert spec["encoding"]["x"]["scale"] == {"zero": True}
+    assert spec["encoding"]["x"]["axis"]["labelExpr"] == charts.BYTE_LABELS
+    assert "(bytes)" in spec["title"]["text"]
+    assert "disk" in spec["description"] and "raw float32" in spec["description"]
+    labels = ["Raw float32 (estimate)", f"Raw payload, {dtype} (estimate)", "On disk (measured)"]
+    assert spec["encoding"]["y"]["sort"] == labels
+    rows = next(iter(spec["datasets"].values()))
+    assert [row["label"] for row in rows] == labels
+    assert [row["kind"] for row in rows] == ["estimate", "estimate", "measured"]
+    assert [row["num_bytes_text"] for row in rows] == [
+        "4,198,400 bytes (4.00 MiB)",
+        payload_text,
+        units.bytes_exact(disk_bytes),
+    ]
+    assert [tooltip["field"] for tooltip in spec["encoding"]["tooltip"]] == ["label", "num_bytes_text"]

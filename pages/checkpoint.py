@@ -1,0 +1,318 @@
+"""Checkpoint page: save the configured model with Orbax for real, measure it, restore it, and
+show from that evidence how the checkpoint differs from the raw estimate."""
+
+import json
+
+import streamlit as st
+
+from dcsim import charts, checkpoint, payload, units
+from dcsim.checkpoint import CheckpointBusy, CheckpointFailed, CheckpointTimeout
+from dcsim.layout import parse_mesh
+from dcsim.ui import cache, frame, state
+from dcsim.ui import checkpoint as measuring
+
+frame.require_router()
+
+METRIC_WIDTH = 180  # pixels
+JUST_MEASURED = "dcsim.checkpoint.just_measured"
+MESH_KEY = state.WIDGET_PREFIX + "checkpoint.mesh"
+VALID_MESH = "dcsim.checkpoint.valid_mesh"
+MESH_PROBLEM = "dcsim.checkpoint.mesh_problem"
+STAGE_TEXT = {
+    "initialising": "Initialising the parameters for real (the child's seed)",
+    "saving": "Saving with Orbax's StandardCheckpointer",
+    "measuring": "Measuring the files on disk",
+    "restoring": "Restoring onto the same shardings",
+    "verifying": "Comparing every restored array bit for bit",
+    "done": "Done",
+}
+
+st.header("A real checkpoint, measured")
+st.caption(
+    "Saves the configured model's parameters with Orbax in a separate process, measures what it wrote, "
+    "restores it and compares, so the difference from the raw estimate is shown from evidence."
+)
+config = state.config()
+st.page_link("pages/model.py", label="Edit the model on the Model page", icon=":material/edit:")
+
+# --- settings: seeded from the link (or this session's last visit), checked, then widgets -----------
+
+DEFAULTS = {"dtype": "float32", "mesh": measuring.DEFAULT_MESH, "strategy": "replicated"}
+for name, default in DEFAULTS.items():
+    key = state.WIDGET_PREFIX + f"checkpoint.{name}"
+    if key in st.session_state:
+        continue
+    text, problem = state.page_setting(name, default)
+    if problem:
+        st.warning(frame.plain(problem), icon=":material/link_off:")
+        text = default
+    try:
+        value = measuring.parse_setting(name, text)
+    except (TypeError, ValueError) as err:
+        st.warning(frame.plain(f"Link: {err}; using {default}."), icon=":material/link_off:")
+        value = default
+    state.seed_widget(f"checkpoint.{name}", value)
+    if name == "mesh":
+        st.session_state[VALID_MESH] = value
+
+
+def check_mesh() -> None:
+    """A typed mesh is used only when it parses; otherwise the last valid one stays, with the reason."""
+    text = st.session_state[MESH_KEY]
+    try:
+        st.session_state[MESH_KEY] = st.session_state[VALID_MESH] = measuring.parse_setting("mesh", str(text or ""))
+    except (TypeError, ValueError) as err:
+        st.session_state[MESH_PROBLEM] = (
+            f"Mesh {text!r} was not used: {err}. Still using {st.session_state[VALID_MESH]}."
+        )
+        st.session_state[MESH_KEY] = st.session_state[VALID_MESH]
+
+
+mesh_choices = [f"data={n}" for n in measuring.DEVICE_CHOICES]
+chosen_mesh = st.session_state[MESH_KEY]
+if chosen_mesh not in mesh_choices:
+    mesh_choices.append(chosen_mesh)
+
+dtype_col, mesh_col, strategy_col = st.columns(3)
+dtype = dtype_col.selectbox(
+    "Storage dtype",
+    measuring.DTYPES,
+    key=state.WIDGET_PREFIX + "checkpoint.dtype",
+    help="The arrays are cast to this dtype before the save.",
+)
+mesh_text = mesh_col.selectbox(
+    "Virtual devices (mesh)",
+    mesh_choices,
+    key=MESH_KEY,
+    accept_new_options=True,
+    on_change=check_mesh,
+    help=(
+        "Virtual CPU devices in the child process, as AXIS=SIZE[,AXIS=SIZE...]: pick one or type a mesh "
+        f"such as data=2,model=2 (at most {checkpoint.MAX_DEVICES} devices)."
+    ),
+)
+strategy = strategy_col.selectbox(
+    "Sharding strategy",
+    measuring.STRATEGIES,
+    key=state.WIDGET_PREFIX + "checkpoint.strategy",
+    help="replicated: every device holds every array whole. fsdp: each array is split along one dimension "
+    "over all the devices, where it divides (else replicated).",
+)
+
+mesh_problem = st.session_state.pop(MESH_PROBLEM, None)
+if mesh_problem:
+    st.error(frame.plain(mesh_problem), icon=":material/error:")
+
+settings = None
+try:
+    settings = measuring.Settings(
+        dtype=measuring.parse_setting("dtype", dtype),
+        mesh=parse_mesh(measuring.parse_setting("mesh", str(mesh_text or ""))),
+        strategy=measuring.parse_setting("strategy", strategy),
+    )
+except (TypeError, ValueError) as err:
+    st.error(frame.plain(f"These settings cannot be used: {err}."), icon=":material/error:")
+    state.set_page_params({"dtype": dtype, "strategy": strategy})
+else:
+    state.set_page_params(settings.params())
+
+# --- the plan: what would be measured, and whether the ceiling allows it -----------------------------
+
+report = cache.count(config)
+storage_dtype = settings.dtype if settings else dtype
+st.subheader("Before anything runs")
+params_col, payload_col, float32_col = st.columns(3)
+params_col.metric("Total parameters", units.count(report.total_params))
+payload_bytes = payload.raw_bytes(report.total_params, storage_dtype)
+payload_col.metric(
+    f"Raw payload ({storage_dtype})",
+    units.binary_bytes(payload_bytes),
+    help=f"{units.bytes_exact(payload_bytes)}: values x bytes per {storage_dtype} value.",
+)
+float32_bytes = payload.raw_bytes(report.total_params, "float32")
+float32_col.metric(
+    "Raw float32",
+    units.binary_bytes(float32_bytes),
+    help=f"{units.bytes_exact(float32_bytes)}: values x 4 bytes.",
+)
+
+plan, refusal = None, None
+if settings is not None:
+    try:
+        plan = measuring.plan(config, settings)
+    except (TypeError, ValueError) as err:
+        refusal = str(err)
+if refusal:
+    st.error(frame.plain(f"This model cannot be measured here: {refusal}."), icon=":material/block:")
+    st.caption(
+        "The ceiling keeps this server's measurement under about 1 GB of memory; its operator sets it with "
+        f"`{checkpoint.MAX_PARAMS_ENV}`. On your own machine, `python -m dcsim checkpoint --max-params N` "
+        "measures a larger model."
+    )
+elif plan is not None:
+    held = (
+        ""
+        if plan.stored_values == report.total_params
+        else f" ({units.count(plan.stored_values)} held by the devices together, replicas included)"
+    )
+    st.success(
+        frame.plain(
+            f"Within this server's ceiling of {units.count(plan.max_params)} values{held}: "
+            f"ready to measure on {settings.mesh.num_devices:,} virtual device(s) ({settings.mesh.text}, "
+            f"{settings.strategy})."
+        ),
+        icon=":material/check_circle:",
+    )
+
+# --- the measurement: a child process, one at a time per server --------------------------------------
+
+kept = measuring.cached_report(config, settings) if plan is not None else None
+lock = measuring.measurement_lock()
+if plan is not None and lock.busy:
+    st.info(
+        "Another measurement is running on this server right now (one at a time keeps memory bounded). "
+        "A click waits a moment for it; if it is still running you will be asked to try again.",
+        icon=":material/hourglass_top:",
+    )
+clicked = st.button(
+    "Measure again" if kept else "Save, measure and restore",
+    type="secondary" if kept else "primary",
+    icon=":material/save:",
+    disabled=plan is None,
+    help="Runs in a child process with a time limit of "
+    f"{measuring.TIMEOUT_SECONDS:g} s; the temporary checkpoint is deleted afterwards.",
+)
+if clicked and plan is not None:
+    with st.status("Measuring in a child process…", expanded=True) as status:
+        bar = st.progress(0.0, text="Starting a child process (it imports JAX, Flax and Orbax first)")
+
+        def show_stage(stage: str) -> None:
+            done = checkpoint.STAGES.index(stage) if stage in checkpoint.STAGES else 0
+            bar.progress(done / (len(checkpoint.STAGES) - 1), text=STAGE_TEXT.get(stage, stage))
+            status.update(label=f"{STAGE_TEXT.get(stage, stage)}…")
+
+        try:
+            kept = measuring.measure(config, settings, on_progress=show_stage)
+        except CheckpointBusy as err:
+            status.update(label="Busy: try again in a moment", state="error")
+            st.warning(frame.plain(f"Busy: {err}."), icon=":material/hourglass_top:")
+        except CheckpointTimeout as err:
+            status.update(label="The measurement ran out of time", state="error")
+            st.error(frame.plain(f"The measurement was stopped: {err}."), icon=":material/timer_off:")
+        except CheckpointFailed as err:
+            status.update(label="The measurement failed", state="error")
+            st.error(frame.plain(f"The measurement failed: {err}."), icon=":material/error:")
+        except (TypeError, ValueError) as err:
+            status.update(label="The measurement was refused", state="error")
+            st.error(frame.plain(f"The measurement was refused: {err}."), icon=":material/block:")
+        else:
+            # Run again so the button and the caption describe the kept report.
+            st.session_state[JUST_MEASURED] = kept.measured_at
+            st.rerun()
+elif kept and st.session_state.pop(JUST_MEASURED, None) == kept.measured_at:
+    st.caption(
+        f"Measured just now, at {kept.measured_at} UTC. The report is kept for this configuration and these "
+        "settings: a revisit shows it without measuring again."
+    )
+elif kept:
+    st.caption(
+        f"Showing the measurement kept from {kept.measured_at} UTC for this configuration and these settings "
+        "(cached: nothing was run now). Press “Measure again” for a fresh one."
+    )
+
+# --- the results ---------------------------------------------------------------------------------------
+
+if kept:
+    result = kept.report
+    st.subheader("What the checkpoint wrote")
+    # Eight figures of fixed width in a wrapping row: four to a row on a wide screen, two on a phone
+    # (columns would stack them one per line).
+    figures = st.container(horizontal=True)
+    for label, value, explanation in [
+        ("On disk", units.binary_bytes(result.disk_bytes), f"{units.bytes_exact(result.disk_bytes)}, every file."),
+        ("Files", units.count(result.num_files), "Files the checkpoint wrote, metadata included."),
+        ("Largest file", units.binary_bytes(result.largest_file_bytes), units.bytes_exact(result.largest_file_bytes)),
+        (
+            "Restored bit for bit",
+            "Yes" if result.restore_verified else "No",
+            "Restore verified: every restored array equals the saved one bit for bit, on the same sharding.",
+        ),
+        ("Save", f"{result.save_seconds:.2f} s", "From the call to save until the checkpoint was committed."),
+        ("Restore", f"{result.restore_seconds:.2f} s", "From the call to restore until every array was ready."),
+        ("Initialisation", f"{result.init_seconds:.2f} s", "The concrete initialisation of the parameters."),
+        ("Devices", units.count(result.num_devices), f"Virtual CPU devices: mesh {result.mesh}, {result.strategy}."),
+    ]:
+        figures.metric(label, value, help=explanation, width=METRIC_WIDTH)
+    if not result.restore_verified:
+        st.error("The restored arrays differ from the saved ones.", icon=":material/error:")
+    st.caption(
+        f"The child process peaked at {units.binary_bytes(result.peak_rss_bytes)} of memory, "
+        f"{units.binary_bytes(result.peak_growth_bytes)} over its idle baseline. "
+        f"JAX {result.jax_version}, orbax-checkpoint {result.orbax_version}."
+    )
+
+    sizes = checkpoint.sizes_frame(result)
+    st.dataframe(
+        sizes.assign(num_bytes=sizes["num_bytes"].map(units.bytes_exact)),
+        hide_index=True,
+        column_config={
+            "figure": st.column_config.TextColumn("Figure"),
+            "num_bytes": st.column_config.TextColumn("Bytes"),
+            "what": st.column_config.TextColumn("What it is"),
+        },
+    )
+    st.altair_chart(charts.checkpoint_sizes(sizes, result.dtype), width="stretch")
+
+    st.subheader("Why they differ")
+    st.markdown("\n".join(f"- {frame.plain(line)}" for line in checkpoint.explain(result)))
+
+    st.subheader("Files")
+    groups = checkpoint.file_groups_frame(result)
+    st.dataframe(
+        groups.assign(
+            num_files=groups["num_files"].map(units.count), num_bytes=groups["num_bytes"].map(units.bytes_exact)
+        ),
+        hide_index=True,
+        column_config={
+            "kind": st.column_config.TextColumn("Kind"),
+            "num_files": st.column_config.TextColumn("Files"),
+            "num_bytes": st.column_config.TextColumn("Bytes"),
+        },
+    )
+    files = checkpoint.files_frame(result)
+    with st.expander(f"Every file ({result.num_files:,})"):
+        st.dataframe(
+            files.assign(num_bytes=files["num_bytes"].map(units.count)),
+            hide_index=True,
+            column_config={
+                "path": st.column_config.TextColumn("Path inside the checkpoint"),
+                "kind": st.column_config.TextColumn("Kind"),
+                "num_bytes": st.column_config.TextColumn("Bytes"),
+            },
+        )
+
+    sizes_csv, files_csv, record_json = st.columns(3)
+    sizes_csv.download_button(
+        "Sizes (CSV)",
+        data=sizes.to_csv(index=False),
+        file_name="dcsim-checkpoint-sizes.csv",
+        mime="text/csv",
+        icon=":material/download:",
+        on_click="ignore",
+    )
+    files_csv.download_button(
+        "Files (CSV)",
+        data=files.to_csv(index=False),
+        file_name="dcsim-checkpoint-files.csv",
+        mime="text/csv",
+        icon=":material/download:",
+        on_click="ignore",
+    )
+    record_json.download_button(
+        "Whole measurement (JSON)",
+        data=json.dumps(checkpoint.checkpoint_record(result), indent=2),
+        file_name="dcsim-checkpoint.json",
+        mime="application/json",
+        icon=":material/download:",
+        on_click="ignore",
+    )
