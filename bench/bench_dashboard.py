@@ -92,6 +92,30 @@ def shard_changes(browser, url: str, count: int) -> list[float]:
     return times
 
 
+PRESETS = ("gpt2-small", "llama2-70b", "resnet152", "bert-large", "vit-l16", "llama3-8b", "mlp-mnist", "gpt2-xl")
+
+
+def preset_switches(browser, url: str) -> list[tuple[str, float]]:
+    """Seconds from choosing a preset in the Model select box to its published count on screen
+    (each preset's first visit: nothing cached)."""
+    from dcsim.presets import PRESETS as TABLE
+
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(url)
+    expect(metric(page, "Total parameters")).to_have_text("20", timeout=120_000)
+    times = []
+    for name in PRESETS:
+        row = TABLE[name]
+        select = page.get_by_role("combobox", name="Model")
+        select.click()
+        started = time.perf_counter()
+        page.get_by_role("option", name=row.title, exact=False).first.click()
+        expect(metric(page, "Total parameters")).to_have_text(f"{row.published_params:,}", timeout=30_000)
+        times.append((name, time.perf_counter() - started))
+    page.close()
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--starts", type=int, default=3, help="fresh server starts to time (default 3)")
@@ -105,6 +129,7 @@ def main() -> None:
         with streamlit_server() as url:
             shard_changes(browser, url, 2)  # warm: the first run imports JAX and fills the cache
             changes = shard_changes(browser, url, args.changes)
+            switches = preset_switches(browser, url)
         browser.close()
 
     print("| start | server healthy | landing numbers visible |")
@@ -118,6 +143,10 @@ def main() -> None:
         f"Shard change to new numbers, {len(changes)} changes: median {statistics.median(changes) * 1000:.0f} ms, "
         f"p95 {p95 * 1000:.0f} ms, max {ordered[-1] * 1000:.0f} ms (target: median within 0.5 s)"
     )
+    print("\n| preset chosen | to its published count on screen (uncached) |")
+    print("|---|---|")
+    for name, seconds in switches:
+        print(f"| {name} | {seconds * 1000:.0f} ms |")
 
 
 if __name__ == "__main__":
