@@ -20,7 +20,7 @@ import pandas as pd
 import streamlit as st
 
 from dcsim import layout, units
-from dcsim.config import ModelConfig
+from dcsim.config import ModelConfig, show
 from dcsim.count import ParamReport
 from dcsim.ui import cache
 
@@ -72,7 +72,7 @@ def rules_text(rules: tuple[layout.Rule, ...]) -> str:
 
 def parse_strategy(text: str) -> str:
     if text not in layout.STRATEGIES:
-        raise ValueError(f"strategy must be one of {', '.join(layout.STRATEGIES)}; got {text[:40]!r}")
+        raise ValueError(f"strategy must be one of {', '.join(layout.STRATEGIES)}; got {show(text)}")
     return text
 
 
@@ -255,3 +255,19 @@ def cached_sweep(config: ModelConfig) -> pd.DataFrame:
 def mesh_frame(mesh: layout.MeshSpec) -> pd.DataFrame:
     """The mesh's axes as a readable table: axis, size (text with separators)."""
     return pd.DataFrame({"axis": list(mesh.names), "size": [units.count(size) for size in mesh.sizes]})
+
+
+_FLAGS = {FALLBACK: "⚠ ", IMPOSSIBLE: "✖ ", NOT_LAID_OUT: "✖ "}
+
+
+def table_text(table: pd.DataFrame) -> pd.DataFrame:
+    """``array_table`` for the screen: counts as exact text with separators (blank where an array
+    has no layout), flagged statuses marked with a sign."""
+
+    def counts(value: object) -> str:
+        return "" if pd.isna(value) else units.count(int(value))
+
+    return table.assign(
+        **{column: table[column].map(counts) for column in ("values_per_shard", "replication_factor", "stored_values")},
+        status=table["status"].map(lambda status: _FLAGS.get(status, "") + status),
+    )
