@@ -158,9 +158,11 @@ if laid is not None:
     st.caption(f"**{layout.REPLICAS_NOT_ON_DISK[0].upper()}{layout.REPLICAS_NOT_ON_DISK[1:]}.**")
     if laid.num_replicated_fallbacks:
         st.warning(
-            f"{laid.num_replicated_fallbacks:,} of {len(laid.arrays):,} arrays could not be split as the "
-            f"{strategy} strategy asks and are replicated on every device instead; they are flagged "
-            f"“{lw.FALLBACK}” in the table below, with the reason.",
+            frame.plain(
+                f"{laid.num_replicated_fallbacks:,} of {len(laid.arrays):,} arrays could not be split as the "
+                f"{strategy} strategy asks and are replicated on every device instead; they are flagged "
+                f"“{lw.FALLBACK}” in the table below, with the reason."
+            ),
             icon=":material/content_copy:",
         )
 else:
