@@ -183,6 +183,7 @@ def layout_vs_ideal(strategies: pd.DataFrame, chosen: str) -> alt.LayerChart:
         )
     )
     return alt.layer(bars, rule).properties(
+        height=alt.Step(36),
         title=alt.Title(
             "Values per device by strategy (values, log)",
             subtitle=f"this mesh; red: {chosen}; dashed: the ideal share (total / devices)",
@@ -190,6 +191,10 @@ def layout_vs_ideal(strategies: pd.DataFrame, chosen: str) -> alt.LayerChart:
         description="Bar chart of the values each device holds under each layout strategy on this mesh, "
         "on a log axis, with a dashed line at the ideal share.",
     )
+
+
+# Ideal share dark grey (dashed), then one colour a strategy; red is kept for the marked layout.
+_SERIES_COLOURS = ["#444444", "#4c78a8", "#f58518", "#54a24b", "#b279a2"]
 
 
 def layout_sweep(
@@ -202,6 +207,7 @@ def layout_sweep(
     ``values_text`` (exact, for the tooltip) (``dcsim.ui.layout_widgets.sweep_frame``).
     """
     data = sweep.assign(ideal=sweep["series"] == "ideal share")
+    series = dict.fromkeys(data["series"])
     figures = [*data["values_per_device"], *([] if values_per_device is None else [float(values_per_device)])]
     tooltip = [
         alt.Tooltip("series:N", title="Layout"),
@@ -219,14 +225,20 @@ def layout_sweep(
                 values=decades(min(figures), max(figures)),
             ),
         ),
-        color=alt.Color("series:N", title="Layout", sort=list(dict.fromkeys(data["series"]))),
+        color=alt.Color(
+            "series:N",
+            title="Layout",
+            sort=list(series),
+            scale=alt.Scale(domain=list(series), range=_SERIES_COLOURS[: len(series)]),
+            legend=alt.Legend(orient="bottom", columns=2),
+        ),
         strokeDash=alt.StrokeDash(
             "ideal:N", legend=None, scale=alt.Scale(domain=[False, True], range=[[1, 0], [6, 4]])
         ),
         tooltip=tooltip,
     )
     layers = [base.mark_line(), base.mark_point(filled=True, size=30)]
-    subtitle = "replicated and fsdp over data=N, tensor over model=N; dashed: the ideal share"
+    subtitle = "fsdp, replicated: data=N; tensor: model=N; dashed: ideal share"
     if num_devices is not None and values_per_device is not None:
         current = pd.DataFrame(
             {
@@ -241,7 +253,7 @@ def layout_sweep(
             .mark_point(size=180, filled=True, color="#d1242f", shape="diamond")
             .encode(x="devices:Q", y="values_per_device:Q", tooltip=tooltip)
         )
-        subtitle += f"; red: this layout ({num_devices:,} devices)"
+        subtitle += "; red: this layout"
     return alt.layer(*layers).properties(
         title=alt.Title("Values per device as devices double (values, log-log)", subtitle=subtitle),
         description="Line chart of the values each device holds under each strategy as the number of devices "

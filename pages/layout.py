@@ -75,9 +75,9 @@ with strategy_col:
         "Strategy",
         layout.STRATEGIES,
         key=strategy_key,
-        format_func=lambda name: f"{name}: {lw.STRATEGY_HELP[name]}",
         help="How each parameter array is split over the mesh. JAX decides what divides evenly.",
     )
+    st.caption(f"**{strategy}**: {lw.STRATEGY_HELP[strategy]}.")
 mesh = parsed("mesh", mesh_text, layout.parse_mesh, "Mesh")
 with mesh_col:
     axes_col, devices_col = st.columns([2, 1])
@@ -136,12 +136,12 @@ if laid is not None:
     )
     columns = st.columns(4)
     columns[0].metric(
-        "Gap to the ideal share (values)",
+        "Gap to the ideal share",
         units.share_short(laid.gap),
         help=f"Values per device - ideal share = exactly {units.share(laid.gap)}.",
     )
     columns[1].metric(
-        "Values per device / ideal share",
+        "Ratio to the ideal share",
         f"{units.share_short(laid.gap_ratio)}x" if laid.gap_ratio is not None else "n/a",
         help=f"Exactly {units.share(laid.gap_ratio) if laid.gap_ratio is not None else 'n/a'}; 1x is ideal.",
     )

@@ -80,8 +80,8 @@ def test_golden_layouts_of_dense8_on_input8(mesh, strategy, total, per_device, i
     assert values["Ideal share (total / devices)"] == ideal
     assert values["Total stored values"] == stored
     assert values["Replication factor"] == replication
-    assert values["Values per device / ideal share"] == replication
-    assert values["Gap to the ideal share (values)"] == gap
+    assert values["Ratio to the ideal share"] == replication
+    assert values["Gap to the ideal share"] == gap
     assert not at.error and not at.warning
     assert any("not copies on disk" in caption.value for caption in at.caption)
 

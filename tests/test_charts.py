@@ -144,7 +144,7 @@ def test_layout_sweep_is_log_log_lines_with_the_layout_marked():
     assert tips["Values per device (exact)"] == "values_text"
     marked = spec["datasets"][spec["layer"][2]["data"]["name"]]
     assert marked == [{"devices": 4, "values_per_device": 18.0, "values_text": "18", "series": "this layout"}]
-    assert "4 devices" in spec["title"]["subtitle"]
+    assert "red: this layout" in spec["title"]["subtitle"]
     assert spec["description"]
 
 

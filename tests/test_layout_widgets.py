@@ -96,9 +96,9 @@ def test_array_table_statuses_and_csv():
     assert list(replicated["status"]) == [lw.REPLICATED, lw.REPLICATED]
     csv = table.to_csv(index=False).splitlines()
     assert (
-        csv[0] == "path,shape,partition_spec,shard_shape,values_per_shard,replication_factor,stored_values,status,note"
+        csv[0] == "path,status,shape,partition_spec,shard_shape,values_per_shard,replication_factor,stored_values,note"
     )
-    assert csv[1] == "Dense_0/kernel,8x8,\"P('data',)\",4x8,32,1,64,split,rule */kernel=data"
+    assert csv[1] == "Dense_0/kernel,split,8x8,\"P('data',)\",4x8,32,1,64,rule */kernel=data"
 
 
 def test_sweep_by_hand():

@@ -125,8 +125,8 @@ def _fraction_text(value: Fraction | None) -> str:
 
 
 def array_table(report: ParamReport, outcome: Outcome) -> pd.DataFrame:
-    """One row per parameter array, in model order: path, shape, partition_spec, shard_shape,
-    values_per_shard, replication_factor, stored_values, status, note.
+    """One row per parameter array, in model order: path, status, shape, partition_spec,
+    shard_shape, values_per_shard, replication_factor, stored_values, note.
 
     Counts are exact ints (``None`` where the array has no layout); ``status`` is ``split``,
     ``replicated``, ``replicated (fallback)`` (the strategy had to copy it), ``cannot be placed``
@@ -169,13 +169,13 @@ def array_table(report: ParamReport, outcome: Outcome) -> pd.DataFrame:
         records.append(record)
     columns = [
         "path",
+        "status",
         "shape",
         "partition_spec",
         "shard_shape",
         "values_per_shard",
         "replication_factor",
         "stored_values",
-        "status",
         "note",
     ]
     frame = pd.DataFrame(records, columns=columns)
