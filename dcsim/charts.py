@@ -238,7 +238,7 @@ def layout_sweep(
         tooltip=tooltip,
     )
     layers = [base.mark_line(), base.mark_point(filled=True, size=30)]
-    subtitle = "fsdp, replicated: data=N; tensor: model=N; dashed: ideal share"
+    subtitle = "data=N; tensor: model=N; dashed: ideal share"
     if num_devices is not None and values_per_device is not None:
         current = pd.DataFrame(
             {
@@ -255,7 +255,7 @@ def layout_sweep(
         )
         subtitle += "; red: this layout"
     return alt.layer(*layers).properties(
-        title=alt.Title("Values per device as devices double (values, log-log)", subtitle=subtitle),
+        title=alt.Title("Values per device by device count (log-log)", subtitle=subtitle),
         description="Line chart of the values each device holds under each strategy as the number of devices "
         "doubles from 1 to 4,096, beside the ideal share, on log-log axes.",
     )

@@ -290,7 +290,7 @@ def test_charts_compare_strategies_and_device_counts():
     titles = [spec["title"]["text"] for spec in specs]
     assert titles == [
         "Values per device by strategy (values, log)",
-        "Values per device as devices double (values, log-log)",
+        "Values per device by device count (log-log)",
     ]
     # tensor cannot use a mesh without `model`: said beside the chart
     assert any("tensor cannot lay this model out" in shown(caption) for caption in at.caption)
