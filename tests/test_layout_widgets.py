@@ -3,7 +3,9 @@ per-array table, and the strategy and device-count sweeps, checked by hand."""
 
 from fractions import Fraction
 
+import hypothesis.strategies as hs
 import pytest
+from hypothesis import given, settings
 
 from dcsim import layout
 from dcsim.config import DenseLayer, ModelConfig
@@ -129,3 +131,30 @@ def test_strategy_frame_says_which_strategies_refuse():
 def test_mesh_frame_is_readable():
     frame = lw.mesh_frame(layout.parse_mesh("data=4096,model=2"))
     assert frame.to_dict("list") == {"axis": ["data", "model"], "size": ["4,096", "2"]}
+
+
+@settings(max_examples=40)
+@given(
+    input_dim=hs.integers(1, 12),
+    widths=hs.lists(hs.integers(1, 12), min_size=1, max_size=3),
+    sizes=hs.lists(hs.integers(1, 6), min_size=1, max_size=2),
+    strategy=hs.sampled_from(["replicated", "fsdp", "tensor"]),
+)
+def test_the_table_always_has_every_array_and_adds_up(input_dim, widths, sizes, strategy):
+    names = ["data", "model"][: len(sizes)]
+    mesh = layout.MeshSpec(tuple(zip(names, sizes, strict=True)))
+    report = count_params(dense(input_dim, *widths))
+    outcome = lw.lay_out(report, mesh, strategy)
+    table = lw.array_table(report, outcome)
+    assert list(table["path"]) == [row.path for row in report.arrays]
+    if outcome.layout is not None:
+        assert outcome.error is None
+        assert int(table["values_per_shard"].sum()) == outcome.layout.values_per_device
+        assert int(table["stored_values"].sum()) == outcome.layout.total_stored_values
+        assert not set(table["status"]) & {lw.IMPOSSIBLE, lw.NOT_LAID_OUT}
+    else:
+        assert outcome.error
+        flagged = set(table.loc[table["status"] == lw.IMPOSSIBLE, "path"])
+        assert flagged == {path for path, _ in outcome.problems}
+        placed = table[~table["status"].isin([lw.IMPOSSIBLE, lw.NOT_LAID_OUT])]
+        assert placed["values_per_shard"].notna().all()
