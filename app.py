@@ -15,6 +15,7 @@ pages = [
     st.Page("pages/model.py", title="Model", icon=":material/calculate:", url_path="model", default=True),
     st.Page("pages/shards.py", title="Shards", icon=":material/grid_view:", url_path="shards"),
     st.Page("pages/bytes.py", title="Bytes", icon=":material/storage:", url_path="bytes"),
+    st.Page("pages/layout.py", title="Layout", icon=":material/view_module:", url_path="layout"),
     st.Page("pages/checkpoint.py", title="Checkpoint", icon=":material/save:", url_path="checkpoint"),
 ]
 

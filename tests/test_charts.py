@@ -140,3 +140,97 @@ def test_checkpoint_sizes_puts_the_measured_disk_beside_both_estimates(dtype, di
         units.bytes_exact(disk_bytes),
     ]
     assert [tooltip["field"] for tooltip in spec["encoding"]["tooltip"]] == ["label", "num_bytes_text"]
+
+
+# --- Layout page ----------------------------------------------------------------------------
+
+DENSE_8_8 = ModelConfig(input_dim=8, layers=(DenseLayer(features=8),))
+
+
+def layout_strategies(mesh_text):
+    from dcsim import layout
+    from dcsim.ui import layout_widgets
+
+    return layout_widgets.strategy_frame(DENSE_8_8, layout.parse_mesh(mesh_text), ())
+
+
+def test_layout_vs_ideal_bars_start_at_a_baseline_on_the_log_axis():
+    spec = charts.layout_vs_ideal(layout_strategies("data=4"), "fsdp").to_dict()
+    bars, rule = spec["layer"]
+    assert bars["mark"]["type"] == "bar" and rule["mark"]["type"] == "rule"
+    x = bars["encoding"]["x"]
+    assert x["scale"]["type"] == "log"
+    # 18 (fsdp, ideal) and 72 (replicated): bars start at 10, the power of ten below the smallest figure
+    assert bars["encoding"]["x2"] == {"datum": 10.0}
+    assert x["scale"]["domain"] == [10.0, 100.0]
+    assert x["axis"]["values"] == [10.0, 100.0]
+    assert "log" in x["axis"]["title"]
+    assert rule["encoding"]["x"]["field"] == "ideal_share"
+    assert bars["encoding"]["y"]["sort"] == ["replicated", "fsdp", "tensor"]
+    assert "red: fsdp" in spec["title"]["subtitle"] and "(values, log)" in spec["title"]["text"]
+    assert spec["description"]
+
+
+def test_layout_vs_ideal_tooltips_are_exact_and_refused_strategies_have_no_bar():
+    spec = charts.layout_vs_ideal(layout_strategies("data=3"), "replicated").to_dict()
+    tips = {tip["title"]: tip["field"] for tip in spec["layer"][0]["encoding"]["tooltip"]}
+    assert tips == {
+        "Strategy": "strategy",
+        "Values per device (exact)": "values_text",
+        "Ideal share (exact)": "ideal_share_text",
+    }
+    rows = spec["datasets"][spec["layer"][0]["data"]["name"]]
+    assert [row["strategy"] for row in rows] == ["replicated", "fsdp"]  # tensor needs `model`
+    assert {row["ideal_share_text"] for row in rows} == {"24"}
+    assert [row["chosen"] for row in rows] == [True, False]
+
+
+def test_layout_vs_ideal_baseline_goes_below_a_share_under_one():
+    from dcsim import layout
+    from dcsim.ui import layout_widgets
+
+    strategies = layout_widgets.strategy_frame(DENSE_8_8, layout.parse_mesh("data=4096"), ())
+    spec = charts.layout_vs_ideal(strategies, "fsdp").to_dict()
+    # ideal share 72 / 4096 = 0.0176: the axis and the baseline reach 0.01
+    assert spec["layer"][0]["encoding"]["x2"]["datum"] == pytest.approx(0.01)
+
+
+def test_layout_sweep_is_log_log_lines_with_the_layout_marked():
+    from dcsim.ui import layout_widgets
+
+    sweep = layout_widgets.sweep_frame(count_params(DENSE_8_8))
+    spec = charts.layout_sweep(sweep, 4, 18).to_dict()
+    marks = [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in spec["layer"]]
+    assert "bar" not in marks and marks.count("point") == 2 and "line" in marks
+    encoding = spec["layer"][0]["encoding"]
+    assert encoding["x"]["scale"] == {"type": "log", "base": 2}
+    assert encoding["y"]["scale"] == {"type": "log"}
+    assert encoding["strokeDash"]["field"] == "ideal"
+    tips = {tip["title"]: tip["field"] for tip in encoding["tooltip"]}
+    assert tips["Values per device (exact)"] == "values_text"
+    marked = spec["datasets"][spec["layer"][2]["data"]["name"]]
+    assert marked == [{"devices": 4, "values_per_device": 18.0, "values_text": "18", "series": "this layout"}]
+    assert "red: this layout" in spec["title"]["subtitle"]
+    assert spec["description"]
+
+
+def test_layout_sweep_ticks_cover_a_layout_beyond_the_sweep():
+    from dcsim.ui import layout_widgets
+
+    sweep = layout_widgets.sweep_frame(count_params(DENSE_8_8))
+    without = charts.layout_sweep(sweep).to_dict()
+    assert len(without["layer"]) == 2
+    spec = charts.layout_sweep(sweep, 1 << 20, 72).to_dict()
+    ticks = spec["layer"][0]["encoding"]["y"]["axis"]["values"]
+    assert ticks[0] <= 72 / 4096 and ticks[-1] >= 72
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "baseline"),
+    [(18, 72, 10.0), (10, 72, 1.0), (0.0176, 72, 0.01)],
+    ids=["between", "on-a-decade", "below-one"],
+)
+def test_layout_bars_baseline_lies_below_every_figure(low, high, baseline):
+    start, ticks = charts._log_baseline(low, high)
+    assert start == pytest.approx(baseline) and start < low
+    assert ticks[0] == start and ticks[-1] >= high

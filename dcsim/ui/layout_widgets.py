@@ -1,0 +1,273 @@
+"""The Layout page's settings, tables and cached layout computations.
+
+Settings arrive as text (a link's ``mesh``, ``strategy`` and ``rules``, or the page's widgets) and
+are parsed by ``dcsim.layout`` only: this module never decides what a mesh or a rule may be. In a
+link, rules are one ``PATTERN=SPEC`` per line, joined by a newline (``%0A``): a pattern is
+printable text, so a newline can never be part of one, and the text area shows the same lines.
+
+A request the engine refuses is kept as an ``Outcome`` with the engine's message, and with the
+arrays it could place laid out on their own, so the page shows what can be shown instead of
+nothing. Outcomes are cached (bounded) on text: the configuration's JSON, the mesh, the strategy
+and the rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+
+import pandas as pd
+import streamlit as st
+
+from dcsim import layout, units
+from dcsim.config import ModelConfig, show
+from dcsim.count import ParamReport
+from dcsim.ui import cache
+
+RULES_SEPARATOR = "\n"
+MAX_RULES_TEXT = 4096  # a link stays well under the 4-8 KB proxies commonly allow
+DEFAULT_MESH = "data=2,model=2"
+DEFAULT_STRATEGY = "fsdp"
+DEFAULT_RULES = "*/kernel=data,model\n*/bias=model"
+MAX_CACHED_LAYOUTS = 256
+MAX_CACHED_SWEEPS = 64
+SWEEP_DEVICES = tuple(2**power for power in range(13))  # 1 to 4,096 devices
+# Each strategy swept over a one-axis mesh it can use: tensor needs the axis named `model`.
+SWEEP_MESHES = (("replicated", "data"), ("fsdp", "data"), ("tensor", layout.TENSOR_AXIS))
+
+STRATEGY_HELP = {
+    "replicated": "every device holds every array whole",
+    "fsdp": "each array split along its largest evenly dividing dimension over all devices",
+    "tensor": "each array's last dimension split over the `model` axis, copied over the others",
+    "custom": "your PATTERN=SPEC rules, first match wins; unmatched arrays are replicated",
+}
+
+# Status of a row in the per-array table.
+SPLIT = "split"
+REPLICATED = "replicated"
+FALLBACK = "replicated (fallback)"
+IMPOSSIBLE = "cannot be placed"
+NOT_LAID_OUT = "not laid out"
+
+
+def rule_lines(text: str) -> list[str]:
+    """The non-empty lines of a rules text area, stripped."""
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def parse_rules_text(text: str) -> tuple[layout.Rule, ...]:
+    """Rules from text with one ``PATTERN=SPEC`` a line; raises ValueError naming what is wrong."""
+    if len(text) > MAX_RULES_TEXT:
+        raise ValueError(f"the rules may be at most {MAX_RULES_TEXT:,} characters in all, got {len(text):,}")
+    rules = layout.parse_rules(rule_lines(text))
+    if not rules:
+        raise ValueError("the custom strategy needs at least one PATTERN=SPEC rule, e.g. */kernel=None,model")
+    return rules
+
+
+def rules_text(rules: tuple[layout.Rule, ...]) -> str:
+    """Rules as the text area and the link hold them: one ``PATTERN=SPEC`` a line."""
+    return RULES_SEPARATOR.join(rule.text for rule in rules)
+
+
+def parse_strategy(text: str) -> str:
+    if text not in layout.STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(layout.STRATEGIES)}; got {show(text)}")
+    return text
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """A layout request's result.
+
+    Attributes:
+      layout: the whole layout, when every array can be placed.
+      error: the engine's one-line refusal otherwise.
+      problems: ``(path, message)`` of every array that cannot be placed (empty when the request
+        as a whole was refused, e.g. ``tensor`` on a mesh without ``model``).
+      placed: the arrays that can be placed, laid out on their own, when only some cannot.
+    """
+
+    layout: layout.LayoutReport | None = None
+    error: str | None = None
+    problems: tuple[tuple[str, str], ...] = ()
+    placed: layout.LayoutReport | None = None
+
+
+def lay_out(report: ParamReport, mesh: layout.MeshSpec, strategy: str, rules: tuple[layout.Rule, ...] = ()) -> Outcome:
+    """``compute_layout``, with a refusal kept as an Outcome instead of raised."""
+    try:
+        return Outcome(layout=layout.compute_layout(report, mesh, strategy, rules))
+    except layout.LayoutError as err:
+        refused = {path for path, _ in err.problems}
+        rest = ParamReport(arrays=tuple(row for row in report.arrays if row.path not in refused))
+        placed = layout.compute_layout(rest, mesh, strategy, rules) if rest.arrays else None
+        return Outcome(error=str(err), problems=err.problems, placed=placed)
+    except ValueError as err:
+        return Outcome(error=str(err))
+
+
+@st.cache_data(max_entries=MAX_CACHED_LAYOUTS, show_spinner=False)
+def _cached_layout(config_json: str, mesh_text: str, strategy: str, rules: str) -> Outcome:
+    report = cache.count(ModelConfig.from_json(config_json))
+    return lay_out(report, layout.parse_mesh(mesh_text), strategy, parse_rules_text(rules) if rules else ())
+
+
+def cached_layout(
+    config: ModelConfig, mesh: layout.MeshSpec, strategy: str, rules: tuple[layout.Rule, ...] = ()
+) -> Outcome:
+    """``lay_out`` of the configuration, cached per (configuration, mesh, strategy, rules) text."""
+    return _cached_layout(config.to_json(), mesh.text, strategy, rules_text(rules) if strategy == "custom" else "")
+
+
+def _fraction_text(value: Fraction | None) -> str:
+    return "n/a" if value is None else units.share(value)
+
+
+def array_table(report: ParamReport, outcome: Outcome) -> pd.DataFrame:
+    """One row per parameter array, in model order: path, status, shape, partition_spec,
+    shard_shape, values_per_shard, replication_factor, stored_values, note.
+
+    Counts are exact ints (``None`` where the array has no layout); ``status`` is ``split``,
+    ``replicated``, ``replicated (fallback)`` (the strategy had to copy it), ``cannot be placed``
+    (the engine's message in ``note``) or ``not laid out`` (the whole request was refused).
+    """
+    laid = outcome.layout or outcome.placed
+    rows = {row.path: row for row in laid.arrays} if laid else {}
+    problems = dict(outcome.problems)
+    records = []
+    for array in report.arrays:
+        row = rows.get(array.path)
+        record = {"path": array.path, "shape": "x".join(map(str, array.shape)) or "scalar"}
+        if row is not None:
+            if row.replicated_fallback:
+                status = FALLBACK
+            elif all(entry is None for entry in row.spec):
+                status = REPLICATED
+            else:
+                status = SPLIT
+            record |= {
+                "partition_spec": row.partition_spec,
+                "shard_shape": "x".join(map(str, row.shard_shape)) or "scalar",
+                "values_per_shard": row.values_per_shard,
+                "replication_factor": row.replication_factor,
+                "stored_values": row.stored_values,
+                "status": status,
+                "note": row.note,
+            }
+        else:
+            impossible = array.path in problems
+            record |= {
+                "partition_spec": "",
+                "shard_shape": "",
+                "values_per_shard": None,
+                "replication_factor": None,
+                "stored_values": None,
+                "status": IMPOSSIBLE if impossible else NOT_LAID_OUT,
+                "note": problems[array.path] if impossible else (outcome.error or ""),
+            }
+        records.append(record)
+    columns = [
+        "path",
+        "status",
+        "shape",
+        "partition_spec",
+        "shard_shape",
+        "values_per_shard",
+        "replication_factor",
+        "stored_values",
+        "note",
+    ]
+    frame = pd.DataFrame(records, columns=columns)
+    for column in ("values_per_shard", "replication_factor", "stored_values"):
+        frame[column] = pd.array(list(frame[column]), dtype="Int64") if len(frame) else frame[column]
+    return frame
+
+
+def strategy_frame(config: ModelConfig, mesh: layout.MeshSpec, rules: tuple[layout.Rule, ...]) -> pd.DataFrame:
+    """Values per device of every strategy on this mesh (custom only with rules), beside the
+    ideal share: strategy, values_per_device (None when refused), values_text, ideal_share,
+    ideal_share_text, status (the refusal, or ``ok``)."""
+    report = cache.count(config)
+    share = Fraction(report.total_params, mesh.num_devices)
+    records = []
+    for strategy in layout.STRATEGIES:
+        if strategy == "custom" and not rules:
+            continue
+        outcome = cached_layout(config, mesh, strategy, rules if strategy == "custom" else ())
+        values = outcome.layout.values_per_device if outcome.layout else None
+        records.append(
+            {
+                "strategy": strategy,
+                "values_per_device": values,
+                "values_text": units.count(values) if values is not None else "cannot be laid out",
+                "ideal_share": float(share),
+                "ideal_share_text": units.share(share),
+                "status": "ok" if outcome.layout else outcome.error,
+            }
+        )
+    frame = pd.DataFrame(records)
+    frame["values_per_device"] = pd.array(list(frame["values_per_device"]), dtype="Int64")
+    return frame
+
+
+def sweep_frame(report: ParamReport) -> pd.DataFrame:
+    """Values per device of replicated and fsdp over ``data=N``, tensor over ``model=N``, and the
+    ideal share, for N = 1, 2, 4 ... 4,096: devices, series, values_per_device (float, for
+    position), values_text (exact). Points a strategy refuses are left out."""
+    records = []
+    for devices in SWEEP_DEVICES:
+        share = Fraction(report.total_params, devices)
+        records.append(
+            {
+                "devices": devices,
+                "series": "ideal share",
+                "values_per_device": float(share),
+                "values_text": units.share(share),
+            }
+        )
+        for strategy, axis in SWEEP_MESHES:
+            outcome = lay_out(report, layout.MeshSpec(((axis, devices),)), strategy)
+            if outcome.layout is None:
+                continue
+            values = outcome.layout.values_per_device
+            records.append(
+                {
+                    "devices": devices,
+                    "series": f"{strategy} ({axis}=N)",
+                    "values_per_device": float(values),
+                    "values_text": units.count(values),
+                }
+            )
+    return pd.DataFrame(records, columns=["devices", "series", "values_per_device", "values_text"])
+
+
+@st.cache_data(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
+def _cached_sweep(config_json: str) -> pd.DataFrame:
+    return sweep_frame(cache.count(ModelConfig.from_json(config_json)))
+
+
+def cached_sweep(config: ModelConfig) -> pd.DataFrame:
+    """``sweep_frame`` of the configuration, cached per configuration."""
+    return _cached_sweep(config.to_json())
+
+
+def mesh_frame(mesh: layout.MeshSpec) -> pd.DataFrame:
+    """The mesh's axes as a readable table: axis, size (text with separators)."""
+    return pd.DataFrame({"axis": list(mesh.names), "size": [units.count(size) for size in mesh.sizes]})
+
+
+_FLAGS = {FALLBACK: "⚠ ", IMPOSSIBLE: "✖ ", NOT_LAID_OUT: "✖ "}
+
+
+def table_text(table: pd.DataFrame) -> pd.DataFrame:
+    """``array_table`` for the screen: counts as exact text with separators (blank where an array
+    has no layout), flagged statuses marked with a sign."""
+
+    def counts(value: object) -> str:
+        return "" if pd.isna(value) else units.count(int(value))
+
+    return table.assign(
+        **{column: table[column].map(counts) for column in ("values_per_shard", "replication_factor", "stored_values")},
+        status=table["status"].map(lambda status: _FLAGS.get(status, "") + status),
+    )

@@ -1,0 +1,249 @@
+"""Layout page: what each device of a real mesh holds, by JAX's own sharding rules, against the
+ideal share."""
+
+import json
+
+import streamlit as st
+
+from dcsim import charts, layout, shares, units
+from dcsim.ui import cache, frame, state
+from dcsim.ui import layout_widgets as lw
+
+frame.require_router()
+
+LAST_VALID = "dcsim.layout.last_valid"  # this session's last valid mesh and rules, shown after a bad edit
+LINK_ICON = ":material/link_off:"
+
+
+def seeded(name: str, default: str, parse, limit: int) -> str:
+    """The widget key of the setting ``name``, seeded (when it has no state) from the link, else
+    the session's memory of this page, else ``default``; a bad link value is explained and
+    replaced by ``default``."""
+    key = f"{state.WIDGET_PREFIX}layout.{name}"
+    if key in st.session_state:
+        return key
+    text, problem = state.page_setting(name, default, limit=limit)
+    if problem:
+        st.warning(frame.plain(problem), icon=LINK_ICON)
+    else:
+        try:
+            parse(text)
+        except (TypeError, ValueError) as err:
+            st.warning(frame.plain(f"Link: `{name}`: {err}; using {default!r} instead."), icon=LINK_ICON)
+            text = default
+    st.session_state.setdefault(LAST_VALID, {})[name] = text
+    return state.seed_widget(f"layout.{name}", text)
+
+
+def parsed(name: str, text: str, parse, what: str):
+    """``parse(text)``, remembered as the last valid; on a bad edit, the error and the last valid."""
+    last = st.session_state.setdefault(LAST_VALID, {})
+    try:
+        value = parse(text)
+    except (TypeError, ValueError) as err:
+        shown = last.get(name, "")
+        st.error(frame.plain(f"{what}: {err}. Showing the last valid {what.lower()}: {shown}"), icon=":material/error:")
+        return parse(shown)
+    last[name] = text
+    return value
+
+
+st.header("What each device holds on a real mesh")
+config = state.config()
+report = cache.count(config)
+summary_col, link_col = st.columns([3, 1])
+summary_col.caption(f"Model: {frame.describe(config)} · {units.count(report.total_params)} parameters.")
+with link_col:
+    st.page_link("pages/model.py", label="Change the model", icon=":material/calculate:")
+
+st.subheader("Mesh and strategy")
+mesh_col, strategy_col = st.columns([3, 2])
+with mesh_col:
+    mesh_key = seeded("mesh", lw.DEFAULT_MESH, layout.parse_mesh, layout.MAX_MESH_CHARS)
+    mesh_text = st.text_input(
+        "Mesh: AXIS=SIZE, comma separated",
+        key=mesh_key,
+        max_chars=layout.MAX_MESH_CHARS,
+        placeholder="data=4,model=2",
+        help="Named axes of the device mesh and their sizes, e.g. `data=4,model=2` (8 devices). "
+        f"At most {layout.MAX_MESH_AXES} axes and {layout.MAX_MESH_DEVICES:,} devices; "
+        "the tensor strategy needs an axis named `model`.",
+    )
+with strategy_col:
+    strategy_key = seeded("strategy", lw.DEFAULT_STRATEGY, lw.parse_strategy, 32)
+    strategy = st.selectbox(
+        "Strategy",
+        layout.STRATEGIES,
+        key=strategy_key,
+        help="How each parameter array is split over the mesh. JAX decides what divides evenly.",
+    )
+    st.caption(f"**{strategy}**: {lw.STRATEGY_HELP[strategy]}.")
+mesh = parsed("mesh", mesh_text, layout.parse_mesh, "Mesh")
+with mesh_col:
+    axes_col, devices_col = st.columns([2, 1])
+    axes_col.dataframe(
+        lw.mesh_frame(mesh),
+        hide_index=True,
+        column_config={"axis": "Axis", "size": st.column_config.TextColumn("Size")},
+    )
+    devices_col.metric("Devices", units.count(mesh.num_devices), help="The product of the axis sizes.")
+
+rules: tuple[layout.Rule, ...] = ()
+if strategy == "custom":
+    rules_key = seeded("rules", lw.DEFAULT_RULES, lw.parse_rules_text, lw.MAX_RULES_TEXT)
+    rules_box = st.text_area(
+        "Custom rules: one PATTERN=SPEC a line, first match wins",
+        key=rules_key,
+        max_chars=lw.MAX_RULES_TEXT,
+        height=120,
+        help="PATTERN is a glob on the array path (`*/kernel`, `Dense_*/bias`; `*` also crosses `/`). "
+        "SPEC has one entry per dimension: `None`, a mesh axis, or axes joined by `+`, e.g. "
+        "`*/kernel=None,model` or `*/kernel=data+model,None`. Unmatched arrays are replicated. "
+        f"At most {layout.MAX_RULES} rules.",
+    )
+    rules = parsed("rules", rules_box, lw.parse_rules_text, "Rules")
+
+settings = {"mesh": mesh.text, "strategy": strategy}
+if strategy == "custom":
+    settings["rules"] = lw.rules_text(rules)
+state.set_page_params(settings)
+
+outcome = lw.cached_layout(config, mesh, strategy, rules)
+laid = outcome.layout
+share = shares.ideal_share(report.total_params, mesh.num_devices)
+
+st.subheader("Per device against the ideal share")
+if outcome.error:
+    st.error(frame.plain(f"This layout is impossible: {outcome.error}"), icon=":material/error:")
+columns = st.columns(4)
+columns[0].metric("Total parameters", units.count(report.total_params))
+columns[1].metric(
+    "Ideal share (total / devices)",
+    units.share_short(share.exact),
+    help=f"Exactly {units.share(share.exact)} values: an average, not a layout.",
+)
+if laid is not None:
+    columns[2].metric(
+        "Values per device",
+        units.count(laid.values_per_device),
+        help="What every device of the mesh holds under this layout (JAX gives every device shards of the same "
+        "shapes).",
+    )
+    columns[3].metric(
+        "Raw float32 per device",
+        units.bytes_exact(laid.raw_float32_bytes_per_device),
+        help="Values per device x 4 bytes; not a checkpoint size.",
+    )
+    columns = st.columns(4)
+    columns[0].metric(
+        "Gap to the ideal share",
+        units.share_short(laid.gap),
+        help=f"Values per device - ideal share = exactly {units.share(laid.gap)}.",
+    )
+    columns[1].metric(
+        "Ratio to the ideal share",
+        f"{units.share_short(laid.gap_ratio)}x" if laid.gap_ratio is not None else "n/a",
+        help=f"Exactly {units.share(laid.gap_ratio) if laid.gap_ratio is not None else 'n/a'}; 1x is ideal.",
+    )
+    columns[2].metric(
+        "Total stored values",
+        units.count(laid.total_stored_values),
+        help="Values per device x devices: everything the mesh holds in memory, replicas included.",
+    )
+    columns[3].metric(
+        "Replication factor",
+        f"{units.share_short(laid.replication_factor)}x" if laid.replication_factor is not None else "n/a",
+        help="Stored values / total parameters: copies of each value across the mesh, on average; 1x = none.",
+    )
+    st.caption(f"**{layout.REPLICAS_NOT_ON_DISK[0].upper()}{layout.REPLICAS_NOT_ON_DISK[1:]}.**")
+    if laid.num_replicated_fallbacks:
+        st.warning(
+            frame.plain(
+                f"{laid.num_replicated_fallbacks:,} of {len(laid.arrays):,} arrays could not be split as the "
+                f"{strategy} strategy asks and are replicated on every device instead; they are flagged "
+                f"“{lw.FALLBACK}” in the table below, with the reason."
+            ),
+            icon=":material/content_copy:",
+        )
+else:
+    columns[2].metric("Values per device", "n/a", help="This layout is impossible: see the message above.")
+    st.caption(
+        "Fix the mesh, the strategy or the model; the table below flags every array that cannot be placed, "
+        "and the chart shows which strategies can lay this model out on this mesh."
+    )
+
+st.subheader("Across strategies and device counts")
+strategies = lw.strategy_frame(config, mesh, rules)
+left, right = st.columns(2)
+with left:
+    st.altair_chart(charts.layout_vs_ideal(strategies, strategy), width="stretch")
+    refused = strategies[strategies["status"] != "ok"]
+    for name, why in zip(refused["strategy"], refused["status"], strict=True):
+        st.caption(frame.plain(f"{name} cannot lay this model out on this mesh: {why}"))
+with right:
+    sweep = lw.cached_sweep(config)
+    st.altair_chart(
+        charts.layout_sweep(sweep, mesh.num_devices, laid.values_per_device if laid else None), width="stretch"
+    )
+    st.caption(
+        "Replicated stays flat: every device holds everything. fsdp follows the ideal share until arrays stop "
+        "dividing evenly; tensor stops where the last dimension no longer divides (missing points)."
+    )
+
+st.subheader("Every parameter array")
+table = lw.array_table(report, outcome)
+st.dataframe(
+    lw.table_text(table),
+    hide_index=True,
+    column_config={
+        "path": "Array",
+        "shape": "Shape",
+        "partition_spec": st.column_config.TextColumn("Partition spec", help="JAX's PartitionSpec; P() = whole"),
+        "shard_shape": st.column_config.TextColumn("Shard shape", help="What each device holds of the array"),
+        "values_per_shard": st.column_config.TextColumn("Values per shard"),
+        "replication_factor": st.column_config.TextColumn(
+            "Replication", help="Copies of each value across the mesh; 1 = not replicated"
+        ),
+        "stored_values": st.column_config.TextColumn("Stored (all devices)"),
+        "status": st.column_config.TextColumn("Status"),
+        "note": st.column_config.TextColumn("Why", width="large"),
+    },
+)
+st.caption(
+    f"“{lw.FALLBACK}”: the strategy found no way to split the array (fsdp: no dimension divides evenly by the "
+    f"number of devices; custom: no rule matched), so every device holds it whole. “{lw.IMPOSSIBLE}”: "
+    "JAX refuses the split the strategy or a rule asks for; the Why column says which dimension and axis."
+)
+download_col, json_col = st.columns(2)
+download_col.download_button(
+    "Download the per-array table (CSV)",
+    data=table.to_csv(index=False),
+    file_name="dcsim-layout.csv",
+    mime="text/csv",
+    icon=":material/download:",
+    on_click="ignore",
+)
+if laid is not None:
+    json_col.download_button(
+        "Download the layout (JSON)",
+        data=json.dumps(layout.layout_record(laid), indent=2),
+        file_name="dcsim-layout.json",
+        mime="application/json",
+        icon=":material/download:",
+        on_click="ignore",
+    )
+
+st.subheader("How to read a layout")
+st.markdown(
+    """
+- **Ideal share** is total / devices: what each device would hold if values could be poured evenly.
+  **Values per device** is what JAX's sharding really puts on each one.
+- **replicated**: every device holds everything, so values per device is the total.
+- **fsdp**: each array is cut along one dimension into as many equal parts as there are devices; an array
+  with no such dimension stays whole everywhere (flagged).
+- **tensor**: the last dimension of each array is cut over the `model` axis and copied over every other axis.
+- **custom**: rules such as `*/kernel=None,model`: the pattern picks arrays by path, the spec says which
+  mesh axes cut each dimension.
+- A gap above 0 means replicas: the mesh stores more values than the model has.
+"""
+)

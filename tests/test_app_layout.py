@@ -1,0 +1,296 @@
+"""The Layout page in Streamlit's AppTest: golden layouts, impossible requests, hostile links,
+settings that survive page switches, and no exception anywhere."""
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+LAYOUT = "pages/layout.py"
+GOLDEN = {"input_dim": "8", "layers": "8"}
+
+
+def open_app(query: dict[str, str] | None = None, page: str | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    at.run()
+    if page:
+        at.switch_page(page).run()
+    assert not at.exception
+    return at
+
+
+def open_link(query: dict[str, str]) -> AppTest:
+    """Open ``/layout?<query>`` as a browser does: the first run is already the Layout page."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.switch_page(LAYOUT).run()
+    assert not at.exception
+    return at
+
+
+def metrics(at):
+    return {metric.label: metric.value for metric in at.metric}
+
+
+def shown(element):
+    """An alert's text as the person reads it: dcsim escapes markdown in anything it echoes."""
+    return element.value.replace("\\", "")
+
+
+def mesh_input(at):
+    return at.text_input(key="w.layout.mesh")
+
+
+def strategy_select(at):
+    return at.selectbox(key="w.layout.strategy")
+
+
+def arrays(at):
+    """The per-array table (the last dataframe on the page)."""
+    return at.dataframe[-1].value
+
+
+def downloads(at):
+    return {button.label: button for button in at.get("download_button")}
+
+
+@pytest.mark.parametrize(
+    "mesh, strategy, total, per_device, ideal, stored, replication, gap",
+    [
+        # kernel 8x4 + bias 4 on each device
+        ("model=2", "tensor", "72", "36", "36", "72", "1x", "0"),
+        ("data=4", "replicated", "72", "72", "18", "288", "4x", "54"),
+        # kernel rows 8/4 = 2 (16 values) + bias 2
+        ("data=4", "fsdp", "72", "18", "18", "72", "1x", "0"),
+        # split over model, copied over data
+        ("data=2,model=2", "tensor", "72", "36", "18", "144", "2x", "18"),
+    ],
+    ids=["model2-tensor", "data4-replicated", "data4-fsdp", "data2-model2-tensor"],
+)
+def test_golden_layouts_of_dense8_on_input8(mesh, strategy, total, per_device, ideal, stored, replication, gap):
+    at = open_link({**GOLDEN, "mesh": mesh, "strategy": strategy})
+    values = metrics(at)
+    assert values["Total parameters"] == total
+    assert values["Values per device"] == per_device
+    assert values["Ideal share (total / devices)"] == ideal
+    assert values["Total stored values"] == stored
+    assert values["Replication factor"] == replication
+    assert values["Ratio to the ideal share"] == replication
+    assert values["Gap to the ideal share"] == gap
+    assert not at.error and not at.warning
+    assert any("not copies on disk" in caption.value for caption in at.caption)
+
+
+def test_the_link_reopens_exactly_and_is_written_back():
+    at = open_link({**GOLDEN, "mesh": "data=4", "strategy": "fsdp"})
+    assert mesh_input(at).value == "data=4"
+    assert strategy_select(at).value == "fsdp"
+    assert metrics(at)["Devices"] == "4"
+    assert at.query_params["mesh"] == "data=4" and at.query_params["strategy"] == "fsdp"
+    assert (at.query_params["input_dim"], at.query_params["layers"]) == ("8", "8")
+    table = arrays(at)
+    assert list(table["partition_spec"]) == ["P('data',)", "P('data',)"]
+    assert list(table["shard_shape"]) == ["2x8", "2"]
+    assert list(table["values_per_shard"]) == ["16", "2"]
+
+
+def test_widgets_change_the_numbers_and_the_url():
+    at = open_link(GOLDEN)
+    assert at.query_params["mesh"] == "data=2,model=2"  # the default mesh and strategy are in the link too
+    mesh_input(at).set_value(" data = 4 ").run()
+    assert metrics(at)["Values per device"] == "18"
+    assert at.query_params["mesh"] == "data=4"  # written as parse_mesh reads it
+    strategy_select(at).set_value("replicated").run()
+    assert metrics(at)["Values per device"] == "72"
+    assert at.query_params["strategy"] == "replicated"
+    assert "rules" not in at.query_params
+
+
+def test_custom_rules_travel_one_per_line():
+    at = open_link({**GOLDEN, "mesh": "data=2,model=2", "strategy": "custom"})
+    rules = at.text_area(key="w.layout.rules")
+    rules.set_value("*/kernel=data,model\n\n  */bias=None  \n").run()
+    assert not at.exception and not at.error
+    # kernel 8x8 over data x model: 4x4 = 16; the bias is replicated by its rule: 8
+    assert metrics(at)["Values per device"] == "24"
+    assert at.query_params["rules"] == "*/kernel=data,model\n*/bias=None"
+    reopened = open_link(dict(at.query_params))
+    assert metrics(reopened)["Values per device"] == "24"
+    assert reopened.text_area(key="w.layout.rules").value == "*/kernel=data,model\n*/bias=None"
+
+
+def test_an_unmatched_array_is_flagged_as_a_replicated_fallback():
+    at = open_link({**GOLDEN, "mesh": "data=2", "strategy": "custom", "rules": "*/kernel=data"})
+    assert metrics(at)["Values per device"] == "40"  # kernel 4x8 + the whole bias 8
+    table = arrays(at)
+    assert list(table["status"]) == ["split", "⚠ replicated (fallback)"]
+    assert list(table["note"])[1] == "replicated: no rule matched"
+    assert "1 of 2 arrays" in shown(at.warning[0])
+
+
+def test_fsdp_fallback_rows_are_flagged_and_explained():
+    at = open_link({**GOLDEN, "mesh": "data=3", "strategy": "fsdp"})
+    assert metrics(at)["Values per device"] == "72"
+    assert metrics(at)["Ideal share (total / devices)"] == "24"
+    table = arrays(at)
+    assert set(table["status"]) == {"⚠ replicated (fallback)"}
+    assert "no dimension of 8x8 splits evenly into 3 parts" in table["note"].iloc[0]
+    assert "2 of 2 arrays" in shown(at.warning[0])
+
+
+def test_an_impossible_layout_names_the_parameter_and_flags_every_row():
+    at = open_link({"input_dim": "8", "layers": "5", "mesh": "model=2", "strategy": "tensor"})
+    error = shown(at.error[0])
+    assert "`Dense_0/kernel` (shape 8x5)" in error
+    assert "dimension 1 has size 5" in error
+    assert "mesh axis `model` (size 2)" in error
+    assert "1 more array cannot be placed either (`Dense_0/bias`)" in error
+    values = metrics(at)
+    assert values["Values per device"] == "n/a"
+    assert values["Ideal share (total / devices)"] == "22.5"
+    table = arrays(at)
+    assert list(table["status"]) == ["✖ cannot be placed"] * 2
+    assert "`Dense_0/bias` (shape 5)" in list(table["note"])[1]
+    assert len(at.get("vega_lite_chart")) == 2  # the strategies that can lay it out are still shown
+    assert "Download the per-array table (CSV)" in downloads(at)
+    assert "Download the layout (JSON)" not in downloads(at)
+
+
+def test_only_the_arrays_that_cannot_be_placed_are_flagged():
+    at = open_link({"input_dim": "8", "layers": "8_5", "mesh": "model=2", "strategy": "tensor"})
+    assert "`Dense_1/kernel` (shape 8x5)" in shown(at.error[0])
+    table = arrays(at)
+    assert list(table["status"]) == ["split", "split", "✖ cannot be placed", "✖ cannot be placed"]
+    assert list(table["values_per_shard"]) == ["32", "4", "", ""]
+
+
+def test_a_request_refused_as_a_whole_shows_every_array_unplaced():
+    at = open_link({**GOLDEN, "mesh": "data=4", "strategy": "tensor"})
+    assert "has none; add one, e.g. data=4,model=2" in shown(at.error[0])
+    assert set(arrays(at)["status"]) == {"✖ not laid out"}
+    assert metrics(at)["Ideal share (total / devices)"] == "18"
+
+
+def test_a_bad_mesh_edit_keeps_the_last_valid_mesh():
+    at = open_link({**GOLDEN, "mesh": "data=4", "strategy": "fsdp"})
+    mesh_input(at).set_value("data=0").run()
+    assert not at.exception
+    error = shown(at.error[0])
+    assert "mesh axis `data` needs a size that is a whole number" in error
+    assert "Showing the last valid mesh: data=4" in error
+    assert metrics(at)["Values per device"] == "18"
+    assert at.query_params["mesh"] == "data=4"
+
+
+def test_a_bad_rule_edit_keeps_the_last_valid_rules():
+    at = open_link({**GOLDEN, "mesh": "data=2", "strategy": "custom", "rules": "*/kernel=data"})
+    at.text_area(key="w.layout.rules").set_value("*/kernel=None,nope").run()
+    assert not at.exception
+    assert "names mesh axis `nope`" in shown(at.error[0])  # parses, but the engine refuses it
+    at.text_area(key="w.layout.rules").set_value("*/kernel").run()
+    assert "Showing the last valid rules: */kernel=None,nope" in shown(at.error[0])
+    assert at.query_params["rules"] == "*/kernel=None,nope"
+
+
+HOSTILE = {
+    "mesh-10k": {"mesh": "data=4," * 1700},
+    "mesh-zero": {"mesh": "data=0"},
+    "mesh-1e400": {"mesh": "data=1e400"},
+    "mesh-too-many-devices": {"mesh": "a=1024,b=1024,c=2"},
+    "mesh-script": {"mesh": "<script>alert(1)</script>=2"},
+    "mesh-md-link": {"mesh": "[x](javascript:alert(1))"},
+    "mesh-nul": {"mesh": "data=\x00"},
+    "strategy-regex": {"strategy": "(.*)*z"},
+    "strategy-10k": {"strategy": "f" * 10_000},
+    "rules-10k": {"strategy": "custom", "rules": "*/kernel=data\n" * 800},
+    "rules-hostile-glob": {"strategy": "custom", "rules": "(.*)*z=data"},
+    "rules-star-glob": {"strategy": "custom", "rules": "*" * 200 + "[!a]=data"},
+    "rules-too-many": {"strategy": "custom", "rules": "\n".join(["*=data"] * 65)},
+    "rules-no-spec": {"strategy": "custom", "rules": "*/kernel"},
+    "rules-md": {"strategy": "custom", "rules": "[a](javascript:x)=**b**"},
+}
+
+
+@pytest.mark.parametrize("query", list(HOSTILE.values()), ids=list(HOSTILE))
+def test_hostile_settings_in_a_link_never_raise(query):
+    at = open_link(query)
+    assert not at.exception
+    for alert in (*at.warning, *at.error):
+        assert "(" not in alert.value.replace("\\(", "")  # every markdown character arrives escaped
+        assert "[" not in alert.value.replace("\\[", "")
+    assert "Total parameters" in metrics(at)
+    assert len(at.query_params.get("mesh", "")) <= 512
+    assert len(at.query_params.get("rules", "")) <= 4096
+
+
+@pytest.mark.parametrize(
+    "query, words",
+    [
+        ({"mesh": "data=0"}, "Link: `mesh`"),
+        ({"mesh": "x" * 10_000}, "may be at most 512 characters, got 10,000"),
+        ({"strategy": "(.*)*z"}, "strategy must be one of replicated, fsdp, tensor, custom"),
+        ({"strategy": "custom", "rules": "(.*)*z"}, "a rule must be PATTERN=SPEC"),
+        ({"strategy": "custom", "rules": "x" * 10_000}, "may be at most 4,096 characters"),
+    ],
+    ids=["mesh", "mesh-10k", "strategy", "rules", "rules-10k"],
+)
+def test_a_bad_link_setting_warns_and_falls_back_to_the_default(query, words):
+    at = open_link(query)
+    assert any(words in shown(warning) for warning in at.warning)
+    assert at.query_params["mesh"] == ("data=2,model=2" if "mesh" in query else at.query_params["mesh"])
+    if "strategy" in query and query["strategy"] != "custom":
+        assert at.query_params["strategy"] == "fsdp"
+    if "rules" in query:
+        assert at.query_params["rules"] == "*/kernel=data,model\n*/bias=model"
+
+
+def test_a_glob_that_would_hang_a_regex_runs_at_once():
+    rules = "*" * 100 + "a" * 100 + "*=data"
+    at = open_link({"input_dim": "8", "layers": "8x200", "mesh": "data=2", "strategy": "custom", "rules": rules})
+    assert not at.exception
+    assert set(arrays(at)["status"]) == {"⚠ replicated (fallback)"}
+
+
+def test_switching_pages_keeps_the_settings():
+    at = open_link({**GOLDEN, "mesh": "data=4", "strategy": "fsdp"})
+    strategy_select(at).set_value("replicated").run()
+    at.switch_page("pages/model.py").run()
+    assert not at.exception
+    assert "mesh" not in at.query_params  # another page's link carries only its own settings
+    at.switch_page("pages/shards.py").run()
+    at.switch_page(LAYOUT).run()
+    assert not at.exception
+    assert mesh_input(at).value == "data=4"
+    assert strategy_select(at).value == "replicated"
+    assert metrics(at)["Values per device"] == "72"
+    assert (at.query_params["mesh"], at.query_params["strategy"]) == ("data=4", "replicated")
+
+
+def test_the_model_page_is_linked():
+    at = open_link(GOLDEN)
+    links = at.get("page_link")
+    assert [link.proto.label for link in links] == ["Change the model"]
+    assert links[0].proto.page_script_hash
+
+
+def test_downloads_are_offered_and_the_json_only_for_a_layout():
+    at = open_link({**GOLDEN, "mesh": "data=2,model=2", "strategy": "tensor"})
+    assert {"Download the per-array table (CSV)", "Download the layout (JSON)"} <= set(downloads(at))
+    # the files' contents are checked in Chromium (tests/test_browser_layout.py)
+
+
+def test_charts_compare_strategies_and_device_counts():
+    at = open_link({**GOLDEN, "mesh": "data=4", "strategy": "fsdp"})
+    specs = [json.loads(chart.proto.spec) for chart in at.get("vega_lite_chart")]
+    titles = [spec["title"]["text"] for spec in specs]
+    assert titles == [
+        "Values per device by strategy (values, log)",
+        "Values per device by device count (log-log)",
+    ]
+    # tensor cannot use a mesh without `model`: said beside the chart
+    assert any("tensor cannot lay this model out" in shown(caption) for caption in at.caption)
