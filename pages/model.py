@@ -3,15 +3,69 @@
 import streamlit as st
 
 from dcsim import breakdown, payload, presets, shares, tables, units
+from dcsim.config import ModelConfig
 from dcsim.ui import cache, frame, state, widgets
 
 frame.require_router()
 
 st.header("How big is this model, and what does it come to per shard?")
-answer = st.container()
+answer = st.empty()
+
+
+def show_answer(config: ModelConfig, error: str | None = None) -> None:
+    """The whole answer at the top of the page: drawn first from the session's configuration, so
+    a fresh visitor sees the numbers before the editor below has loaded, and drawn again after
+    the widgets only if they changed the configuration or were refused."""
+    report = cache.count(config)
+    share = shares.ideal_share(report.total_params, config.num_shards)
+    raw_float32 = payload.raw_bytes(report.total_params, "float32")
+    with answer.container():
+        if error:
+            st.error(frame.plain(f"{error}. Showing the last valid configuration."), icon=":material/error:")
+        # A preset's four figures run to 15 digits: two rows of two keep every digit on one line.
+        columns = [*st.columns(2), *st.columns(2)] if config.preset else st.columns(3)
+        total_col, share_col, bytes_col = columns[0], columns[-2], columns[-1]
+        total_col.metric(
+            "Total parameters",
+            units.count(report.total_params),
+            help="Counted by initialising the real Flax modules abstractly (jax.eval_shape): exact, no memory spent.",
+        )
+        if config.preset:
+            columns[1].metric(
+                "Non-embedding parameters",
+                units.count(breakdown.non_embedding_params(config, report)),
+                help="The total less the token, position and token-type embedding tables and less an untied output "
+                "projection over the vocabulary, as Pythia reports it (a tied output layer is the token table, "
+                "subtracted once).",
+            )
+        share_col.metric(
+            f"Ideal share per shard ({config.num_shards:,} shards)",
+            units.share_short(share.exact),
+            help=f"Exactly {units.share(share.exact)}: total / shards, an average, not a layout. "
+            "No shard holds a fraction of a value.",
+        )
+        bytes_col.metric("Raw float32 payload", units.bytes_exact(raw_float32))
+        bytes_col.caption("Raw float32 estimate (4 bytes a value), **not the checkpoint size**.")
+        if config.preset:
+            row = presets.PRESETS[config.preset]
+            if config.overrides:
+                changed = ", ".join(f"{name}={value}" for name, value in config.overrides)
+                st.caption(frame.plain(f"{row.title} with {changed}; published {row.title}: {row.published_params:,}."))
+            else:
+                same = "matches" if report.total_params == row.published_params else "DIFFERS FROM"
+                st.caption(f"{same} the published {row.published_params:,} ({frame.plain(row.source)}).")
+        if report.other:
+            st.caption(
+                f"Other variables (BatchNorm statistics and the like; not parameters, not in the total): "
+                f"{units.count(report.total_other_values)} values."
+            )
+
+
+shown = state.config()
+show_answer(shown)
 
 st.subheader("Configuration")
-config = state.config()
+config = shown
 preset = widgets.model_choice(config)
 left, right = st.columns(2)
 with left:
@@ -62,50 +116,9 @@ if st.button("Reset to the seed example", icon=":material/restart_alt:"):
     state.set_config(type(config)(), replace_widgets=True)
     st.rerun()
 
+if error or config != shown:
+    show_answer(config, error)
 report = cache.count(config)
-share = shares.ideal_share(report.total_params, config.num_shards)
-raw_float32 = payload.raw_bytes(report.total_params, "float32")
-
-with answer:
-    if error:
-        st.error(frame.plain(f"{error}. Showing the last valid configuration."), icon=":material/error:")
-    # A preset's four figures run to 15 digits: two rows of two keep every digit on one line.
-    columns = [*st.columns(2), *st.columns(2)] if config.preset else st.columns(3)
-    total_col, share_col, bytes_col = columns[0], columns[-2], columns[-1]
-    total_col.metric(
-        "Total parameters",
-        units.count(report.total_params),
-        help="Counted by initialising the real Flax modules abstractly (jax.eval_shape): exact, no memory spent.",
-    )
-    if config.preset:
-        columns[1].metric(
-            "Non-embedding parameters",
-            units.count(breakdown.non_embedding_params(config, report)),
-            help="The total less the token, position and token-type embedding tables and less an untied output "
-            "projection over the vocabulary, as Pythia reports it (a tied output layer is the token table, "
-            "subtracted once).",
-        )
-    share_col.metric(
-        f"Ideal share per shard ({config.num_shards:,} shards)",
-        units.share_short(share.exact),
-        help=f"Exactly {units.share(share.exact)}: total / shards, an average, not a layout. "
-        "No shard holds a fraction of a value.",
-    )
-    bytes_col.metric("Raw float32 payload", units.bytes_exact(raw_float32))
-    bytes_col.caption("Raw float32 estimate (4 bytes a value), **not the checkpoint size**.")
-    if config.preset:
-        row = presets.PRESETS[config.preset]
-        if config.overrides:
-            changed = ", ".join(f"{name}={value}" for name, value in config.overrides)
-            st.caption(frame.plain(f"{row.title} with {changed}; published {row.title}: {row.published_params:,}."))
-        else:
-            same = "matches" if report.total_params == row.published_params else "DIFFERS FROM"
-            st.caption(f"{same} the published {row.published_params:,} ({frame.plain(row.source)}).")
-    if report.other:
-        st.caption(
-            f"Other variables (BatchNorm statistics and the like; not parameters, not in the total): "
-            f"{units.count(report.total_other_values)} values."
-        )
 
 # Imported after the numbers above have gone to the browser: on a fresh server the first
 # visitor's answer then does not wait for Altair to load.
