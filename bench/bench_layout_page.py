@@ -44,7 +44,11 @@ from dcsim.config import DenseLayer, ModelConfig  # noqa: E402
 from dcsim.count import count_params  # noqa: E402
 
 WIDTH = 8192
-MODELS = (80, 256)
+MODELS = (
+    ("80 x Dense(8,192)", ModelConfig(input_dim=WIDTH, layers=(DenseLayer(features=WIDTH),) * 80)),
+    ("256 x Dense(8,192)", ModelConfig(input_dim=WIDTH, layers=(DenseLayer(features=WIDTH),) * 256)),
+    ("llama2-70b", ModelConfig(preset="llama2-70b")),
+)
 MESH_SPLITS = (2, 4, 8, 16, 32, 64)
 STRATEGY_CYCLE = ("replicated", "fsdp", "tensor")
 
@@ -79,8 +83,7 @@ def wait_done(page) -> float:
     return time.perf_counter()
 
 
-def bench_model(browser, url: str, layers: int, repeats: int) -> dict[str, list[float]]:
-    config = ModelConfig(input_dim=WIDTH, layers=(DenseLayer(features=WIDTH),) * layers)
+def bench_model(browser, url: str, config: ModelConfig, repeats: int) -> dict[str, list[float]]:
     query = "&".join(f"{key}={value}" for key, value in links.encode(config).items())
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
     page.set_default_timeout(120_000)
@@ -141,12 +144,12 @@ def main() -> None:
             print("| model | arrays | values | step | runs | median | max |")
             print("|---|---|---|---|---|---|---|")
             print(f"| seed example, Dense(4) | 2 | 20 | open (warm server) | 1 | {seed[-1]:.2f} s | {seed[-1]:.2f} s |")
-            for layers in MODELS:
-                results = bench_model(browser, url, layers, args.repeats)
-                values = (layers * (WIDTH * WIDTH + WIDTH)) if layers else 0
+            for label, config in MODELS:
+                results = bench_model(browser, url, config, args.repeats)
+                report = count_params(config)
                 for step, times in results.items():
                     print(
-                        f"| {layers} x Dense({WIDTH:,}) | {2 * layers} | {values:,} | {step} | {len(times)} | "
+                        f"| {label} | {len(report.arrays)} | {report.total_params:,} | {step} | {len(times)} | "
                         f"{statistics.median(times):.2f} s | {max(times):.2f} s |"
                     )
         finally:
