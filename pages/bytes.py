@@ -132,3 +132,4 @@ st.markdown(
 - **Replicas** (neither): an array held whole on every device is written once, not once per device.
 """
 )
+frame.page_link("pages/checkpoint.py", label="Measure a real Orbax checkpoint of this model", icon=":material/save:")

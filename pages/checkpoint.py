@@ -33,7 +33,7 @@ st.caption(
     "restores it and compares, so the difference from the raw estimate is shown from evidence."
 )
 config = state.config()
-st.page_link("pages/model.py", label="Edit the model on the Model page", icon=":material/edit:")
+frame.page_link("pages/model.py", label="Edit the model on the Model page", icon=":material/edit:")
 
 # --- settings: seeded from the link (or this session's last visit), checked, then widgets -----------
 

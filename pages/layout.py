@@ -54,7 +54,7 @@ report = cache.count(config)
 summary_col, link_col = st.columns([3, 1])
 summary_col.caption(f"Model: {frame.describe(config)} · {units.count(report.total_params)} parameters.")
 with link_col:
-    st.page_link("pages/model.py", label="Change the model", icon=":material/calculate:")
+    frame.page_link("pages/model.py", label="Change the model", icon=":material/calculate:")
 
 st.subheader("Mesh and strategy")
 mesh_col, strategy_col = st.columns([3, 2])

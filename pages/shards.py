@@ -82,3 +82,6 @@ evenly into them. Real checkpoints are not poured; they are cut from arrays.
 So the share answers "how much on average?", never "what does device 3 hold?".
 """
 )
+frame.page_link(
+    "pages/layout.py", label="See what each device really holds on the Layout page", icon=":material/view_module:"
+)

@@ -327,3 +327,10 @@ def test_bytes_page_shows_optimizer_state_apart_from_the_parameters():
     assert dict(zip(table["optimizer"], table["num_values"], strict=True)) == {"adam": "1,339,413", "sgd": "669,706"}
     assert "not part of the parameter total" in all_text(at)
     assert at.query_params["opt"] == "adam,sgd"
+
+
+def test_links_between_pages_carry_the_configuration():
+    at = open_app({"input_dim": "784", "layers": "512x2_10"}, "pages/shards.py")
+    link = at.get("page_link")[0].proto
+    assert "layout" in link.page
+    assert "layers=512x2_10" in link.query_string

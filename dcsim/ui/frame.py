@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
-from dcsim import units
+from dcsim import links, units
 from dcsim.config import MAX_CONFIG_BYTES, ModelConfig
 from dcsim.ui import cache, state
 
@@ -52,6 +52,12 @@ def require_router() -> None:
     if PagesManager.uses_pages_directory:
         PagesManager.uses_pages_directory = False
         st.rerun()
+
+
+def page_link(page: str, **kwargs) -> None:
+    """``st.page_link`` that carries the configuration: a link opened in a new tab (or copied)
+    reopens the same model, where a bare page link would drop the whole query string."""
+    st.page_link(page, query_params=links.encode(state.config()), **kwargs)
 
 
 def plain(text: str) -> str:
