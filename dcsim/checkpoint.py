@@ -30,7 +30,7 @@ import pandas as pd
 from jax.sharding import PartitionSpec
 
 from dcsim import payload
-from dcsim.config import ModelConfig, as_int, show
+from dcsim.config import ModelConfig, as_int, number_from_text, show
 from dcsim.count import ParamReport, count_params
 from dcsim.layout import MeshSpec, Rule, compute_layout, parse_mesh, spec_text
 from dcsim.workers import WorkerFailed, WorkerJob, WorkerTimeout, run_workers
@@ -91,13 +91,7 @@ class MeasurementLock:
 def parse_max_params(text: str, name: str = "max_params") -> int:
     """A parameter ceiling typed by a person: ``30000000``, ``30_000_000``, ``3e7``."""
     text = text.strip()
-    value: Any = text
-    for convert in (int, float):
-        try:
-            value = convert(text)
-            break
-        except ValueError:
-            continue
+    value = number_from_text(text)
     if isinstance(value, str):  # not a number at all: a bad value, not a wrong type
         raise ValueError(f"`{name}` must be a positive integer, got {show(text)}")
     return as_int(value, name, shown=text)

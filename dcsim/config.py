@@ -109,17 +109,21 @@ def check_field(value: Any, field: str, name: str | None = None, shown: str | No
     return as_int(value, name or field, minimum=minimum, maximum=maximum, why=why, shown=shown)
 
 
+def number_from_text(text: str) -> Any:
+    """A person's typed number as an int (``"2"``) or a float (``"2.0"``, ``"1e3"``, ``"1e400"``
+    is inf), or the text itself when it is no number; ``as_int`` then says what is wrong."""
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            continue
+    return text
+
+
 def parse_int(text: str, field: str, name: str | None = None) -> int:
     """Parse a person's typed integer (``"2"``, ``"2.0"``, ``"1e3"``) and check it as ``field``."""
     text = text.strip()
-    value: Any = text
-    for convert in (int, float):
-        try:
-            value = convert(text)
-            break
-        except ValueError:
-            continue
-    return check_field(value, field, name, shown=text)
+    return check_field(number_from_text(text), field, name, shown=text)
 
 
 def parse_widths(text: str, name: str = "features", *, use_bias: bool = True) -> tuple[DenseLayer, ...]:

@@ -44,7 +44,7 @@ import pandas as pd
 from jax.sharding import AbstractMesh, NamedSharding, PartitionSpec
 
 from dcsim import payload, shares
-from dcsim.config import as_int, show
+from dcsim.config import as_int, number_from_text, show
 from dcsim.count import ArrayRow, ParamReport
 
 # Limits. They keep a mesh or a rule set that arrives in a link cheap to parse and to lay out;
@@ -85,14 +85,7 @@ def _check_axis_name(name: Any, context: str) -> str:
 
 def _parse_size(text: str, name: str) -> int:
     """A typed positive integer (``"4"``, ``"4.0"``, ``"4e3"``) within the device cap."""
-    value: Any = text
-    for convert in (int, float):
-        try:
-            value = convert(text)
-            break
-        except ValueError:
-            continue
-    return _check_size(value, name, shown=text)
+    return _check_size(number_from_text(text), name, shown=text)
 
 
 def _check_size(value: Any, name: str, shown: Any = None) -> int:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from dcsim.config import as_bool, as_int, show
+from dcsim.config import as_bool, as_int, number_from_text, show
 
 # Limits keep every preset cheap to trace (tracing cost grows with the number of blocks) and every
 # count inside int64, which the tables use. None of them is a limit of Flax.
@@ -95,7 +95,7 @@ class HParam:
         """A value typed as text (``--set num_layers=6``, ``tied_embeddings=false``, ``3,4,6,3``)."""
         text = text.strip()
         if self.kind == "int":
-            return as_int(_number(text), self.name, minimum=self.minimum, maximum=self.maximum, shown=text)
+            return as_int(number_from_text(text), self.name, minimum=self.minimum, maximum=self.maximum, shown=text)
         if self.kind == "bool":
             lowered = text.lower()
             if lowered not in ("true", "false"):
@@ -109,7 +109,7 @@ class HParam:
         return self.check(
             [
                 as_int(
-                    _number(entry.strip()),
+                    number_from_text(entry.strip()),
                     f"{self.name}[{index}]",
                     minimum=self.minimum,
                     maximum=self.maximum,
@@ -118,15 +118,6 @@ class HParam:
                 for index, entry in enumerate(entries)
             ]
         )
-
-
-def _number(text: str) -> Any:
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            continue
-    return text
 
 
 def _int(name: str, default: int, description: str, minimum: int, maximum: int) -> HParam:

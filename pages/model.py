@@ -130,16 +130,7 @@ if config.preset:
     groups = breakdown.breakdown_frame(report)
     table_col, chart_col = st.columns([3, 2])
     with table_col:
-        st.dataframe(
-            widgets.text_counts(groups, "num_params"),
-            hide_index=True,
-            column_config={
-                "group": "Group",
-                "num_arrays": "Arrays",
-                "num_params": st.column_config.TextColumn("Parameters"),
-                "percent_of_total": st.column_config.NumberColumn("Share of total", format="%.2f%%"),
-            },
-        )
+        widgets.share_table(groups, group="Group")
         st.caption(
             "Embeddings: token, position and token-type tables and an untied output projection; blocks: the "
             "repeated transformer or residual blocks; norms: final norms outside the blocks; head: classifier, "
@@ -151,17 +142,7 @@ if config.preset:
     rolled = breakdown.depth_frame(report, depth)
     table_col, chart_col = st.columns([3, 2])
     with table_col:
-        st.dataframe(
-            widgets.text_counts(rolled, "num_params"),
-            hide_index=True,
-            column_config={
-                "path": "Module",
-                "group": "Group",
-                "num_arrays": "Arrays",
-                "num_params": st.column_config.TextColumn("Parameters"),
-                "percent_of_total": st.column_config.NumberColumn("Share of total", format="%.2f%%"),
-            },
-        )
+        widgets.share_table(rolled, path="Module", group="Group")
     with chart_col:
         if len(rolled) <= 120:
             st.altair_chart(charts.params_by_layer(rolled, title="Parameters per module"), width="stretch")
@@ -178,16 +159,7 @@ else:
 with layers_box:
     table_col, chart_col = st.columns([3, 2])
     with table_col:
-        st.dataframe(
-            widgets.text_counts(layers_table, "num_params"),
-            hide_index=True,
-            column_config={
-                "path": "Layer",
-                "num_arrays": "Arrays",
-                "num_params": st.column_config.TextColumn("Parameters"),
-                "percent_of_total": st.column_config.NumberColumn("Share of total", format="%.2f%%"),
-            },
-        )
+        widgets.share_table(layers_table, path="Layer")
         st.download_button(
             "Download per-layer table (CSV)",
             data=layers_table.to_csv(index=False),

@@ -107,6 +107,22 @@ def text_counts(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
     return frame.assign(**{column: frame[column].map(units.count) for column in columns})
 
 
+def share_table(frame: pd.DataFrame, **labels: str) -> None:
+    """A table of parameter counts with ``num_arrays``, ``num_params`` and ``percent_of_total``
+    (``tables.layers_frame``, ``breakdown.breakdown_frame``, ``breakdown.depth_frame``), counts as
+    exact text; ``labels`` names its other columns, e.g. ``path="Layer"``."""
+    st.dataframe(
+        text_counts(frame, "num_params"),
+        hide_index=True,
+        column_config={
+            **labels,
+            "num_arrays": "Arrays",
+            "num_params": st.column_config.TextColumn("Parameters"),
+            "percent_of_total": st.column_config.NumberColumn("Share of total", format="%.2f%%"),
+        },
+    )
+
+
 def apply(config: ModelConfig, **changes: Any) -> tuple[ModelConfig, str | None]:
     """Validate ``changes`` to ``config``; keep it and return no error, or return the old one with
     the error to show."""
