@@ -33,7 +33,7 @@ def layers_frame(layers: tuple[DenseLayer, ...]) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "features": pd.array([layer.features for layer in layers], dtype="int64"),
-            "use_bias": [layer.use_bias for layer in layers],
+            "use_bias": pd.array([layer.use_bias for layer in layers], dtype="boolean"),
         }
     )
 
