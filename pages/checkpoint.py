@@ -126,14 +126,14 @@ params_col.metric("Total parameters", units.count(report.total_params))
 payload_bytes = payload.raw_bytes(report.total_params, storage_dtype)
 payload_col.metric(
     f"Raw payload ({storage_dtype})",
-    units.binary_bytes(payload_bytes),
-    help=f"{units.bytes_exact(payload_bytes)}: values x bytes per {storage_dtype} value.",
+    units.bytes_exact(payload_bytes),
+    help=f"Values x bytes per {storage_dtype} value.",
 )
 float32_bytes = payload.raw_bytes(report.total_params, "float32")
 float32_col.metric(
     "Raw float32",
-    units.binary_bytes(float32_bytes),
-    help=f"{units.bytes_exact(float32_bytes)}: values x 4 bytes.",
+    units.bytes_exact(float32_bytes),
+    help="Values x 4 bytes.",
 )
 
 plan, refusal = None, None
@@ -229,9 +229,9 @@ if kept:
     # (columns would stack them one per line).
     figures = st.container(horizontal=True)
     for label, value, explanation in [
-        ("On disk", units.binary_bytes(result.disk_bytes), f"{units.bytes_exact(result.disk_bytes)}, every file."),
+        ("On disk", units.bytes_exact(result.disk_bytes), "Every file the checkpoint wrote, metadata included."),
         ("Files", units.count(result.num_files), "Files the checkpoint wrote, metadata included."),
-        ("Largest file", units.binary_bytes(result.largest_file_bytes), units.bytes_exact(result.largest_file_bytes)),
+        ("Largest file", units.bytes_exact(result.largest_file_bytes), "The largest single file."),
         (
             "Restored bit for bit",
             "Yes" if result.restore_verified else "No",

@@ -30,12 +30,12 @@ def open_checkpoint(page, server, query):
 def test_a_click_measures_dense_1024_and_shows_the_verified_report_and_chart(server, page):
     open_checkpoint(page, server, DENSE_1024)
     expect(metric(page, "Total parameters")).to_have_text("1,049,600")
-    expect(metric(page, "Raw payload (float32)")).to_have_text("4.00 MiB")
+    expect(metric(page, "Raw payload (float32)")).to_have_text("4,198,400 bytes (4.00 MiB)")
     page.get_by_role("button", name="Save, measure and restore").click()
     expect(metric(page, "Restored bit for bit")).to_have_text("Yes", timeout=120_000)
     wait_for_app(page)
     expect(metric(page, "Devices")).to_have_text("1")
-    expect(metric(page, "On disk")).to_have_text(re.compile(r"^\d+\.\d\d MiB$"))
+    expect(metric(page, "On disk")).to_have_text(re.compile(r"^\d{1,3}(,\d{3})+ bytes \(\d+\.\d\d MiB\)$"))
     chart = page.locator('[data-testid="stVegaLiteChart"]').first
     expect(chart).to_be_visible()
     expect(chart.locator("canvas, svg").first).to_be_visible()
