@@ -42,39 +42,43 @@ def params_by_layer(layers: pd.DataFrame, title: str = "Parameters per layer") -
     ``layers`` has ``path``, ``num_params`` and ``percent_of_total`` (``tables.layers_frame``,
     ``breakdown.depth_frame``).
     """
-    data = layers.assign(params_text=layers["num_params"].map("{:,}".format))
-    return (
-        alt.Chart(data, title=alt.Title(title, subtitle="values per module (count)"))
-        .mark_bar()
-        .encode(
-            y=alt.Y("path:N", sort=list(data["path"]), title="Layer"),
-            x=alt.X("num_params:Q", axis=_count_axis("Parameters (values)"), scale=alt.Scale(zero=True)),
-            tooltip=[
-                alt.Tooltip("path:N", title="Layer"),
-                alt.Tooltip("params_text:N", title="Parameters"),
-                alt.Tooltip("percent_of_total:Q", title="Share of total (%)", format=".2f"),
-            ],
-        )
-        .properties(description="Bar chart of the number of parameters in each layer, in model order.")
+    return _count_bars(
+        layers,
+        key="path",
+        key_title="Layer",
+        title=alt.Title(title, subtitle="values per module (count)"),
+        description="Bar chart of the number of parameters in each layer, in model order.",
     )
 
 
 def params_by_group(groups: pd.DataFrame) -> alt.Chart:
     """Parameters by group (embeddings, blocks, norms, head), from ``breakdown.breakdown_frame``."""
-    data = groups.assign(params_text=groups["num_params"].map("{:,}".format))
+    return _count_bars(
+        groups,
+        key="group",
+        key_title="Group",
+        title=alt.Title("Parameters by group", subtitle="values (count)"),
+        description="Bar chart of the parameters in each group: embeddings, blocks, norms and head.",
+    )
+
+
+def _count_bars(frame: pd.DataFrame, *, key: str, key_title: str, title: alt.Title, description: str) -> alt.Chart:
+    """Horizontal bars of ``num_params`` per ``key`` in the frame's order, from zero, with the
+    exact count and the share of the total in the tooltip."""
+    data = frame.assign(params_text=frame["num_params"].map("{:,}".format))
     return (
-        alt.Chart(data, title=alt.Title("Parameters by group", subtitle="values (count)"))
+        alt.Chart(data, title=title)
         .mark_bar()
         .encode(
-            y=alt.Y("group:N", sort=list(data["group"]), title="Group"),
+            y=alt.Y(f"{key}:N", sort=list(data[key]), title=key_title),
             x=alt.X("num_params:Q", axis=_count_axis("Parameters (values)"), scale=alt.Scale(zero=True)),
             tooltip=[
-                alt.Tooltip("group:N", title="Group"),
+                alt.Tooltip(f"{key}:N", title=key_title),
                 alt.Tooltip("params_text:N", title="Parameters"),
                 alt.Tooltip("percent_of_total:Q", title="Share of total (%)", format=".2f"),
             ],
         )
-        .properties(description="Bar chart of the parameters in each group: embeddings, blocks, norms and head.")
+        .properties(description=description)
     )
 
 

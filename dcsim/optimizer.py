@@ -12,11 +12,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
 import jax
 import optax
+import pandas as pd
 from flax import traverse_util
 
 from dcsim import payload
@@ -123,6 +125,26 @@ def optimizer_states(config: ModelConfig, names: tuple[str, ...] = OPTIMIZER_NAM
     """The state of each optimizer in ``names`` for ``config``'s parameters (one abstract init)."""
     params = abstract_params(config)
     return tuple(state_of(name, params) for name in names)
+
+
+def states_frame(states: tuple[OptimizerState, ...] | list[OptimizerState], total_params: int) -> pd.DataFrame:
+    """One row per optimizer: ``optimizer``, ``num_values``, ``values_per_param`` (state values
+    per parameter value, exact), ``raw_bytes`` and ``raw_bytes_with_float32_params`` (the state
+    plus the parameters' raw float32 payload: what a training checkpoint's arrays come to)."""
+    params_bytes = payload.raw_bytes(total_params, "float32")
+    return pd.DataFrame(
+        {
+            "optimizer": [state.optimizer for state in states],
+            "num_values": pd.array([state.num_values for state in states], dtype="int64"),
+            "values_per_param": [
+                Fraction(state.num_values, total_params) if total_params else Fraction(0) for state in states
+            ],
+            "raw_bytes": pd.array([state.raw_bytes for state in states], dtype="int64"),
+            "raw_bytes_with_float32_params": pd.array(
+                [state.raw_bytes + params_bytes for state in states], dtype="int64"
+            ),
+        }
+    )
 
 
 def state_record(state: OptimizerState, total_params: int) -> dict[str, Any]:

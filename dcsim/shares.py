@@ -46,6 +46,12 @@ class IdealShare:
         return str(self.exact)
 
     @property
+    def values_at_most(self) -> int:
+        """What the fullest shard holds in the most even split of a flat vector: the share rounded
+        up, since no shard holds a fraction of a value."""
+        return -(-self.total_params // self.num_shards)
+
+    @property
     def is_whole(self) -> bool:
         return self.exact.denominator == 1
 

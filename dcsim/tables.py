@@ -71,7 +71,7 @@ def share_sweep_frame(total_params: int, num_shards: int, up_to: int = 4096) -> 
             "ideal_share": [row.value for row in rows],
             "ideal_share_text": [units.share(row.exact) for row in rows],
             "ideal_share_fraction": [row.fraction for row in rows],
-            "values_at_most": pd.array([-(-row.total_params // row.num_shards) for row in rows], dtype="int64"),
+            "values_at_most": pd.array([row.values_at_most for row in rows], dtype="int64"),
         }
     )
 

@@ -1,7 +1,6 @@
 """Bytes page: the raw payload of the parameters, per dtype and per layer, never called the
 checkpoint size."""
 
-import pandas as pd
 import streamlit as st
 
 from dcsim import breakdown, charts, optimizer, payload, tables, units
@@ -63,14 +62,7 @@ with table_col:
         },
     )
     st.caption(NOT_CHECKPOINT)
-    st.download_button(
-        "Download bytes per layer (CSV)",
-        data=layer_bytes.drop(columns=["float32_text"]).to_csv(index=False),
-        file_name="dcsim-bytes.csv",
-        mime="text/csv",
-        icon=":material/download:",
-        on_click="ignore",
-    )
+    widgets.download("Download bytes per layer (CSV)", layer_bytes.drop(columns=["float32_text"]), "dcsim-bytes.csv")
 with chart_col:
     if len(layer_bytes) <= 120:
         st.altair_chart(charts.raw_bytes_by_layer(layer_bytes), width="stretch")
@@ -97,15 +89,12 @@ chosen = st.multiselect(
 state.set_page_params({"opt": ",".join(chosen)} if chosen else {})
 if chosen:
     states = [cache.optimizer_state(config, name) for name in chosen]
-    optimizer_table = pd.DataFrame(
-        {
-            "optimizer": [row.optimizer for row in states],
-            "num_values": pd.array([row.num_values for row in states], dtype="int64"),
-            "per_parameter": [f"{row.num_values / report.total_params:.4g}" for row in states],
-            "raw_bytes": [units.bytes_exact(row.raw_bytes) for row in states],
-            "with_float32_params": [units.bytes_exact(row.raw_bytes + raw_float32) for row in states],
-        }
-    )
+    states_table = optimizer.states_frame(states, report.total_params)
+    optimizer_table = states_table.assign(
+        per_parameter=states_table["values_per_param"].map(units.share_short),
+        raw_bytes=states_table["raw_bytes"].map(units.bytes_exact),
+        with_float32_params=states_table["raw_bytes_with_float32_params"].map(units.bytes_exact),
+    ).drop(columns=["values_per_param", "raw_bytes_with_float32_params"])
     st.dataframe(
         widgets.text_counts(optimizer_table, "num_values"),
         hide_index=True,

@@ -8,7 +8,7 @@ import streamlit as st
 from dcsim import charts, checkpoint, payload, units
 from dcsim.checkpoint import CheckpointBusy, CheckpointFailed, CheckpointTimeout
 from dcsim.layout import parse_mesh
-from dcsim.ui import cache, frame, state
+from dcsim.ui import cache, frame, state, widgets
 from dcsim.ui import checkpoint as measuring
 
 frame.require_router()
@@ -292,27 +292,11 @@ if kept:
         )
 
     sizes_csv, files_csv, record_json = st.columns(3)
-    sizes_csv.download_button(
-        "Sizes (CSV)",
-        data=sizes.to_csv(index=False),
-        file_name="dcsim-checkpoint-sizes.csv",
-        mime="text/csv",
-        icon=":material/download:",
-        on_click="ignore",
-    )
-    files_csv.download_button(
-        "Files (CSV)",
-        data=files.to_csv(index=False),
-        file_name="dcsim-checkpoint-files.csv",
-        mime="text/csv",
-        icon=":material/download:",
-        on_click="ignore",
-    )
-    record_json.download_button(
+    widgets.download("Sizes (CSV)", sizes, "dcsim-checkpoint-sizes.csv", where=sizes_csv)
+    widgets.download("Files (CSV)", files, "dcsim-checkpoint-files.csv", where=files_csv)
+    widgets.download(
         "Whole measurement (JSON)",
-        data=json.dumps(checkpoint.checkpoint_record(result), indent=2),
-        file_name="dcsim-checkpoint.json",
-        mime="application/json",
-        icon=":material/download:",
-        on_click="ignore",
+        json.dumps(checkpoint.checkpoint_record(result), indent=2),
+        "dcsim-checkpoint.json",
+        where=record_json,
     )

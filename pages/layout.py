@@ -6,7 +6,7 @@ import json
 import streamlit as st
 
 from dcsim import charts, layout, shares, units
-from dcsim.ui import cache, frame, state
+from dcsim.ui import cache, frame, state, widgets
 from dcsim.ui import layout_widgets as lw
 
 frame.require_router()
@@ -215,22 +215,13 @@ st.caption(
     "JAX refuses the split the strategy or a rule asks for; the Why column says which dimension and axis."
 )
 download_col, json_col = st.columns(2)
-download_col.download_button(
-    "Download the per-array table (CSV)",
-    data=table.to_csv(index=False),
-    file_name="dcsim-layout.csv",
-    mime="text/csv",
-    icon=":material/download:",
-    on_click="ignore",
-)
+widgets.download("Download the per-array table (CSV)", table, "dcsim-layout.csv", where=download_col)
 if laid is not None:
-    json_col.download_button(
+    widgets.download(
         "Download the layout (JSON)",
-        data=json.dumps(layout.layout_record(laid), indent=2),
-        file_name="dcsim-layout.json",
-        mime="application/json",
-        icon=":material/download:",
-        on_click="ignore",
+        json.dumps(layout.layout_record(laid), indent=2),
+        "dcsim-layout.json",
+        where=json_col,
     )
 
 st.subheader("How to read a layout")

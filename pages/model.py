@@ -160,14 +160,7 @@ with layers_box:
     table_col, chart_col = st.columns([3, 2])
     with table_col:
         widgets.share_table(layers_table, path="Layer")
-        st.download_button(
-            "Download per-layer table (CSV)",
-            data=layers_table.to_csv(index=False),
-            file_name="dcsim-layers.csv",
-            mime="text/csv",
-            icon=":material/download:",
-            on_click="ignore",
-        )
+        widgets.download("Download per-layer table (CSV)", layers_table, "dcsim-layers.csv")
     with chart_col:
         if len(layers_table) <= 120:
             st.altair_chart(charts.params_by_layer(layers_table), width="stretch")

@@ -35,7 +35,7 @@ if not share.is_whole:
     st.caption(
         f"{units.count(report.total_params)} values do not divide evenly over {config.num_shards:,} shards: "
         f"the exact share is {share.fraction}, and the fullest shard of the most even split of a flat vector "
-        f"would hold {units.count(-(-report.total_params // config.num_shards))} values."
+        f"would hold {units.count(share.values_at_most)} values."
     )
 
 st.subheader("Across shard counts")
@@ -57,14 +57,7 @@ with table_col:
             ),
         },
     )
-    st.download_button(
-        "Download the sweep (CSV)",
-        data=sweep.to_csv(index=False),
-        file_name="dcsim-shards.csv",
-        mime="text/csv",
-        icon=":material/download:",
-        on_click="ignore",
-    )
+    widgets.download("Download the sweep (CSV)", sweep, "dcsim-shards.csv")
 
 st.subheader("Why an average is not a layout")
 st.markdown(

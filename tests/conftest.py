@@ -37,6 +37,8 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 SERVER_START_SECONDS = 90
+# Playwright's 5 s default for `expect` is tight on two shared cores under a full test run.
+EXPECT_SECONDS = 15
 
 
 def _missing(reason: str) -> None:
@@ -126,6 +128,9 @@ def browser():
         _missing("playwright is not installed (pip install -r requirements-dev.txt)")
     if not Path(CHROMIUM).exists():
         _missing(f"no Chromium at {CHROMIUM} (apt-get install -y chromium)")
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=EXPECT_SECONDS * 1000)
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium

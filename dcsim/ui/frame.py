@@ -14,7 +14,7 @@ from streamlit.runtime.pages_manager import PagesManager
 
 from dcsim import links, units
 from dcsim.config import MAX_CONFIG_BYTES, ModelConfig
-from dcsim.ui import cache, state
+from dcsim.ui import cache, state, widgets
 
 UPLOAD_DONE = "dcsim.upload_done"
 # Every character with a meaning in CommonMark, GitHub's extensions or Streamlit's own directives
@@ -120,11 +120,4 @@ def share_box() -> None:
         base = st.context.url or ""
         st.code(f"{base}?{urlencode(state.wanted_query())}", language=None, wrap_lines=True)
         st.caption("Copy the link (button at its top right): it reopens exactly this configuration and page.")
-        st.download_button(
-            "Download configuration (JSON)",
-            data=config.to_json(),
-            file_name="dcsim-config.json",
-            mime="application/json",
-            icon=":material/download:",
-            on_click="ignore",
-        )
+        widgets.download("Download configuration (JSON)", config.to_json(), "dcsim-config.json")

@@ -107,6 +107,23 @@ def text_counts(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
     return frame.assign(**{column: frame[column].map(units.count) for column in columns})
 
 
+_MIME = {".csv": "text/csv", ".json": "application/json"}
+
+
+def download(label: str, data: pd.DataFrame | str, file_name: str, where: Any = st) -> None:
+    """A download button (in ``where``, a column or the sidebar) for a table as CSV or for text
+    such as JSON; the type follows the file name. A click does not rerun the page."""
+    st_data = data.to_csv(index=False) if isinstance(data, pd.DataFrame) else data
+    where.download_button(
+        label,
+        data=st_data,
+        file_name=file_name,
+        mime=_MIME[file_name[file_name.rindex(".") :]],
+        icon=":material/download:",
+        on_click="ignore",
+    )
+
+
 def share_table(frame: pd.DataFrame, **labels: str) -> None:
     """A table of parameter counts with ``num_arrays``, ``num_params`` and ``percent_of_total``
     (``tables.layers_frame``, ``breakdown.breakdown_frame``, ``breakdown.depth_frame``), counts as
