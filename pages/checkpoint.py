@@ -49,7 +49,7 @@ for name, default in DEFAULTS.items():
     try:
         value = measuring.parse_setting(name, text)
     except (TypeError, ValueError) as err:
-        st.warning(frame.plain(f"Link: {err}; using {default}."), icon=":material/link_off:")
+        st.warning(frame.plain(f"Link: `{name}`: {err}; using {default}."), icon=":material/link_off:")
         value = default
     state.seed_widget(f"checkpoint.{name}", value)
     if name == "mesh":

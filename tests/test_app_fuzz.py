@@ -1,0 +1,69 @@
+"""Hostile links through every page of the router (issue 8): a seeded subset of the sweep that
+``bench/bench_fuzz.py`` runs in full. What a page must do with each link is defined in
+``tests/hostile.py`` (``check_run``); pages and their keys are discovered, not listed."""
+
+import random
+
+import hostile
+import pytest
+
+PAGES = hostile.pages_from_app()
+CASES_PER_PAGE = 20  # about 0.35 s a case on the shared 2-core machine: about 40 s in all
+SEED = 8
+
+
+@pytest.fixture(scope="module")
+def page_keys():
+    return hostile.discover_page_keys(PAGES)
+
+
+def test_the_sweep_finds_every_page_and_its_settings(page_keys):
+    assert {f"pages/{name}.py" for name in ("model", "shards", "bytes", "layout", "checkpoint")} <= set(PAGES)
+    assert {"mesh", "strategy", "rules"} <= set(page_keys["pages/layout.py"])
+    assert {"dtype", "mesh", "strategy"} <= set(page_keys["pages/checkpoint.py"])
+    assert "opt" in page_keys["pages/bytes.py"]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_hostile_links_never_crash_a_page_and_every_rejection_is_explained(page, page_keys):
+    rng = random.Random(f"{SEED}:{page}")
+    failures = []
+    for _ in range(CASES_PER_PAGE):
+        query = hostile.hostile_query(rng, page_keys[page])
+        at, read = hostile.open_page(page, query)
+        failures += [f"?{query[:200]} -> {failure}" for failure in hostile.check_run(at, query, read)]
+    assert not failures, "\n".join(failures[:10])
+
+
+def test_the_check_catches_a_page_that_hides_a_rejection():
+    """The judge can fail: a link whose bad field the page did not mention is flagged."""
+    at, read = hostile.open_page("pages/shards.py", "shards=1e400")
+    assert hostile.check_run(at, "shards=1e400", read) == []
+    for warning in at.warning:  # as if the page had not shown the link's problems
+        warning.proto.body = "nothing to see"
+    assert any("not shown" in failure for failure in hostile.check_run(at, "shards=1e400", read))
+
+
+# --- regressions: what the sweep found ---------------------------------------------------------
+
+
+def test_checkpoint_page_names_the_mesh_it_refused_from_a_link():
+    at, _ = hostile.open_page("pages/checkpoint.py", "mesh=data%3D128")
+    refusal = "Link: `mesh`: a checkpoint measurement runs on at most 64"
+    assert any(text.startswith(refusal) for text in hostile.alert_texts(at))
+    assert at.query_params["mesh"] == "data=1"
+
+
+@pytest.mark.parametrize(
+    ("opt", "ignored", "used"),
+    [
+        ("adam,nope", "'nope'", "adam"),
+        ("adam,adam", "repeated names", "adam"),
+        ("", "''", "adamw"),
+        ("<b>x</b>,lion", "'<b>x</b>'", "lion"),
+    ],
+)
+def test_bytes_page_says_which_optimizers_of_a_link_it_ignored(opt, ignored, used):
+    at, _ = hostile.open_page("pages/bytes.py", f"opt={opt}")
+    assert any(f"Link: `opt`: ignoring {ignored}" in text for text in hostile.alert_texts(at))
+    assert at.query_params["opt"] == used
