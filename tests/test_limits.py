@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -156,7 +157,7 @@ CACHES = {
     "kept checkpoint reports": measuring._reports,
 }
 # Limits no dcsim code can show a message for: Streamlit or the web server acts first.
-NOT_DCSIM = {"link length", "uploaded file (browser)"}
+NOT_DCSIM = {"link length", "uploaded file"}
 
 
 def test_every_row_of_the_readme_table_is_checked_here():
@@ -175,6 +176,15 @@ def test_past_each_limit_the_server_shows_the_readme_message(what, capsys, monke
 def test_each_cache_is_bounded_as_the_readme_says(what):
     limit = int(re.match(r"[\d,]+", readme_limits()[what]["limit"]).group().replace(",", ""))
     assert CACHES[what]._info.max_entries == limit
+
+
+def test_the_server_caps_uploads_as_the_upload_box_does():
+    """``max_upload_size`` on the widget is a cap the browser enforces; only the server's own
+    ``server.maxUploadSize`` stops a client that skips it before the bytes are in memory."""
+    settings = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    box = _open().file_uploader[0]
+    assert settings["server"]["maxUploadSize"] == box.proto.max_upload_size_mb == 1
+    assert "1 MB" in readme_limits()["uploaded file"]["limit"]
 
 
 def test_the_matcher_can_fail():
