@@ -7,6 +7,7 @@ import streamlit as st
 
 from dcsim import charts, checkpoint, payload, units
 from dcsim.checkpoint import CheckpointBusy, CheckpointFailed, CheckpointTimeout
+from dcsim.config import show
 from dcsim.layout import parse_mesh
 from dcsim.ui import cache, frame, state, widgets
 from dcsim.ui import checkpoint as measuring
@@ -63,7 +64,7 @@ def check_mesh() -> None:
         st.session_state[MESH_KEY] = st.session_state[VALID_MESH] = measuring.parse_setting("mesh", str(text or ""))
     except (TypeError, ValueError) as err:
         st.session_state[MESH_PROBLEM] = (
-            f"Mesh {text!r} was not used: {err}. Still using {st.session_state[VALID_MESH]}."
+            f"Mesh {show(text)} was not used: {err}. Still using {st.session_state[VALID_MESH]}."
         )
         st.session_state[MESH_KEY] = st.session_state[VALID_MESH]
 
