@@ -453,7 +453,10 @@ def one_line(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code (0 done, 2 bad input, 1 a bug in dcsim)."""
     try:
-        args = build_parser().parse_args(argv)
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as done:  # --help has printed its text; in process, return instead of exiting
+            return done.code if isinstance(done.code, int) else EXIT_USAGE
         if args.command is None:
             raise UsageError(f"choose a command: count, presets, layout, checkpoint (see `{PROG} --help`)")
         output = getattr(args, "run", _count)(args)

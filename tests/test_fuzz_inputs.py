@@ -56,7 +56,7 @@ def argvs(draw):
     for _ in range(draw(st.integers(0, 6))):
         roll = draw(st.integers(0, 9))
         if roll == 0:
-            argv.append(draw(st.sampled_from(["--no-bias", "--bogus", "-x", "--"])))
+            argv.append(draw(st.sampled_from(["--no-bias", "--bogus", "-x", "--", "--help", "-h", "--he"])))
         elif roll == 1:
             argv.append(draw(hostile))  # a stray positional
         else:
@@ -83,11 +83,17 @@ def test_any_command_line_answers_or_refuses_in_one_line(argv, capsys, monkeypat
     assert "Traceback" not in out + err
     if code == 0:
         assert out and err == ""
+        assert "usage:" in out or not {"--help", "-h", "--he"} & set(argv)
     elif code == 2:
         assert out == "" and err.startswith("dcsim: error: ") and err.endswith("\n") and err.count("\n") == 1, err
         assert all(char.isprintable() for char in err[:-1]), err
     else:
         assert (code, err) == (1, "dcsim: checkpoint failed: planned, not run (fuzz)\n"), (code, err)
+
+
+def test_help_in_process_returns_0_instead_of_exiting(capsys):
+    assert cli.main(["count", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: python -m dcsim count")
 
 
 @pytest.mark.parametrize(

@@ -185,6 +185,8 @@ def test_a_hostile_link_injects_no_element_and_opens_no_dialog(server, page):
     )
     assert injected == {"img": 0, "svg": 0, "handlers": 0, "scripts": 0, "links": 0}
     assert dialogs == []
+    page.evaluate("() => alert('control')")  # the listener itself works
+    assert dialogs == ["control"]
 
 
 # --- the source: nothing that runs or unpickles what a user sent ------------------------------------
