@@ -67,3 +67,25 @@ def test_bytes_page_says_which_optimizers_of_a_link_it_ignored(opt, ignored, use
     at, _ = hostile.open_page("pages/bytes.py", f"opt={opt}")
     assert any(f"Link: `opt`: ignoring {ignored}" in text for text in hostile.alert_texts(at))
     assert at.query_params["opt"] == used
+
+
+@pytest.mark.parametrize(
+    "edits",
+    [
+        {"added_rows": ["junk"]},  # raised AttributeError in Streamlit's editor before the fix
+        {"edited_rows": [1, 2]},  # likewise
+        {"edited_rows": {0: {"features": float("nan")}}},
+        {"edited_rows": {0: {"features": "<script>"}}},
+        {"edited_rows": {7: {"features": 3}}},
+        {"added_rows": [{"features": 4, "extra": 1}]},
+        {"deleted_rows": ["a", -1]},
+    ],
+    ids=lambda edits: repr(edits)[:40],
+)
+def test_tampered_layer_edits_are_refused_or_reset_never_raised(edits):
+    at, _ = hostile.open_page("pages/model.py", "")
+    at.session_state["w.layers.0"] = {"edited_rows": {}, "added_rows": [], "deleted_rows": [], **edits}
+    at.run()
+    assert not at.exception
+    assert hostile.alert_texts(at), "the edit was neither applied nor explained"
+    assert at.metric[0].value == "20"  # the last valid answer stays on screen
