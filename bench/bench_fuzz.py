@@ -50,7 +50,7 @@ def traits(query: str) -> set[str]:
     if "%" in query.replace("%25", "") and any("\ufffd" in value or "%" in value for value in values):
         found.add("junk percent-encoding")
     if any(key not in hostile.CONFIG_KEYS and not key.startswith("h.") for key in params):
-        found.add("key not in the codec")
+        found.add("page-setting or unknown key")
     return found
 
 
@@ -80,7 +80,7 @@ def main() -> int:
         slowest = max(slowest, (took, page, query[:120]))
         per_page[page] += 1
         seen.update(traits(query))
-        failures += [(page, query, failure) for failure in hostile.check_run(at, query, read)]
+        failures += [(page, query, failure) for failure in hostile.check_run(at, query, read, page_keys[page])]
     elapsed = time.perf_counter() - start
 
     print(f"## Hostile-link sweep: {args.cases:,} cases, seed {args.seed}\n")

@@ -15,8 +15,8 @@ What "survived" means, for one hostile query string opened as a fresh session on
 3. every page setting the page read this run (``state.page_setting``) whose link value the page
    did not keep (the rewritten link carries another value) is named, as `` `key` ``, in a warning
    or error that starts with "Link:";
-4. the rewritten link decodes cleanly (no problems, the configuration on screen) and carries no
-   key that nobody reads;
+4. the rewritten link decodes cleanly (no problems, the configuration on screen) and carries
+   none of the query's keys that the page neither reads nor writes;
 5. nothing from the query reached the page as markup: no unescaped ``<script``, ``<img``,
    ``javascript:`` or markdown link in any text element.
 """
@@ -303,8 +303,9 @@ def _same(given: str, kept: str) -> bool:
     return "".join(given.split()) == "".join(kept.split())
 
 
-def check_run(at, query: str, read_settings: list[str]) -> list[str]:
-    """Every way the run fell short of the module docstring's definition; empty when it held."""
+def check_run(at, query: str, read_settings: list[str], page_keys: tuple[str, ...] = ()) -> list[str]:
+    """Every way the run fell short of the module docstring's definition; empty when it held.
+    ``page_keys`` are the page's own keys (``discover_page_keys``), which it may write back."""
     failures: list[str] = []
     if at.exception:
         failures.append(f"exception: {at.exception[0].message[:300]}")
@@ -325,7 +326,7 @@ def check_run(at, query: str, read_settings: list[str]) -> list[str]:
         if not any(alert.startswith("Link:") and f"`{name}`" in alert for alert in alerts):
             failures.append(f"page setting `{name}` changed from {given[0][:60]!r} without a Link: message naming it")
     config_keys = set(links.KEYS) | {key for key in published if key.startswith(links.HPARAM_PREFIX)}
-    stray = [key for key in published if key not in config_keys and key not in read_settings]
+    stray = [key for key in published if key in params and key not in {*config_keys, *read_settings, *page_keys}]
     if stray:
         failures.append(f"rewritten link keeps unread keys {stray[:5]}")
     reopened = links.decode(published)

@@ -31,7 +31,7 @@ def test_hostile_links_never_crash_a_page_and_every_rejection_is_explained(page,
     for _ in range(CASES_PER_PAGE):
         query = hostile.hostile_query(rng, page_keys[page])
         at, read = hostile.open_page(page, query)
-        failures += [f"?{query[:200]} -> {failure}" for failure in hostile.check_run(at, query, read)]
+        failures += [f"?{query[:200]} -> {failure}" for failure in hostile.check_run(at, query, read, page_keys[page])]
     assert not failures, "\n".join(failures[:10])
 
 
@@ -42,6 +42,12 @@ def test_the_check_catches_a_page_that_hides_a_rejection():
     for warning in at.warning:  # as if the page had not shown the link's problems
         warning.proto.body = "nothing to see"
     assert any("not shown" in failure for failure in hostile.check_run(at, "shards=1e400", read))
+    at, read = hostile.open_page("pages/shards.py", "junk=%3Cimg%20src%3Dx%3E")
+    assert hostile.check_run(at, "junk=%3Cimg%20src%3Dx%3E", read) == []
+    at.query_params["junk"] = "1"  # as if the page had carried a junk key on
+    at.caption[0].proto.body = "<img src=x>"  # and shown the link's markup raw
+    failures = hostile.check_run(at, "junk=%3Cimg%20src%3Dx%3E", read)
+    assert [failure.split(" ")[0] for failure in failures] == ["rewritten", "caption"]
 
 
 # --- regressions: what the sweep found ---------------------------------------------------------
