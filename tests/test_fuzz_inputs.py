@@ -155,7 +155,7 @@ def _opens_or_refuses(data: bytes | str) -> None:
         assert ModelConfig.from_json(config.to_json()) == config
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(st.one_of(json_values, config_like))
 def test_any_json_document_opens_or_is_refused_with_a_message(document):
     _opens_or_refuses(json.dumps(document))
@@ -195,12 +195,16 @@ def test_hostile_json_is_refused_by_name(text, message):
 
 mesh_text = st.one_of(
     st.text(max_size=80),
-    st.from_regex(r"([a-z]{1,4}=[0-9]{1,8},?){1,10}", fullmatch=True),
+    st.lists(
+        st.builds("{}={}".format, st.sampled_from(["data", "model", "a", "None", "x" * 33]), st.integers(-1, 10**8)),
+        min_size=1,
+        max_size=10,
+    ).map(",".join),
     st.sampled_from(["*" * 1000, "data=" + "9" * 600, "a=2," * 200, "None=2", "data=1e400", "ß=2", "data=٣"]),
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(mesh_text)
 def test_any_mesh_string_parses_or_is_refused(text):
     mesh, refusal = attempt(layout.parse_mesh, text)
@@ -216,13 +220,17 @@ GLOBS = ["*" * 1000, "[", "**/**", "[!]", "[]]", "*[*", "?" * 256, "*a" * 128, "
 rule_text = st.one_of(
     st.text(max_size=80),
     st.builds(lambda glob, spec: f"{glob}={spec}", st.sampled_from(GLOBS), st.sampled_from(["None", "data", "x,y"])),
-    st.from_regex(r"[*?/\[\]!a-z_0-9]{1,300}=(None|data|model)(,(None|data|model)){0,3}", fullmatch=True),
+    st.builds(
+        lambda pattern, spec: f"{pattern}={','.join(spec)}",
+        st.text(alphabet="*?/[]!a_0", min_size=1, max_size=300),
+        st.lists(st.sampled_from(["None", "data", "model", "data+model"]), min_size=1, max_size=17),
+    ),
 )
 # Paths of the length and shape the engine produces, to match hostile globs against.
 PATHS = [f"block_{index}/attn/query_{'x' * (index % 40)}/kernel" for index in range(500)]
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(rule_text)
 def test_any_rule_string_parses_or_is_refused(text):
     rule, refusal = attempt(layout.parse_rule, text)
