@@ -334,12 +334,17 @@ def check_run(at, query: str, read_settings: list[str], page_keys: tuple[str, ..
         failures.append(f"rewritten link has problems: {reopened.problems[0][:200]}")
     if reopened.config != at.session_state[CONFIG]:
         failures.append("rewritten link does not reopen the configuration on screen")
-    for kind in MARKDOWN_KINDS:
-        for element in at.get(kind):
-            body = str(element.value)
-            if _UNESCAPED_MARKUP.search(body):
-                failures.append(f"{kind} carries markup unescaped: {body[:200]!r}")
-    return failures
+    return failures + markup_failures(at)
+
+
+def markup_failures(at) -> list[str]:
+    """Markdown bodies that carry markup unescaped (a link's or a person's, turned into HTML)."""
+    return [
+        f"{kind} carries markup unescaped: {str(element.value)[:200]!r}"
+        for kind in MARKDOWN_KINDS
+        for element in at.get(kind)
+        if _UNESCAPED_MARKUP.search(str(element.value))
+    ]
 
 
 def open_page(page: str, query: str, timeout: float = 60):

@@ -50,6 +50,29 @@ def test_the_check_catches_a_page_that_hides_a_rejection():
     assert [failure.split(" ")[0] for failure in failures] == ["rewritten", "caption"]
 
 
+TYPED = ("<img src=x onerror=alert(1)>[x](javascript:alert(1))", "9" * 5000, "\x00\x1b[31m\u202e💥 data=2")
+# Links that make every text box of the current pages appear (custom rules, a preset's lists).
+SHOW_ALL = "strategy=custom&preset=resnet18"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_hostile_text_typed_into_every_text_box_is_refused_or_used_never_raised(page):
+    """Every text input and text area a page draws (found on the page, not listed), given markup,
+    a 5,000-character value and control characters, as a tampered client may send them."""
+    at, _ = hostile.open_page(page, SHOW_ALL)
+    boxes = [(kind, widget.key) for kind in ("text_input", "text_area") for widget in at.get(kind)]
+    assert boxes or page not in ("pages/model.py", "pages/layout.py")  # a preset's list; mesh and rules
+    failures = []
+    for kind, key in boxes:
+        for value in TYPED:
+            at, _ = hostile.open_page(page, SHOW_ALL)
+            next(widget for widget in at.get(kind) if widget.key == key).set_value(value).run()
+            if at.exception:
+                failures.append(f"{key} = {value[:30]!r}: {at.exception[0].message[:200]}")
+            failures += [f"{key} = {value[:30]!r}: {failure}" for failure in hostile.markup_failures(at)]
+    assert not failures, "\n".join(failures[:10])
+
+
 # --- regressions: what the sweep found ---------------------------------------------------------
 
 
