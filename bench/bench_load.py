@@ -52,6 +52,7 @@ SHARDS_LABEL = "Number of checkpoint shards"
 TOTAL_LABEL = "Total parameters"
 SHARE_PREFIX = "Ideal share per shard ("
 STEP_SECONDS = 60.0  # one page load or one change, at most
+KINDS = ("protocol", "chromium")
 
 
 class LoadError(RuntimeError):
@@ -291,6 +292,21 @@ def memory(pid: int | None) -> dict[str, int]:
     return found
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time a process has used (``/proc/PID/stat``, fields 14 and 15)."""
+    if pid is None:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def solo(url: str, changes: int) -> Outcome:
+    """One protocol session alone on the server: the latency without a crowd, for comparison."""
+    (plan,) = plans(1, changes)
+    return await asyncio.wait_for(protocol_session(url, dataclasses.replace(plan, name="alone")), STEP_SECONDS * 3)
+
+
 @dataclasses.dataclass
 class LoadResult:
     outcomes: list[Outcome]
@@ -318,9 +334,16 @@ async def run_load(url: str, *, clients: int, pages: int, changes: int, deadline
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            tasks = [protocol_session(url, plan) for plan in every[:clients]]
-            tasks += [chromium_session(browser, url, plan) for plan in every[clients:]]
-            outcomes = await asyncio.wait_for(asyncio.gather(*tasks), deadline)
+
+            async def bounded(session, plan: Plan, kind: str) -> Outcome:
+                try:
+                    return await asyncio.wait_for(session, deadline)
+                except TimeoutError:
+                    return Outcome(name=plan.name, kind=kind, errors=[f"not finished within {deadline:g} s"])
+
+            tasks = [bounded(protocol_session(url, plan), plan, "protocol") for plan in every[:clients]]
+            tasks += [bounded(chromium_session(browser, url, plan), plan, "chromium") for plan in every[clients:]]
+            outcomes = await asyncio.gather(*tasks)
         finally:
             await browser.close()
     return LoadResult(outcomes=list(outcomes), seconds=time.perf_counter() - started, memory=memory(server_pid(url)))
@@ -341,11 +364,14 @@ def main() -> None:
     from conftest import streamlit_server
 
     with streamlit_server() as url:
-        load_before = os.getloadavg()
+        pid = server_pid(url)
+        idle = memory(pid).get("VmRSS", 0)
+        alone = asyncio.run(solo(url, args.changes * 2))  # also warms the server: JAX imported, pages compiled
+        load_before, cpu_before = os.getloadavg(), cpu_seconds(pid)
         result = asyncio.run(
             run_load(url, clients=args.clients, pages=args.pages, changes=args.changes, deadline=args.deadline)
         )
-        load_after = os.getloadavg()
+        load_after, server_cpu = os.getloadavg(), cpu_seconds(pid) - cpu_before
 
     print(
         f"{args.clients} protocol sessions + {args.pages} Chromium pages at once, {args.changes} shard changes each, "
@@ -354,8 +380,7 @@ def main() -> None:
     )
     print("| sessions | changes timed | median | p95 | max |")
     print("|---|---|---|---|---|")
-    for kind in ("protocol", "chromium"):
-        times = result.latencies(kind)
+    for kind, times in (("protocol, alone", sorted(alone.latencies)), *((k, result.latencies(k)) for k in KINDS)):
         if times:
             print(
                 f"| {kind} | {len(times)} | {statistics.median(times) * 1000:.0f} ms | "
@@ -364,13 +389,19 @@ def main() -> None:
     runs = sum(o.runs for o in result.outcomes)
     peak = result.memory.get("VmHWM", 0)
     print(
-        f"\nScript runs checked: {runs}. Errors: {len(result.errors)}. Cross-talk: {len(result.cross_talk)}. "
-        f"Server peak memory (VmHWM): {peak:,} bytes ({units.binary_bytes(peak)}; goal under 1 GB), "
-        f"resident at the end {result.memory.get('VmRSS', 0):,} bytes."
+        f"\nServer CPU during the crowd: {server_cpu:.1f} s in {result.seconds:.1f} s of wall time "
+        f"({server_cpu / result.seconds:.2f} cores busy), about {server_cpu / max(runs, 1) * 1000:.0f} ms "
+        "per script run."
     )
-    for line in (result.errors + result.cross_talk)[:20]:
+    errors = alone.errors + result.errors
+    print(
+        f"Script runs checked: {runs}. Errors: {len(errors)}. Cross-talk: {len(result.cross_talk)}. "
+        f"Server peak memory (VmHWM): {peak:,} bytes ({units.binary_bytes(peak)}; goal under 1 GB), "
+        f"resident at the end {result.memory.get('VmRSS', 0):,} bytes (idle before the first session: {idle:,})."
+    )
+    for line in (errors + result.cross_talk)[:20]:
         print(f"- {line}")
-    if result.errors or result.cross_talk:
+    if errors or result.cross_talk:
         sys.exit(1)
 
 
