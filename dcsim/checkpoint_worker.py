@@ -14,6 +14,8 @@ The request (JSON) holds ``config`` (the configuration file format), ``dtype`` (
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import resource
@@ -39,6 +41,17 @@ from dcsim.config import ModelConfig
 # Test-only: make the worker fail after its save, to prove the parent still cleans up.
 FAULT_ENV = "DCSIM_CHECKPOINT_TEST_FAULT"
 FAULTS = ("raise", "kill", "hang")
+# Test-only: a file holding the fault, read when each worker starts, so a test can switch faults on
+# and off in a running server (whose environment is fixed) between two measurements.
+FAULT_FILE_ENV = "DCSIM_CHECKPOINT_TEST_FAULT_FILE"
+# Test-only fault ``fsize:BYTES``: no file this worker writes may grow past BYTES (RLIMIT_FSIZE, with
+# SIGXFSZ ignored so a write fails with EFBIG instead of killing the process): a full temporary disk
+# without root or a tiny filesystem.
+FSIZE_FAULT = "fsize"
+# What a write says when the disk is full (ENOSPC), over quota (EDQUOT) or past a size limit (EFBIG),
+# as an OSError or as text inside a TensorStore/Orbax error.
+_DISK_FULL_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+_DISK_FULL_TEXT = tuple(os.strerror(code) for code in sorted(_DISK_FULL_ERRNOS))
 
 
 def _peak_rss_bytes() -> int:
@@ -89,8 +102,51 @@ def _files(folder: Path) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: row["path"])
 
 
+def _fault_spec() -> str:
+    fault = os.environ.get(FAULT_ENV, "")
+    path = os.environ.get(FAULT_FILE_ENV)
+    if not fault and path:
+        try:
+            fault = Path(path).read_text().strip()
+        except OSError:
+            fault = ""
+    return fault
+
+
+def _apply_size_limit() -> None:
+    """The ``fsize:BYTES`` fault: cap every file this process writes at BYTES."""
+    name, _, size = _fault_spec().partition(":")
+    if name == FSIZE_FAULT:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(size), int(size)))
+
+
+def _disk_full(err: BaseException) -> bool:
+    """Whether an error, or one it was raised from, is a write refused for lack of space."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in _DISK_FULL_ERRNOS:
+            return True
+        if any(text in str(err) for text in _DISK_FULL_TEXT):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def _disk_full_message(workdir: Path) -> str:
+    """Why the save failed, with the room there was: free bytes, and a per-file limit if one is set."""
+    try:
+        free = f"{shutil.disk_usage(workdir).free:,} bytes free"
+    except OSError:
+        free = "free space unknown"
+    limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    cap = "" if limit == resource.RLIM_INFINITY else f", at most {limit:,} bytes a file"
+    return f"the temporary disk filled up while saving the checkpoint ({free} in the temporary folder{cap})"
+
+
 def _fault(stage: str) -> None:
-    fault = os.environ.get(FAULT_ENV)
+    fault = _fault_spec()
     if fault == f"{stage}:raise":
         raise RuntimeError(f"fault injected after {stage} ({FAULT_ENV})")
     if fault == f"{stage}:kill":
@@ -194,16 +250,23 @@ def measure(request: dict[str, Any], workdir: Path, progress: Any) -> dict[str, 
 
 def main(argv: list[str]) -> int:
     request_path, result_path, progress_path = (Path(arg) for arg in argv)
+    _apply_size_limit()
     try:
         with open(progress_path, "a") as progress:
             result = measure(json.loads(request_path.read_text()), result_path.parent, progress)
         code = 0
     except Exception as err:
-        traceback.print_exc()
-        result, code = {"error": f"{type(err).__name__}: {err}"}, 1
+        details = traceback.format_exc()
+        message = _disk_full_message(result_path.parent) if _disk_full(err) else f"{type(err).__name__}: {err}"
+        result, code = {"error": message}, 1
     partial = result_path.with_suffix(".partial")
     partial.write_text(json.dumps(result))
     partial.replace(result_path)  # the parent never reads half a result
+    if code:
+        # After the result: on a full disk the traceback may not fit, the message must.
+        with contextlib.suppress(OSError):
+            sys.stderr.write(details)
+            sys.stderr.flush()
     return code
 
 

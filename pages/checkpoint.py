@@ -191,19 +191,21 @@ if clicked and plan is not None:
             bar.progress(done / (len(checkpoint.STAGES) - 1), text=STAGE_TEXT.get(stage, stage))
             status.update(label=f"{STAGE_TEXT.get(stage, stage)}…")
 
+        # Each failure re-expands the box: in the browser a status box collapses when its state
+        # changes, which hid the message inside it (only the one-line label showed).
         try:
             kept = measuring.measure(config, settings, on_progress=show_stage)
         except CheckpointBusy as err:
-            status.update(label="Busy: try again in a moment", state="error")
+            status.update(label="Busy: try again in a moment", state="error", expanded=True)
             st.warning(frame.plain(f"Busy: {err}."), icon=":material/hourglass_top:")
         except CheckpointTimeout as err:
-            status.update(label="The measurement ran out of time", state="error")
+            status.update(label="The measurement ran out of time", state="error", expanded=True)
             st.error(frame.plain(f"The measurement was stopped: {err}."), icon=":material/timer_off:")
         except CheckpointFailed as err:
-            status.update(label="The measurement failed", state="error")
+            status.update(label="The measurement failed", state="error", expanded=True)
             st.error(frame.plain(f"The measurement failed: {err}."), icon=":material/error:")
         except (TypeError, ValueError) as err:
-            status.update(label="The measurement was refused", state="error")
+            status.update(label="The measurement was refused", state="error", expanded=True)
             st.error(frame.plain(f"The measurement was refused: {err}."), icon=":material/block:")
         else:
             # Run again so the button and the caption describe the kept report.

@@ -30,7 +30,8 @@ MAX_CACHED_REPORTS = 32
 MAX_CACHED_PLANS = 128
 # A second request waits this long for the running measurement, then is told to come back.
 WAIT_SECONDS = 2.0
-TIMEOUT_SECONDS = checkpoint.DEFAULT_TIMEOUT_SECONDS
+# The operator's DCSIM_CHECKPOINT_TIMEOUT_SECONDS, read once when the server imports this.
+TIMEOUT_SECONDS = checkpoint.default_timeout_seconds()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
