@@ -400,6 +400,22 @@ def budget_frame(comparison: Comparison, answers: Sequence[budgets.Answer]) -> p
     )
 
 
+def held_frame(comparison: Comparison, answers: Sequence[budgets.Answer]) -> pd.DataFrame:
+    """What the fullest device holds under the real layout at every searched device count, per
+    scenario: ``name``, ``devices``, ``held`` (float, missing where impossible) and ``held_text``."""
+    rows: dict[str, list[Any]] = {"name": [], "devices": [], "held": [], "held_text": []}
+    for scenario, found in zip(comparison.scenarios, answers, strict=True):
+        for devices, held in enumerate(found.held, start=1):
+            rows["name"].append(scenario.name)
+            rows["devices"].append(devices)
+            rows["held"].append(None if held is None else float(held))
+            rows["held_text"].append("impossible" if held is None else f"{held:,}")
+    frame = pd.DataFrame(rows)
+    frame["devices"] = pd.array(rows["devices"], dtype="int64")
+    frame["held"] = frame["held"].astype(float)
+    return frame
+
+
 def comparison_record(
     comparison: Comparison, reports: Sequence[ParamReport], answers: Sequence[budgets.Answer] | None = None
 ) -> dict[str, Any]:
