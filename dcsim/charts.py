@@ -392,6 +392,7 @@ def compare_bars(table: pd.DataFrame) -> alt.Chart:
             ],
         )
         .properties(
+            height=300,
             description="Grouped bar chart of each scenario's total parameters and ideal share per shard, "
             "on a logarithmic axis."
         )
@@ -438,6 +439,7 @@ def compare_sweep(sweep: pd.DataFrame, table: pd.DataFrame) -> alt.LayerChart:
         )
     )
     return alt.layer(base.mark_line(), marked).properties(
+        height=300,
         title=alt.Title(
             "Ideal share per shard across shard counts",
             subtitle="total / shards, log-log; diamond: each scenario's own",
