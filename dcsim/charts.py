@@ -394,7 +394,7 @@ def compare_bars(table: pd.DataFrame) -> alt.Chart:
         .properties(
             height=300,
             description="Grouped bar chart of each scenario's total parameters and ideal share per shard, "
-            "on a logarithmic axis."
+            "on a logarithmic axis.",
         )
     )
 
