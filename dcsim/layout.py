@@ -486,12 +486,14 @@ def shard_values_by_shape(
     gives every array of that shape, for sweeps over thousands of meshes.
 
     Only for strategies whose placement depends on the shape alone (``replicated``, ``fsdp``,
-    ``tensor``; ``custom`` rules match paths). The strategy's rule is ``_place``'s, and JAX still
-    decides every split: ``NamedSharding.shard_shape`` is asked once per distinct dimension size
-    and mesh entry (it splits each dimension on its own, so a shape's shard shape is its
-    dimensions' answers side by side). A model of 723 arrays has about six distinct dimension
-    sizes, so one mesh costs a handful of JAX calls instead of hundreds. The tests compare the
-    result with ``compute_layout`` array by array. Raises ``LayoutError`` naming each shape that
+    ``tensor``; ``custom`` rules match paths). The strategy's rule is ``_place``'s, and JAX makes
+    every split: ``NamedSharding.shard_shape`` is asked once per distinct dimension size and mesh
+    entry (it splits each dimension on its own, so a shape's shard shape is its dimensions' answers
+    side by side). A size the entry's devices do not divide is not asked about: JAX splits only into
+    equal parts, and its refusal (an exception with a message) is the costly path. llama2-70b's 723
+    arrays have six distinct dimension sizes, so a mesh costs a few JAX calls instead of hundreds.
+    The tests compare the result with ``compute_layout`` array by array. Raises ``LayoutError``
+    naming each shape that
     cannot be placed, as ``compute_layout`` would.
     """
     if strategy == "custom":
@@ -506,6 +508,11 @@ def shard_values_by_shape(
         """JAX's size of a dimension of ``size`` split over ``entry``, or None if it refuses."""
         key = (size, entry)
         if key not in answers:
+            if size % math.prod(mesh.shape[name] for name in _entry_names(entry)):
+                # JAX splits a dimension only into equal parts: it would refuse this one. Not asking
+                # saves the costly refusal (an exception with its message); every split made is JAX's.
+                answers[key] = None
+                return None
             if entry not in shardings:
                 shardings[entry] = NamedSharding(jax_mesh, PartitionSpec(entry))
             try:
