@@ -440,6 +440,8 @@ def compare_sweep(sweep: pd.DataFrame, table: pd.DataFrame) -> alt.LayerChart:
     )
     return alt.layer(base.mark_line(), marked).properties(
         height=300,
+        # Fit the width only: fitting the height too squeezed the plot under a two-row legend.
+        autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
         title=alt.Title(
             "Ideal share per shard across shard counts",
             subtitle="total / shards, log-log; diamond: each scenario's own",
@@ -495,6 +497,8 @@ def budget_sweep(held: pd.DataFrame, budget: float, unit: str) -> alt.LayerChart
         .encode(y="budget:Q", tooltip=[alt.Tooltip("text:N", title="Budget per device")])
     )
     return alt.layer(lines, rule).properties(
+        height=300,
+        autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
         title=alt.Title(
             "Real layout per device against the budget (log-log)",
             subtitle="JAX's sharding rules on a mesh of N devices; red dashed: the budget",

@@ -299,3 +299,11 @@ def test_budget_sweep_draws_the_budget_and_leaves_impossible_counts_out(comparis
     seed = {row["devices"]: row["held"] for row in rows if row["name"] == "seed <b>"}
     assert (seed[1], seed[2], seed[3], seed[4]) == (20.0, 10.0, 20.0, 5.0)
     assert "Fullest device (values" in lines["encoding"]["y"]["axis"]["title"]
+
+
+def test_compare_line_charts_fit_the_width_only(comparison_tables):
+    # With "fit" in both directions a two-row legend squeezed the plot to a few pixels in Chromium.
+    table, sweep, held = comparison_tables
+    for chart in (charts.compare_sweep(sweep, table), charts.budget_sweep(held, 10, "values")):
+        spec = chart.to_dict()
+        assert spec["autosize"] == {"type": "fit-x", "contains": "padding"} and spec["height"] == 300
