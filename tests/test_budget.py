@@ -1,10 +1,14 @@
 """The budget question: hand-checkable answers, the non-monotone search, and the typed budget."""
 
+import math
+
+import hypothesis.strategies as hs
 import pytest
+from hypothesis import given, settings
 
 from dcsim import budget, layout
 from dcsim.config import DenseLayer, ModelConfig
-from dcsim.count import count_params
+from dcsim.count import ArrayRow, ParamReport, count_params
 
 SEED = count_params(ModelConfig())  # Dense(4) on input 4: kernel 4x4 + bias 4 = 20 values
 
@@ -162,3 +166,29 @@ def test_a_deep_dense_stack_searches_quickly_enough_to_sweep_every_count():
     report = count_params(ModelConfig(input_dim=8, layers=(DenseLayer(features=8),) * 64))
     answer = budget.answer(budget.demand(report, "float32"), values_budget(10**9))
     assert answer.devices == 1 and len(answer.held) == 4096
+
+
+@settings(max_examples=150)
+@given(
+    shapes=hs.lists(
+        hs.lists(hs.sampled_from([1, 2, 3, 4, 6, 8, 12, 30, 64]), max_size=3).map(tuple), min_size=1, max_size=6
+    ),
+    axes=hs.lists(hs.integers(1, 12), min_size=1, max_size=2),
+    strategy=hs.sampled_from(["fsdp", "replicated", "tensor"]),
+)
+def test_grouped_layout_equals_compute_layout_on_any_shapes_and_meshes(shapes, axes, strategy):
+    rows = tuple(
+        ArrayRow(collection="params", path=f"a{index}/kernel", module=f"a{index}", kind="kernel", shape=shape,
+                 dtype="float32", num_values=math.prod(shape))
+        for index, shape in enumerate(shapes)
+    )  # fmt: skip
+    names = ["model", "data"] if strategy == "tensor" else ["data", "model"]
+    mesh = layout.MeshSpec(tuple(zip(names, axes, strict=False)))
+    try:
+        full = layout.compute_layout(ParamReport(arrays=rows), mesh, strategy)
+    except layout.LayoutError:
+        with pytest.raises(layout.LayoutError, match="tensor strategy"):
+            layout.shard_values_by_shape(shapes, mesh, strategy)
+        return
+    grouped = layout.shard_values_by_shape(shapes, mesh, strategy)
+    assert [grouped[row.shape] for row in full.arrays] == [row.values_per_shard for row in full.arrays]
