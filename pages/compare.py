@@ -103,8 +103,26 @@ else:
         "raw_bytes_vs_baseline",
     ).assign(is_baseline=table["is_baseline"].map({True: "baseline", False: ""}))
     st.dataframe(
-        shown.drop(columns=["ideal_share", "params_ratio", "raw_bytes_ratio"]),
+        shown,
         hide_index=True,
+        # The differences before the per-dtype bytes, so they show without scrolling sideways.
+        column_order=[
+            "number",
+            "name",
+            "is_baseline",
+            "model",
+            "num_shards",
+            "dtype",
+            "total_params",
+            "ideal_share_text",
+            "raw_bytes",
+            "params_vs_baseline",
+            "params_ratio_text",
+            "raw_bytes_vs_baseline",
+            "raw_bytes_ratio_text",
+            "ideal_share_vs_baseline_text",
+            *(f"raw_{dtype}_bytes" for dtype in payload.RAW_DTYPES),
+        ],
         column_config={
             "number": st.column_config.NumberColumn("#", format="%d"),
             "name": st.column_config.TextColumn("Scenario"),
@@ -204,6 +222,16 @@ if current.scenarios:
             larger_that_fail=answer_frame["larger_that_fail"].map(units.count),
         ),
         hide_index=True,
+        column_order=[
+            "name",
+            "need",
+            "ideal_shards",
+            "devices",
+            "per_device",
+            "larger_that_fail",
+            "first_larger_that_fail",
+            "ideal_share_text",
+        ],
         column_config={
             "name": st.column_config.TextColumn("Scenario"),
             "need": st.column_config.TextColumn(f"Must fit in all ({spec.unit})"),
