@@ -279,7 +279,11 @@ def unique_name(wanted: str, taken: Sequence[str]) -> str:
 def model_text(config: ModelConfig) -> str:
     """The model in one line: ``llama2-70b (num_layers=40)`` or ``Dense 784 → 512x2_10``."""
     if config.preset is not None:
-        changed = ", ".join(f"{name}={links._hparam_text(value)}" for name, value in config.overrides)
+        changed = ", ".join(
+            f"{key.removeprefix(links.HPARAM_PREFIX)}={value}"
+            for key, value in links.encode(config).items()
+            if key.startswith(links.HPARAM_PREFIX)
+        )
         return f"{config.preset} ({changed})" if changed else config.preset
     return f"Dense {config.input_dim:,} → {links.encode_layers(config.layers)}"
 
