@@ -269,7 +269,8 @@ else:
     st.warning(
         f"This comparison is too large for a link: its query string would be {len(query):,} characters, over the "
         f"{compare.MAX_LINK_CHARS:,} that stay safe through common proxies (they cut links at 4–8 KB). "
-        "Download the comparison as JSON instead and share the file; “Open a comparison file” above reopens it.",
+        "Download the comparison as JSON instead and share the file; “Open a comparison file” above reopens it. "
+        "The address bar and the sidebar's link still carry the configuration and the budget, not the scenarios.",
         icon=":material/link_off:",
     )
     widgets.download("Download the comparison (JSON) to share", current.to_json(), "dcsim-comparison.json")
