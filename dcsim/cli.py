@@ -17,7 +17,7 @@ from typing import NoReturn
 
 import pandas as pd
 
-from dcsim import breakdown, checkpoint, layout, optimizer, payload, presets, shares, tables, units
+from dcsim import breakdown, budget, checkpoint, compare, layout, optimizer, payload, presets, shares, tables, units
 from dcsim.config import MAX_CONFIG_BYTES, ModelConfig, parse_int, parse_widths
 from dcsim.count import ParamReport, count_params
 from dcsim.payload import CHECKPOINT_DIFFERS
@@ -96,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.set_defaults(run=_presets)
     _add_layout_parser(commands)
     _add_checkpoint_command(commands)
+    _add_compare_command(commands)
     return parser
 
 
@@ -444,12 +445,118 @@ def _checkpoint(args: argparse.Namespace) -> str:
     return render_checkpoint_table(report)
 
 
+# --- compare: scenarios side by side and the budget question -------------------------------------
+
+
+def _add_compare_command(commands: argparse._SubParsersAction) -> None:
+    command = commands.add_parser(
+        "compare",
+        help="compare the scenarios of a comparison JSON file side by side, with the budget question",
+        description="Print a comparison (as the dashboard's Compare page downloads it) side by side: totals, "
+        "ideal shares, raw bytes and differences against the baseline, then the budget question answered "
+        "twice: by the ideal share (an average) and by the real layout (JAX's sharding rules).",
+    )
+    command.add_argument("file", metavar="FILE", help="comparison JSON ('-' reads stdin)")
+    command.add_argument(
+        "--format", choices=("table", "json", "csv"), default="table", help="output format (default table)"
+    )
+    command.set_defaults(run=_compare)
+
+
+def _read_comparison(path: str) -> compare.Comparison:
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(compare.MAX_COMPARISON_BYTES + 1)
+        else:
+            with open(path, "rb") as file:
+                data = file.read(compare.MAX_COMPARISON_BYTES + 1)
+    except OSError as err:
+        raise UsageError(f"cannot read the comparison file {path!r}: {err.strerror or err}") from None
+    try:
+        return compare.Comparison.from_json(data)
+    except (TypeError, ValueError) as err:
+        raise UsageError(f"comparison file {path!r}: {err}") from None
+
+
+_COMPARE_COLUMNS = {
+    "number": "#",
+    "name": "scenario",
+    "model": "model",
+    "num_shards": "shards",
+    "dtype": "dtype",
+    "total_params": "total_params",
+    "ideal_share_text": "ideal_share",
+    "raw_bytes": "raw_bytes",
+    "params_vs_baseline": "params_vs_baseline",
+    "params_ratio_text": "params_ratio",
+    "raw_bytes_vs_baseline": "raw_bytes_vs_baseline",
+}
+
+
+def render_compare_table(comparison: compare.Comparison, table: pd.DataFrame, answers: list[budget.Answer]) -> str:
+    """The comparison for people: the side-by-side table, then both answers to the budget question."""
+    if not comparison.scenarios:
+        return "the comparison holds no scenarios\n"
+    shown = table[list(_COMPARE_COLUMNS)].rename(columns=_COMPARE_COLUMNS)
+    shown["scenario"] = [
+        f"{name} (baseline)" if base else name for name, base in zip(table["name"], table["is_baseline"], strict=True)
+    ]
+    spec = comparison.budget
+    lines = [
+        _frame_text(shown),
+        "",
+        "raw_bytes: values x bytes per value in the scenario's dtype; a raw estimate, NOT the checkpoint size.",
+        "",
+        f"budget per shard and per device: {spec.amount_text} ({spec.holds})",
+    ]
+    for scenario, found in zip(comparison.scenarios, answers, strict=True):
+        if found.devices is None:
+            real = f"no device count from 1 to {budget.MAX_SEARCH_DEVICES:,} fits"
+        else:
+            each = f"{units.count(found.per_device)} {spec.unit} each"
+            real = f"{_plural(found.devices, 'device')} ({spec.mesh_axis}={found.devices}, {each})"
+            if found.fails_above:
+                listed = ", ".join(f"{n:,}" for n in found.fails_above[: budget.MAX_FAILURES_LISTED])
+                more = ", ..." if len(found.fails_above) > budget.MAX_FAILURES_LISTED else ""
+                real += f"; {len(found.fails_above):,} larger counts do not fit ({listed}{more})"
+        lines += [
+            f"  {scenario.name}: needs {units.count(found.need)} {spec.unit} in all",
+            f"    ideal share (an average): {_plural(found.ideal_shards, 'shard')}",
+            f"    real layout (JAX's sharding rules, {spec.strategy}): {real}",
+        ]
+    lines.append(
+        f"The real layout is not monotone in N (an array that splits on 4 devices may be replicated on 3), "
+        f"so every N from 1 to {budget.MAX_SEARCH_DEVICES:,} was searched."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'s' * (count != 1)}"
+
+
+def _compare(args: argparse.Namespace) -> str:
+    comparison = _read_comparison(args.file)
+    reports = [count_params(scenario.config) for scenario in comparison.scenarios]
+    if args.format == "csv":
+        buffer = io.StringIO()
+        compare.comparison_frame(comparison, reports).to_csv(buffer, index=False)
+        return buffer.getvalue()
+    answers = [
+        budget.answer(budget.demand(report, scenario.dtype, comparison.budget.training), comparison.budget)
+        for report, scenario in zip(reports, comparison.scenarios, strict=True)
+    ]
+    if args.format == "json":
+        return json.dumps(compare.comparison_record(comparison, reports, answers), indent=2, ensure_ascii=False) + "\n"
+    return render_compare_table(comparison, compare.comparison_frame(comparison, reports), answers)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code (0 done, 2 bad input, 1 a bug in dcsim)."""
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
-            raise UsageError(f"choose a command: count, presets, layout, checkpoint (see `{PROG} --help`)")
+            raise UsageError(f"choose a command: count, presets, layout, checkpoint, compare (see `{PROG} --help`)")
         output = getattr(args, "run", _count)(args)
     except (UsageError, TypeError, ValueError) as err:
         print(f"dcsim: error: {err}", file=sys.stderr)
