@@ -126,14 +126,18 @@ def plan_multiprocess(
         max_params=max_params,
         timeout_seconds=timeout_seconds,
     )
-    num_devices = plan.mesh.num_devices
-    if num_devices % num_processes:
+    check_divides(plan.mesh, num_processes)
+    return MultiprocessPlan(checkpoint=plan, num_processes=num_processes)
+
+
+def check_divides(mesh: MeshSpec, num_processes: int) -> None:
+    """Each process must hold the same number of the mesh's devices."""
+    if mesh.num_devices % num_processes:
         raise ValueError(
             f"the mesh's device count must be a multiple of the number of processes, so that each process "
-            f"holds the same number of devices: mesh {plan.mesh.text} has {num_devices:,} device(s), "
+            f"holds the same number of devices: mesh {mesh.text} has {mesh.num_devices:,} device(s), "
             f"not a multiple of {num_processes} processes"
         )
-    return MultiprocessPlan(checkpoint=plan, num_processes=num_processes)
 
 
 # --- where the files came from -------------------------------------------------------------------
