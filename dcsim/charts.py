@@ -391,7 +391,13 @@ def _per_process_bars(
             x=alt.X("num_processes:O", title="Processes", axis=alt.Axis(labelAngle=0)),
             xOffset=alt.XOffset("process_name:N", sort=names),
             y=alt.Y(f"{field}:Q", scale=alt.Scale(zero=True), axis=alt.Axis(title=axis_title, labelExpr=BYTE_LABELS)),
-            color=alt.Color("process_name:N", title=None, sort=names, legend=alt.Legend(orient="bottom")),
+            color=alt.Color(
+                "process_name:N",
+                title=None,
+                sort=names,
+                scale=alt.Scale(scheme="tableau10"),
+                legend=alt.Legend(orient="bottom", columns=2),
+            ),
             tooltip=[
                 alt.Tooltip("num_processes:O", title="Processes"),
                 alt.Tooltip("process_name:N", title="Process"),

@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from dcsim import checkpoint
+from dcsim import checkpoint, units
 from dcsim.checkpoint import (
     DEFAULT_TIMEOUT_SECONDS,
     CheckpointFailed,
@@ -356,9 +356,15 @@ def run_multiprocess(
                     "every process of the group was ended and the temporary checkpoint was removed"
                 ) from None
             except WorkerFailed as err:
-                if PORT_TAKEN in str(err) and attempt < PORT_ATTEMPTS:
-                    shutil.rmtree(folder, ignore_errors=True)
-                    continue
+                if _port_taken(err, folder, stages, plan.num_processes):
+                    if attempt < PORT_ATTEMPTS:
+                        shutil.rmtree(folder, ignore_errors=True)
+                        continue
+                    raise CheckpointFailed(
+                        f"process 0 could not start the coordinator: each of {PORT_ATTEMPTS} free ports chosen on "
+                        "127.0.0.1 was taken by another program before it could listen; every process of the group "
+                        "was ended and the temporary checkpoint was removed"
+                    ) from None
                 name = err.workers[0] if err.workers else "group"
                 raise CheckpointFailed(
                     f"{err} (while {_doing(stages.get(name))}); every process of the group was ended and the "
@@ -368,6 +374,24 @@ def run_multiprocess(
         raise AssertionError("unreachable: the last attempt returns or raises")
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _port_taken(err: WorkerFailed, folder: Path, stages: dict[str, str], num_processes: int) -> bool:
+    """Whether process 0 failed because its coordinator could not listen on the port chosen.
+
+    It says so in its result (``PORT_TAKEN``) when it can; gRPC's failed bind sometimes crashes
+    the process before it can, so its log is read too.
+    """
+    name = _process_name(0, num_processes)
+    if name not in err.workers or stages.get(name) != "connecting":
+        return False
+    if PORT_TAKEN in str(err):
+        return True
+    try:
+        with open(folder / "process_0" / "stderr.txt", errors="replace") as log:
+            return "Failed to add port to server" in log.read(1 << 20)
+    except OSError:
+        return False
 
 
 def _doing(stage: str | None) -> str:
@@ -449,7 +473,8 @@ def file_places_frame(report: MultiprocessReport) -> pd.DataFrame:
     groups: dict[tuple[int, str], list[int]] = {}
     for file in report.checkpoint.files:
         groups.setdefault((file_process(file.path), file_place(file.path)), []).append(file.num_bytes)
-    keys = sorted(groups, key=lambda key: (key[0], key[1] == "top level", key[1]))
+    order = {"array_metadatas/": 1, "top level": 2}  # each process's own ocdbt folder first
+    keys = sorted(groups, key=lambda key: (key[0], order.get(key[1], 0), key[1]))
     return pd.DataFrame(
         {
             "process": pd.array([process for process, _ in keys], dtype="int64"),
@@ -519,9 +544,9 @@ def explain_processes(report: MultiprocessReport) -> tuple[str, ...]:
         f"Time: the group's save took {report.checkpoint.save_seconds:.2f} s from the first process starting to the "
         f"last finishing, its restore {report.checkpoint.restore_seconds:.2f} s; {report.num_processes} process(es) "
         f"shared this machine's {report.cpu_count} CPU core(s) (load average {report.load_average:.2f}).",
-        f"Memory: each process peaked at up to {max(p.peak_rss_bytes for p in report.processes):,} bytes, "
-        f"{report.total_peak_rss_bytes:,} bytes together; each pays its own interpreter, JAX and Orbax "
-        f"(about {min(p.baseline_rss_bytes for p in report.processes):,} bytes before any work).",
+        f"Memory: each process peaked at up to {units.bytes_exact(max(p.peak_rss_bytes for p in report.processes))}, "
+        f"{units.bytes_exact(report.total_peak_rss_bytes)} together; each pays its own interpreter, JAX and Orbax "
+        f"(about {units.bytes_exact(min(p.baseline_rss_bytes for p in report.processes))} before any work).",
     ]
     data = {int(row.process): int(row.num_bytes) for row in own.itertuples()}
     split = bool(data) and max(data.values()) < 0.75 * sum(data.values())

@@ -198,8 +198,13 @@ clicked = st.button(
     type="secondary" if kept else "primary",
     icon=":material/save:",
     disabled=plan is None,
-    help="Runs in a child process with a time limit of "
-    f"{measuring.TIMEOUT_SECONDS:g} s; the temporary checkpoint is deleted afterwards.",
+    help=(
+        f"Runs in a child process with a time limit of {measuring.TIMEOUT_SECONDS:g} s"
+        if settings is None or settings.processes == 1
+        else f"Runs in {settings.processes} processes at once with a time limit of {measuring.TIMEOUT_SECONDS:g} s "
+        "for the group; if any one fails or hangs, all are ended"
+    )
+    + "; the temporary checkpoint is deleted afterwards.",
 )
 if clicked and plan is not None:
     group_size = settings.processes
@@ -282,8 +287,13 @@ if kept:
         figures.metric(label, value, help=explanation, width=METRIC_WIDTH)
     if not result.restore_verified:
         st.error("The restored arrays differ from the saved ones.", icon=":material/error:")
+    peaked = (
+        "The child process peaked"
+        if kept.group is None
+        else f"Of the {kept.group.num_processes} processes, the highest peaked"
+    )
     st.caption(
-        f"The child process peaked at {units.binary_bytes(result.peak_rss_bytes)} of memory, "
+        f"{peaked} at {units.binary_bytes(result.peak_rss_bytes)} of memory, "
         f"{units.binary_bytes(result.peak_growth_bytes)} over its idle baseline. "
         f"JAX {result.jax_version}, orbax-checkpoint {result.orbax_version}."
     )
@@ -419,7 +429,7 @@ elif kept_sweep:
 if kept_sweep:
     reports = kept_sweep.reports
     sweep = multiprocess.sweep_frame(reports)
-    table(sweep)
+    st.dataframe(measuring.sweep_side_by_side(sweep), hide_index=True)
     per_process = multiprocess.sweep_processes_frame(reports)
     st.altair_chart(charts.save_time_by_processes(sweep), width="stretch")
     bytes_col, memory_col = st.columns(2)

@@ -230,7 +230,7 @@ def test_a_coordinator_port_taken_after_the_probe_is_retried_on_a_fresh_one(own_
         # Out of attempts: one clear failure naming the port.
         ports.append(taken.getsockname()[1])
         monkeypatch.setattr(multiprocess, "PORT_ATTEMPTS", 1)
-        with pytest.raises(CheckpointFailed, match=r"process 0 of 1 failed: CoordinatorPortTaken: coordinator port "):
+        with pytest.raises(CheckpointFailed, match=r"process 0 could not start the coordinator: each of 1 free ports"):
             measure_multiprocess(ModelConfig(), processes=1)
     finally:
         taken.close()

@@ -290,23 +290,23 @@ def _seconds(value: float) -> str:
 
 
 _SHOWN = {
-    "num_processes": ("Processes", units.count),
-    "process": ("Process", units.count),
-    "num_devices": ("Devices", units.count),
-    "devices_per_process": ("Devices each", units.count),
-    "device_bytes": ("Bytes held", units.bytes_exact),
-    "num_files": ("Files", units.count),
-    "num_bytes": ("Bytes written", units.bytes_exact),
-    "disk_bytes": ("On disk", units.bytes_exact),
-    "raw_payload_bytes": ("Raw payload", units.bytes_exact),
-    "save_seconds": ("Save", _seconds),
-    "restore_seconds": ("Restore", _seconds),
-    "max_process_bytes": ("Most bytes written by one process", units.bytes_exact),
-    "peak_rss_bytes": ("Peak memory", units.bytes_exact),
-    "max_peak_rss_bytes": ("Highest peak memory of one process", units.bytes_exact),
-    "total_peak_rss_bytes": ("Peak memory of all processes", units.bytes_exact),
-    "restore_verified": ("Restored bit for bit", lambda ok: "Yes" if ok else "No"),
-    "place": ("Where", str),
+    "num_processes": ("Processes", units.count, "small"),
+    "process": ("Process", units.count, "small"),
+    "num_devices": ("Devices", units.count, "small"),
+    "devices_per_process": ("Devices each", units.count, None),
+    "device_bytes": ("Bytes held", units.bytes_exact, None),
+    "num_files": ("Files", units.count, "small"),
+    "num_bytes": ("Bytes written", units.bytes_exact, None),
+    "disk_bytes": ("On disk", units.bytes_exact, None),
+    "raw_payload_bytes": ("Raw payload", units.bytes_exact, None),
+    "save_seconds": ("Save", _seconds, "small"),
+    "restore_seconds": ("Restore", _seconds, "small"),
+    "max_process_bytes": ("Most bytes written by one process", units.bytes_exact, None),
+    "peak_rss_bytes": ("Peak memory", units.bytes_exact, None),
+    "max_peak_rss_bytes": ("Highest peak memory of one process", units.bytes_exact, None),
+    "total_peak_rss_bytes": ("Peak memory of all processes together", units.bytes_exact, None),
+    "restore_verified": ("Verified", lambda ok: "Yes" if ok else "No", "small"),
+    "place": ("Where", str, None),
 }
 
 
@@ -314,4 +314,22 @@ def shown_table(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
     """A ``dcsim.multiprocess`` frame as text every viewer reads the same (exact bytes, seconds to
     the millisecond), with its column labels for ``st.dataframe``."""
     shown = table.assign(**{name: table[name].map(_SHOWN[name][1]) for name in table.columns})
-    return shown, {name: st.column_config.TextColumn(_SHOWN[name][0]) for name in table.columns}
+    return shown, {
+        name: st.column_config.TextColumn(
+            _SHOWN[name][0],
+            width=_SHOWN[name][2],
+            help="Restored bit for bit on its devices" if name == "restore_verified" else None,
+        )
+        for name in table.columns
+    }
+
+
+def sweep_side_by_side(sweep: pd.DataFrame) -> pd.DataFrame:
+    """``dcsim.multiprocess.sweep_frame`` turned on its side: one row per figure, one column per
+    process count, so three runs read side by side on any screen."""
+    columns = {f"{count} process{'es' * (count != 1)}": index for index, count in enumerate(sweep["num_processes"])}
+    figures = [name for name in sweep.columns if name != "num_processes"]
+    data = {"Figure": [_SHOWN[name][0] for name in figures]}
+    for title, index in columns.items():
+        data[title] = [_SHOWN[name][1](sweep[name].iloc[index]) for name in figures]
+    return pd.DataFrame(data)
