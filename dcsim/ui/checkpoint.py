@@ -294,17 +294,17 @@ _SHOWN = {
     "process": ("Process", units.count, "small"),
     "num_devices": ("Devices", units.count, "small"),
     "devices_per_process": ("Devices each", units.count, None),
-    "device_bytes": ("Bytes held", units.bytes_exact, None),
+    "device_bytes": ("Bytes held", units.count, None),
     "num_files": ("Files", units.count, "small"),
-    "num_bytes": ("Bytes written", units.bytes_exact, None),
+    "num_bytes": ("Bytes written", units.count, None),
     "disk_bytes": ("On disk", units.bytes_exact, None),
     "raw_payload_bytes": ("Raw payload", units.bytes_exact, None),
     "save_seconds": ("Save", _seconds, "small"),
     "restore_seconds": ("Restore", _seconds, "small"),
-    "max_process_bytes": ("Most bytes written by one process", units.bytes_exact, None),
-    "peak_rss_bytes": ("Peak memory", units.bytes_exact, None),
-    "max_peak_rss_bytes": ("Highest peak memory of one process", units.bytes_exact, None),
-    "total_peak_rss_bytes": ("Peak memory of all processes together", units.bytes_exact, None),
+    "max_process_bytes": ("Most bytes by one process", units.bytes_exact, None),
+    "peak_rss_bytes": ("Peak memory (bytes)", units.count, None),
+    "max_peak_rss_bytes": ("Highest peak, one process", units.bytes_exact, None),
+    "total_peak_rss_bytes": ("Peaks of all processes", units.bytes_exact, None),
     "restore_verified": ("Verified", lambda ok: "Yes" if ok else "No", "small"),
     "place": ("Where", str, None),
 }
@@ -312,7 +312,8 @@ _SHOWN = {
 
 def shown_table(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
     """A ``dcsim.multiprocess`` frame as text every viewer reads the same (exact bytes, seconds to
-    the millisecond), with its column labels for ``st.dataframe``."""
+    the millisecond), with its column labels for ``st.dataframe``. Bytes in these per-process
+    tables are exact counts without the binary reading, so nine columns fit a laptop's width."""
     shown = table.assign(**{name: table[name].map(_SHOWN[name][1]) for name in table.columns})
     return shown, {
         name: st.column_config.TextColumn(
@@ -331,5 +332,9 @@ def sweep_side_by_side(sweep: pd.DataFrame) -> pd.DataFrame:
     figures = [name for name in sweep.columns if name != "num_processes"]
     data = {"Figure": [_SHOWN[name][0] for name in figures]}
     for title, index in columns.items():
-        data[title] = [_SHOWN[name][1](sweep[name].iloc[index]) for name in figures]
+        # The side-by-side table has room for the binary reading beside every exact byte count.
+        data[title] = [
+            (units.bytes_exact if name.endswith("bytes") else _SHOWN[name][1])(sweep[name].iloc[index])
+            for name in figures
+        ]
     return pd.DataFrame(data)
