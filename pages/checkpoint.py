@@ -19,7 +19,6 @@ JUST_MEASURED = "dcsim.checkpoint.just_measured"
 MESH_KEY = state.WIDGET_PREFIX + "checkpoint.mesh"
 VALID_MESH = "dcsim.checkpoint.valid_mesh"
 MESH_PROBLEM = "dcsim.checkpoint.mesh_problem"
-SWEEP_CLICKED = "dcsim.checkpoint.sweep_clicked"
 JUST_SWEPT = "dcsim.checkpoint.just_swept"
 STAGE_TEXT = {
     "connecting": "Joining JAX's distributed runtime (coordinator on 127.0.0.1)",
@@ -170,9 +169,9 @@ elif plan is not None:
         else f" ({units.count(single_plan.stored_values)} held by the devices together, replicas included)"
     )
     group = (
-        ""
-        if settings.processes == 1
-        else f", {settings.processes} processes of {settings.mesh.num_devices // settings.processes:,} device(s) each"
+        f", {plan.num_processes} processes of {plan.devices_per_process:,} device(s) each"
+        if isinstance(plan, multiprocess.MultiprocessPlan)
+        else ""
     )
     st.success(
         frame.plain(
