@@ -365,7 +365,8 @@ if kept and kept.group is not None:
     )
     table(multiprocess.processes_frame(group))
     table(multiprocess.file_places_frame(group))
-    st.markdown("\n".join(f"- {frame.plain(line)}" for line in multiprocess.explain_processes(group)))
+    lines = [*multiprocess.explain_processes(group), multiprocess.MULTIHOST_NOTE]
+    st.markdown("\n".join(f"- {frame.plain(line)}" for line in lines))
     widgets.download(
         "Group measurement (JSON)",
         json.dumps(multiprocess.multiprocess_record(group), indent=2),

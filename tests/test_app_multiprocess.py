@@ -91,6 +91,7 @@ def test_a_two_process_measurement_shows_each_process_and_the_group(monkeypatch)
     explanation = " ".join(texts(at, "markdown"))
     assert "2 ocdbt.process_* folder(s) for 2 process(es)" in explanation
     assert "raw payload of 4,198,400" in explanation
+    assert "What it cannot show: the network and storage bandwidth of a real cluster" in explanation
     downloads = [element.proto.label for element in at.get("download_button")]
     assert "Group measurement (JSON)" in downloads
     assert at.query_params["processes"] == "2"
