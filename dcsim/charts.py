@@ -506,3 +506,98 @@ def budget_sweep(held: pd.DataFrame, budget: float, unit: str) -> alt.LayerChart
         description="Line chart of what the fullest device holds under the real layout at each device count, "
         "one line per scenario, with the budget as a dashed line.",
     )
+
+
+# --- checkpoints across processes: figures against the number of processes -----------------------
+
+
+def save_time_by_processes(sweep: pd.DataFrame) -> alt.LayerChart:
+    """The group's save and restore wall time against the number of processes.
+
+    ``sweep`` is ``dcsim.multiprocess.sweep_frame`` (``num_processes``, ``save_seconds``,
+    ``restore_seconds``). The processes are categories on the x axis (1, 2, 4 are not a scale a
+    reader should interpolate along); seconds from zero, so a flat line reads as no speed-up.
+    """
+    names = {"save_seconds": "save", "restore_seconds": "restore"}
+    data = sweep.melt(
+        id_vars=["num_processes"], value_vars=list(names), var_name="figure", value_name="seconds"
+    ).assign(
+        figure=lambda frame: frame["figure"].map(names),
+        seconds_text=lambda frame: frame["seconds"].map("{:.3f} s".format),
+    )
+    base = alt.Chart(data).encode(
+        x=alt.X("num_processes:O", title="Processes", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("seconds:Q", title="Wall time of the group (s)", scale=alt.Scale(zero=True)),
+        color=alt.Color(
+            "figure:N",
+            title=None,
+            sort=list(names.values()),
+            scale=alt.Scale(domain=list(names.values()), range=["#1f77b4", "#9ca3af"]),
+            legend=alt.Legend(orient="bottom"),
+        ),
+        tooltip=[
+            alt.Tooltip("num_processes:O", title="Processes"),
+            alt.Tooltip("figure:N", title="Figure"),
+            alt.Tooltip("seconds_text:N", title="Wall time"),
+        ],
+    )
+    return alt.layer(base.mark_line(), base.mark_point(filled=True, size=60)).properties(
+        title=alt.Title("Save time against processes (s)", subtitle="first process starting to last finishing"),
+        description="Line chart of the group's save and restore wall time in seconds for each number of processes.",
+    )
+
+
+def _per_process_bars(
+    frame: pd.DataFrame, *, field: str, title: alt.Title, axis_title: str, description: str
+) -> alt.Chart:
+    """One bar per process, grouped by the run's number of processes, from zero, exact in tooltips."""
+    data = frame.assign(
+        process_name=frame["process"].map("process {}".format),
+        value_text=frame[field].map(units.bytes_exact),
+    )
+    names = [f"process {n}" for n in sorted(frame["process"].unique())]
+    return (
+        alt.Chart(data[["num_processes", "process", "process_name", field, "value_text"]], title=title)
+        .mark_bar()
+        .encode(
+            x=alt.X("num_processes:O", title="Processes", axis=alt.Axis(labelAngle=0)),
+            xOffset=alt.XOffset("process_name:N", sort=names),
+            y=alt.Y(f"{field}:Q", scale=alt.Scale(zero=True), axis=alt.Axis(title=axis_title, labelExpr=BYTE_LABELS)),
+            color=alt.Color(
+                "process_name:N",
+                title=None,
+                sort=names,
+                scale=alt.Scale(scheme="tableau10"),
+                legend=alt.Legend(orient="bottom", columns=2),
+            ),
+            tooltip=[
+                alt.Tooltip("num_processes:O", title="Processes"),
+                alt.Tooltip("process_name:N", title="Process"),
+                alt.Tooltip("value_text:N", title=axis_title),
+            ],
+        )
+        .properties(description=description)
+    )
+
+
+def bytes_per_process(per_process: pd.DataFrame) -> alt.Chart:
+    """Bytes each process wrote, grouped by the number of processes
+    (``dcsim.multiprocess.sweep_processes_frame``)."""
+    return _per_process_bars(
+        per_process,
+        field="num_bytes",
+        title=alt.Title("Bytes written per process", subtitle="files each process wrote (bytes)"),
+        axis_title="Bytes written",
+        description="Grouped bar chart of the bytes each process wrote, for each number of processes.",
+    )
+
+
+def memory_per_process(per_process: pd.DataFrame) -> alt.Chart:
+    """Each process's peak resident memory, grouped by the number of processes."""
+    return _per_process_bars(
+        per_process,
+        field="peak_rss_bytes",
+        title=alt.Title("Peak memory per process", subtitle="resident memory, VmHWM (bytes)"),
+        axis_title="Peak memory",
+        description="Grouped bar chart of each process's peak resident memory, for each number of processes.",
+    )

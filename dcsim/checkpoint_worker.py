@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,70 @@ def _fault(stage: str) -> None:
         time.sleep(3600)
 
 
+# --- the steps both workers share (this one and ``dcsim.multiprocess_worker``) --------------------
+
+
+def init_params(
+    config: ModelConfig, dtype: Any, mesh: jax.sharding.Mesh, specs: dict[str, list[Any]]
+) -> tuple[Any, Any]:
+    """The model's ``params``, initialised for real in ``dtype`` and born sharded on ``mesh``.
+
+    ``specs`` maps each parameter path (``Dense_0/kernel``) to its PartitionSpec as JSON. Returns
+    the parameters and their shardings (the same tree). On a mesh that spans several processes,
+    each process materialises only the shards of its own devices.
+    """
+    module, inputs = models.build(config)
+    abstract = jax.eval_shape(module.init, jax.random.PRNGKey(config.seed), *inputs)["params"]
+    flat_specs = {tuple(path.split("/")): _spec(entries) for path, entries in specs.items()}
+    flat_abstract = traverse_util.flatten_dict(abstract)
+    if set(flat_specs) != set(flat_abstract):
+        raise RuntimeError("the PartitionSpecs do not name the model's parameter arrays")
+    shardings = traverse_util.unflatten_dict({key: NamedSharding(mesh, spec) for key, spec in flat_specs.items()})
+
+    def init(key: jax.Array) -> Any:
+        # Zeros as traced constants: no input array outlives the init. Parameters only: the
+        # `params` collection is what `total_params` counts and what this measurement saves.
+        params = module.init(key, *(jnp.zeros(x.shape, x.dtype) for x in inputs))["params"]
+        return jax.tree.map(lambda leaf: leaf.astype(dtype), params)
+
+    # Born sharded: each device materialises only its own shards, never a whole replica first.
+    params = jax.jit(init, out_shardings=shardings)(jax.random.PRNGKey(config.seed))
+    jax.block_until_ready(params)
+    return params, shardings
+
+
+def save_params(path: Path, params: Any, *, while_writing: Callable[[], None] | None = None) -> None:
+    """Save with Orbax's ``StandardCheckpointer`` and wait until the checkpoint is committed.
+
+    ``while_writing()``, if given, runs after the save has started and before it is committed
+    (the writes go on in Orbax's background thread): a test's way to fail mid-save.
+    """
+    with ocp.StandardCheckpointer() as checkpointer:
+        checkpointer.save(path, params)
+        if while_writing is not None:
+            while_writing()
+        checkpointer.wait_until_finished()
+
+
+def restore_params(path: Path, params: Any, shardings: Any) -> Any:
+    """Restore the checkpoint at ``path`` onto ``params``' shapes, dtypes and ``shardings``."""
+    targets = jax.tree.map(
+        lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding), params, shardings
+    )
+    with ocp.StandardCheckpointer() as checkpointer:
+        restored = checkpointer.restore(path, targets)
+    jax.block_until_ready(restored)
+    return restored
+
+
+def same_tree(saved: Any, restored: Any) -> bool:
+    """The same arrays under the same paths, each equal bit for bit on this process's shards."""
+    leaves, flat_restored = traverse_util.flatten_dict(saved), traverse_util.flatten_dict(restored)
+    return set(flat_restored) == set(leaves) and all(
+        _same_bits(leaf, flat_restored[key]) for key, leaf in leaves.items()
+    )
+
+
 def measure(request: dict[str, Any], workdir: Path, progress: Any) -> dict[str, Any]:
     peaks: dict[str, int] = {}
 
@@ -177,24 +242,8 @@ def measure(request: dict[str, Any], workdir: Path, progress: Any) -> dict[str, 
     mesh = jax.make_mesh([size for _, size in axes], [name for name, _ in axes])
 
     stage("initialising")
-    module, inputs = models.build(config)
-    abstract = jax.eval_shape(module.init, jax.random.PRNGKey(config.seed), *inputs)["params"]
-    flat_specs = {tuple(path.split("/")): _spec(entries) for path, entries in request["specs"].items()}
-    flat_abstract = traverse_util.flatten_dict(abstract)
-    if set(flat_specs) != set(flat_abstract):
-        raise RuntimeError("the PartitionSpecs do not name the model's parameter arrays")
-    shardings = traverse_util.unflatten_dict({key: NamedSharding(mesh, spec) for key, spec in flat_specs.items()})
-
-    def init(key: jax.Array) -> Any:
-        # Zeros as traced constants: no input array outlives the init. Parameters only: the
-        # `params` collection is what `total_params` counts and what this measurement saves.
-        params = module.init(key, *(jnp.zeros(x.shape, x.dtype) for x in inputs))["params"]
-        return jax.tree.map(lambda leaf: leaf.astype(dtype), params)
-
     started = time.perf_counter()
-    # Born sharded: each device materialises only its own shards, never a whole replica first.
-    params = jax.jit(init, out_shardings=shardings)(jax.random.PRNGKey(config.seed))
-    jax.block_until_ready(params)
+    params, shardings = init_params(config, dtype, mesh, request["specs"])
     init_seconds = time.perf_counter() - started
     leaves = traverse_util.flatten_dict(params)
     raw_payload_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in leaves.values())
@@ -205,9 +254,7 @@ def measure(request: dict[str, Any], workdir: Path, progress: Any) -> dict[str, 
         path = folder / "checkpoint"
         stage("saving")
         started = time.perf_counter()
-        with ocp.StandardCheckpointer() as checkpointer:
-            checkpointer.save(path, params)
-            checkpointer.wait_until_finished()
+        save_params(path, params)
         save_seconds = time.perf_counter() - started
         _fault("save")
 
@@ -215,20 +262,12 @@ def measure(request: dict[str, Any], workdir: Path, progress: Any) -> dict[str, 
         files = _files(path)
 
         stage("restoring")
-        targets = jax.tree.map(
-            lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding), params, shardings
-        )
         started = time.perf_counter()
-        with ocp.StandardCheckpointer() as checkpointer:
-            restored = checkpointer.restore(path, targets)
-        jax.block_until_ready(restored)
+        restored = restore_params(path, params, shardings)
         restore_seconds = time.perf_counter() - started
 
         stage("verifying")
-        flat_restored = traverse_util.flatten_dict(restored)
-        verified = set(flat_restored) == set(leaves) and all(
-            _same_bits(leaf, flat_restored[key]) for key, leaf in leaves.items()
-        )
+        verified = same_tree(params, restored)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     stage("done")

@@ -307,3 +307,75 @@ def test_compare_line_charts_fit_the_width_only(comparison_tables):
     for chart in (charts.compare_sweep(sweep, table), charts.budget_sweep(held, 10, "values")):
         spec = chart.to_dict()
         assert spec["autosize"] == {"type": "fit-x", "contains": "padding"} and spec["height"] == 300
+
+
+# --- checkpoints across processes -------------------------------------------------------------------
+
+
+def sweep_frames():
+    """A sweep's two frames as dcsim.multiprocess builds them, with figures chosen by hand."""
+    import pandas as pd
+
+    sweep = pd.DataFrame(
+        {
+            "num_processes": pd.array([1, 2, 4], dtype="int64"),
+            "save_seconds": [0.5, 0.75, 1.25],
+            "restore_seconds": [0.25, 0.5, 0.5],
+        }
+    )
+    per_process = pd.DataFrame(
+        {
+            "num_processes": pd.array([1, 2, 2, 4, 4, 4, 4], dtype="int64"),
+            "process": pd.array([0, 0, 1, 0, 1, 2, 3], dtype="int64"),
+            "num_bytes": pd.array([4_000_000, 2_000_001, 1_999_999, 1_000_000, 1_000_000, 999_999, 1_000_001]),
+            "peak_rss_bytes": pd.array([400 * 2**20, 300 * 2**20, 300 * 2**20] + [250 * 2**20] * 4, dtype="int64"),
+        }
+    )
+    return sweep, per_process
+
+
+def test_save_time_by_processes_is_a_line_per_figure_over_categories():
+    sweep, _ = sweep_frames()
+    spec = charts.save_time_by_processes(sweep).to_dict()
+    assert {layer["mark"]["type"] for layer in spec["layer"]} == {"line", "point"}
+    encoding = spec["layer"][0]["encoding"]
+    assert encoding["x"]["field"] == "num_processes" and encoding["x"]["type"] == "ordinal"
+    assert encoding["y"]["scale"]["zero"] is True
+    assert encoding["color"]["scale"]["domain"] == ["save", "restore"]
+    assert spec["title"]["text"] == "Save time against processes (s)"
+    assert spec["description"]
+    rows = next(iter(spec["datasets"].values()))
+    assert {(row["num_processes"], row["figure"], row["seconds_text"]) for row in rows} >= {
+        (1, "save", "0.500 s"),
+        (4, "save", "1.250 s"),
+        (2, "restore", "0.500 s"),
+    }
+    assert len(rows) == 6
+
+
+@pytest.mark.parametrize(
+    "builder, field, title",
+    [
+        (charts.bytes_per_process, "num_bytes", "Bytes written per process"),
+        (charts.memory_per_process, "peak_rss_bytes", "Peak memory per process"),
+    ],
+    ids=["bytes", "memory"],
+)
+def test_per_process_charts_group_one_bar_per_process_from_zero(builder, field, title):
+    _, per_process = sweep_frames()
+    spec = builder(per_process).to_dict()
+    assert spec["mark"]["type"] == "bar"
+    encoding = spec["encoding"]
+    assert encoding["x"]["field"] == "num_processes" and encoding["x"]["type"] == "ordinal"
+    assert encoding["xOffset"]["field"] == "process_name"
+    assert encoding["xOffset"]["sort"] == ["process 0", "process 1", "process 2", "process 3"]
+    assert encoding["y"]["field"] == field and encoding["y"]["scale"]["zero"] is True
+    assert spec["title"]["text"] == title and spec["description"]
+    rows = next(iter(spec["datasets"].values()))
+    assert len(rows) == 7
+    exact = {(row["num_processes"], row["process"]): row["value_text"] for row in rows}
+    if field == "num_bytes":
+        assert exact[(2, 0)] == "2,000,001 bytes (1.91 MiB)"
+        assert exact[(4, 2)] == "999,999 bytes (976.56 KiB)"
+    else:
+        assert exact[(1, 0)] == "419,430,400 bytes (400.00 MiB)"
