@@ -123,10 +123,12 @@ def _read_result(job: WorkerJob, code: int) -> dict[str, Any]:
 
 
 def _read_progress(path: Path) -> list[str]:
+    """The stages a worker has finished writing: a line still being written is not one yet."""
     try:
-        return path.read_text().split()
+        text = path.read_text()
     except OSError:
         return []
+    return text[: text.rfind("\n") + 1].split()
 
 
 def run_workers(
@@ -164,13 +166,17 @@ def run_workers(
                     )
                 )
         results: list[dict[str, Any] | None] = [None] * len(jobs)
-        while True:
+
+        def report_progress() -> None:
             for index, job in enumerate(jobs):
                 if on_progress is not None:
                     stages = _read_progress(_paths(job)["progress"])
                     for stage in stages[seen[index] :]:
                         on_progress(job.name, stage)
                     seen[index] = len(stages)
+
+        while True:
+            report_progress()
             codes = [process.poll() for process in processes]
             # Workers that depend on each other fail together: when one is killed, its peers soon
             # report a lost connection. A worker killed by a signal is the cause, so it is read first.
@@ -178,6 +184,7 @@ def run_workers(
                 if codes[index] is not None and results[index] is None:
                     results[index] = _read_result(jobs[index], codes[index])
             if all(result is not None for result in results):
+                report_progress()  # the stages written between this round's read and the exits
                 return [result for result in results if result is not None]
             if time.monotonic() > deadline:
                 late = tuple(job.name for job, result in zip(jobs, results, strict=True) if result is None)
