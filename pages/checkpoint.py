@@ -406,16 +406,16 @@ if sweep_clicked and plan is not None and settings is not None:
         try:
             kept_sweep = measuring.measure_sweep(config, settings, on_progress=show_sweep_stage)
         except CheckpointBusy as err:
-            status.update(label="Busy: try again in a moment", state="error")
+            status.update(label="Busy: try again in a moment", state="error", expanded=True)
             st.warning(frame.plain(f"Busy: {err}."), icon=":material/hourglass_top:")
         except CheckpointTimeout as err:
-            status.update(label="The sweep ran out of time", state="error")
+            status.update(label="The sweep ran out of time", state="error", expanded=True)
             st.error(frame.plain(f"The sweep was stopped: {err}."), icon=":material/timer_off:")
         except CheckpointFailed as err:
-            status.update(label="The sweep failed", state="error")
+            status.update(label="The sweep failed", state="error", expanded=True)
             st.error(frame.plain(f"The sweep failed: {err}."), icon=":material/error:")
         except (TypeError, ValueError) as err:
-            status.update(label="The sweep was refused", state="error")
+            status.update(label="The sweep was refused", state="error", expanded=True)
             st.error(frame.plain(f"The sweep was refused: {err}."), icon=":material/block:")
         else:
             st.session_state[JUST_SWEPT] = kept_sweep.measured_at
