@@ -334,3 +334,270 @@ def layout_sweep(
         description="Line chart of the values each device holds under each strategy as the number of devices "
         "doubles from 1 to 4,096, beside the ideal share, on log-log axes.",
     )
+
+
+# --- Compare page -------------------------------------------------------------------------------
+
+COMPARE_MEASURES = ("Total parameters", "Ideal share per shard")
+
+
+def compare_bars(table: pd.DataFrame) -> alt.Chart:
+    """Each scenario's total and its ideal share per shard as grouped bars, in table order.
+
+    ``table`` is ``dcsim.compare.comparison_frame``. The two figures differ by the shard count
+    (up to a million), so the axis is logarithmic and every bar starts at an explicit baseline (a
+    power of ten below the smallest figure), never at 0, which a log axis cannot draw.
+    """
+    data = pd.DataFrame(
+        {
+            "number": [*table["number"], *table["number"]],
+            "scenario": [*table["name"], *table["name"]],
+            "measure": [COMPARE_MEASURES[0]] * len(table) + [COMPARE_MEASURES[1]] * len(table),
+            "values": [*(float(value) for value in table["total_params"]), *table["ideal_share"]],
+            "exact": [*table["total_params"].map(units.count), *table["ideal_share_text"]],
+            "shards": [*table["num_shards"].map(units.count), *table["num_shards"].map(units.count)],
+        }
+    )
+    figures = list(data["values"]) or [1.0]
+    baseline, ticks = _log_baseline(min(figures), max(figures))
+    return (
+        alt.Chart(
+            data,
+            title=alt.Title("Total and ideal share per shard (values, log)", subtitle="one group per scenario"),
+        )
+        .mark_bar()
+        .encode(
+            x=alt.X(
+                "scenario:N", sort=list(table["name"]), title="Scenario", axis=alt.Axis(labelAngle=0, labelLimit=160)
+            ),
+            xOffset=alt.XOffset("measure:N", sort=list(COMPARE_MEASURES)),
+            y=alt.Y(
+                "values:Q",
+                scale=alt.Scale(type="log", domain=[baseline, ticks[-1]]),
+                axis=alt.Axis(title="Values (log)", labelExpr=SHARE_LABELS, values=ticks),
+            ),
+            y2=alt.Y2(datum=baseline),
+            color=alt.Color(
+                "measure:N",
+                title=None,
+                sort=list(COMPARE_MEASURES),
+                scale=alt.Scale(domain=list(COMPARE_MEASURES), range=["#4c78a8", "#f58518"]),
+                legend=alt.Legend(orient="bottom"),
+            ),
+            tooltip=[
+                alt.Tooltip("scenario:N", title="Scenario"),
+                alt.Tooltip("measure:N", title="Figure"),
+                alt.Tooltip("exact:N", title="Values (exact)"),
+                alt.Tooltip("shards:N", title="Shards"),
+            ],
+        )
+        .properties(
+            height=300,
+            description="Grouped bar chart of each scenario's total parameters and ideal share per shard, "
+            "on a logarithmic axis.",
+        )
+    )
+
+
+def compare_sweep(sweep: pd.DataFrame, table: pd.DataFrame) -> alt.LayerChart:
+    """The ideal share of every scenario across shard counts, one line each, log-log; each
+    scenario's own shard count marked.
+
+    ``sweep`` is ``dcsim.compare.sweep_frame``; ``table`` (``comparison_frame``) gives the order
+    and the marked points.
+    """
+    order = list(table["name"])
+    figures = list(sweep["ideal_share"]) or [1.0]
+    tooltip = [
+        alt.Tooltip("name:N", title="Scenario"),
+        alt.Tooltip("num_shards:Q", title="Shards", format=","),
+        alt.Tooltip("ideal_share_text:N", title="Ideal share (exact)"),
+    ]
+    base = alt.Chart(sweep).encode(
+        x=alt.X("num_shards:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title="Number of shards (log)")),
+        y=alt.Y(
+            "ideal_share:Q",
+            scale=alt.Scale(type="log"),
+            axis=alt.Axis(
+                title="Ideal share per shard (values, log)",
+                labelExpr=SHARE_LABELS,
+                values=decades(min(figures), max(figures)),
+            ),
+        ),
+        color=alt.Color("name:N", title="Scenario", sort=order, legend=alt.Legend(orient="bottom", columns=2)),
+        tooltip=tooltip,
+    )
+    own = table[["name", "num_shards", "ideal_share", "ideal_share_text"]]
+    marked = (
+        alt.Chart(own)
+        .mark_point(size=150, filled=True, shape="diamond")
+        .encode(
+            x="num_shards:Q",
+            y="ideal_share:Q",
+            color=alt.Color("name:N", sort=order, legend=None),
+            tooltip=tooltip,
+        )
+    )
+    return alt.layer(base.mark_line(), marked).properties(
+        height=300,
+        # Fit the width only: fitting the height too squeezed the plot under a two-row legend.
+        autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
+        title=alt.Title(
+            "Ideal share per shard across shard counts",
+            subtitle="total / shards, log-log; diamond: each scenario's own",
+        ),
+        description="Line chart of each scenario's ideal share per shard as the number of shards doubles from 1 "
+        "to 4,096, one line per scenario, on log-log axes.",
+    )
+
+
+def budget_sweep(held: pd.DataFrame, budget: float, unit: str) -> alt.LayerChart:
+    """What each device holds under the real layout at every device count, one line per
+    scenario, with the budget as a dashed rule: where a line dips under the rule and rises again
+    is why the search covers every count.
+
+    ``held`` has ``name``, ``devices``, ``held`` (float, missing where the layout is impossible)
+    and ``held_text`` (exact).
+    """
+    placed = held.dropna(subset=["held"])
+    figures = [*placed["held"], float(budget)]
+    tooltip = [
+        alt.Tooltip("name:N", title="Scenario"),
+        alt.Tooltip("devices:Q", title="Devices", format=","),
+        alt.Tooltip("held_text:N", title=f"Per device ({unit}, exact)"),
+    ]
+    lines = (
+        alt.Chart(placed)
+        .mark_line(strokeWidth=1.5, interpolate="step-after")
+        .encode(
+            x=alt.X(
+                "devices:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title="Devices N (mesh of N, log)")
+            ),
+            y=alt.Y(
+                "held:Q",
+                scale=alt.Scale(type="log"),
+                axis=alt.Axis(
+                    title=f"Fullest device ({unit}, log)",
+                    labelExpr=BYTE_LABELS if unit == "bytes" else SHARE_LABELS,
+                    values=decades(min(figures), max(figures)),
+                ),
+            ),
+            color=alt.Color(
+                "name:N",
+                title="Scenario",
+                sort=list(dict.fromkeys(held["name"])),
+                legend=alt.Legend(orient="bottom", columns=2),
+            ),
+            tooltip=tooltip,
+        )
+    )
+    rule = (
+        alt.Chart(pd.DataFrame({"budget": [float(budget)], "text": [f"{int(budget):,} {unit}"]}))
+        .mark_rule(strokeDash=[6, 4], strokeWidth=2, color="#d1242f")
+        .encode(y="budget:Q", tooltip=[alt.Tooltip("text:N", title="Budget per device")])
+    )
+    return alt.layer(lines, rule).properties(
+        height=300,
+        autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
+        title=alt.Title(
+            "Real layout per device against the budget (log-log)",
+            subtitle="JAX's sharding rules on a mesh of N devices; red dashed: the budget",
+        ),
+        description="Line chart of what the fullest device holds under the real layout at each device count, "
+        "one line per scenario, with the budget as a dashed line.",
+    )
+
+
+# --- checkpoints across processes: figures against the number of processes -----------------------
+
+
+def save_time_by_processes(sweep: pd.DataFrame) -> alt.LayerChart:
+    """The group's save and restore wall time against the number of processes.
+
+    ``sweep`` is ``dcsim.multiprocess.sweep_frame`` (``num_processes``, ``save_seconds``,
+    ``restore_seconds``). The processes are categories on the x axis (1, 2, 4 are not a scale a
+    reader should interpolate along); seconds from zero, so a flat line reads as no speed-up.
+    """
+    names = {"save_seconds": "save", "restore_seconds": "restore"}
+    data = sweep.melt(
+        id_vars=["num_processes"], value_vars=list(names), var_name="figure", value_name="seconds"
+    ).assign(
+        figure=lambda frame: frame["figure"].map(names),
+        seconds_text=lambda frame: frame["seconds"].map("{:.3f} s".format),
+    )
+    base = alt.Chart(data).encode(
+        x=alt.X("num_processes:O", title="Processes", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("seconds:Q", title="Wall time of the group (s)", scale=alt.Scale(zero=True)),
+        color=alt.Color(
+            "figure:N",
+            title=None,
+            sort=list(names.values()),
+            scale=alt.Scale(domain=list(names.values()), range=["#1f77b4", "#9ca3af"]),
+            legend=alt.Legend(orient="bottom"),
+        ),
+        tooltip=[
+            alt.Tooltip("num_processes:O", title="Processes"),
+            alt.Tooltip("figure:N", title="Figure"),
+            alt.Tooltip("seconds_text:N", title="Wall time"),
+        ],
+    )
+    return alt.layer(base.mark_line(), base.mark_point(filled=True, size=60)).properties(
+        title=alt.Title("Save time against processes (s)", subtitle="first process starting to last finishing"),
+        description="Line chart of the group's save and restore wall time in seconds for each number of processes.",
+    )
+
+
+def _per_process_bars(
+    frame: pd.DataFrame, *, field: str, title: alt.Title, axis_title: str, description: str
+) -> alt.Chart:
+    """One bar per process, grouped by the run's number of processes, from zero, exact in tooltips."""
+    data = frame.assign(
+        process_name=frame["process"].map("process {}".format),
+        value_text=frame[field].map(units.bytes_exact),
+    )
+    names = [f"process {n}" for n in sorted(frame["process"].unique())]
+    return (
+        alt.Chart(data[["num_processes", "process", "process_name", field, "value_text"]], title=title)
+        .mark_bar()
+        .encode(
+            x=alt.X("num_processes:O", title="Processes", axis=alt.Axis(labelAngle=0)),
+            xOffset=alt.XOffset("process_name:N", sort=names),
+            y=alt.Y(f"{field}:Q", scale=alt.Scale(zero=True), axis=alt.Axis(title=axis_title, labelExpr=BYTE_LABELS)),
+            color=alt.Color(
+                "process_name:N",
+                title=None,
+                sort=names,
+                scale=alt.Scale(scheme="tableau10"),
+                legend=alt.Legend(orient="bottom", columns=2),
+            ),
+            tooltip=[
+                alt.Tooltip("num_processes:O", title="Processes"),
+                alt.Tooltip("process_name:N", title="Process"),
+                alt.Tooltip("value_text:N", title=axis_title),
+            ],
+        )
+        .properties(description=description)
+    )
+
+
+def bytes_per_process(per_process: pd.DataFrame) -> alt.Chart:
+    """Bytes each process wrote, grouped by the number of processes
+    (``dcsim.multiprocess.sweep_processes_frame``)."""
+    return _per_process_bars(
+        per_process,
+        field="num_bytes",
+        title=alt.Title("Bytes written per process", subtitle="files each process wrote (bytes)"),
+        axis_title="Bytes written",
+        description="Grouped bar chart of the bytes each process wrote, for each number of processes.",
+    )
+
+
+def memory_per_process(per_process: pd.DataFrame) -> alt.Chart:
+    """Each process's peak resident memory, grouped by the number of processes."""
+    return _per_process_bars(
+        per_process,
+        field="peak_rss_bytes",
+        title=alt.Title("Peak memory per process", subtitle="resident memory, VmHWM (bytes)"),
+        axis_title="Peak memory",
+        description="Grouped bar chart of each process's peak resident memory, for each number of processes.",
+    )

@@ -40,6 +40,7 @@ MAX_PARAMS_ENV = "DCSIM_CHECKPOINT_MAX_PARAMS"
 # Chosen from bench/bench_checkpoint.py: at this size the child's peak stays under 1 GB.
 DEFAULT_MAX_PARAMS = 30_000_000
 DEFAULT_TIMEOUT_SECONDS = 120.0
+TIMEOUT_ENV = "DCSIM_CHECKPOINT_TIMEOUT_SECONDS"
 MAX_TIMEOUT_SECONDS = 3600.0
 # Each virtual device costs the child threads and memory; the page offers far fewer.
 MAX_DEVICES = 64
@@ -54,6 +55,10 @@ class CheckpointFailed(RuntimeError):
 
 class CheckpointTimeout(CheckpointFailed):
     """The measurement overran its time limit and was ended."""
+
+
+class CheckpointNoSpace(CheckpointFailed):
+    """The temporary folder's disk has too little free space for the checkpoint; nothing was started."""
 
 
 class CheckpointBusy(RuntimeError):
@@ -120,6 +125,12 @@ def check_timeout(value: Any, name: str = "timeout_seconds") -> float:
     if not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT_SECONDS):
         raise ValueError(f"`{name}` must be {rule}, got {show(shown)}")
     return seconds
+
+
+def default_timeout_seconds() -> float:
+    """A server's time limit: ``DCSIM_CHECKPOINT_TIMEOUT_SECONDS`` if set, else ``DEFAULT_TIMEOUT_SECONDS``."""
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    return check_timeout(text, TIMEOUT_ENV) if text else DEFAULT_TIMEOUT_SECONDS
 
 
 ONE_DEVICE = MeshSpec((("data", 1),))
@@ -384,13 +395,45 @@ def _worker_env(num_devices: int) -> dict[str, str]:
     return {"XLA_FLAGS": " ".join(flags), "JAX_PLATFORMS": "cpu"}
 
 
+# Room kept free beyond the payload: metadata files, the worker's own files, and a margin so a
+# measurement never fills the disk a server shares.
+DISK_HEADROOM_BYTES = 16 * 2**20
+
+
+def disk_bytes_needed(plan: CheckpointPlan) -> int:
+    """Free space a measurement asks for: its raw payload (freshly initialised random values barely
+    compress), an eighth more, and ``DISK_HEADROOM_BYTES``. Replicas are written once."""
+    payload_bytes = payload.raw_bytes(plan.report.total_params, plan.dtype)
+    return payload_bytes + payload_bytes // 8 + DISK_HEADROOM_BYTES
+
+
+def check_free_space(plan: CheckpointPlan, folder: str | Path | None = None) -> None:
+    """Refuse, before anything is written, a measurement the temporary folder's disk cannot hold.
+
+    Raises ``CheckpointNoSpace`` naming the folder, the bytes needed and the bytes free.
+    """
+    folder = Path(folder or tempfile.gettempdir())
+    needed, free = disk_bytes_needed(plan), shutil.disk_usage(folder).free
+    if free < needed:
+        raise CheckpointNoSpace(
+            f"the temporary folder {folder} has {free:,} bytes free and this checkpoint needs about {needed:,} "
+            f"(its raw {plan.dtype} payload of {payload.raw_bytes(plan.report.total_params, plan.dtype):,} bytes "
+            "and room for metadata); nothing was written. Free some space, or point TMPDIR at a larger disk"
+        )
+
+
 def run_checkpoint(plan: CheckpointPlan, *, on_progress: Callable[[str], None] | None = None) -> CheckpointReport:
     """Run a planned measurement in a child process; ``on_progress(stage)`` sees each of ``STAGES``.
 
-    Raises ``CheckpointTimeout`` past the plan's time limit and ``CheckpointFailed`` if the child
-    fails; the child's process group is ended and the temporary folder removed either way.
+    Raises ``CheckpointNoSpace`` if the temporary disk cannot hold the checkpoint (nothing started),
+    ``CheckpointTimeout`` past the plan's time limit and ``CheckpointFailed`` if the child fails;
+    the child's process group is ended and the temporary folder removed either way.
     """
-    folder = Path(tempfile.mkdtemp(prefix="dcsim-checkpoint-"))
+    check_free_space(plan)
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="dcsim-checkpoint-"))
+    except OSError as err:
+        raise CheckpointFailed(f"no temporary folder could be made for the checkpoint: {err}") from None
     try:
         job = WorkerJob(
             name="checkpoint measurement",
@@ -411,6 +454,10 @@ def run_checkpoint(plan: CheckpointPlan, *, on_progress: Callable[[str], None] |
             raise CheckpointTimeout(f"{err} (the temporary checkpoint was removed)") from None
         except WorkerFailed as err:
             raise CheckpointFailed(f"{err} (the temporary checkpoint was removed)") from None
+        except OSError as err:  # the worker's request could not be written: a full disk, say
+            raise CheckpointFailed(
+                f"the measurement could not start: {err} (the temporary folder was removed)"
+            ) from None
         return _report(plan, result)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -14,6 +14,8 @@ The request (JSON) holds ``config`` (the configuration file format), ``dtype`` (
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import resource
@@ -23,6 +25,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +42,17 @@ from dcsim.config import ModelConfig
 # Test-only: make the worker fail after its save, to prove the parent still cleans up.
 FAULT_ENV = "DCSIM_CHECKPOINT_TEST_FAULT"
 FAULTS = ("raise", "kill", "hang")
+# Test-only: a file holding the fault, read when each worker starts, so a test can switch faults on
+# and off in a running server (whose environment is fixed) between two measurements.
+FAULT_FILE_ENV = "DCSIM_CHECKPOINT_TEST_FAULT_FILE"
+# Test-only fault ``fsize:BYTES``: no file this worker writes may grow past BYTES (RLIMIT_FSIZE, with
+# SIGXFSZ ignored so a write fails with EFBIG instead of killing the process): a full temporary disk
+# without root or a tiny filesystem.
+FSIZE_FAULT = "fsize"
+# What a write says when the disk is full (ENOSPC), over quota (EDQUOT) or past a size limit (EFBIG),
+# as an OSError or as text inside a TensorStore/Orbax error.
+_DISK_FULL_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+_DISK_FULL_TEXT = tuple(os.strerror(code) for code in sorted(_DISK_FULL_ERRNOS))
 
 
 def _peak_rss_bytes() -> int:
@@ -89,14 +103,121 @@ def _files(folder: Path) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: row["path"])
 
 
+def _fault_spec() -> str:
+    fault = os.environ.get(FAULT_ENV, "")
+    path = os.environ.get(FAULT_FILE_ENV)
+    if not fault and path:
+        try:
+            fault = Path(path).read_text().strip()
+        except OSError:
+            fault = ""
+    return fault
+
+
+def _apply_size_limit() -> None:
+    """The ``fsize:BYTES`` fault: cap every file this process writes at BYTES."""
+    name, _, size = _fault_spec().partition(":")
+    if name == FSIZE_FAULT:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(size), int(size)))
+
+
+def _disk_full(err: BaseException) -> bool:
+    """Whether an error, or one it was raised from, is a write refused for lack of space."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in _DISK_FULL_ERRNOS:
+            return True
+        if any(text in str(err) for text in _DISK_FULL_TEXT):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def _disk_full_message(workdir: Path) -> str:
+    """Why the save failed, with the room there was: free bytes, and a per-file limit if one is set."""
+    try:
+        free = f"{shutil.disk_usage(workdir).free:,} bytes free"
+    except OSError:
+        free = "free space unknown"
+    limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    cap = "" if limit == resource.RLIM_INFINITY else f", at most {limit:,} bytes a file"
+    return f"the temporary disk filled up while saving the checkpoint ({free} in the temporary folder{cap})"
+
+
 def _fault(stage: str) -> None:
-    fault = os.environ.get(FAULT_ENV)
+    fault = _fault_spec()
     if fault == f"{stage}:raise":
         raise RuntimeError(f"fault injected after {stage} ({FAULT_ENV})")
     if fault == f"{stage}:kill":
         os.kill(os.getpid(), signal.SIGKILL)
     if fault == f"{stage}:hang":
         time.sleep(3600)
+
+
+# --- the steps both workers share (this one and ``dcsim.multiprocess_worker``) --------------------
+
+
+def init_params(
+    config: ModelConfig, dtype: Any, mesh: jax.sharding.Mesh, specs: dict[str, list[Any]]
+) -> tuple[Any, Any]:
+    """The model's ``params``, initialised for real in ``dtype`` and born sharded on ``mesh``.
+
+    ``specs`` maps each parameter path (``Dense_0/kernel``) to its PartitionSpec as JSON. Returns
+    the parameters and their shardings (the same tree). On a mesh that spans several processes,
+    each process materialises only the shards of its own devices.
+    """
+    module, inputs = models.build(config)
+    abstract = jax.eval_shape(module.init, jax.random.PRNGKey(config.seed), *inputs)["params"]
+    flat_specs = {tuple(path.split("/")): _spec(entries) for path, entries in specs.items()}
+    flat_abstract = traverse_util.flatten_dict(abstract)
+    if set(flat_specs) != set(flat_abstract):
+        raise RuntimeError("the PartitionSpecs do not name the model's parameter arrays")
+    shardings = traverse_util.unflatten_dict({key: NamedSharding(mesh, spec) for key, spec in flat_specs.items()})
+
+    def init(key: jax.Array) -> Any:
+        # Zeros as traced constants: no input array outlives the init. Parameters only: the
+        # `params` collection is what `total_params` counts and what this measurement saves.
+        params = module.init(key, *(jnp.zeros(x.shape, x.dtype) for x in inputs))["params"]
+        return jax.tree.map(lambda leaf: leaf.astype(dtype), params)
+
+    # Born sharded: each device materialises only its own shards, never a whole replica first.
+    params = jax.jit(init, out_shardings=shardings)(jax.random.PRNGKey(config.seed))
+    jax.block_until_ready(params)
+    return params, shardings
+
+
+def save_params(path: Path, params: Any, *, while_writing: Callable[[], None] | None = None) -> None:
+    """Save with Orbax's ``StandardCheckpointer`` and wait until the checkpoint is committed.
+
+    ``while_writing()``, if given, runs after the save has started and before it is committed
+    (the writes go on in Orbax's background thread): a test's way to fail mid-save.
+    """
+    with ocp.StandardCheckpointer() as checkpointer:
+        checkpointer.save(path, params)
+        if while_writing is not None:
+            while_writing()
+        checkpointer.wait_until_finished()
+
+
+def restore_params(path: Path, params: Any, shardings: Any) -> Any:
+    """Restore the checkpoint at ``path`` onto ``params``' shapes, dtypes and ``shardings``."""
+    targets = jax.tree.map(
+        lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding), params, shardings
+    )
+    with ocp.StandardCheckpointer() as checkpointer:
+        restored = checkpointer.restore(path, targets)
+    jax.block_until_ready(restored)
+    return restored
+
+
+def same_tree(saved: Any, restored: Any) -> bool:
+    """The same arrays under the same paths, each equal bit for bit on this process's shards."""
+    leaves, flat_restored = traverse_util.flatten_dict(saved), traverse_util.flatten_dict(restored)
+    return set(flat_restored) == set(leaves) and all(
+        _same_bits(leaf, flat_restored[key]) for key, leaf in leaves.items()
+    )
 
 
 def measure(request: dict[str, Any], workdir: Path, progress: Any) -> dict[str, Any]:
@@ -121,24 +242,8 @@ def measure(request: dict[str, Any], workdir: Path, progress: Any) -> dict[str, 
     mesh = jax.make_mesh([size for _, size in axes], [name for name, _ in axes])
 
     stage("initialising")
-    module, inputs = models.build(config)
-    abstract = jax.eval_shape(module.init, jax.random.PRNGKey(config.seed), *inputs)["params"]
-    flat_specs = {tuple(path.split("/")): _spec(entries) for path, entries in request["specs"].items()}
-    flat_abstract = traverse_util.flatten_dict(abstract)
-    if set(flat_specs) != set(flat_abstract):
-        raise RuntimeError("the PartitionSpecs do not name the model's parameter arrays")
-    shardings = traverse_util.unflatten_dict({key: NamedSharding(mesh, spec) for key, spec in flat_specs.items()})
-
-    def init(key: jax.Array) -> Any:
-        # Zeros as traced constants: no input array outlives the init. Parameters only: the
-        # `params` collection is what `total_params` counts and what this measurement saves.
-        params = module.init(key, *(jnp.zeros(x.shape, x.dtype) for x in inputs))["params"]
-        return jax.tree.map(lambda leaf: leaf.astype(dtype), params)
-
     started = time.perf_counter()
-    # Born sharded: each device materialises only its own shards, never a whole replica first.
-    params = jax.jit(init, out_shardings=shardings)(jax.random.PRNGKey(config.seed))
-    jax.block_until_ready(params)
+    params, shardings = init_params(config, dtype, mesh, request["specs"])
     init_seconds = time.perf_counter() - started
     leaves = traverse_util.flatten_dict(params)
     raw_payload_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in leaves.values())
@@ -149,9 +254,7 @@ def measure(request: dict[str, Any], workdir: Path, progress: Any) -> dict[str, 
         path = folder / "checkpoint"
         stage("saving")
         started = time.perf_counter()
-        with ocp.StandardCheckpointer() as checkpointer:
-            checkpointer.save(path, params)
-            checkpointer.wait_until_finished()
+        save_params(path, params)
         save_seconds = time.perf_counter() - started
         _fault("save")
 
@@ -159,20 +262,12 @@ def measure(request: dict[str, Any], workdir: Path, progress: Any) -> dict[str, 
         files = _files(path)
 
         stage("restoring")
-        targets = jax.tree.map(
-            lambda leaf, sharding: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding), params, shardings
-        )
         started = time.perf_counter()
-        with ocp.StandardCheckpointer() as checkpointer:
-            restored = checkpointer.restore(path, targets)
-        jax.block_until_ready(restored)
+        restored = restore_params(path, params, shardings)
         restore_seconds = time.perf_counter() - started
 
         stage("verifying")
-        flat_restored = traverse_util.flatten_dict(restored)
-        verified = set(flat_restored) == set(leaves) and all(
-            _same_bits(leaf, flat_restored[key]) for key, leaf in leaves.items()
-        )
+        verified = same_tree(params, restored)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     stage("done")
@@ -194,16 +289,23 @@ def measure(request: dict[str, Any], workdir: Path, progress: Any) -> dict[str, 
 
 def main(argv: list[str]) -> int:
     request_path, result_path, progress_path = (Path(arg) for arg in argv)
+    _apply_size_limit()
     try:
         with open(progress_path, "a") as progress:
             result = measure(json.loads(request_path.read_text()), result_path.parent, progress)
         code = 0
     except Exception as err:
-        traceback.print_exc()
-        result, code = {"error": f"{type(err).__name__}: {err}"}, 1
+        details = traceback.format_exc()
+        message = _disk_full_message(result_path.parent) if _disk_full(err) else f"{type(err).__name__}: {err}"
+        result, code = {"error": message}, 1
     partial = result_path.with_suffix(".partial")
     partial.write_text(json.dumps(result))
     partial.replace(result_path)  # the parent never reads half a result
+    if code:
+        # After the result: on a full disk the traceback may not fit, the message must.
+        with contextlib.suppress(OSError):
+            sys.stderr.write(details)
+            sys.stderr.flush()
     return code
 
 

@@ -17,7 +17,20 @@ from typing import NoReturn
 
 import pandas as pd
 
-from dcsim import breakdown, checkpoint, layout, optimizer, payload, presets, shares, tables, units
+from dcsim import (
+    breakdown,
+    budget,
+    checkpoint,
+    compare,
+    layout,
+    multiprocess,
+    optimizer,
+    payload,
+    presets,
+    shares,
+    tables,
+    units,
+)
 from dcsim.config import MAX_CONFIG_BYTES, ModelConfig, parse_int, parse_widths
 from dcsim.count import ParamReport, count_params
 from dcsim.payload import CHECKPOINT_DIFFERS
@@ -96,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.set_defaults(run=_presets)
     _add_layout_parser(commands)
     _add_checkpoint_command(commands)
+    _add_compare_command(commands)
     return parser
 
 
@@ -403,6 +417,18 @@ def _add_checkpoint_command(commands: argparse._SubParsersAction) -> None:
         default=checkpoint.DEFAULT_TIMEOUT_SECONDS,
         help=f"time limit (default {checkpoint.DEFAULT_TIMEOUT_SECONDS:g})",
     )
+    command.add_argument(
+        "--processes",
+        metavar="P",
+        help=f"save from P processes at once on JAX's distributed runtime over loopback, 1 to "
+        f"{multiprocess.MAX_PROCESSES}; each holds N/P of the mesh's N devices",
+    )
+    command.add_argument(
+        "--processes-sweep",
+        metavar="P1,P2,...",
+        help="the same measurement for each process count, side by side, e.g. 1,2,4 (the mesh's device count "
+        "must be a multiple of each)",
+    )
     command.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
     command.set_defaults(run=_checkpoint)
 
@@ -430,6 +456,8 @@ def render_checkpoint_table(report: checkpoint.CheckpointReport) -> str:
 
 
 def _checkpoint(args: argparse.Namespace) -> str:
+    if args.processes is not None or args.processes_sweep is not None:
+        return _checkpoint_processes(args)
     report = checkpoint.measure_checkpoint(
         config_from_args(args),
         dtype=args.dtype,
@@ -450,6 +478,196 @@ def one_line(text: str) -> str:
     return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
+# --- compare: scenarios side by side and the budget question -------------------------------------
+
+
+def _add_compare_command(commands: argparse._SubParsersAction) -> None:
+    command = commands.add_parser(
+        "compare",
+        help="compare the scenarios of a comparison JSON file side by side, with the budget question",
+        description="Print a comparison (as the dashboard's Compare page downloads it) side by side: totals, "
+        "ideal shares, raw bytes and differences against the baseline, then the budget question answered "
+        "twice: by the ideal share (an average) and by the real layout (JAX's sharding rules).",
+    )
+    command.add_argument("file", metavar="FILE", help="comparison JSON ('-' reads stdin)")
+    command.add_argument(
+        "--format", choices=("table", "json", "csv"), default="table", help="output format (default table)"
+    )
+    command.set_defaults(run=_compare)
+
+
+def _read_comparison(path: str) -> compare.Comparison:
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(compare.MAX_COMPARISON_BYTES + 1)
+        else:
+            with open(path, "rb") as file:
+                data = file.read(compare.MAX_COMPARISON_BYTES + 1)
+    except OSError as err:
+        raise UsageError(f"cannot read the comparison file {path!r}: {err.strerror or err}") from None
+    try:
+        return compare.Comparison.from_json(data)
+    except (TypeError, ValueError) as err:
+        raise UsageError(f"comparison file {path!r}: {err}") from None
+
+
+_COMPARE_COLUMNS = {
+    "number": "#",
+    "name": "scenario",
+    "model": "model",
+    "num_shards": "shards",
+    "dtype": "dtype",
+    "total_params": "total_params",
+    "ideal_share_text": "ideal_share",
+    "raw_bytes": "raw_bytes",
+    "params_vs_baseline": "params_vs_baseline",
+    "params_ratio_text": "params_ratio",
+    "raw_bytes_vs_baseline": "raw_bytes_vs_baseline",
+}
+
+
+def render_compare_table(comparison: compare.Comparison, table: pd.DataFrame, answers: list[budget.Answer]) -> str:
+    """The comparison for people: the side-by-side table, then both answers to the budget question."""
+    if not comparison.scenarios:
+        return "the comparison holds no scenarios\n"
+    shown = table[list(_COMPARE_COLUMNS)].rename(columns=_COMPARE_COLUMNS)
+    shown["scenario"] = [
+        f"{name} (baseline)" if base else name for name, base in zip(table["name"], table["is_baseline"], strict=True)
+    ]
+    spec = comparison.budget
+    lines = [
+        _frame_text(shown),
+        "",
+        "raw_bytes: values x bytes per value in the scenario's dtype; a raw estimate, NOT the checkpoint size.",
+        "",
+        f"budget per shard and per device: {spec.amount_text} ({spec.holds})",
+    ]
+    for scenario, found in zip(comparison.scenarios, answers, strict=True):
+        if found.devices is None:
+            real = f"no device count from 1 to {budget.MAX_SEARCH_DEVICES:,} fits"
+        else:
+            each = f"{units.count(found.per_device)} {spec.unit} each"
+            real = f"{_plural(found.devices, 'device')} ({spec.mesh_axis}={found.devices}, {each})"
+            if found.fails_above:
+                listed = ", ".join(f"{n:,}" for n in found.fails_above[: budget.MAX_FAILURES_LISTED])
+                more = ", ..." if len(found.fails_above) > budget.MAX_FAILURES_LISTED else ""
+                real += f"; {len(found.fails_above):,} larger counts do not fit ({listed}{more})"
+        lines += [
+            f"  {scenario.name}: needs {units.count(found.need)} {spec.unit} in all",
+            f"    ideal share (an average): {_plural(found.ideal_shards, 'shard')}",
+            f"    real layout (JAX's sharding rules, {spec.strategy}): {real}",
+        ]
+    lines.append(
+        f"The real layout is not monotone in N (an array that splits on 4 devices may be replicated on 3), "
+        f"so every N from 1 to {budget.MAX_SEARCH_DEVICES:,} was searched."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'s' * (count != 1)}"
+
+
+def _compare(args: argparse.Namespace) -> str:
+    comparison = _read_comparison(args.file)
+    reports = [count_params(scenario.config) for scenario in comparison.scenarios]
+    if args.format == "csv":
+        buffer = io.StringIO()
+        compare.comparison_frame(comparison, reports).to_csv(buffer, index=False)
+        return buffer.getvalue()
+    answers = [
+        budget.answer(budget.demand(report, scenario.dtype, comparison.budget.training), comparison.budget)
+        for report, scenario in zip(reports, comparison.scenarios, strict=True)
+    ]
+    if args.format == "json":
+        return json.dumps(compare.comparison_record(comparison, reports, answers), indent=2, ensure_ascii=False) + "\n"
+    return render_compare_table(comparison, compare.comparison_frame(comparison, reports), answers)
+
+
+# --- checkpoint --processes: the same measurement from several processes on JAX's distributed runtime --
+
+
+def _checkpoint_processes(args: argparse.Namespace) -> str:
+    if args.processes is not None and args.processes_sweep is not None:
+        raise UsageError("--processes and --processes-sweep: choose one")
+    if args.processes_sweep is not None:
+        counts = multiprocess.parse_processes_list(args.processes_sweep, "--processes-sweep")
+    else:
+        counts = (multiprocess.check_processes(args.processes, "--processes"),)
+    plans = multiprocess.plan_sweep(
+        config_from_args(args),
+        processes=counts,
+        dtype=args.dtype,
+        mesh=args.mesh,
+        strategy=args.strategy or ("custom" if args.rule else "replicated"),
+        rules=layout.parse_rules(args.rule),
+        max_params=None if args.max_params is None else checkpoint.parse_max_params(args.max_params, "--max-params"),
+        timeout_seconds=checkpoint.check_timeout(args.timeout, "--timeout"),
+    )
+    reports = multiprocess.run_sweep(plans)
+    if args.format == "json":
+        if args.processes_sweep is None:
+            return json.dumps(multiprocess.multiprocess_record(reports[0]), indent=2) + "\n"
+        return json.dumps({"sweep": [multiprocess.multiprocess_record(r) for r in reports]}, indent=2) + "\n"
+    if args.processes_sweep is None:
+        return render_processes_table(reports[0])
+    return render_sweep_table(reports)
+
+
+def _seconds_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.assign(**{name: frame[name].map("{:.3f}".format) for name in frame.columns if "seconds" in name})
+
+
+def render_processes_table(report: multiprocess.MultiprocessReport) -> str:
+    """``checkpoint --processes P`` for people: the group's totals, each process, files by place, why."""
+    totals = report.checkpoint
+    processes = _seconds_columns(multiprocess.processes_frame(report))
+    processes["peak_rss"] = [units.binary_bytes(n) for n in processes["peak_rss_bytes"]]
+    processes["restore_verified"] = processes["restore_verified"].map({True: "yes", False: "NO"})
+    lines = [
+        f"checkpoint of {units.count(totals.total_params)} parameters as {totals.dtype}, mesh {totals.mesh}, "
+        f"{report.num_processes} processes x {report.devices_per_process} device(s), strategy {totals.strategy}, "
+        f"Orbax {totals.orbax_version}",
+        "",
+        f"raw payload        {units.bytes_exact(totals.raw_payload_bytes)}",
+        f"on disk            {units.bytes_exact(totals.disk_bytes)} in {units.count(totals.num_files)} files",
+        f"save (group wall)  {totals.save_seconds:.3f} s · restore {totals.restore_seconds:.3f} s",
+        f"restore verified bit for bit on every process: {'yes' if totals.restore_verified else 'NO'}",
+        f"peak memory        {units.binary_bytes(max(p.peak_rss_bytes for p in report.processes))} per process at "
+        f"most, {units.binary_bytes(report.total_peak_rss_bytes)} together",
+        f"machine            {report.cpu_count} CPU core(s), load average {report.load_average:.2f}",
+        "",
+        _frame_text(processes),
+        "",
+        _frame_text(multiprocess.file_places_frame(report)),
+        "",
+        *multiprocess.explain_processes(report),
+        *checkpoint.explain(totals),
+        "",
+        multiprocess.MULTIHOST_NOTE,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_sweep_table(reports: Sequence[multiprocess.MultiprocessReport]) -> str:
+    """``checkpoint --processes-sweep`` for people: one row per process count, then each run's processes."""
+    first = reports[0].checkpoint
+    sweep = _seconds_columns(multiprocess.sweep_frame(reports))
+    sweep["restore_verified"] = sweep["restore_verified"].map({True: "yes", False: "NO"})
+    lines = [
+        f"checkpoint of {units.count(first.total_params)} parameters as {first.dtype}, mesh {first.mesh}, "
+        f"strategy {first.strategy}, Orbax {first.orbax_version}; "
+        f"{reports[-1].cpu_count} CPU core(s), load average {reports[-1].load_average:.2f}",
+        "",
+        _frame_text(sweep),
+        "",
+        _frame_text(_seconds_columns(multiprocess.sweep_processes_frame(reports))),
+        "",
+        multiprocess.MULTIHOST_NOTE,
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code (0 done, 2 bad input, 1 a bug in dcsim)."""
     try:
@@ -458,7 +676,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as done:  # --help has printed its text; in process, return instead of exiting
             return done.code if isinstance(done.code, int) else EXIT_USAGE
         if args.command is None:
-            raise UsageError(f"choose a command: count, presets, layout, checkpoint (see `{PROG} --help`)")
+            raise UsageError(f"choose a command: count, presets, layout, checkpoint, compare (see `{PROG} --help`)")
         output = getattr(args, "run", _count)(args)
     except (UsageError, TypeError, ValueError) as err:
         print(f"dcsim: error: {one_line(str(err))}", file=sys.stderr)

@@ -479,6 +479,79 @@ def _placements(report: ParamReport, mesh: MeshSpec, strategy: str, rules: Seque
     return placements
 
 
+def shard_values_by_shape(
+    shapes: Sequence[tuple[int, ...]], mesh: MeshSpec, strategy: str
+) -> dict[tuple[int, ...], int]:
+    """The values one device holds of an array of each distinct shape, as ``compute_layout``
+    gives every array of that shape, for sweeps over thousands of meshes.
+
+    Only for strategies whose placement depends on the shape alone (``replicated``, ``fsdp``,
+    ``tensor``; ``custom`` rules match paths). The strategy's rule is ``_place``'s, and JAX makes
+    every split: ``NamedSharding.shard_shape`` is asked once per distinct dimension size and mesh
+    entry (it splits each dimension on its own, so a shape's shard shape is its dimensions' answers
+    side by side). A size the entry's devices do not divide is not asked about: JAX splits only into
+    equal parts, and its refusal (an exception with a message) is the costly path. llama2-70b's 723
+    arrays have six distinct dimension sizes, so a mesh costs a few JAX calls instead of hundreds.
+    The tests compare the result with ``compute_layout`` array by array. Raises ``LayoutError``
+    naming each shape that
+    cannot be placed, as ``compute_layout`` would.
+    """
+    if strategy == "custom":
+        raise ValueError("custom rules match array paths, so a layout by shape alone cannot apply them")
+    _check_strategy(mesh, strategy, ())
+    jax_mesh = abstract_mesh(mesh)
+    everything = mesh.names if len(mesh.names) > 1 else mesh.names[0]
+    answers: dict[tuple[int, Any], int | None] = {}
+    shardings: dict[Any, NamedSharding] = {}
+
+    def split(size: int, entry: Any) -> int | None:
+        """JAX's size of a dimension of ``size`` split over ``entry``, or None if it refuses."""
+        key = (size, entry)
+        if key not in answers:
+            if size % math.prod(mesh.shape[name] for name in _entry_names(entry)):
+                # JAX splits a dimension only into equal parts: it would refuse this one. Not asking
+                # saves the costly refusal (an exception with its message); every split made is JAX's.
+                answers[key] = None
+                return None
+            if entry not in shardings:
+                shardings[entry] = NamedSharding(jax_mesh, PartitionSpec(entry))
+            try:
+                answers[key] = int(shardings[entry].shard_shape((size,))[0])
+            except ValueError:
+                answers[key] = None
+        return answers[key]
+
+    values: dict[tuple[int, ...], int] = {}
+    problems = []
+    for shape in dict.fromkeys(tuple(shape) for shape in shapes):
+        total = math.prod(shape)
+        if strategy == "replicated":
+            values[shape] = total
+        elif strategy == "fsdp":  # _place's rule: the largest dimension JAX splits, the first on a tie
+            values[shape] = total
+            for index in sorted(range(len(shape)), key=lambda i: (-shape[i], i)):
+                part = split(shape[index], everything)
+                if part is not None:
+                    values[shape] = total // shape[index] * part
+                    break
+        else:  # tensor: the last dimension over `model`, copied over every other axis
+            part = split(shape[-1], TENSOR_AXIS) if shape else None
+            if part is None:
+                path = f"an array of shape {_shape_text(shape)}"
+                why = (
+                    "a scalar has no last dimension to split"
+                    if not shape
+                    else f"its last dimension has size {shape[-1]:,}, which {_axes_text(mesh, (TENSOR_AXIS,))} "
+                    "does not divide evenly"
+                )
+                problems.append((path, f"`{path}` cannot be split as the tensor strategy asks: {why}"))
+                continue
+            values[shape] = total // shape[-1] * part
+    if problems:
+        raise LayoutError(problems)
+    return values
+
+
 class LayoutError(ValueError):
     """Arrays the requested layout cannot place on the mesh.
 

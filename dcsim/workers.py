@@ -34,7 +34,15 @@ _STDERR_TAIL_CHARS = 600
 
 
 class WorkerFailed(RuntimeError):
-    """A worker ended without a result: it raised, crashed, was killed or was ended by us."""
+    """A worker ended without a result: it raised, crashed, was killed or was ended by us.
+
+    ``workers`` names the worker that failed (or, for a timeout, every one still running), so a
+    caller running a group can say which member and what it was doing.
+    """
+
+    def __init__(self, message: str, *, workers: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.workers = workers
 
 
 class WorkerTimeout(WorkerFailed):
@@ -104,20 +112,23 @@ def _read_result(job: WorkerJob, code: int) -> dict[str, Any]:
     except (OSError, ValueError):
         result = None
     if isinstance(result, dict) and "error" in result:
-        raise WorkerFailed(f"the {job.name} failed: {result['error']}")
+        raise WorkerFailed(f"the {job.name} failed: {result['error']}", workers=(job.name,))
     if code == 0 and isinstance(result, dict):
         return result
     detail = _stderr_tail(paths["stderr"])
     raise WorkerFailed(
-        f"the {job.name} {_exit_reason(code)} before it wrote a result" + (f": {detail}" if detail else "")
+        f"the {job.name} {_exit_reason(code)} before it wrote a result" + (f": {detail}" if detail else ""),
+        workers=(job.name,),
     )
 
 
 def _read_progress(path: Path) -> list[str]:
+    """The stages a worker has finished writing: a line still being written is not one yet."""
     try:
-        return path.read_text().split()
+        text = path.read_text()
     except OSError:
         return []
+    return text[: text.rfind("\n") + 1].split()
 
 
 def run_workers(
@@ -155,22 +166,32 @@ def run_workers(
                     )
                 )
         results: list[dict[str, Any] | None] = [None] * len(jobs)
-        while True:
-            for index, (job, process) in enumerate(zip(jobs, processes, strict=True)):
+
+        def report_progress() -> None:
+            for index, job in enumerate(jobs):
                 if on_progress is not None:
                     stages = _read_progress(_paths(job)["progress"])
                     for stage in stages[seen[index] :]:
                         on_progress(job.name, stage)
                     seen[index] = len(stages)
-                code = process.poll()
-                if code is not None and results[index] is None:
-                    results[index] = _read_result(job, code)
+
+        while True:
+            report_progress()
+            codes = [process.poll() for process in processes]
+            # Workers that depend on each other fail together: when one is killed, its peers soon
+            # report a lost connection. A worker killed by a signal is the cause, so it is read first.
+            for index in sorted(range(len(jobs)), key=lambda i: not (codes[i] is not None and codes[i] < 0)):
+                if codes[index] is not None and results[index] is None:
+                    results[index] = _read_result(jobs[index], codes[index])
             if all(result is not None for result in results):
+                report_progress()  # the stages written between this round's read and the exits
                 return [result for result in results if result is not None]
             if time.monotonic() > deadline:
-                names = ", ".join(job.name for job, result in zip(jobs, results, strict=True) if result is None)
+                late = tuple(job.name for job, result in zip(jobs, results, strict=True) if result is None)
                 raise WorkerTimeout(
-                    f"the time limit of {timeout_seconds:g} s passed before the {names} finished; it was ended"
+                    f"the time limit of {timeout_seconds:g} s passed before the {', '.join(late)} finished; "
+                    "it was ended",
+                    workers=late,
                 )
             time.sleep(_POLL_SECONDS)
     finally:

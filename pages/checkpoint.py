@@ -1,11 +1,12 @@
 """Checkpoint page: save the configured model with Orbax for real, measure it, restore it, and
-show from that evidence how the checkpoint differs from the raw estimate."""
+show from that evidence how the checkpoint differs from the raw estimate; optionally from several
+processes at once on JAX's distributed runtime, as several hosts save one checkpoint."""
 
 import json
 
 import streamlit as st
 
-from dcsim import charts, checkpoint, payload, units
+from dcsim import charts, checkpoint, multiprocess, payload, units
 from dcsim.checkpoint import CheckpointBusy, CheckpointFailed, CheckpointTimeout
 from dcsim.config import show
 from dcsim.layout import parse_mesh
@@ -19,7 +20,9 @@ JUST_MEASURED = "dcsim.checkpoint.just_measured"
 MESH_KEY = state.WIDGET_PREFIX + "checkpoint.mesh"
 VALID_MESH = "dcsim.checkpoint.valid_mesh"
 MESH_PROBLEM = "dcsim.checkpoint.mesh_problem"
+JUST_SWEPT = "dcsim.checkpoint.just_swept"
 STAGE_TEXT = {
+    "connecting": "Joining JAX's distributed runtime (coordinator on 127.0.0.1)",
     "initialising": "Initialising the parameters for real (the child's seed)",
     "saving": "Saving with Orbax's StandardCheckpointer",
     "measuring": "Measuring the files on disk",
@@ -38,7 +41,7 @@ frame.page_link("pages/model.py", label="Edit the model on the Model page", icon
 
 # --- settings: seeded from the link (or this session's last visit), checked, then widgets -----------
 
-DEFAULTS = {"dtype": "float32", "mesh": measuring.DEFAULT_MESH, "strategy": "replicated"}
+DEFAULTS = {"dtype": "float32", "mesh": measuring.DEFAULT_MESH, "strategy": "replicated", "processes": "1"}
 for name, default in DEFAULTS.items():
     key = state.WIDGET_PREFIX + f"checkpoint.{name}"
     if key in st.session_state:
@@ -51,7 +54,7 @@ for name, default in DEFAULTS.items():
         value = measuring.parse_setting(name, text)
     except (TypeError, ValueError) as err:
         st.warning(frame.plain(f"Link: `{name}`: {err}; using {default}."), icon=":material/link_off:")
-        value = default
+        value = measuring.parse_setting(name, default)
     state.seed_widget(f"checkpoint.{name}", value)
     if name == "mesh":
         st.session_state[VALID_MESH] = value
@@ -74,7 +77,7 @@ chosen_mesh = st.session_state[MESH_KEY]
 if chosen_mesh not in mesh_choices:
     mesh_choices.append(chosen_mesh)
 
-dtype_col, mesh_col, strategy_col = st.columns(3)
+dtype_col, mesh_col, strategy_col, processes_col = st.columns(4)
 dtype = dtype_col.selectbox(
     "Storage dtype",
     measuring.DTYPES,
@@ -99,6 +102,14 @@ strategy = strategy_col.selectbox(
     help="replicated: every device holds every array whole. fsdp: each array is split along one dimension "
     "over all the devices, where it divides (else replicated).",
 )
+processes = processes_col.selectbox(
+    "Processes (simulated hosts)",
+    measuring.PROCESS_CHOICES,
+    key=state.WIDGET_PREFIX + "checkpoint.processes",
+    help="1: one child process holds every device. 2 or 4: that many processes save at once on JAX's "
+    "distributed runtime (coordinator on 127.0.0.1), each holding its share of the mesh's devices, as "
+    "hosts of a cluster do. The mesh's device count must be a multiple of it.",
+)
 
 mesh_problem = st.session_state.pop(MESH_PROBLEM, None)
 if mesh_problem:
@@ -110,10 +121,11 @@ try:
         dtype=measuring.parse_setting("dtype", dtype),
         mesh=parse_mesh(measuring.parse_setting("mesh", str(mesh_text or ""))),
         strategy=measuring.parse_setting("strategy", strategy),
+        processes=measuring.parse_setting("processes", str(processes)),
     )
 except (TypeError, ValueError) as err:
     st.error(frame.plain(f"These settings cannot be used: {err}."), icon=":material/error:")
-    state.set_page_params({"dtype": dtype, "strategy": strategy})
+    state.set_page_params({"dtype": dtype, "strategy": strategy, "processes": str(processes)})
 else:
     state.set_page_params(settings.params())
 
@@ -151,16 +163,22 @@ if refusal:
         "measures a larger model."
     )
 elif plan is not None:
+    single_plan = plan.checkpoint if isinstance(plan, multiprocess.MultiprocessPlan) else plan
     held = (
         ""
-        if plan.stored_values == report.total_params
-        else f" ({units.count(plan.stored_values)} held by the devices together, replicas included)"
+        if single_plan.stored_values == report.total_params
+        else f" ({units.count(single_plan.stored_values)} held by the devices together, replicas included)"
+    )
+    group = (
+        f", {plan.num_processes} processes of {plan.devices_per_process:,} device(s) each"
+        if isinstance(plan, multiprocess.MultiprocessPlan)
+        else ""
     )
     st.success(
         frame.plain(
-            f"Within this server's ceiling of {units.count(plan.max_params)} values{held}: "
+            f"Within this server's ceiling of {units.count(single_plan.max_params)} values{held}: "
             f"ready to measure on {settings.mesh.num_devices:,} virtual device(s) ({settings.mesh.text}, "
-            f"{settings.strategy})."
+            f"{settings.strategy}{group})."
         ),
         icon=":material/check_circle:",
     )
@@ -180,31 +198,56 @@ clicked = st.button(
     type="secondary" if kept else "primary",
     icon=":material/save:",
     disabled=plan is None,
-    help="Runs in a child process with a time limit of "
-    f"{measuring.TIMEOUT_SECONDS:g} s; the temporary checkpoint is deleted afterwards.",
+    help=(
+        f"Runs in a child process with a time limit of {measuring.TIMEOUT_SECONDS:g} s"
+        if settings is None or settings.processes == 1
+        else f"Runs in {settings.processes} processes at once with a time limit of {measuring.TIMEOUT_SECONDS:g} s "
+        "for the group; if any one fails or hangs, all are ended"
+    )
+    + "; the temporary checkpoint is deleted afterwards.",
 )
 if clicked and plan is not None:
-    with st.status("Measuring in a child process…", expanded=True) as status:
-        bar = st.progress(0.0, text="Starting a child process (it imports JAX, Flax and Orbax first)")
+    group_size = settings.processes
+    label = "Measuring in a child process…" if group_size == 1 else f"Measuring in {group_size} processes at once…"
+    with st.status(label, expanded=True) as status:
+        bar = st.progress(
+            0.0,
+            text="Starting a child process (it imports JAX, Flax and Orbax first)"
+            if group_size == 1
+            else f"Starting {group_size} processes (each imports JAX, Flax and Orbax first)",
+        )
 
         def show_stage(stage: str) -> None:
             done = checkpoint.STAGES.index(stage) if stage in checkpoint.STAGES else 0
             bar.progress(done / (len(checkpoint.STAGES) - 1), text=STAGE_TEXT.get(stage, stage))
             status.update(label=f"{STAGE_TEXT.get(stage, stage)}…")
 
+        group_stages: dict[int, str] = {}
+
+        def show_group_stage(process_id: int, stage: str) -> None:
+            group_stages[process_id] = stage
+            done, where = measuring.group_progress(group_stages, group_size)
+            bar.progress(done, text=where)
+            status.update(label=f"{STAGE_TEXT.get(min(group_stages.values(), key=multiprocess.STAGES.index))}…")
+
+        # Each failure re-expands the box: in the browser a status box collapses when its state
+        # changes, which hid the message inside it (only the one-line label showed).
         try:
-            kept = measuring.measure(config, settings, on_progress=show_stage)
+            if group_size == 1:
+                kept = measuring.measure(config, settings, on_progress=show_stage)
+            else:
+                kept = measuring.measure_group(config, settings, on_progress=show_group_stage)
         except CheckpointBusy as err:
-            status.update(label="Busy: try again in a moment", state="error")
+            status.update(label="Busy: try again in a moment", state="error", expanded=True)
             st.warning(frame.plain(f"Busy: {err}."), icon=":material/hourglass_top:")
         except CheckpointTimeout as err:
-            status.update(label="The measurement ran out of time", state="error")
+            status.update(label="The measurement ran out of time", state="error", expanded=True)
             st.error(frame.plain(f"The measurement was stopped: {err}."), icon=":material/timer_off:")
         except CheckpointFailed as err:
-            status.update(label="The measurement failed", state="error")
+            status.update(label="The measurement failed", state="error", expanded=True)
             st.error(frame.plain(f"The measurement failed: {err}."), icon=":material/error:")
         except (TypeError, ValueError) as err:
-            status.update(label="The measurement was refused", state="error")
+            status.update(label="The measurement was refused", state="error", expanded=True)
             st.error(frame.plain(f"The measurement was refused: {err}."), icon=":material/block:")
         else:
             # Run again so the button and the caption describe the kept report.
@@ -246,8 +289,13 @@ if kept:
         figures.metric(label, value, help=explanation, width=METRIC_WIDTH)
     if not result.restore_verified:
         st.error("The restored arrays differ from the saved ones.", icon=":material/error:")
+    peaked = (
+        "The child process peaked"
+        if kept.group is None
+        else f"Of the {kept.group.num_processes} processes, the highest peaked"
+    )
     st.caption(
-        f"The child process peaked at {units.binary_bytes(result.peak_rss_bytes)} of memory, "
+        f"{peaked} at {units.binary_bytes(result.peak_rss_bytes)} of memory, "
         f"{units.binary_bytes(result.peak_growth_bytes)} over its idle baseline. "
         f"JAX {result.jax_version}, orbax-checkpoint {result.orbax_version}."
     )
@@ -300,4 +348,103 @@ if kept:
         json.dumps(checkpoint.checkpoint_record(result), indent=2),
         "dcsim-checkpoint.json",
         where=record_json,
+    )
+
+# --- across processes: the group's own figures, then the sweep -----------------------------------------
+
+
+def table(frame_to_show) -> None:
+    shown, columns = measuring.shown_table(frame_to_show)
+    st.dataframe(shown, hide_index=True, column_config=columns)
+
+
+if kept and kept.group is not None:
+    group = kept.group
+    st.subheader(f"Across {group.num_processes} processes")
+    st.caption(
+        f"{group.num_processes} processes of {group.devices_per_process} virtual device(s) each, joined by "
+        "JAX's distributed runtime on 127.0.0.1; the times above are the group's wall time, from the first "
+        "process starting to the last finishing."
+    )
+    table(multiprocess.processes_frame(group))
+    table(multiprocess.file_places_frame(group))
+    lines = [*multiprocess.explain_processes(group), multiprocess.MULTIHOST_NOTE]
+    st.markdown("\n".join(f"- {frame.plain(line)}" for line in lines))
+    widgets.download(
+        "Group measurement (JSON)",
+        json.dumps(multiprocess.multiprocess_record(group), indent=2),
+        "dcsim-checkpoint-processes.json",
+    )
+
+st.subheader("Save from 1, 2 and 4 processes")
+st.caption(
+    "The same checkpoint saved by 1, 2 and 4 processes at once, each holding its share of the mesh's devices, "
+    "as hosts of a cluster do: how save time, bytes per process and memory per process change with the "
+    "number of processes."
+)
+sweep_problem = measuring.sweep_problem(settings) if settings is not None else None
+kept_sweep = measuring.cached_sweep(config, settings) if settings is not None and plan is not None else None
+if sweep_problem:
+    st.info(frame.plain(sweep_problem), icon=":material/info:")
+sweep_clicked = st.button(
+    "Sweep again" if kept_sweep else "Sweep 1, 2 and 4 processes",
+    icon=":material/stacked_line_chart:",
+    disabled=plan is None or sweep_problem is not None,
+    help="Three measurements one after the other, each a group of processes with a time limit of "
+    f"{measuring.TIMEOUT_SECONDS:g} s; the temporary checkpoints are deleted afterwards.",
+)
+if sweep_clicked and plan is not None and settings is not None:
+    with st.status("Sweeping…", expanded=True) as status:
+        bar = st.progress(0.0, text=f"Starting {measuring.SWEEP_PROCESSES[0]} process(es)")
+        sweep_stages: dict[tuple[int, int], str] = {}
+
+        def show_sweep_stage(num_processes: int, process_id: int, stage: str) -> None:
+            sweep_stages[(num_processes, process_id)] = stage
+            done, where = measuring.sweep_progress(sweep_stages, num_processes)
+            bar.progress(done, text=where)
+            status.update(label=f"Sweeping: {num_processes} process(es)…")
+
+        try:
+            kept_sweep = measuring.measure_sweep(config, settings, on_progress=show_sweep_stage)
+        except CheckpointBusy as err:
+            status.update(label="Busy: try again in a moment", state="error", expanded=True)
+            st.warning(frame.plain(f"Busy: {err}."), icon=":material/hourglass_top:")
+        except CheckpointTimeout as err:
+            status.update(label="The sweep ran out of time", state="error", expanded=True)
+            st.error(frame.plain(f"The sweep was stopped: {err}."), icon=":material/timer_off:")
+        except CheckpointFailed as err:
+            status.update(label="The sweep failed", state="error", expanded=True)
+            st.error(frame.plain(f"The sweep failed: {err}."), icon=":material/error:")
+        except (TypeError, ValueError) as err:
+            status.update(label="The sweep was refused", state="error", expanded=True)
+            st.error(frame.plain(f"The sweep was refused: {err}."), icon=":material/block:")
+        else:
+            st.session_state[JUST_SWEPT] = kept_sweep.measured_at
+            st.rerun()
+elif kept_sweep and st.session_state.pop(JUST_SWEPT, None) == kept_sweep.measured_at:
+    st.caption(f"Swept just now, at {kept_sweep.measured_at} UTC.")
+elif kept_sweep:
+    st.caption(
+        f"Showing the sweep kept from {kept_sweep.measured_at} UTC for this configuration, dtype, mesh and strategy "
+        "(cached: nothing was run now)."
+    )
+
+if kept_sweep:
+    reports = kept_sweep.reports
+    sweep = multiprocess.sweep_frame(reports)
+    st.dataframe(measuring.sweep_side_by_side(sweep), hide_index=True)
+    per_process = multiprocess.sweep_processes_frame(reports)
+    st.altair_chart(charts.save_time_by_processes(sweep), width="stretch")
+    bytes_col, memory_col = st.columns(2)
+    bytes_col.altair_chart(charts.bytes_per_process(per_process), width="stretch")
+    memory_col.altair_chart(charts.memory_per_process(per_process), width="stretch")
+    with st.expander("Every process of every run"):
+        table(per_process)
+    last = reports[-1]
+    machine = f"This machine: {last.cpu_count} CPU core(s), load average {last.load_average:.2f} at the end."
+    st.markdown(f"- {frame.plain(multiprocess.MULTIHOST_NOTE)}\n- {frame.plain(machine)}")
+    widgets.download(
+        "Sweep (JSON)",
+        json.dumps({"sweep": [multiprocess.multiprocess_record(r) for r in reports]}, indent=2),
+        "dcsim-checkpoint-sweep.json",
     )

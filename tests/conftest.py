@@ -62,16 +62,20 @@ def _healthy(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def streamlit_server(extra_args: tuple[str, ...] = (), base_path: str = ""):
+def streamlit_server(
+    extra_args: tuple[str, ...] = (), base_path: str = "", env: dict[str, str] | None = None, port: int | None = None
+):
     """Run ``streamlit run app.py`` on a free loopback port until the block ends.
 
     ``base_path`` serves the app under a prefix (``--server.baseUrlPath``), as behind a proxy;
-    the URL yielded is the server's root, without it.
+    the URL yielded is the server's root, without it. ``env`` is added to the server's environment
+    (e.g. its own ``TMPDIR``); ``port`` asks for that port, as a restarted server would take.
     """
     if base_path:
         extra_args = (*extra_args, "--server.baseUrlPath", base_path)
-    for _attempt in range(3):  # a port taken between probing and binding makes Streamlit exit
-        port = _free_port()
+    wanted = port
+    for _attempt in range(1 if wanted else 3):  # a port taken between probing and binding makes Streamlit exit
+        port = wanted or _free_port()
         url = f"http://127.0.0.1:{port}"
         process = subprocess.Popen(
             [
@@ -91,6 +95,7 @@ def streamlit_server(extra_args: tuple[str, ...] = (), base_path: str = ""):
                 *extra_args,
             ],
             cwd=ROOT,
+            env=None if env is None else os.environ | env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

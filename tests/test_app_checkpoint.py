@@ -170,14 +170,17 @@ def test_measuring_dense_1024_shows_a_verified_report_kept_for_reruns_and_other_
     [
         ("timeout", r"ran out of time|stopped: .*time limit of 0\.3 s"),
         ("kill", r"failed: .*killed by SIGKILL"),
+        ("disk-full", r"failed: .*the temporary disk filled up while saving the checkpoint \([\d,]+ bytes free"),
     ],
-    ids=["timeout", "child-killed-after-save"],
+    ids=["timeout", "child-killed-after-save", "temporary-disk-full"],
 )
 def test_a_failed_measurement_is_an_error_message_and_the_page_keeps_serving(monkeypatch, setup, message):
     if setup == "timeout":
         monkeypatch.setattr(measuring, "TIMEOUT_SECONDS", 0.3)
-    else:
+    elif setup == "kill":
         monkeypatch.setenv(FAULT_ENV, "save:kill")
+    else:
+        monkeypatch.setenv(FAULT_ENV, "fsize:65536")  # no file of the child past 64 KiB
     at = open_page(DENSE_1024)
     button(at).click().run()
     assert not at.exception
@@ -269,7 +272,22 @@ def test_a_repeated_link_setting_warns_and_falls_back():
 def test_settings_from_a_link_and_a_typed_mesh():
     at = open_page({**DENSE_1024, "mesh": "data=2,model=2", "strategy": "fsdp", "dtype": "bfloat16"})
     assert not at.warning
-    assert [box.value for box in at.selectbox] == ["bfloat16", "data=2,model=2", "fsdp"]
+    assert [box.value for box in at.selectbox] == ["bfloat16", "data=2,model=2", "fsdp", 1]
     assert "4 virtual device(s) (data=2,model=2, fsdp)" in texts(at, "success")[0]
     at.selectbox[1].set_value("data=4").run()
     assert at.query_params["mesh"] == "data=4"
+
+
+def test_a_disk_without_room_is_refused_with_the_figures(monkeypatch):
+    real_usage = checkpoint.shutil.disk_usage
+    monkeypatch.setattr(checkpoint.shutil, "disk_usage", lambda path: real_usage(path)._replace(free=1_000_000))
+    at = open_page(DENSE_1024)
+    button(at).click().run()
+    assert not at.exception
+    (error,) = texts(at, "error")
+    assert re.search(
+        r"failed: the temporary folder .* has 1,000,000 bytes free and this checkpoint needs about [\d,]+ "
+        r"\(its raw float32 payload of 4,198,400 bytes .*nothing was written\. Free some space",
+        error,
+    ), error
+    assert "On disk" not in metrics(at)

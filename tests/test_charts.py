@@ -1,5 +1,7 @@
 """Chart builders, checked on the Vega-Lite they produce: encodings, scales, titles, alt text."""
 
+import dataclasses
+
 import pytest
 
 from dcsim import charts, tables, units
@@ -234,3 +236,146 @@ def test_layout_bars_baseline_lies_below_every_figure(low, high, baseline):
     start, ticks = charts._log_baseline(low, high)
     assert start == pytest.approx(baseline) and start < low
     assert ticks[0] == start and ticks[-1] >= high
+
+
+# --- Compare page charts ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def comparison_tables():
+    from dcsim import budget, compare
+
+    comparison = compare.Comparison(
+        scenarios=(
+            compare.Scenario(name="seed <b>", config=ModelConfig()),
+            compare.Scenario(name="mnist", config=dataclasses.replace(MNIST, num_shards=1024)),
+        ),
+        budget=budget.Budget(amount=10, unit="values"),
+    )
+    reports = [count_params(s.config) for s in comparison.scenarios]
+    answers = [
+        budget.answer(budget.demand(r, s.dtype), comparison.budget, up_to=64)
+        for r, s in zip(reports, comparison.scenarios, strict=True)
+    ]
+    return (
+        compare.comparison_frame(comparison, reports),
+        compare.sweep_frame(comparison, reports),
+        compare.held_frame(comparison, answers),
+    )
+
+
+def test_compare_bars_are_grouped_and_start_at_a_log_baseline_below_every_figure(comparison_tables):
+    table, _, _ = comparison_tables
+    spec = charts.compare_bars(table).to_dict()
+    assert spec["mark"]["type"] == "bar"
+    assert spec["encoding"]["xOffset"]["field"] == "measure"
+    assert spec["encoding"]["x"]["sort"] == ["seed <b>", "mnist"]
+    assert spec["encoding"]["y"]["scale"]["type"] == "log"
+    baseline = spec["encoding"]["y2"]["datum"]
+    rows = next(iter(spec["datasets"].values()))
+    # mnist over 1,024 shards: 669,706 / 1,024 = 654.0..., the seed's share 10: the bars start at 1
+    assert baseline == 1.0 and min(row["values"] for row in rows) > baseline
+    assert {row["exact"] for row in rows} >= {"669,706", "20", "10"}
+    assert spec["description"]
+
+
+def test_compare_sweep_has_one_line_per_scenario_and_marks_each_own_count(comparison_tables):
+    table, sweep, _ = comparison_tables
+    spec = charts.compare_sweep(sweep, table).to_dict()
+    line, marked = spec["layer"]
+    assert line["mark"]["type"] == "line" and line["encoding"]["color"]["field"] == "name"
+    assert line["encoding"]["x"]["scale"] == {"type": "log", "base": 2}
+    assert line["encoding"]["y"]["scale"]["type"] == "log"
+    marks = spec["datasets"][marked["data"]["name"]]
+    assert [(row["name"], row["num_shards"]) for row in marks] == [("seed <b>", 2), ("mnist", 1024)]
+
+
+def test_budget_sweep_draws_the_budget_and_leaves_impossible_counts_out(comparison_tables):
+    _, _, held = comparison_tables
+    spec = charts.budget_sweep(held, 10, "values").to_dict()
+    lines, rule = spec["layer"]
+    assert rule["mark"]["type"] == "rule" and spec["datasets"][rule["data"]["name"]][0]["budget"] == 10.0
+    rows = spec["datasets"][lines["data"]["name"]]
+    seed = {row["devices"]: row["held"] for row in rows if row["name"] == "seed <b>"}
+    assert (seed[1], seed[2], seed[3], seed[4]) == (20.0, 10.0, 20.0, 5.0)
+    assert "Fullest device (values" in lines["encoding"]["y"]["axis"]["title"]
+
+
+def test_compare_line_charts_fit_the_width_only(comparison_tables):
+    # With "fit" in both directions a two-row legend squeezed the plot to a few pixels in Chromium.
+    table, sweep, held = comparison_tables
+    for chart in (charts.compare_sweep(sweep, table), charts.budget_sweep(held, 10, "values")):
+        spec = chart.to_dict()
+        assert spec["autosize"] == {"type": "fit-x", "contains": "padding"} and spec["height"] == 300
+
+
+# --- checkpoints across processes -------------------------------------------------------------------
+
+
+def sweep_frames():
+    """A sweep's two frames as dcsim.multiprocess builds them, with figures chosen by hand."""
+    import pandas as pd
+
+    sweep = pd.DataFrame(
+        {
+            "num_processes": pd.array([1, 2, 4], dtype="int64"),
+            "save_seconds": [0.5, 0.75, 1.25],
+            "restore_seconds": [0.25, 0.5, 0.5],
+        }
+    )
+    per_process = pd.DataFrame(
+        {
+            "num_processes": pd.array([1, 2, 2, 4, 4, 4, 4], dtype="int64"),
+            "process": pd.array([0, 0, 1, 0, 1, 2, 3], dtype="int64"),
+            "num_bytes": pd.array([4_000_000, 2_000_001, 1_999_999, 1_000_000, 1_000_000, 999_999, 1_000_001]),
+            "peak_rss_bytes": pd.array([400 * 2**20, 300 * 2**20, 300 * 2**20] + [250 * 2**20] * 4, dtype="int64"),
+        }
+    )
+    return sweep, per_process
+
+
+def test_save_time_by_processes_is_a_line_per_figure_over_categories():
+    sweep, _ = sweep_frames()
+    spec = charts.save_time_by_processes(sweep).to_dict()
+    assert {layer["mark"]["type"] for layer in spec["layer"]} == {"line", "point"}
+    encoding = spec["layer"][0]["encoding"]
+    assert encoding["x"]["field"] == "num_processes" and encoding["x"]["type"] == "ordinal"
+    assert encoding["y"]["scale"]["zero"] is True
+    assert encoding["color"]["scale"]["domain"] == ["save", "restore"]
+    assert spec["title"]["text"] == "Save time against processes (s)"
+    assert spec["description"]
+    rows = next(iter(spec["datasets"].values()))
+    assert {(row["num_processes"], row["figure"], row["seconds_text"]) for row in rows} >= {
+        (1, "save", "0.500 s"),
+        (4, "save", "1.250 s"),
+        (2, "restore", "0.500 s"),
+    }
+    assert len(rows) == 6
+
+
+@pytest.mark.parametrize(
+    "builder, field, title",
+    [
+        (charts.bytes_per_process, "num_bytes", "Bytes written per process"),
+        (charts.memory_per_process, "peak_rss_bytes", "Peak memory per process"),
+    ],
+    ids=["bytes", "memory"],
+)
+def test_per_process_charts_group_one_bar_per_process_from_zero(builder, field, title):
+    _, per_process = sweep_frames()
+    spec = builder(per_process).to_dict()
+    assert spec["mark"]["type"] == "bar"
+    encoding = spec["encoding"]
+    assert encoding["x"]["field"] == "num_processes" and encoding["x"]["type"] == "ordinal"
+    assert encoding["xOffset"]["field"] == "process_name"
+    assert encoding["xOffset"]["sort"] == ["process 0", "process 1", "process 2", "process 3"]
+    assert encoding["y"]["field"] == field and encoding["y"]["scale"]["zero"] is True
+    assert spec["title"]["text"] == title and spec["description"]
+    rows = next(iter(spec["datasets"].values()))
+    assert len(rows) == 7
+    exact = {(row["num_processes"], row["process"]): row["value_text"] for row in rows}
+    if field == "num_bytes":
+        assert exact[(2, 0)] == "2,000,001 bytes (1.91 MiB)"
+        assert exact[(4, 2)] == "999,999 bytes (976.56 KiB)"
+    else:
+        assert exact[(1, 0)] == "419,430,400 bytes (400.00 MiB)"

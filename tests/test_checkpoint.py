@@ -6,10 +6,15 @@ without one. Sizes on disk and file counts move between Orbax versions and runs:
 with the raw figures and with each other, never with hard-coded values.
 """
 
+import errno
 import json
 import os
+import re
+import shutil
+import signal
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import hypothesis.strategies as hs
@@ -20,6 +25,7 @@ from dcsim import checkpoint
 from dcsim.checkpoint import (
     CheckpointBusy,
     CheckpointFailed,
+    CheckpointNoSpace,
     CheckpointTimeout,
     MeasurementLock,
     measure_checkpoint,
@@ -134,6 +140,85 @@ def test_a_timeout_ends_the_child_and_cleans_up(own_tmp):
     assert processes_mentioning(str(own_tmp)) == []
 
 
+# A model whose save takes long enough (67 MB of float32) for a kill from outside to land inside it.
+DENSE_4096 = ModelConfig(input_dim=4096, layers=(DenseLayer(features=4096, use_bias=False),))
+
+
+def test_a_child_killed_from_outside_while_it_saves_leaves_nothing(own_tmp):
+    """SIGKILL from another process (as the OOM killer would), once the save has written files."""
+    stages, outcome = [], {}
+
+    def measure():
+        try:
+            measure_checkpoint(DENSE_4096, on_progress=stages.append)
+        except Exception as err:  # handed to the test thread below
+            outcome["error"] = err
+
+    thread = threading.Thread(target=measure)
+    thread.start()
+    killed_while = None
+    deadline = time.monotonic() + 120
+    while thread.is_alive() and killed_while is None and time.monotonic() < deadline:
+        # The worker saves into dcsim-checkpoint-*/save-*/: kill as soon as its first file exists.
+        written = [path for path in own_tmp.glob("dcsim-checkpoint-*/save-*/**/*") if path.is_file()]
+        if written and stages[-1:] == ["saving"]:
+            (folder,) = own_tmp.glob("dcsim-checkpoint-*")
+            for pid in processes_mentioning(str(folder)):
+                os.kill(pid, signal.SIGKILL)
+            killed_while = stages[-1]
+        time.sleep(0.01)
+    thread.join(timeout=60)
+    assert killed_while == "saving", f"the kill did not land during the save (stages: {stages})"
+    assert isinstance(outcome.get("error"), CheckpointFailed)
+    assert re.search(r"was killed by SIGKILL \(from outside .*temporary checkpoint was removed", str(outcome["error"]))
+    assert list(own_tmp.iterdir()) == []
+    assert processes_mentioning(str(own_tmp)) == []
+
+
+def test_a_full_temporary_disk_is_named_and_leaves_nothing(own_tmp, monkeypatch):
+    # No file of the child may pass 64 KiB (RLIMIT_FSIZE): its first array chunk fails with EFBIG.
+    monkeypatch.setenv(FAULT_ENV, "fsize:65536")
+    with pytest.raises(
+        CheckpointFailed,
+        match=r"the temporary disk filled up while saving the checkpoint \([\d,]+ bytes free in the temporary "
+        r"folder, at most 65,536 bytes a file\) \(the temporary checkpoint was removed\)",
+    ):
+        measure_checkpoint(DENSE_1024)
+    assert list(own_tmp.iterdir()) == []
+    assert processes_mentioning(str(own_tmp)) == []
+
+
+def test_a_disk_without_room_is_refused_before_anything_is_written(own_tmp, monkeypatch):
+    plan = plan_checkpoint(DENSE_1024)
+    needed = checkpoint.disk_bytes_needed(plan)
+    assert needed > DENSE_1024_FLOAT32_BYTES
+    real_usage = shutil.disk_usage
+
+    def usage(path):
+        assert Path(path) == own_tmp  # the folder the measurement would write in
+        return real_usage(path)._replace(free=needed - 1)
+
+    monkeypatch.setattr(checkpoint.shutil, "disk_usage", usage)
+    started = []
+    monkeypatch.setattr(checkpoint, "run_workers", lambda *args, **kwargs: started.append(args))
+    with pytest.raises(
+        CheckpointNoSpace,
+        match=rf"temporary folder {re.escape(str(own_tmp))} has {needed - 1:,} bytes free and this checkpoint "
+        rf"needs about {needed:,} \(its raw float32 payload of 4,198,400 bytes .*nothing was written",
+    ):
+        checkpoint.run_checkpoint(plan)
+    assert started == [] and list(own_tmp.iterdir()) == []
+
+
+def test_no_temporary_folder_is_a_failure_not_a_traceback(own_tmp, monkeypatch):
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(checkpoint.tempfile, "mkdtemp", full)
+    with pytest.raises(CheckpointFailed, match=r"no temporary folder could be made .*No space left on device"):
+        measure_checkpoint(DENSE_1024)
+
+
 # --- decided before any child starts --------------------------------------------------------------
 
 
@@ -195,6 +280,28 @@ def test_the_ceiling_comes_from_the_environment(monkeypatch, env, ceiling):
     assert checkpoint.default_max_params() == ceiling
     assert plan_checkpoint(ModelConfig()).max_params == ceiling
     assert plan_checkpoint(ModelConfig(), max_params=25).max_params == 25  # an explicit ceiling wins
+
+
+@pytest.mark.parametrize(
+    "env, seconds",
+    [(None, checkpoint.DEFAULT_TIMEOUT_SECONDS), ("", 120.0), ("2.5", 2.5)],
+    ids=["unset", "empty", "set"],
+)
+def test_a_server_time_limit_comes_from_the_environment(monkeypatch, env, seconds):
+    if env is None:
+        monkeypatch.delenv(checkpoint.TIMEOUT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(checkpoint.TIMEOUT_ENV, env)
+    assert checkpoint.default_timeout_seconds() == seconds
+
+
+@pytest.mark.parametrize("env", ["0", "soon", "1e9"])
+def test_a_bad_environment_time_limit_is_named(monkeypatch, env):
+    monkeypatch.setenv(checkpoint.TIMEOUT_ENV, env)
+    with pytest.raises(
+        ValueError, match=rf"`DCSIM_CHECKPOINT_TIMEOUT_SECONDS` must be a number of seconds .*got '{env}'"
+    ):
+        checkpoint.default_timeout_seconds()
 
 
 def test_a_bad_environment_ceiling_is_named(monkeypatch):

@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 from dcsim import cli
 from dcsim.ui import cache, layout_widgets
 from dcsim.ui import checkpoint as measuring
+from dcsim.ui import compare as compare_widgets
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -105,6 +106,14 @@ def _cli(argv: list[str], capsys) -> str:
     return capsys.readouterr().err.strip()
 
 
+def _compare_file(folder: Path, document, capsys) -> str:
+    path = folder / "comparison.json"
+    if isinstance(document, dict):
+        document = json.dumps({"format": "dcsim.comparison", "version": 1, **document})
+    path.write_text(document)
+    return _cli(["compare", str(path)], capsys)
+
+
 def _busy(monkeypatch) -> str:
     monkeypatch.setattr(measuring, "WAIT_SECONDS", 0.1)
     at = _open("pages/checkpoint.py")
@@ -145,6 +154,15 @@ PROBES = {
     "checkpoint measurements": lambda monkeypatch, **_: _busy(monkeypatch),
     "CLI `--timeout`": lambda capsys, **_: _cli(["checkpoint", "--timeout", "3601"], capsys),
     "CLI `--max-params`": lambda capsys, **_: _cli(["checkpoint", "--max-params", "0"], capsys),
+    "processes per checkpoint": lambda capsys, **_: _cli(["checkpoint", "--processes", "9"], capsys),
+    "comparison scenarios": lambda capsys, tmp_path, **_: _compare_file(
+        tmp_path, {"scenarios": [{"name": f"s{index}"} for index in range(9)]}, capsys
+    ),
+    "scenario name": lambda capsys, tmp_path, **_: _compare_file(
+        tmp_path, {"scenarios": [{"name": "x" * 10_000}]}, capsys
+    ),
+    "comparison file": lambda capsys, tmp_path, **_: _compare_file(tmp_path, " " * 300_000, capsys),
+    "budget": lambda **_: _link({"budget": "1e400"}, "pages/compare.py"),
 }
 
 # Bounded caches: past the bound the oldest entry is dropped and recomputed on request; no message.
@@ -155,9 +173,12 @@ CACHES = {
     "layout sweeps": layout_widgets._cached_sweep,
     "checkpoint plans": measuring._plan,
     "kept checkpoint reports": measuring._reports,
+    "kept sweeps": measuring._sweeps,
+    "budget answers": compare_widgets._answer,
 }
-# Limits no dcsim code can show a message for: Streamlit or the web server acts first.
-NOT_DCSIM = {"link length", "uploaded file"}
+# Rows that describe what happens instead of quoting a message: Streamlit or the web server acts
+# first (link length, uploads), or the page explains and offers another way (a comparison link).
+NOT_DCSIM = {"link length", "uploaded file", "comparison link"}
 
 
 def test_every_row_of_the_readme_table_is_checked_here():
@@ -165,10 +186,10 @@ def test_every_row_of_the_readme_table_is_checked_here():
 
 
 @pytest.mark.parametrize("what", sorted(PROBES))
-def test_past_each_limit_the_server_shows_the_readme_message(what, capsys, monkeypatch):
+def test_past_each_limit_the_server_shows_the_readme_message(what, capsys, monkeypatch, tmp_path):
     expected = promised(readme_limits()[what]["message"])
     assert expected, f"the README row {what!r} quotes no message"
-    actual = PROBES[what](capsys=capsys, monkeypatch=monkeypatch)
+    actual = PROBES[what](capsys=capsys, monkeypatch=monkeypatch, tmp_path=tmp_path)
     assert matches(expected, actual), f"README: {expected}\nactual: {actual}"
 
 

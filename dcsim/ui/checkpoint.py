@@ -1,7 +1,8 @@
 """The Checkpoint page's server-side pieces: the one measurement lock, the plan and the results.
 
-A measurement starts a child process that initialises the model for real, so a server runs one
-at a time: ``measurement_lock`` is the process-wide ``MeasurementLock`` every session shares
+A measurement starts a child process (or a group of them, one per simulated host) that
+initialises the model for real, so a server runs one at a time, a group or a sweep of groups
+counting as one: ``measurement_lock`` is the process-wide ``MeasurementLock`` every session shares
 (``st.cache_resource``). Finished reports are kept per configuration and settings in a bounded
 ``st.cache_data``, so a rerun, a revisit or another session asking the same thing sees the same
 report without measuring again; only a click measures.
@@ -12,25 +13,33 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
+import pandas as pd
 import streamlit as st
 
-from dcsim import checkpoint
+from dcsim import checkpoint, multiprocess, units
 from dcsim.checkpoint import CheckpointPlan, CheckpointReport
 from dcsim.config import ModelConfig, show
 from dcsim.layout import MeshSpec, parse_mesh
+from dcsim.multiprocess import MultiprocessPlan, MultiprocessReport
 
 DTYPES = checkpoint.STORAGE_DTYPES
 # The strategies that need no rules and no particular axis names.
 STRATEGIES = ("replicated", "fsdp")
 DEVICE_CHOICES = (1, 2, 4, 8)
 DEFAULT_MESH = "data=1"
+# Processes on the page: 1 is the single child; 2 and 4 are groups on JAX's distributed runtime.
+PROCESS_CHOICES = (1, 2, 4)
+SWEEP_PROCESSES = multiprocess.SWEEP_PROCESSES
+MAX_CACHED_SWEEPS = 8
 MAX_CACHED_REPORTS = 32
 MAX_CACHED_PLANS = 128
 # A second request waits this long for the running measurement, then is told to come back.
 WAIT_SECONDS = 2.0
-TIMEOUT_SECONDS = checkpoint.DEFAULT_TIMEOUT_SECONDS
+# The operator's DCSIM_CHECKPOINT_TIMEOUT_SECONDS, read once when the server imports this.
+TIMEOUT_SECONDS = checkpoint.default_timeout_seconds()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -40,14 +49,30 @@ class Settings:
     dtype: str
     mesh: MeshSpec
     strategy: str
+    processes: int = 1
 
     def params(self) -> dict[str, str]:
         """The settings as the page's URL parameters."""
-        return {"dtype": self.dtype, "mesh": self.mesh.text, "strategy": self.strategy}
+        return {
+            "dtype": self.dtype,
+            "mesh": self.mesh.text,
+            "strategy": self.strategy,
+            "processes": str(self.processes),
+        }
+
+    def __post_init__(self) -> None:
+        multiprocess.check_divides(self.mesh, self.processes)
 
 
-def parse_setting(name: str, text: str) -> str:
+def parse_setting(name: str, text: str) -> str | int:
     """A page setting from a link or a widget, checked; raises ``ValueError`` naming the rule."""
+    if name == "processes":
+        count = multiprocess.check_processes(text, "processes")
+        if count not in PROCESS_CHOICES:
+            raise ValueError(
+                f"`processes` must be one of {', '.join(map(str, PROCESS_CHOICES))} on this page, got {text!r}"
+            )
+        return count
     if name == "dtype":
         if text not in DTYPES:
             raise ValueError(f"`dtype` must be one of {', '.join(DTYPES)}, got {show(text)}")
@@ -78,20 +103,37 @@ def _key(config: ModelConfig, settings: Settings) -> str:
 
 
 @st.cache_data(max_entries=MAX_CACHED_PLANS, show_spinner=False)
-def _plan(key: str) -> CheckpointPlan:
+def _plan(key: str) -> CheckpointPlan | MultiprocessPlan:
     request = json.loads(key)
-    return checkpoint.plan_checkpoint(
-        ModelConfig.from_dict(request["config"]),
-        dtype=request["dtype"],
-        mesh=request["mesh"],
-        strategy=request["strategy"],
-        timeout_seconds=TIMEOUT_SECONDS,
-    )
+    kwargs = {
+        "dtype": request["dtype"],
+        "mesh": request["mesh"],
+        "strategy": request["strategy"],
+        "timeout_seconds": TIMEOUT_SECONDS,
+    }
+    config = ModelConfig.from_dict(request["config"])
+    processes = int(request.get("processes", "1"))
+    if processes == 1:
+        return checkpoint.plan_checkpoint(config, **kwargs)
+    return multiprocess.plan_multiprocess(config, processes=processes, **kwargs)
 
 
-def plan(config: ModelConfig, settings: Settings) -> CheckpointPlan:
-    """``plan_checkpoint`` with the server's ceiling, cached; raises its ``ValueError`` refusals."""
+def plan(config: ModelConfig, settings: Settings) -> CheckpointPlan | MultiprocessPlan:
+    """The plan with the server's ceiling, cached: ``plan_checkpoint`` for one process, else
+    ``plan_multiprocess``; raises their ``ValueError`` refusals."""
     return _plan(_key(config, settings))
+
+
+def sweep_problem(settings: Settings) -> str | None:
+    """Why the sweep cannot run on these settings, or None: every P must divide the mesh."""
+    count = settings.mesh.num_devices
+    if all(count % processes == 0 for processes in SWEEP_PROCESSES):
+        return None
+    sizes = ", ".join(map(str, SWEEP_PROCESSES))
+    return (
+        f"A sweep over {sizes} processes needs a mesh whose device count each of them divides (such as data=4 "
+        f"or data=8); mesh {settings.mesh.text} has {count:,}."
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -100,6 +142,7 @@ class Kept:
 
     report: CheckpointReport
     measured_at: str
+    group: MultiprocessReport | None = None
 
 
 class _NotMeasured(LookupError):
@@ -131,10 +174,168 @@ def measure(config: ModelConfig, settings: Settings, *, on_progress: Callable[[s
     """
     key = _key(config, settings)
     planned = _plan(key)
+    if isinstance(planned, MultiprocessPlan):
+        raise TypeError("these settings start a group of processes: use measure_group")
     with measurement_lock().hold(wait_seconds=WAIT_SECONDS):
         report = checkpoint.run_checkpoint(
             dataclasses.replace(planned, timeout_seconds=TIMEOUT_SECONDS), on_progress=on_progress
         )
-    measured_at = datetime.datetime.now(datetime.UTC).strftime("%H:%M:%S")
     _reports.clear(key)  # "measure again" replaces the kept report
-    return _reports(key, Kept(report=report, measured_at=measured_at))
+    return _reports(key, Kept(report=report, measured_at=_now()))
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%H:%M:%S")
+
+
+def _timed(planned: MultiprocessPlan) -> MultiprocessPlan:
+    return dataclasses.replace(
+        planned, checkpoint=dataclasses.replace(planned.checkpoint, timeout_seconds=TIMEOUT_SECONDS)
+    )
+
+
+def measure_group(
+    config: ModelConfig, settings: Settings, *, on_progress: Callable[[int, str], None] | None = None
+) -> Kept:
+    """Measure with ``settings.processes`` processes at once under the server's lock, then keep it.
+
+    ``on_progress(process_id, stage)``; raises as ``measure`` does.
+    """
+    key = _key(config, settings)
+    planned = _plan(key)
+    if not isinstance(planned, MultiprocessPlan):
+        raise TypeError("these settings measure in one process: use measure")
+    with measurement_lock().hold(wait_seconds=WAIT_SECONDS):
+        group = multiprocess.run_multiprocess(_timed(planned), on_progress=on_progress)
+    _reports.clear(key)
+    return _reports(key, Kept(report=group.checkpoint, measured_at=_now(), group=group))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KeptSweep:
+    """A finished sweep (one group measurement per process count) and when it finished (UTC)."""
+
+    reports: tuple[MultiprocessReport, ...]
+    measured_at: str
+
+
+def _sweep_key(config: ModelConfig, settings: Settings) -> str:
+    params = settings.params()
+    del params["processes"]  # a sweep runs every count
+    return json.dumps({"config": config.to_dict(), **params, "sweep": list(SWEEP_PROCESSES)}, sort_keys=True)
+
+
+@st.cache_data(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
+def _sweeps(key: str, _sweep: KeptSweep | None = None) -> KeptSweep:
+    if _sweep is None:
+        raise _NotMeasured(key)
+    return _sweep
+
+
+def cached_sweep(config: ModelConfig, settings: Settings) -> KeptSweep | None:
+    """The sweep kept for this configuration, dtype, mesh and strategy, if one ran."""
+    try:
+        return _sweeps(_sweep_key(config, settings))
+    except _NotMeasured:
+        return None
+
+
+def plan_sweep(config: ModelConfig, settings: Settings) -> tuple[MultiprocessPlan, ...]:
+    """The sweep's plans with the server's ceiling; raises ``ValueError`` before anything runs."""
+    return multiprocess.plan_sweep(
+        config,
+        processes=SWEEP_PROCESSES,
+        dtype=settings.dtype,
+        mesh=settings.mesh,
+        strategy=settings.strategy,
+        timeout_seconds=TIMEOUT_SECONDS,
+    )
+
+
+def measure_sweep(
+    config: ModelConfig, settings: Settings, *, on_progress: Callable[[int, int, str], None] | None = None
+) -> KeptSweep:
+    """Run the sweep, one group after another, all under one hold of the server's lock.
+
+    ``on_progress(num_processes, process_id, stage)``; raises as ``measure`` does.
+    """
+    plans = plan_sweep(config, settings)
+    with measurement_lock().hold(wait_seconds=WAIT_SECONDS):
+        reports = multiprocess.run_sweep(plans, on_progress=on_progress)
+    key = _sweep_key(config, settings)
+    _sweeps.clear(key)
+    return _sweeps(key, KeptSweep(reports=reports, measured_at=_now()))
+
+
+# --- what the page shows of a group and a sweep ----------------------------------------------------
+
+
+def group_progress(stages: Mapping[int, str], num_processes: int) -> tuple[float, str]:
+    """How far a group is (0 to 1, every process's stage counted) and a line saying where each is."""
+    steps = (len(multiprocess.STAGES) - 1) * num_processes
+    done = sum(multiprocess.STAGES.index(stage) for stage in stages.values())
+    return done / steps, " · ".join(f"process {i}: {stages[i]}" for i in sorted(stages))
+
+
+def sweep_progress(stages: Mapping[tuple[int, int], str], num_processes: int) -> tuple[float, str]:
+    """How far a sweep is, its finished runs counted whole, and where the running group's processes are."""
+    current = {process: stage for (count, process), stage in stages.items() if count == num_processes}
+    within, text = group_progress(current, num_processes)
+    return (SWEEP_PROCESSES.index(num_processes) + within) / len(
+        SWEEP_PROCESSES
+    ), f"{num_processes} process(es): {text}"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.3f} s"
+
+
+_SHOWN = {
+    "num_processes": ("Processes", units.count, "small"),
+    "process": ("Process", units.count, "small"),
+    "num_devices": ("Devices", units.count, "small"),
+    "devices_per_process": ("Devices each", units.count, None),
+    "device_bytes": ("Bytes held", units.count, None),
+    "num_files": ("Files", units.count, "small"),
+    "num_bytes": ("Bytes written", units.count, None),
+    "disk_bytes": ("On disk", units.bytes_exact, None),
+    "raw_payload_bytes": ("Raw payload", units.bytes_exact, None),
+    "save_seconds": ("Save", _seconds, "small"),
+    "restore_seconds": ("Restore", _seconds, "small"),
+    "max_process_bytes": ("Most bytes by one process", units.bytes_exact, None),
+    "peak_rss_bytes": ("Peak memory (bytes)", units.count, None),
+    "max_peak_rss_bytes": ("Highest peak, one process", units.bytes_exact, None),
+    "total_peak_rss_bytes": ("Peaks of all processes", units.bytes_exact, None),
+    "restore_verified": ("Verified", lambda ok: "Yes" if ok else "No", "small"),
+    "place": ("Where", str, None),
+}
+
+
+def shown_table(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """A ``dcsim.multiprocess`` frame as text every viewer reads the same (exact bytes, seconds to
+    the millisecond), with its column labels for ``st.dataframe``. Bytes in these per-process
+    tables are exact counts without the binary reading, so nine columns fit a laptop's width."""
+    shown = table.assign(**{name: table[name].map(_SHOWN[name][1]) for name in table.columns})
+    return shown, {
+        name: st.column_config.TextColumn(
+            _SHOWN[name][0],
+            width=_SHOWN[name][2],
+            help="Restored bit for bit on its devices" if name == "restore_verified" else None,
+        )
+        for name in table.columns
+    }
+
+
+def sweep_side_by_side(sweep: pd.DataFrame) -> pd.DataFrame:
+    """``dcsim.multiprocess.sweep_frame`` turned on its side: one row per figure, one column per
+    process count, so three runs read side by side on any screen."""
+    columns = {f"{count} process{'es' * (count != 1)}": index for index, count in enumerate(sweep["num_processes"])}
+    figures = [name for name in sweep.columns if name != "num_processes"]
+    data = {"Figure": [_SHOWN[name][0] for name in figures]}
+    for title, index in columns.items():
+        # The side-by-side table has room for the binary reading beside every exact byte count.
+        data[title] = [
+            (units.bytes_exact if name.endswith("bytes") else _SHOWN[name][1])(sweep[name].iloc[index])
+            for name in figures
+        ]
+    return pd.DataFrame(data)

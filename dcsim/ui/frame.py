@@ -118,6 +118,6 @@ def share_box() -> None:
         st.caption(f"{units.count(report.total_params)} parameters · {config.num_shards:,} shards")
         st.markdown("**Share this view**")
         base = st.context.url or ""
-        st.code(f"{base}?{urlencode(state.wanted_query())}", language=None, wrap_lines=True)
+        st.code(f"{base}?{urlencode(state.wanted_query(), doseq=True)}", language=None, wrap_lines=True)
         st.caption("Copy the link (button at its top right): it reopens exactly this configuration and page.")
         widgets.download("Download configuration (JSON)", config.to_json(), "dcsim-config.json")

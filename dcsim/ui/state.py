@@ -82,9 +82,10 @@ def seed_widget(key: str, value: object) -> str:
     return key
 
 
-def set_page_params(params: Mapping[str, str]) -> None:
-    """The current page's own settings (already validated, as text), written into the URL beside
-    the configuration and remembered for when the person comes back to the page."""
+def set_page_params(params: Mapping[str, str | list[str]]) -> None:
+    """The current page's own settings (already validated, as text; a list for a repeated key),
+    written into the URL beside the configuration and remembered for when the person comes back
+    to the page."""
     st.session_state[PAGE_PARAMS] = dict(params)
     st.session_state.setdefault(PAGE_MEMORY, {}).update(params)
 
@@ -111,7 +112,7 @@ def page_setting(name: str, default: str, *, limit: int = 512) -> tuple[str, str
     return st.session_state.get(PAGE_MEMORY, {}).get(name, default), None
 
 
-def wanted_query() -> dict[str, str]:
+def wanted_query() -> dict[str, str | list[str]]:
     return {**links.encode(config()), **st.session_state.get(PAGE_PARAMS, {})}
 
 
@@ -122,7 +123,7 @@ def publish() -> None:
     (a pasted junk link's) are dropped, so copying the address bar never carries them on.
     """
     wanted = wanted_query()
-    if _query() != {key: [value] for key, value in wanted.items()}:
+    if _query() != {key: value if isinstance(value, list) else [value] for key, value in wanted.items()}:
         st.query_params.from_dict(wanted)
 
 

@@ -1,0 +1,256 @@
+"""The budget question: how many shards, and how many devices, until each holds at most B?
+
+Two answers, never mixed up:
+
+- **ideal share (an average)**: the smallest shard count N with total / N <= B. It is a closed form,
+  ceil(total / B) in exact integer arithmetic, and it says nothing about how arrays really split.
+- **real layout (JAX's sharding rules)**: the smallest device count N from 1 to 4,096 on a one-axis
+  mesh (``data=N``; ``model=N`` for the tensor strategy) whose every device holds at most B under
+  the chosen strategy, as ``dcsim.layout`` lays it out. It is not monotone: fsdp on 3 devices may
+  replicate what 4 devices split, and 5 devices may replicate again. So every N is searched, and
+  the larger counts that fail after the smallest fit are reported.
+
+A budget is values or bytes per device. Bytes count each value in the scenario's dtype. With
+training state, the gradients (one per parameter, the same shapes, layout and dtype) and a real
+optax optimizer's state (initialised abstractly on the parameters in the scenario's dtype, laid
+out by the same strategy; its scalar step counts are replicated) are added to the parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import re
+from collections import Counter
+from fractions import Fraction
+from typing import Any
+
+import jax
+from flax import traverse_util
+
+from dcsim import layout, optimizer, payload, units
+from dcsim.config import as_int, show
+from dcsim.count import ParamReport
+
+BUDGET_UNITS = ("bytes", "values")
+BUDGET_STRATEGIES = ("fsdp", "replicated", "tensor")
+MAX_SEARCH_DEVICES = 4096
+MAX_BUDGET = 10**18  # an exabyte per device: far past any accelerator, small enough to read
+MAX_AMOUNT_CHARS = 32
+DEFAULT_AMOUNT = 80 * 2**30  # 80 GiB, a large accelerator's memory
+MAX_FAILURES_LISTED = 12
+
+# Multipliers a person may type after a number. Bytes: decimal and binary units, named honestly.
+BYTE_UNITS = {
+    "": 1, "b": 1, "byte": 1, "bytes": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50,
+}  # fmt: skip
+# Values: thousands, millions, billions (7B parameters), trillions.
+VALUE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
+# Fixed pieces, no nested quantifiers: linear whatever arrives. Exponents of up to 4 digits
+# (1e400 parses, then fails the range check with its own text in the message).
+_AMOUNT = re.compile(r"([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]{1,4}))?[ ]*([A-Za-z]{0,5})")
+
+
+def parse_amount(text: str, unit: str) -> int:
+    """A typed budget as an exact int of ``unit`` (bytes or values): ``80 GiB``, ``80GB``,
+    ``1.5 TiB``, ``85899345920``, ``7e9``, ``7B`` (values), ``12,000``.
+
+    GiB is 2**30 and GB 10**9; the result must be a whole number from 1 to 10**18.
+    """
+    if unit not in BUDGET_UNITS:
+        raise ValueError(f"the budget unit must be one of {', '.join(BUDGET_UNITS)}, got {show(unit)}")
+    if not isinstance(text, str):
+        raise TypeError(f"the budget must be text such as '80 GiB', got {type(text).__name__}")
+    if len(text) > MAX_AMOUNT_CHARS:
+        raise ValueError(f"the budget may be at most {MAX_AMOUNT_CHARS} characters, got {len(text):,}")
+    units = BYTE_UNITS if unit == "bytes" else VALUE_UNITS
+    examples = "80 GiB, 80GB, 1.5 TiB or 85899345920" if unit == "bytes" else "7B, 500M, 12,000 or 7e9"
+    match = _AMOUNT.fullmatch(text.strip())
+    if match is None or match.group(4).lower() not in units:
+        named = ", ".join(name for name in units if name) + (" or nothing" if unit == "values" else "")
+        raise ValueError(
+            f"the budget must be a number of {unit} with an optional unit ({named}), e.g. {examples}; got {show(text)}"
+        )
+    whole, decimals, exponent, suffix = match.groups()
+    amount = Fraction(whole.replace(",", "") + ("." + decimals if decimals else ""))
+    amount *= Fraction(10) ** int(exponent or 0) * units[suffix.lower()]
+    if amount.denominator != 1:
+        raise ValueError(f"the budget must come to a whole number of {unit}, got {show(text)} = {float(amount):g}")
+    return check_amount(amount.numerator, shown=text)
+
+
+def check_amount(amount: Any, shown: Any = None) -> int:
+    return as_int(amount, "budget", minimum=1, maximum=MAX_BUDGET, shown=shown)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Budget:
+    """A per-shard and per-device budget.
+
+    Attributes:
+      amount: the budget, an exact int of ``unit``.
+      unit: ``bytes`` (each value in its scenario's dtype) or ``values``.
+      training: None for the parameters alone; an optimizer name (``dcsim.optimizer.OPTIMIZERS``)
+        to add the gradients (same as the parameters) and that optimizer's state.
+      strategy: the layout strategy of the real answer: fsdp, replicated or tensor.
+    """
+
+    amount: int = DEFAULT_AMOUNT
+    unit: str = "bytes"
+    training: str | None = None
+    strategy: str = "fsdp"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "amount", check_amount(self.amount))
+        if self.unit not in BUDGET_UNITS:
+            raise ValueError(f"the budget unit must be one of {', '.join(BUDGET_UNITS)}, got {show(self.unit)}")
+        if self.training is not None and self.training not in optimizer.OPTIMIZERS:
+            raise ValueError(
+                f"training state needs an optimizer, one of {', '.join(optimizer.OPTIMIZER_NAMES)}; "
+                f"got {show(self.training)}"
+            )
+        if self.strategy not in BUDGET_STRATEGIES:
+            raise ValueError(
+                f"the budget's layout strategy must be one of {', '.join(BUDGET_STRATEGIES)}, got {show(self.strategy)}"
+            )
+
+    @property
+    def mesh_axis(self) -> str:
+        """The one axis of the searched mesh: ``model`` for tensor (which splits over it), else ``data``."""
+        return layout.TENSOR_AXIS if self.strategy == "tensor" else "data"
+
+    @property
+    def amount_text(self) -> str:
+        return units.bytes_exact(self.amount) if self.unit == "bytes" else f"{self.amount:,} values"
+
+    @property
+    def holds(self) -> str:
+        """What the budget must hold, in words."""
+        if self.training is None:
+            return "parameters only"
+        return f"parameters + gradients (same as parameters) + {self.training} optimizer state (optax)"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Demand:
+    """What must fit: arrays grouped by (shape, dtype), with how many of each.
+
+    Attributes:
+      groups: ``(shape, dtype, count, replicated)``; ``replicated`` marks optimizer scalars (step
+        counts), kept whole on every device whatever the strategy.
+    """
+
+    groups: tuple[tuple[tuple[int, ...], str, int, bool], ...]
+
+    @property
+    def num_values(self) -> int:
+        return sum(math.prod(shape) * count for shape, _, count, _ in self.groups)
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(payload.raw_bytes_as(math.prod(shape) * count, dtype) for shape, dtype, count, _ in self.groups)
+
+    def amount(self, unit: str) -> int:
+        return self.num_bytes if unit == "bytes" else self.num_values
+
+
+def demand(report: ParamReport, dtype: str, training: str | None = None) -> Demand:
+    """The arrays a device budget must hold for a model counted as ``report``, stored as ``dtype``."""
+    payload.bytes_per_value(dtype)  # checks the dtype
+    groups: Counter[tuple[tuple[int, ...], str, bool]] = Counter()
+    for row in report.arrays:
+        groups[(tuple(row.shape), dtype, False)] += 2 if training else 1  # gradients mirror parameters
+    if training is not None:
+        flat = {tuple(row.path.split("/")): jax.ShapeDtypeStruct(row.shape, dtype) for row in report.arrays}
+        state = optimizer.state_of(training, traverse_util.unflatten_dict(flat))
+        for row in state.arrays:
+            groups[(tuple(row.shape), row.dtype, not row.shape)] += 1
+    return Demand(groups=tuple((shape, dt, count, whole) for (shape, dt, whole), count in groups.items()))
+
+
+def ideal_shards(need: int, amount: int) -> int:
+    """The smallest N with need / N <= amount: ceil(need / amount), exactly, at least 1."""
+    return max(1, -(-need // amount))
+
+
+def per_device(demand: Demand, mesh: layout.MeshSpec, strategy: str, unit: str) -> int:
+    """What each device of ``mesh`` holds of ``demand`` under ``strategy``, in ``unit``; raises
+    ``layout.LayoutError`` when the strategy cannot place an array there."""
+    split = [shape for shape, _, _, whole in demand.groups if not whole]
+    values = layout.shard_values_by_shape(split, mesh, strategy)
+    total = 0
+    for shape, dtype, count, whole in demand.groups:
+        held = math.prod(shape) if whole else values[shape]
+        total += count * held * (_itemsize(dtype) if unit == "bytes" else 1)
+    return total
+
+
+@functools.cache
+def _itemsize(dtype: str) -> int:
+    """Bytes a value of ``dtype`` takes (``payload.raw_bytes_as`` of one value), looked up once:
+    the search asks thousands of times."""
+    return payload.raw_bytes_as(1, dtype)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Answer:
+    """Both answers to the budget question for one model.
+
+    Attributes:
+      need: what must fit in all, in the budget's unit.
+      ideal_shards: ideal share (an average): the smallest N with need / N <= budget.
+      devices: real layout (JAX's sharding rules): the smallest N in 1..4,096 whose every device
+        holds at most the budget; None when no N up to 4,096 fits.
+      per_device: what each device holds at ``devices``, in the budget's unit.
+      fails_above: device counts above ``devices`` (up to 4,096) that do not fit: over the budget
+        or impossible. The search never stops at the first fit for this reason.
+      num_impossible: device counts from 1 to 4,096 where the strategy cannot place the model.
+      held: per device count 1..4,096, what each device holds (None where impossible).
+    """
+
+    need: int
+    ideal_shards: int
+    devices: int | None
+    per_device: int | None
+    fails_above: tuple[int, ...]
+    num_impossible: int
+    held: tuple[int | None, ...]
+
+    @property
+    def ideal_share(self) -> Fraction:
+        """The ideal share at ``ideal_shards``, exactly."""
+        return Fraction(self.need, self.ideal_shards)
+
+
+def sweep(demand: Demand, budget: Budget, up_to: int = MAX_SEARCH_DEVICES) -> tuple[int | None, ...]:
+    """What each device holds, in the budget's unit, on each mesh of 1 to ``up_to`` devices."""
+    held: list[int | None] = []
+    for count in range(1, up_to + 1):
+        mesh = layout.MeshSpec(((budget.mesh_axis, count),))
+        try:
+            held.append(per_device(demand, mesh, budget.strategy, budget.unit))
+        except layout.LayoutError:
+            held.append(None)
+    return tuple(held)
+
+
+def answer(demand: Demand, budget: Budget, up_to: int = MAX_SEARCH_DEVICES) -> Answer:
+    """Both answers for ``demand`` under ``budget``; every device count up to ``up_to`` is searched."""
+    need = demand.amount(budget.unit)
+    held = sweep(demand, budget, up_to)
+    fits = [count for count, value in enumerate(held, start=1) if value is not None and value <= budget.amount]
+    devices = fits[0] if fits else None
+    fit_set = set(fits)
+    fails_above = () if devices is None else tuple(n for n in range(devices + 1, up_to + 1) if n not in fit_set)
+    return Answer(
+        need=need,
+        ideal_shards=ideal_shards(need, budget.amount),
+        devices=devices,
+        per_device=None if devices is None else held[devices - 1],
+        fails_above=fails_above,
+        num_impossible=sum(value is None for value in held),
+        held=held,
+    )

@@ -1,0 +1,218 @@
+"""One process of a multi-process checkpoint: ``python -m dcsim.multiprocess_worker REQUEST RESULT PROGRESS``.
+
+``dcsim.multiprocess`` starts P of these at once, as a real multi-host job runs one per host. Each
+joins JAX's distributed runtime (process 0 runs the coordinator, on 127.0.0.1 and a port the
+parent chose for this run), so the P processes see one global mesh with N/P virtual CPU devices
+each, and CPU collectives run over gloo, also on loopback. Then each does what the single-process
+worker does, with the same functions (``dcsim.checkpoint_worker``): initialise the parameters
+born sharded, so it materialises only its own devices' shards; save them with Orbax's
+``StandardCheckpointer`` into the one folder the parent owns (Orbax writes
+``ocdbt.process_<id>/`` per process and process 0 commits); restore onto the same shardings and
+compare its own shards bit for bit.
+
+The request (JSON) holds what the single-process worker's does (``config``, ``dtype``, ``mesh``,
+``specs``) plus ``process_id``, ``num_processes``, ``port``, ``checkpoint`` (the folder to save
+into) and ``connect_timeout_seconds``. The parent has validated all of it, removes the folder, and
+ends every process of the group if any one fails or the group overruns its time limit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+from flax import traverse_util
+from jax.experimental import multihost_utils
+
+from dcsim.checkpoint_worker import _fault, _files, _peak_rss_bytes, init_params, restore_params, same_tree, save_params
+from dcsim.config import ModelConfig
+
+LOOPBACK = "127.0.0.1"
+# Test-only: which process the checkpoint worker's fault hook (FAULT_ENV) applies to.
+FAULT_PROCESS_ENV = "DCSIM_MULTIPROCESS_TEST_FAULT_PROCESS"
+# Written into a failure's message when process 0 could not listen on the chosen port (another
+# program took it after the parent's probe): the parent then tries again on a fresh port.
+PORT_TAKEN = "coordinator port taken"
+# A peer that stops answering is declared dead after this long (JAX's default is 100 s). The
+# parent ends the whole group at once anyway; this bounds how long a group orphaned by a killed
+# parent can wait on a dead peer.
+HEARTBEAT_TIMEOUT_SECONDS = 30
+_PARENT_POLL_SECONDS = 0.5
+
+
+class CoordinatorPortTaken(RuntimeError):
+    """Process 0 could not start the coordinator on the port it was given."""
+
+
+def _watch_parent() -> None:
+    """Exit if the parent dies: this process runs in a session of its own, so nobody else would end it."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_PARENT_POLL_SECONDS)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="dcsim-parent-watch", daemon=True).start()
+
+
+def _gloo_on_loopback() -> None:
+    """Make gloo listen on 127.0.0.1, whatever this machine's host name resolves to.
+
+    With ``jax_cpu_collectives_implementation=gloo`` JAX creates gloo without an address, and
+    gloo then listens on the address the host name resolves to (a LAN address on many machines).
+    JAX offers no public setting for it, so the CPU backend is registered again, before any
+    backend starts, with gloo given the loopback address (jax 0.10's private API; see NOTES).
+    """
+    from jax._src import distributed, xla_bridge
+    from jax._src.lib import _jax
+
+    def cpu_client() -> Any:
+        collectives = _jax.make_gloo_tcp_collectives(
+            distributed_client=distributed.global_state.client, hostname=LOOPBACK
+        )
+        return xla_bridge.make_cpu_client(collectives=collectives)
+
+    xla_bridge.register_backend_factory("cpu", cpu_client, priority=0, fail_quietly=False)
+
+
+def _connect(process_id: int, num_processes: int, port: int, timeout_seconds: int) -> None:
+    address = f"{LOOPBACK}:{port}"
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    _gloo_on_loopback()
+    try:
+        jax.distributed.initialize(
+            coordinator_address=address,
+            num_processes=num_processes,
+            process_id=process_id,
+            initialization_timeout=timeout_seconds,
+            # JAX's default binds the coordinator to every interface ([::]:port): loopback only.
+            coordinator_bind_address=address,
+            heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_SECONDS,
+        )
+    except Exception as err:
+        if process_id == 0 and "Failed to start RPC server" in str(err):
+            raise CoordinatorPortTaken(f"{PORT_TAKEN}: could not listen on {address} ({err})") from None
+        raise
+
+
+def measure(request: dict[str, Any], progress: Any) -> dict[str, Any]:
+    process_id = int(request["process_id"])
+    num_processes = int(request["num_processes"])
+    peaks: dict[str, int] = {}
+
+    def stage(name: str) -> None:
+        peaks[name] = _peak_rss_bytes()
+        progress.write(name + "\n")
+        progress.flush()
+
+    def fault(name: str) -> None:
+        if os.environ.get(FAULT_PROCESS_ENV, "0") == str(process_id):
+            _fault(name)
+
+    _watch_parent()
+    stage("connecting")
+    _connect(process_id, num_processes, int(request["port"]), int(request["connect_timeout_seconds"]))
+    fault("connect")
+
+    config = ModelConfig.from_dict(request["config"])
+    dtype = jnp.dtype(request["dtype"])
+    axes = [(str(name), int(size)) for name, size in request["mesh"]]
+    num_devices = int(np.prod([size for _, size in axes]))
+    if jax.device_count() != num_devices or jax.local_device_count() * num_processes != num_devices:
+        raise RuntimeError(
+            f"asked for {num_devices} CPU devices over {num_processes} processes, JAX has {jax.device_count()} "
+            f"with {jax.local_device_count()} on this process (XLA_FLAGS not applied?)"
+        )
+    # The idle baseline: imports done, the distributed runtime and the CPU backend up.
+    baseline_rss = _peak_rss_bytes()
+    mesh = jax.make_mesh([size for _, size in axes], [name for name, _ in axes])
+
+    stage("initialising")
+    started = time.perf_counter()
+    params, shardings = init_params(config, dtype, mesh, request["specs"])
+    init_seconds = time.perf_counter() - started
+    leaves = traverse_util.flatten_dict(params)
+    raw_payload_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in leaves.values())
+    device_bytes = sum(shard.data.nbytes for leaf in leaves.values() for shard in leaf.addressable_shards)
+    # Everyone starts the save together, so the group's save time is the save, not a peer's init.
+    multihost_utils.sync_global_devices("dcsim: before save")
+
+    path = Path(request["checkpoint"])
+    stage("saving")
+    # CLOCK_MONOTONIC is one clock for every process on this machine: the parent compares them.
+    save_started = time.monotonic()
+    save_params(path, params, while_writing=lambda: fault("saving"))
+    save_ended = time.monotonic()
+    fault("save")
+
+    stage("measuring")
+    # Orbax has committed on every process; process 0 lists the whole folder once for the group.
+    files = _files(path) if process_id == 0 else []
+
+    stage("restoring")
+    multihost_utils.sync_global_devices("dcsim: before restore")
+    restore_started = time.monotonic()
+    restored = restore_params(path, params, shardings)
+    restore_ended = time.monotonic()
+
+    stage("verifying")
+    verified = same_tree(params, restored)
+    del restored
+    multihost_utils.sync_global_devices("dcsim: verified")
+    jax.distributed.shutdown()
+    stage("done")
+    return {
+        "process_id": process_id,
+        "num_processes": num_processes,
+        "num_devices": num_devices,
+        "num_local_devices": jax.local_device_count(),
+        "raw_payload_bytes": int(raw_payload_bytes),
+        "device_bytes": int(device_bytes),
+        "files": files,
+        "init_seconds": init_seconds,
+        "save_seconds": save_ended - save_started,
+        "restore_seconds": restore_ended - restore_started,
+        "save_started": save_started,
+        "save_ended": save_ended,
+        "restore_started": restore_started,
+        "restore_ended": restore_ended,
+        "restore_verified": bool(verified),
+        "baseline_rss_bytes": baseline_rss,
+        "peak_rss_bytes": _peak_rss_bytes(),
+        "peak_rss_before_stage": peaks,
+        "versions": {"jax": jax.__version__, "orbax-checkpoint": ocp.__version__},
+    }
+
+
+def main(argv: list[str]) -> int:
+    request_path, result_path, progress_path = (Path(arg) for arg in argv)
+    try:
+        with open(progress_path, "a") as progress:
+            result = measure(json.loads(request_path.read_text()), progress)
+        code = 0
+    except Exception as err:
+        traceback.print_exc()
+        result, code = {"error": f"{type(err).__name__}: {err}"}, 1
+    partial = result_path.with_suffix(".partial")
+    partial.write_text(json.dumps(result))
+    partial.replace(result_path)  # the parent never reads half a result
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Leave without Python's shutdown: after a failure, JAX's distributed client would wait for
+    # the peers at its shutdown barrier; the parent is ending the group anyway.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

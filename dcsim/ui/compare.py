@@ -1,0 +1,187 @@
+"""The Compare page's comparison: kept in the session, mirrored in the URL, changed by actions.
+
+Like the configuration (``dcsim.ui.state``), the comparison starts from the link on the page's
+first run in a session (``dcsim.compare.decode``, which never raises) and then lives in
+``st.session_state``; every run writes it back into the URL through the page's settings, unless
+the query string would pass ``compare.MAX_LINK_CHARS``, in which case the page says so and offers
+the JSON instead. Actions (add, duplicate, rename, remove, baseline, budget, import) are button
+callbacks: each validates through ``dcsim.compare`` and leaves one message for the next run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from dcsim import budget, compare
+from dcsim.compare import Comparison, Scenario
+from dcsim.config import ModelConfig
+from dcsim.count import ParamReport
+from dcsim.ui import cache, state
+
+COMPARISON = "dcsim.comparison"
+PROBLEMS = "dcsim.comparison_problems"
+GENERATION = "dcsim.comparison_generation"
+MESSAGE = "dcsim.comparison_message"
+IMPORT_DONE = "dcsim.comparison_import_done"
+MAX_CACHED_ANSWERS = 64
+
+
+def comparison() -> Comparison:
+    """The session's comparison: the link's on the page's first run, the last valid one after."""
+    if COMPARISON not in st.session_state:
+        decoded = compare.decode({key: st.query_params.get_all(key) for key in st.query_params})
+        st.session_state[COMPARISON] = decoded.comparison
+        st.session_state[PROBLEMS] = decoded.problems
+        st.session_state[GENERATION] = 0
+    return st.session_state[COMPARISON]
+
+
+def problems() -> tuple[str, ...]:
+    comparison()
+    return st.session_state[PROBLEMS]
+
+
+def generation() -> int:
+    """Bumped by every change, so the edit widgets are seeded afresh from the comparison."""
+    comparison()
+    return st.session_state[GENERATION]
+
+
+def message() -> tuple[str, str] | None:
+    """What the last action said, ``("success" | "error", text)``, shown once."""
+    return st.session_state.pop(MESSAGE, None)
+
+
+def _say(kind: str, text: str) -> None:
+    st.session_state[MESSAGE] = (kind, text)
+
+
+def _set(new: Comparison, said: str) -> None:
+    st.session_state[COMPARISON] = new
+    st.session_state[PROBLEMS] = ()
+    st.session_state[GENERATION] = generation() + 1
+    _say("success", said)
+
+
+def _change(action: str, build) -> None:
+    """Run ``build()`` (the new comparison and what to say) or leave its error as the message."""
+    try:
+        new, said = build()
+    except (TypeError, ValueError) as err:
+        _say("error", f"{action}: {err}")
+        return
+    _set(new, said)
+
+
+def add(config: ModelConfig, name: str, dtype: str) -> None:
+    def build():
+        current = comparison()
+        if len(current.scenarios) >= compare.MAX_SCENARIOS:
+            raise ValueError(f"a comparison may hold at most {compare.MAX_SCENARIOS} scenarios; remove one first")
+        scenario = Scenario(name=name, config=config, dtype=dtype)
+        return dataclasses.replace(current, scenarios=(*current.scenarios, scenario)), f"Added {scenario.name}."
+
+    _change("Not added", build)
+
+
+def duplicate(index: int) -> None:
+    def build():
+        current = comparison()
+        if len(current.scenarios) >= compare.MAX_SCENARIOS:
+            raise ValueError(f"a comparison may hold at most {compare.MAX_SCENARIOS} scenarios; remove one first")
+        original = current.scenarios[index]
+        copy = dataclasses.replace(original, name=compare.unique_name(original.name, current.names))
+        scenarios = (*current.scenarios[: index + 1], copy, *current.scenarios[index + 1 :])
+        baseline = current.baseline + (current.baseline > index + 1)
+        return dataclasses.replace(current, scenarios=scenarios, baseline=baseline), f"Duplicated as {copy.name}."
+
+    _change("Not duplicated", build)
+
+
+def remove(index: int) -> None:
+    def build():
+        current = comparison()
+        number = index + 1
+        gone = current.scenarios[index]
+        baseline = current.baseline
+        if baseline == number:
+            baseline = 1
+        elif baseline > number:
+            baseline -= 1
+        scenarios = current.scenarios[:index] + current.scenarios[index + 1 :]
+        return dataclasses.replace(current, scenarios=scenarios, baseline=baseline), f"Removed {gone.name}."
+
+    _change("Not removed", build)
+
+
+def edit(index: int, name: str, dtype: str, num_shards: object) -> None:
+    def build():
+        current = comparison()
+        old = current.scenarios[index]
+        new = Scenario(name=name, config=dataclasses.replace(old.config, num_shards=num_shards), dtype=dtype)
+        scenarios = (*current.scenarios[:index], new, *current.scenarios[index + 1 :])
+        return dataclasses.replace(current, scenarios=scenarios), f"Saved {new.name}."
+
+    _change("Not saved", build)
+
+
+def set_baseline(number: int) -> None:
+    _change("Baseline not changed", lambda: (dataclasses.replace(comparison(), baseline=number), "Baseline changed."))
+
+
+def set_budget(amount_text: str, unit: str, training: str | None, strategy: str) -> None:
+    def build():
+        amount = budget.parse_amount(amount_text, unit)
+        new = budget.Budget(amount=amount, unit=unit, training=training, strategy=strategy)
+        return dataclasses.replace(comparison(), budget=new), "Budget set."
+
+    _change("Budget not set", build)
+
+
+def import_json(data: bytes) -> None:
+    _change("This file was not opened", lambda: (Comparison.from_json(data), "Comparison opened."))
+
+
+def amount_input_text(spec: budget.Budget) -> str:
+    """The budget as a person would type it: ``80 GiB`` when whole GiB, else the exact int."""
+    if spec.unit == "bytes" and spec.amount % 2**30 == 0:
+        return f"{spec.amount // 2**30} GiB"
+    return str(spec.amount)
+
+
+def reports(current: Comparison) -> list[ParamReport]:
+    return [cache.count(scenario.config) for scenario in current.scenarios]
+
+
+@st.cache_data(max_entries=MAX_CACHED_ANSWERS, show_spinner="Searching every device count from 1 to 4,096…")
+def _answer(config_json: str, dtype: str, amount: int, unit: str, training: str | None, strategy: str):
+    spec = budget.Budget(amount=amount, unit=unit, training=training, strategy=strategy)
+    report = cache.count(ModelConfig.from_json(config_json))
+    return budget.answer(budget.demand(report, dtype, training), spec)
+
+
+def answers(current: Comparison) -> list[budget.Answer]:
+    """``budget.answer`` for every scenario, cached (bounded) per (configuration, dtype, budget)."""
+    spec = current.budget
+    return [
+        _answer(s.config.to_json(), s.dtype, spec.amount, spec.unit, spec.training, spec.strategy)
+        for s in current.scenarios
+    ]
+
+
+def publish(current: Comparison) -> tuple[str, bool]:
+    """Put the comparison in the page's settings when the whole query string stays within the
+    link ceiling; return that query string and whether it fits."""
+    params = compare.encode(current)
+    config_params = state.wanted_query()
+    query = urlencode({**config_params, **params}, doseq=True)
+    fits = compare.fits_in_link(query)
+    if not fits:  # the budget and the version still travel; the scenarios go by JSON
+        params = {
+            key: value for key, value in params.items() if key not in (compare.SCENARIO_KEY, compare.BASELINE_KEY)
+        }
+    state.set_page_params(params)
+    return query, fits

@@ -1,0 +1,276 @@
+"""Compare page: named scenarios side by side, the budget question answered twice, one link."""
+
+import streamlit as st
+
+from dcsim import budget, charts, compare, optimizer, payload, units
+from dcsim.ui import compare as cs
+from dcsim.ui import frame, state, widgets
+
+frame.require_router()
+
+LINK_ICON = ":material/link_off:"
+
+st.header("Compare scenarios")
+st.caption(
+    "Each scenario is a named configuration with its own shard count and storage dtype. Add the model from the "
+    "Model page, change its shards or dtype, duplicate it, and compare; one link carries the whole comparison."
+)
+current = cs.comparison()
+for problem in cs.problems():
+    st.warning(frame.plain(problem), icon=LINK_ICON)
+said = cs.message()
+if said is not None:
+    kind, text = said
+    (st.success if kind == "success" else st.error)(frame.plain(text))
+gen = cs.generation()
+
+# --- scenarios -----------------------------------------------------------------------------------
+st.subheader("Scenarios")
+config = state.config()
+full = len(current.scenarios) >= compare.MAX_SCENARIOS
+name_col, dtype_col, add_col = st.columns([3, 1, 2], vertical_alignment="bottom")
+new_name = name_col.text_input(
+    "Name of the new scenario",
+    value=compare.unique_name(compare.model_text(config), current.names),
+    max_chars=compare.MAX_NAME_CHARS,
+    key=f"compare.new_name.{gen}",
+    help=f"1 to {compare.MAX_NAME_CHARS} characters; names must differ.",
+)
+new_dtype = dtype_col.selectbox("Dtype", payload.RAW_DTYPES, key=f"compare.new_dtype.{gen}")
+add_col.button(
+    "Add the current configuration",
+    icon=":material/add:",
+    disabled=full,
+    # Read the name when clicked: arguments bound here would be this run's, before the last keystrokes.
+    on_click=lambda: cs.add(
+        state.config(), st.session_state[f"compare.new_name.{gen}"], st.session_state[f"compare.new_dtype.{gen}"]
+    ),
+    help="Adds the model now on the Model page, with its shard count, as a new scenario.",
+)
+st.caption(
+    frame.plain(f"Current configuration: {frame.describe(config)} · {config.num_shards:,} shards")
+    + (f" · the comparison is full ({compare.MAX_SCENARIOS} scenarios)." if full else "")
+)
+frame.page_link("pages/model.py", label="Change the current configuration", icon=":material/calculate:")
+
+if not current.scenarios:
+    st.info("No scenarios yet: add the current configuration, or open a comparison file below.")
+else:
+    numbers = list(range(1, len(current.scenarios) + 1))
+
+    def label(number: int) -> str:
+        return f"{number}. {current.scenarios[number - 1].name}"
+
+    pick_col, base_col = st.columns(2)
+    chosen = pick_col.selectbox("Scenario to change", numbers, format_func=label, key=f"compare.pick.{gen}")
+    base_col.selectbox(
+        "Baseline (differences are against it)",
+        numbers,
+        index=current.baseline - 1,
+        format_func=label,
+        key=f"compare.baseline.{gen}",
+        on_change=lambda: cs.set_baseline(st.session_state[f"compare.baseline.{gen}"]),
+    )
+    index = chosen - 1
+    scenario = current.scenarios[index]
+    with st.form(f"compare.edit.{gen}.{index}", border=True):
+        name_col, dtype_col, shards_col = st.columns([3, 1, 1])
+        name = name_col.text_input("Name", value=scenario.name, max_chars=compare.MAX_NAME_CHARS)
+        dtype = dtype_col.selectbox("Dtype", payload.RAW_DTYPES, index=payload.RAW_DTYPES.index(scenario.dtype))
+        shards = shards_col.number_input("Shards", min_value=1, max_value=2**20, value=scenario.num_shards, step=1)
+        st.caption(frame.plain(f"Model: {compare.model_text(scenario.config)}"))
+        saved = st.form_submit_button("Save (rename, dtype, shards)", icon=":material/save:")
+    if saved:
+        cs.edit(index, name, dtype, shards)
+        st.rerun()
+    dup_col, remove_col, _ = st.columns([1, 1, 2])
+    dup_col.button(
+        "Duplicate", icon=":material/content_copy:", disabled=full, on_click=cs.duplicate, args=(index,), key="dup"
+    )
+    remove_col.button("Remove", icon=":material/delete:", on_click=cs.remove, args=(index,), key="remove")
+
+    # --- side by side ----------------------------------------------------------------------------
+    st.subheader("Side by side")
+    reports = cs.reports(current)
+    table = compare.comparison_frame(current, reports)
+    shown = widgets.text_counts(
+        table,
+        "num_shards",
+        "total_params",
+        "raw_bytes",
+        *(f"raw_{dtype}_bytes" for dtype in payload.RAW_DTYPES),
+        "params_vs_baseline",
+        "raw_bytes_vs_baseline",
+    ).assign(is_baseline=table["is_baseline"].map({True: "baseline", False: ""}))
+    st.dataframe(
+        shown,
+        hide_index=True,
+        # The differences before the per-dtype bytes, so they show without scrolling sideways.
+        column_order=[
+            "number",
+            "name",
+            "is_baseline",
+            "model",
+            "num_shards",
+            "dtype",
+            "total_params",
+            "ideal_share_text",
+            "raw_bytes",
+            "params_vs_baseline",
+            "params_ratio_text",
+            "raw_bytes_vs_baseline",
+            "raw_bytes_ratio_text",
+            "ideal_share_vs_baseline_text",
+            *(f"raw_{dtype}_bytes" for dtype in payload.RAW_DTYPES),
+        ],
+        column_config={
+            "number": st.column_config.NumberColumn("#", format="%d"),
+            "name": st.column_config.TextColumn("Scenario"),
+            "is_baseline": st.column_config.TextColumn("Baseline"),
+            "model": st.column_config.TextColumn("Model"),
+            "num_shards": st.column_config.TextColumn("Shards"),
+            "dtype": st.column_config.TextColumn("Dtype"),
+            "total_params": st.column_config.TextColumn("Total parameters"),
+            "ideal_share_text": st.column_config.TextColumn("Ideal share per shard", help="total / shards, exactly"),
+            "raw_bytes": st.column_config.TextColumn(
+                "Raw bytes (its dtype)", help="values x bytes per value; not the checkpoint size"
+            ),
+            **{f"raw_{dtype}_bytes": st.column_config.TextColumn(f"Raw {dtype} bytes") for dtype in payload.RAW_DTYPES},
+            "params_vs_baseline": st.column_config.TextColumn("Parameters − baseline"),
+            "params_ratio_text": st.column_config.TextColumn("Parameters / baseline"),
+            "raw_bytes_vs_baseline": st.column_config.TextColumn("Raw bytes − baseline"),
+            "raw_bytes_ratio_text": st.column_config.TextColumn("Raw bytes / baseline"),
+            "ideal_share_vs_baseline_text": st.column_config.TextColumn("Ideal share − baseline's"),
+        },
+    )
+    st.caption(
+        "Raw bytes are values x bytes per value in each scenario's dtype: a raw estimate, not the checkpoint size. "
+        "An ideal share is an average (total / shards), not a layout."
+    )
+    left, right = st.columns(2)
+    left.altair_chart(charts.compare_bars(table), width="stretch")
+    right.altair_chart(charts.compare_sweep(compare.sweep_frame(current, reports), table), width="stretch")
+
+    csv_col, json_col = st.columns(2)
+    widgets.download("Download the table (CSV)", table, "dcsim-comparison.csv", where=csv_col)
+    widgets.download("Download the comparison (JSON)", current.to_json(), "dcsim-comparison.json", where=json_col)
+
+# --- import --------------------------------------------------------------------------------------
+with st.expander("Open a comparison file", icon=":material/upload_file:"):
+    uploaded = st.file_uploader(
+        "Comparison JSON",
+        type="json",
+        max_upload_size=1,
+        key=f"compare.upload.{gen}",
+        help=f"A file saved with “Download the comparison” (at most {compare.MAX_COMPARISON_BYTES // 1024} KiB); "
+        "it replaces the scenarios on this page.",
+    )
+    if uploaded is not None and st.session_state.get(cs.IMPORT_DONE) != uploaded.file_id:
+        st.session_state[cs.IMPORT_DONE] = uploaded.file_id
+        cs.import_json(uploaded.getvalue())
+        st.rerun()
+
+# --- budget --------------------------------------------------------------------------------------
+st.subheader("How many shards and devices for a budget?")
+spec = current.budget
+training_options = [None, *optimizer.OPTIMIZER_NAMES]
+with st.form(f"compare.budget.{gen}"):
+    amount_col, unit_col, training_col, strategy_col = st.columns([2, 1, 3, 1])
+    amount_text = amount_col.text_input(
+        "Budget per shard and per device",
+        value=cs.amount_input_text(spec),
+        max_chars=budget.MAX_AMOUNT_CHARS,
+        help="Bytes: 80 GiB (2^30), 80 GB (10^9), 1.5 TiB, 85899345920. Values: 7B, 500M, 12,000, 7e9.",
+    )
+    unit = unit_col.radio("Unit", budget.BUDGET_UNITS, index=budget.BUDGET_UNITS.index(spec.unit))
+    training = training_col.selectbox(
+        "What must fit",
+        training_options,
+        index=training_options.index(spec.training),
+        format_func=lambda name: (
+            "parameters only"
+            if name is None
+            else f"parameters + gradients (same as parameters) + {name} optimizer state (optax)"
+        ),
+    )
+    strategy = strategy_col.selectbox(
+        "Layout strategy", budget.BUDGET_STRATEGIES, index=budget.BUDGET_STRATEGIES.index(spec.strategy)
+    )
+    asked = st.form_submit_button("Answer", icon=":material/calculate:")
+if asked:
+    cs.set_budget(amount_text, unit, training, strategy)
+    st.rerun()
+
+st.caption(
+    frame.plain(
+        f"Budget: {spec.amount_text} per shard and per device ({spec.holds}). Bytes count each value in its "
+        "scenario's dtype."
+    )
+)
+if current.scenarios:
+    answers = cs.answers(current)
+    answer_frame = compare.budget_frame(current, answers)
+    mesh_axis = spec.mesh_axis
+    st.dataframe(
+        answer_frame.assign(
+            need=answer_frame["need"].map(units.count),
+            ideal_shards=answer_frame["ideal_shards"].map(units.count),
+            devices=[
+                "none up to 4,096" if a.devices is None else f"{a.devices:,} ({mesh_axis}={a.devices})" for a in answers
+            ],
+            per_device=["" if a.per_device is None else units.count(a.per_device) for a in answers],
+            larger_that_fail=answer_frame["larger_that_fail"].map(units.count),
+        ),
+        hide_index=True,
+        column_order=[
+            "name",
+            "need",
+            "ideal_shards",
+            "devices",
+            "per_device",
+            "larger_that_fail",
+            "first_larger_that_fail",
+            "ideal_share_text",
+        ],
+        column_config={
+            "name": st.column_config.TextColumn("Scenario"),
+            "need": st.column_config.TextColumn(f"Must fit in all ({spec.unit})"),
+            "ideal_shards": st.column_config.TextColumn(
+                "Ideal share (an average): shards", help="The smallest N with total / N ≤ budget: ceil(total / budget)"
+            ),
+            "ideal_share_text": st.column_config.TextColumn("Ideal share there (exact)"),
+            "devices": st.column_config.TextColumn(
+                "Real layout (JAX's sharding rules): devices",
+                help=f"The smallest N from 1 to 4,096 on a mesh {mesh_axis}=N whose every device holds at most the "
+                f"budget under {spec.strategy}",
+            ),
+            "per_device": st.column_config.TextColumn(f"Each device there ({spec.unit})"),
+            "larger_that_fail": st.column_config.TextColumn("Larger N that fail"),
+            "first_larger_that_fail": st.column_config.TextColumn("First larger N that fail"),
+        },
+    )
+    st.caption(
+        f"**Ideal share (an average)** divides the total evenly, as if values could be poured into shards. "
+        f"**Real layout (JAX's sharding rules)** lays every array out with `{spec.strategy}` on a mesh "
+        f"`{mesh_axis}=N` and takes what each device really holds. The real answer is not monotone: an array that "
+        "splits evenly over 4 devices may be replicated on 3 or on 5, so every N from 1 to 4,096 is searched, and "
+        "the larger N that fail after the smallest fit are listed."
+        + (" Optimizer step counts (scalars) are kept whole on every device." if spec.training else "")
+    )
+    st.altair_chart(charts.budget_sweep(compare.held_frame(current, answers), spec.amount, spec.unit), width="stretch")
+
+# --- the link ------------------------------------------------------------------------------------
+st.subheader("Link to this comparison")
+query, fits = cs.publish(current)
+if fits:
+    st.code(f"{(st.context.url or '').split('?', 1)[0]}?{query}", language=None, wrap_lines=True)
+    st.caption("Copy the link (button at its top right): it reopens these scenarios, the baseline and the budget.")
+else:
+    st.warning(
+        f"This comparison is too large for a link: its query string would be {len(query):,} characters, over the "
+        f"{compare.MAX_LINK_CHARS:,} that stay safe through common proxies (they cut links at 4–8 KB). "
+        "Download the comparison as JSON instead and share the file; “Open a comparison file” above reopens it. "
+        "The address bar and the sidebar's link still carry the configuration and the budget, not the scenarios.",
+        icon=":material/link_off:",
+    )
+    widgets.download("Download the comparison (JSON) to share", current.to_json(), "dcsim-comparison.json")

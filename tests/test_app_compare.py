@@ -1,0 +1,210 @@
+"""The Compare page in AppTest: add, duplicate, rename, remove, baseline, budget answers, links."""
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from dcsim import compare
+from dcsim.config import DenseLayer, ModelConfig
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+PAGE = "pages/compare.py"
+
+
+def open_compare(query: dict[str, str | list[str]] | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    at.switch_page(PAGE)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def click(at, label):
+    next(button for button in at.button if button.label == label).click().run()
+    assert not at.exception
+    return at
+
+
+def widget(elements, label):
+    return next(element for element in elements if element.label == label)
+
+
+def table(at):
+    """The side-by-side table as the person reads it."""
+    return next(frame.value for frame in at.dataframe if "total_params" in frame.value.columns)
+
+
+def answers(at):
+    return next(frame.value for frame in at.dataframe if "ideal_shards" in frame.value.columns)
+
+
+def query(at, key):
+    """Every value of ``key`` in the page's URL (AppTest gives one value as a plain string)."""
+    values = at.query_params.get(key, [])
+    return values if isinstance(values, list) else [values]
+
+
+def shown(element):
+    return element.value.replace("\\", "")
+
+
+def test_an_empty_comparison_invites_an_addition_and_carries_the_budget_in_the_url():
+    at = open_compare()
+    assert any("No scenarios yet" in info.value for info in at.info)
+    assert query(at, "cv") == ["1"] and query(at, "bunit") == ["bytes"]
+    assert query(at, "s") == []
+
+
+def test_adding_the_current_configuration_twice_gives_two_named_scenarios():
+    at = click(
+        click(open_compare({"input_dim": "8"}), "Add the current configuration"), "Add the current configuration"
+    )
+    rows = table(at)
+    assert list(rows["name"]) == ["Dense 8 → 4", "Dense 8 → 4 (2)"]
+    assert list(rows["total_params"]) == ["36", "36"]  # 8x4 + 4
+    assert list(rows["ideal_share_text"]) == ["18", "18"]
+    assert list(rows["is_baseline"]) == ["baseline", ""]
+    assert len(query(at, "s")) == 2
+    assert query(at, "s")[1] == "float32~input_dim=8~shards=2~n=Dense 8 → 4 (2)"
+
+
+def test_rename_change_shards_and_dtype_in_one_save():
+    at = click(open_compare(), "Add the current configuration")
+    widget(at.text_input, "Name").set_value("small")
+    [_, form_dtype] = [box for box in at.selectbox if box.label == "Dtype"]
+    form_dtype.set_value("bfloat16")
+    widget(at.number_input, "Shards").set_value(3)
+    click(at, "Save (rename, dtype, shards)")
+    rows = table(at)
+    assert list(rows["name"]) == ["small"]
+    assert rows["ideal_share_text"][0] == "6.666666666666667 (20/3)" and rows["num_shards"][0] == "3"
+    assert rows["dtype"][0] == "bfloat16" and rows["raw_bytes"][0] == "40"
+    assert any("Saved small." in shown(success) for success in at.success)
+
+
+def test_a_bad_name_is_refused_and_the_scenario_kept():
+    at = click(open_compare(), "Add the current configuration")
+    widget(at.text_input, "Name").set_value("   ")
+    click(at, "Save (rename, dtype, shards)")
+    assert any("Not saved: a scenario name must not be empty" in shown(error) for error in at.error)
+    assert list(table(at)["name"]) == ["Dense 4 → 4"]
+
+
+def test_duplicate_then_remove_keeps_the_baseline_on_the_same_scenario():
+    link = {"s": ["float32~n=a", "float32~input_dim=8~n=b"], "base": "2"}
+    at = open_compare(link)
+    assert list(table(at)["is_baseline"]) == ["", "baseline"]
+    click(at, "Duplicate")  # duplicates scenario 1, placed after it: a, a (2), b
+    rows = table(at)
+    assert list(rows["name"]) == ["a", "a (2)", "b"] and list(rows["is_baseline"]) == ["", "", "baseline"]
+    click(at, "Remove")  # removes scenario 1 (the one chosen)
+    rows = table(at)
+    assert list(rows["name"]) == ["a (2)", "b"] and list(rows["is_baseline"]) == ["", "baseline"]
+    assert list(rows["params_vs_baseline"]) == ["-16", "0"]
+    assert query(at, "base") == ["2"]
+
+
+def test_removing_the_baseline_makes_the_first_scenario_the_baseline():
+    at = open_compare({"s": ["float32~n=a", "float32~input_dim=8~n=b"], "base": "1"})
+    click(at, "Remove")
+    rows = table(at)
+    assert list(rows["name"]) == ["b"] and list(rows["is_baseline"]) == ["baseline"]
+
+
+def test_changing_the_baseline_changes_the_differences():
+    at = open_compare({"s": ["float32~n=a", "bfloat16~input_dim=8~n=b"]})
+    assert list(table(at)["params_vs_baseline"]) == ["0", "16"]
+    widget(at.selectbox, "Baseline (differences are against it)").set_value(2).run()
+    rows = table(at)
+    assert list(rows["params_vs_baseline"]) == ["-16", "0"]
+    assert list(rows["params_ratio_text"]) == ["0.5555555555555556 (5/9)", "1"]
+    assert list(rows["raw_bytes_vs_baseline"]) == ["8", "0"]  # 80 float32 bytes against 72 bfloat16
+    assert query(at, "base") == ["2"]
+
+
+def test_budget_answers_by_hand_from_a_link():
+    # 20 values under 7 values a device: 3 shards on average; fsdp needs 4 devices (3 replicate).
+    at = open_compare({"s": "float32~n=seed", "budget": "7", "bunit": "values"})
+    row = answers(at).iloc[0]
+    assert row["ideal_shards"] == "3"
+    assert row["devices"] == "4 (data=4)" and row["per_device"] == "5"
+    assert row["larger_that_fail"] == "4,092"
+    assert row["first_larger_that_fail"].startswith("5, 6, 7, 8")
+    assert any("not monotone" in caption.value for caption in at.caption)
+
+
+def test_the_budget_form_answers_bytes_with_training_state():
+    at = open_compare({"s": "float32~n=seed"})
+    widget(at.text_input, "Budget per shard and per device").set_value("100 B")
+    widget(at.selectbox, "What must fit").set_value("adam")
+    click(at, "Answer")
+    row = answers(at).iloc[0]
+    # 20 params + 20 gradients + Adam's 40 moments = 80 float32 values (320 bytes) + a 4-byte step count
+    assert row["need"] == "324" and row["ideal_shards"] == "4"
+    # 1 to 3 devices hold 324, 164 and 324 bytes; 4 hold (5 + 5 + 10) x 4 bytes + the whole step count: 84
+    assert row["devices"] == "4 (data=4)" and row["per_device"] == "84"
+    assert query(at, "btrain") == ["adam"] and query(at, "budget") == ["100"]
+
+
+def test_a_bad_budget_is_explained_and_the_last_one_kept():
+    at = open_compare({"s": "float32~n=seed"})
+    widget(at.text_input, "Budget per shard and per device").set_value("1e400")
+    click(at, "Answer")
+    assert any("Budget not set: `budget` must be an integer from 1" in shown(error) for error in at.error)
+    assert query(at, "budget") == [str(80 * 2**30)]
+
+
+HOSTILE = [
+    "float32~shards=1e400~n=<script>alert(1)</script>",
+    "float32~n=[x](javascript:alert(1))",
+    "float32~n=<img src=x onerror=alert(1)>",
+    "float32~n=" + "x" * 10_000,
+    "float8~shards=nan~n=**bold**",
+]
+
+
+def test_hostile_links_keep_good_scenarios_and_show_every_name_as_text():
+    at = open_compare({"s": HOSTILE, "base": "99", "budget": "NaN"})
+    rows = table(at)
+    assert list(rows["name"]) == [
+        "<script>alert(1)</script>",
+        "[x](javascript:alert(1))",
+        "<img src=x onerror=alert(1)>",
+        "**bold**",
+    ]
+    warnings = [warning.value for warning in at.warning]
+    assert any("\\<script\\>alert\\(1\\)\\</script\\>" in text and "shards" in text for text in warnings)
+    assert any("scenario 4 is 10,010 characters, more than the 5,120" in text.replace("\\", "") for text in warnings)
+    assert any("`base` must be an integer from 1 to 4, got 99" in text.replace("\\", "") for text in warnings)
+    assert any("`budget` must be a whole number" in text.replace("\\", "") for text in warnings)
+    # nothing a person sees in markdown carries a raw tag or link
+    for element in (*at.markdown, *at.caption, *at.warning, *at.success):
+        assert "<script>" not in element.value and "](javascript" not in element.value
+
+
+def test_a_comparison_too_large_for_a_link_says_so_and_offers_json():
+    layers = tuple(DenseLayer(features=1_000_000 + n) for n in range(256))
+    deep = compare.Scenario(name="deep", config=ModelConfig(input_dim=8, layers=layers))
+    tokens = [compare.scenario_token(deep).replace("n=deep", f"n=deep {n}") for n in range(3)]
+    at = open_compare({"s": tokens})
+    assert len(table(at)) == 3
+    assert any("too large for a link" in warning.value for warning in at.warning)
+    assert query(at, "s") == [] and query(at, "cv") == ["1"]
+    labels = [button.proto.label for button in at.get("download_button")]
+    assert "Download the comparison (JSON) to share" in labels
+
+
+def test_the_comparison_survives_a_page_switch():
+    at = click(open_compare(), "Add the current configuration")
+    at.switch_page("pages/shards.py").run()
+    assert query(at, "s") == []
+    at.switch_page(PAGE).run()
+    assert list(table(at)["name"]) == ["Dense 4 → 4"] and len(query(at, "s")) == 1
+
+
+def test_the_add_and_duplicate_buttons_are_disabled_when_full():
+    at = open_compare({"s": [f"float32~n=s{n}" for n in range(compare.MAX_SCENARIOS)]})
+    assert widget(at.button, "Add the current configuration").disabled
+    assert widget(at.button, "Duplicate").disabled

@@ -1,0 +1,176 @@
+"""The Checkpoint page's processes setting and sweep in Streamlit's AppTest: a real 2-process
+measurement, a real sweep over 1, 2 and 4 processes, a group that fails, and the guards.
+
+Each real measurement starts groups of processes that import JAX (seconds each on two busy cores),
+so only a few tests measure for real. Sizes on disk move between runs: they are checked against
+each other and the raw payload, never against hard-coded values.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dcsim import checkpoint
+from dcsim.checkpoint_worker import FAULT_ENV
+from dcsim.multiprocess_worker import FAULT_PROCESS_ENV
+from dcsim.ui import checkpoint as measuring
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+PAGE = "pages/checkpoint.py"
+DENSE_1024 = {"v": "1", "input_dim": "1024", "layers": "1024"}
+RUN = "Save, measure and restore"
+SWEEP = "Sweep 1, 2 and 4 processes"
+
+
+@pytest.fixture(autouse=True)
+def fresh_server(monkeypatch):
+    """Every test starts as a fresh server would: nothing measured, the default ceiling, no faults."""
+    for name in (checkpoint.MAX_PARAMS_ENV, FAULT_ENV, FAULT_PROCESS_ENV):
+        monkeypatch.delenv(name, raising=False)
+    measuring._reports.clear()
+    measuring._sweeps.clear()
+    measuring._plan.clear()
+    yield
+    assert not measuring.measurement_lock().busy
+
+
+def open_page(query: dict[str, str]) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=180)
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    return at
+
+
+def shown(element):
+    return element.value.replace("\\", "")
+
+
+def texts(at, kind):
+    return [shown(element) for element in at.get(kind)]
+
+
+def button(at, *labels):
+    return next(widget for widget in at.button if widget.label in labels)
+
+
+def metrics(at):
+    return {metric.label: metric.value for metric in at.metric}
+
+
+def exact_bytes(text):
+    return int(text.split(" bytes")[0].replace(",", ""))
+
+
+def table(at, first_column):
+    """The first table whose first column is labelled ``first_column`` (as the page shows it)."""
+    return next(frame.value for frame in at.dataframe if frame.value.columns[0] == first_column)
+
+
+def test_a_two_process_measurement_shows_each_process_and_the_group(monkeypatch):
+    at = open_page({**DENSE_1024, "mesh": "data=4", "strategy": "fsdp", "processes": "2"})
+    assert at.selectbox[3].value == 2
+    assert "2 processes of 2 device(s) each" in texts(at, "success")[0]
+    button(at, RUN).click().run()
+    assert not at.exception and not at.error
+    values = metrics(at)
+    assert values["Restored bit for bit"] == "Yes" and values["Devices"] == "4"
+    disk = exact_bytes(values["On disk"])
+    assert "Across 2 processes" in [header.value for header in at.subheader]
+    processes = table(at, "process")
+    assert list(processes["process"]) == ["0", "1"]
+    assert list(processes["restore_verified"]) == ["Yes", "Yes"]
+    assert list(processes["num_devices"]) == ["2", "2"]
+    assert sum(int(text.replace(",", "")) for text in processes["num_bytes"]) == disk
+    places = next(frame.value for frame in at.dataframe if "place" in frame.value.columns)
+    assert {"ocdbt.process_0/", "ocdbt.process_1/", "top level"} <= set(places["place"])
+    assert sum(int(text.replace(",", "")) for text in places["num_bytes"]) == disk
+    explanation = " ".join(texts(at, "markdown"))
+    assert "2 ocdbt.process_* folder(s) for 2 process(es)" in explanation
+    assert "raw payload of 4,198,400" in explanation
+    assert "What it cannot show: the network and storage bandwidth of a real cluster" in explanation
+    downloads = [element.proto.label for element in at.get("download_button")]
+    assert "Group measurement (JSON)" in downloads
+    assert at.query_params["processes"] == "2"
+
+    # A rerun shows the kept group report: nothing runs.
+    monkeypatch.setattr(measuring.multiprocess, "run_multiprocess", lambda *a, **k: pytest.fail("measured again"))
+    at.run()
+    assert "Across 2 processes" in [header.value for header in at.subheader]
+    assert any("cached: nothing was run now" in text for text in texts(at, "caption"))
+
+
+def test_a_process_killed_mid_save_is_one_error_naming_it(monkeypatch):
+    monkeypatch.setenv(FAULT_ENV, "saving:kill")
+    monkeypatch.setenv(FAULT_PROCESS_ENV, "1")
+    at = open_page({**DENSE_1024, "mesh": "data=2", "processes": "2"})
+    button(at, RUN).click().run()
+    assert not at.exception
+    (error,) = texts(at, "error")
+    assert error.startswith("The measurement failed: the process 1 of 2 was killed by SIGKILL")
+    assert "(while saving)" in error and "every process of the group was ended" in error
+    assert "On disk" not in metrics(at)
+
+
+def test_a_sweep_over_1_2_and_4_processes_draws_its_charts(monkeypatch):
+    at = open_page({"v": "1", "input_dim": "64", "layers": "64", "mesh": "data=4", "strategy": "fsdp"})
+    assert not at.get("vega_lite_chart")
+    button(at, SWEEP).click().run()
+    assert not at.exception and not at.error
+    side = table(at, "Figure").set_index("Figure")  # one column per process count, side by side
+    assert list(side.columns) == ["1 process", "2 processes", "4 processes"]
+    assert list(side.loc["Devices each"]) == ["4", "2", "1"]
+    assert set(side.loc["Verified"]) == {"Yes"}
+    assert set(side.loc["Raw payload"]) == {"16,640 bytes (16.25 KiB)"}  # (64 + 1) x 64 x 4
+    for run in side.columns:  # no process wrote more than the group, and the group wrote something
+        most = exact_bytes(side.loc["Most bytes by one process", run])
+        assert 0 < most <= exact_bytes(side.loc["On disk", run])
+    titles = [json.loads(chart.proto.spec)["title"]["text"] for chart in at.get("vega_lite_chart")]
+    assert titles == ["Save time against processes (s)", "Bytes written per process", "Peak memory per process"]
+    bytes_chart = json.loads(at.get("vega_lite_chart")[1].proto.spec)
+    assert bytes_chart["encoding"]["xOffset"]["field"] == "process_name"
+    every = at.dataframe[-1].value  # every process of every run, in the expander
+    assert list(every["num_processes"]) == ["1", "2", "2", "4", "4", "4", "4"]
+    assert list(every["process"]) == ["0", "0", "1", "0", "1", "2", "3"]
+    note = " ".join(texts(at, "markdown"))
+    assert "What it cannot show: the network and storage bandwidth of a real cluster" in note
+    assert "CPU core(s)" in note
+    assert button(at, "Sweep again")
+
+    monkeypatch.setattr(measuring.multiprocess, "run_sweep", lambda *a, **k: pytest.fail("swept again"))
+    at.run()
+    assert len(at.get("vega_lite_chart")) == 3
+    assert any("cached: nothing was run now" in text for text in texts(at, "caption"))
+
+
+@pytest.mark.parametrize(
+    ("query", "where", "message"),
+    [
+        ({"processes": "3"}, "warning", "`processes` must be one of 1, 2, 4 on this page, got '3'; using 1"),
+        ({"processes": "x" * 600}, "warning", "`processes` may be at most 512 characters"),
+        (
+            {"processes": "2", "mesh": "data=1"},
+            "error",
+            "These settings cannot be used: the mesh's device count must be a multiple of the number of processes",
+        ),
+    ],
+    ids=["not-offered", "too-long", "indivisible"],
+)
+def test_bad_process_settings_are_explained(query, where, message):
+    at = open_page({"v": "1", **query})
+    assert any(message in text for text in texts(at, where)), texts(at, where)
+    if where == "error":
+        assert button(at, RUN).proto.disabled
+        assert button(at, SWEEP).proto.disabled
+
+
+def test_the_sweep_needs_a_mesh_every_count_divides():
+    at = open_page({"v": "1", "mesh": "data=2"})
+    assert any("needs a mesh whose device count each of them divides" in text for text in texts(at, "info"))
+    assert button(at, SWEEP).proto.disabled
+    assert not button(at, RUN).proto.disabled
+    at.selectbox[1].set_value("data=4").run()
+    assert not button(at, SWEEP).proto.disabled

@@ -1,0 +1,280 @@
+"""Comparisons: scenarios, the side-by-side table, JSON and the one link that carries them."""
+
+import json
+from urllib.parse import parse_qs
+
+import hypothesis.strategies as hs
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from dcsim import budget, compare, links
+from dcsim.config import DenseLayer, ModelConfig
+from dcsim.count import count_params
+
+SEED = ModelConfig()  # 20 values
+
+
+def scenario(name, config=SEED, dtype="float32"):
+    return compare.Scenario(name=name, config=config, dtype=dtype)
+
+
+def query(text):
+    return parse_qs(text, keep_blank_values=True)
+
+
+def reopen(comparison):
+    return compare.decode(query(compare.query_string(compare.encode(comparison))))
+
+
+names = hs.text(
+    hs.characters(codec="utf-8", exclude_categories=("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")), min_size=1, max_size=64
+).filter(lambda text: text.strip() == text and text.strip() and text.isprintable())
+dense = hs.builds(
+    ModelConfig,
+    input_dim=hs.integers(1, 2**20),
+    layers=hs.lists(
+        hs.builds(DenseLayer, features=hs.integers(1, 2**20), use_bias=hs.booleans()), min_size=1, max_size=40
+    ).map(tuple),
+    batch_size=hs.integers(1, 2**20),
+    seed=hs.integers(0, 2**32 - 1),
+    num_shards=hs.integers(1, 2**20),
+)
+presets = hs.builds(
+    ModelConfig,
+    preset=hs.sampled_from(["gpt2-small", "llama2-7b", "resnet50", "bert-base"]),
+    num_shards=hs.integers(1, 4096),
+)
+preset_overrides = hs.sampled_from(
+    [
+        ModelConfig(preset="gpt2-small", overrides={"num_layers": 6, "tied_embeddings": False}),
+        ModelConfig(preset="resnet50", overrides={"stage_blocks": (3, 4, 23, 3)}),
+        ModelConfig(preset="llama2-70b", overrides={"num_layers": 40}, num_shards=64),
+    ]
+)
+budgets = hs.builds(
+    budget.Budget,
+    amount=hs.integers(1, 10**18),
+    unit=hs.sampled_from(budget.BUDGET_UNITS),
+    training=hs.sampled_from([None, "adam", "adafactor"]),
+    strategy=hs.sampled_from(budget.BUDGET_STRATEGIES),
+)
+
+
+@hs.composite
+def comparisons(draw):
+    count = draw(hs.integers(0, compare.MAX_SCENARIOS))
+    chosen = draw(hs.lists(names, min_size=count, max_size=count, unique=True))
+    items = tuple(
+        compare.Scenario(
+            name=name,
+            config=draw(hs.one_of(dense, presets, preset_overrides)),
+            dtype=draw(hs.sampled_from(["float32", "bfloat16", "float16", "int8", "float64"])),
+        )
+        for name in chosen
+    )
+    return compare.Comparison(scenarios=items, baseline=draw(hs.integers(1, max(1, count))), budget=draw(budgets))
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@given(comparisons())
+def test_every_comparison_survives_the_link_and_the_json(comparison):
+    decoded = reopen(comparison)
+    assert decoded.problems == ()
+    assert decoded.comparison == comparison
+    assert compare.Comparison.from_json(comparison.to_json()) == comparison
+
+
+def test_the_table_is_exact_and_differs_from_the_baseline():
+    comparison = compare.Comparison(
+        scenarios=(
+            scenario("seed"),
+            scenario("wider", ModelConfig(layers=(DenseLayer(features=8),), num_shards=3), "bfloat16"),
+        ),
+        baseline=1,
+    )
+    reports = [count_params(s.config) for s in comparison.scenarios]
+    frame = compare.comparison_frame(comparison, reports)
+    wider = frame.iloc[1]
+    assert list(frame["total_params"]) == [20, 40]  # 4x8 + 8
+    assert wider["ideal_share_text"] == "13.333333333333334 (40/3)"
+    assert wider["raw_bytes"] == 80 and wider["raw_float32_bytes"] == 160 and wider["raw_int8_bytes"] == 40
+    assert wider["params_vs_baseline"] == 20 and wider["params_ratio_text"] == "2"
+    assert wider["raw_bytes_vs_baseline"] == 0 and wider["raw_bytes_ratio_text"] == "1"
+    assert wider["ideal_share_vs_baseline_text"] == "3.3333333333333335 (10/3)"
+    assert list(frame["is_baseline"]) == [True, False]
+    assert frame["total_params"].dtype == "int64"
+
+    other = compare.comparison_frame(compare.Comparison(scenarios=comparison.scenarios, baseline=2), reports)
+    assert list(other["params_vs_baseline"]) == [-20, 0]
+    assert other.iloc[0]["params_ratio_text"] == "0.5 (1/2)"
+
+
+def test_an_empty_comparison_has_an_empty_table_with_its_columns():
+    frame = compare.comparison_frame(compare.Comparison(), [])
+    assert len(frame) == 0 and "params_vs_baseline" in frame.columns
+
+
+def test_the_sweep_has_every_power_of_two_and_each_scenarios_own_count():
+    comparison = compare.Comparison(scenarios=(scenario("a"), scenario("b", ModelConfig(num_shards=3))))
+    sweep = compare.sweep_frame(comparison, [count_params(SEED)] * 2)
+    b = sweep[sweep["name"] == "b"]
+    assert 3 in set(b["num_shards"]) and 4096 in set(b["num_shards"]) and len(b) == 14
+    assert b[b["num_shards"] == 3]["ideal_share_text"].item() == "6.666666666666667 (20/3)"
+
+
+@pytest.mark.parametrize(
+    ("name", "match"),
+    [
+        ("", "must not be empty"),
+        ("   ", "must not be empty"),
+        ("x" * 65, "at most 64 characters, got 65"),
+        ("x" * 10_000, "at most 64 characters, got 10,000"),
+        ("tab\there", "printable"),
+        ("right\u202eleft", "printable"),
+        ("bell\x07", "printable"),
+    ],
+)
+def test_bad_names_are_refused(name, match):
+    with pytest.raises(ValueError, match=match):
+        compare.check_name(name)
+
+
+def test_names_are_stripped_and_may_be_any_script_or_markup_which_is_only_ever_text():
+    for name in ("  grand modèle ", "<script>alert(1)</script>", "[x](javascript:alert(1))", "模型 70B"):
+        assert scenario(name).name == name.strip()
+
+
+def test_a_comparison_refuses_repeated_names_too_many_scenarios_and_a_missing_baseline():
+    with pytest.raises(ValueError, match="appears twice"):
+        compare.Comparison(scenarios=(scenario("a"), scenario("a")))
+    with pytest.raises(ValueError, match="at most 8 scenarios, got 9"):
+        compare.Comparison(scenarios=tuple(scenario(str(n)) for n in range(9)))
+    with pytest.raises(ValueError, match="`baseline` must be an integer from 1 to 2, got 3"):
+        compare.Comparison(scenarios=(scenario("a"), scenario("b")), baseline=3)
+
+
+def test_unique_names_count_up():
+    assert compare.unique_name("a", ["a", "a (2)"]) == "a (3)"
+    assert len(compare.unique_name("x" * 64, ["x" * 64])) == 64
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (lambda d: d.update(extra=1), "unknown comparison field 'extra'; valid fields: format"),
+        (lambda d: d.update(format="dcsim.config"), "`format` must be 'dcsim.comparison'"),
+        (lambda d: d.update(version=2), "version 2, newer than this dcsim"),
+        (lambda d: d["scenarios"][0].update(colour="red"), "scenario 1: unknown scenario field 'colour'"),
+        (lambda d: d["scenarios"][0].update(num_shards=0), "scenario 1: `num_shards` must be an integer"),
+        (lambda d: d["scenarios"][0].update(dtype="float8"), "scenario 1: a scenario's `dtype` must be one of"),
+        (lambda d: d["scenarios"][0].pop("name"), "scenario 1: needs a `name`"),
+        (lambda d: d["budget"].update(unit="GiB"), "`budget`: the budget unit must be one of"),
+        (lambda d: d["budget"].update(amount=0), "`budget` must be an integer from 1"),
+        (lambda d: d.update(scenarios=[d["scenarios"][0]] * 9), "at most 8 scenarios, got 9"),
+        (lambda d: d.update(baseline=5), "`baseline` must be an integer from 1 to 1, got 5"),
+    ],
+)
+def test_bad_json_names_the_field(change, match):
+    data = compare.Comparison(scenarios=(scenario("a"),)).to_dict()
+    change(data)
+    with pytest.raises((TypeError, ValueError), match=match):
+        compare.Comparison.from_json(json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ('{"format": "dcsim.comparison", "format": "x"}', "repeats the field 'format'"),
+        ('{"format": "dcsim.comparison", "baseline": NaN}', "NaN is not a number JSON allows"),
+        ('{"format": "dcsim.comparison", "baseline": 1e400}', "`baseline` must be an integer"),
+        ("[" * 100_000, "at most 262,144 bytes|nested too deeply"),
+        ("{", "not valid JSON"),
+        (b"\xff", "must be UTF-8"),
+        ("x" * 300_000, "at most 262,144 bytes, got 300,000"),
+    ],
+)
+def test_hostile_json_is_refused_with_a_message(text, match):
+    with pytest.raises(ValueError, match=match):
+        compare.Comparison.from_json(text)
+
+
+TWO = compare.Comparison(
+    scenarios=(scenario("base"), scenario("big", ModelConfig(preset="gpt2-small", num_shards=8), "bfloat16"))
+)
+GOOD = compare.scenario_token(TWO.scenarios[1])
+
+
+@pytest.mark.parametrize(
+    ("params", "names", "problem"),
+    [
+        (
+            {"s": ["float32~shards=1e400~n=a"]},
+            ["a"],
+            "`shards` must be an integer from 1 to 1,048,576, got '1e400'; using the default 2",
+        ),
+        ({"s": ["float32~shards=nan~n=a"]}, ["a"], "got 'nan'"),
+        ({"s": ["float32~shards=2~shards=3~n=a"]}, ["a"], "`shards` appears 2 times"),
+        ({"s": ["float8~n=a"]}, ["a"], "`dtype` must be one of float32"),
+        ({"s": ["float32~n=" + "x" * 10_000]}, [], "more than the 5,120 one may have; dropped"),
+        ({"s": ["float32~n=" + "x" * 100]}, ["Scenario 1"], "at most 64 characters, got 100; calling it Scenario 1"),
+        ({"s": ["float32~n=bell\x07"]}, ["Scenario 1"], "printable"),
+        ({"s": ["float32~n=   "]}, ["Scenario 1"], "must not be empty"),
+        ({"s": ["float32~colour=red~n=a"]}, ["a"], "'colour=red' is not a configuration field"),
+        ({"s": ["garbage"]}, [], "is not DTYPE~KEY=VALUE~…~n=NAME"),
+        ({"s": ["float32~preset=gpt9~n=a"]}, ["a"], "showing the Dense stack instead"),
+        ({"s": ["float32~preset=gpt2-small~h.num_layers=0~n=a"]}, ["a"], "`h.num_layers`"),
+        ({"s": ["float32~layers=" + "4_" * 3000 + "~n=a"]}, [], "dropped"),
+        ({"s": [GOOD] * 9}, ["big", *(f"big ({n})" for n in range(2, 9))], "keeping the first 8"),
+        ({"s": [GOOD, GOOD]}, ["big", "big (2)"], "the name 'big' is taken; calling it 'big (2)'"),
+        ({"s": [GOOD], "base": ["2"]}, ["big"], "`base` must be an integer from 1 to 1, got 2"),
+        ({"s": [GOOD], "base": ["-1"]}, ["big"], "`base` must be a whole number written in digits"),
+        ({"s": [GOOD], "base": ["1", "1"]}, ["big"], "`base` appears 2 times"),
+        ({"s": [GOOD], "budget": ["1e400"]}, ["big"], "`budget` must be a whole number written in digits, got '1e400'"),
+        ({"s": [GOOD], "budget": ["9" * 40]}, ["big"], "`budget` may be at most 32 characters, got 40"),
+        ({"s": [GOOD], "budget": ["0"]}, ["big"], "`budget` must be an integer from 1"),
+        ({"s": [GOOD], "bunit": ["GiB"]}, ["big"], "`bunit` must be one of bytes, values"),
+        ({"s": [GOOD], "btrain": ["rmsprop"]}, ["big"], "`btrain` must be none or an optimizer"),
+        ({"s": [GOOD], "bstrat": ["custom"]}, ["big"], "`bstrat` must be one of fsdp, replicated, tensor"),
+        ({"cv": ["2"], "s": [GOOD]}, [], "made by a newer dcsim (comparison link version 2"),
+        ({"cv": ["x"], "s": [GOOD]}, ["big"], "reading it as version 1"),
+        ({"cv": ["9" * 400], "s": [GOOD]}, ["big"], "at most 32 characters"),
+    ],
+    ids=lambda value: None,
+)
+def test_hostile_links_keep_what_is_good_and_say_what_is_not(params, names, problem):
+    decoded = compare.decode(params)
+    assert list(decoded.comparison.names) == names
+    assert any(problem in text for text in decoded.problems), decoded.problems
+
+
+def test_a_bad_field_in_one_scenario_keeps_the_others_and_its_good_fields():
+    decoded = compare.decode({"s": [GOOD, "int8~shards=0~layers=8_2~n=<img src=x onerror=alert(1)>"]})
+    second = decoded.comparison.scenarios[1]
+    assert decoded.comparison.scenarios[0] == TWO.scenarios[1]
+    assert second.name == "<img src=x onerror=alert(1)>" and second.dtype == "int8"
+    assert [layer.features for layer in second.config.layers] == [8, 2] and second.num_shards == 2
+    assert len(decoded.problems) == 1 and "scenario 2 (<img src=x onerror=alert(1)>): `shards`" in decoded.problems[0]
+
+
+def test_decoding_never_raises_on_junk():
+    junk = ["", "~", "~~~", "n=", "float32~n=", "float32~=~n=a", "float32~h.=1~n=a", "\x00~n=a", "float32~v=9~n=a"]
+    for token in junk:
+        compare.decode({"s": [token], "base": [token], "budget": [token], "cv": [token]})
+
+
+def test_a_link_is_compact_and_the_token_reuses_the_configuration_link():
+    assert GOOD == "bfloat16~shards=8~preset=gpt2-small~n=big"
+    text = compare.query_string(compare.encode(TWO))
+    assert text.startswith("cv=1&s=float32~shards%3D2~n%3Dbase&s=bfloat16")
+    assert compare.fits_in_link(text)
+    fields = dict(field.split("=", 1) for field in GOOD.split("~")[1:-1])
+    assert links.decode({key: [value] for key, value in fields.items()}).config == TWO.scenarios[1].config
+
+
+def test_three_deep_distinct_stacks_do_not_fit_in_a_link_but_do_in_json():
+    layers = tuple(DenseLayer(features=1_000_000 + n) for n in range(256))
+    big = compare.Comparison(
+        scenarios=tuple(scenario(f"deep {n}", ModelConfig(input_dim=8, layers=layers)) for n in range(3))
+    )
+    assert not compare.fits_in_link(compare.query_string(compare.encode(big)))
+    assert compare.Comparison.from_json(big.to_json()) == big
