@@ -10,8 +10,9 @@ What "survived" means, for one hostile query string opened as a fresh session on
 (``check_run``):
 
 1. the run raised nothing (``at.exception`` is empty);
-2. every problem the link codec finds in the query (``dcsim.links.decode``) is shown, word for
-   word, in a warning or error on the page;
+2. every problem a link codec finds in the query is shown, word for word, in a warning or error
+   on the page (``dcsim.links.decode`` on every page; a codec of its own, such as
+   ``dcsim.compare.decode``, on a page that writes its keys);
 3. every page setting the page read this run (``state.page_setting``) whose link value the page
    did not keep (the rewritten link carries another value) is named, as `` `key` ``, in a warning
    or error that starts with "Link:";
@@ -25,6 +26,8 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib
+import pkgutil
 import random
 import re
 from pathlib import Path
@@ -67,6 +70,20 @@ def literal_setting_names(root: Path = ROOT) -> set[str]:
     return names
 
 
+def link_codecs() -> list:
+    """Every module of dcsim that reads a link (a ``decode`` that never raises and its ``KEYS``):
+    the configuration's (``dcsim.links``) and any a page adds, such as the comparison's."""
+    import dcsim
+
+    codecs = []
+    for info in pkgutil.iter_modules(dcsim.__path__):
+        module = importlib.import_module(f"dcsim.{info.name}")
+        if callable(getattr(module, "decode", None)) and isinstance(getattr(module, "KEYS", None), tuple):
+            codecs.append(module)
+    return codecs
+
+
+CODECS = link_codecs()
 CONFIG_KEYS = tuple(links.KEYS)
 HPARAM_KEYS = tuple(
     sorted({links.HPARAM_PREFIX + spec.name for family in presets.FAMILY_SCHEMAS for spec in presets.schema(family)})
@@ -191,6 +208,16 @@ SPECIFIC = {
     "opt": ("adam", "adam,lion", "sgd,adam,adamw,adafactor,lion", "nope", ",,,", "adam,adam", "adam,nope", "ADAM"),
     "dtype": ("float32", "bfloat16", "int4", "float64"),
 }
+# The comparison's keys (dcsim.compare), near-valid and not: scenario tokens, baseline, budget.
+SPECIFIC |= {
+    "s": ("float32~shards=4~n=A", "bfloat16~preset=gpt2-small~n=B", "~~~", "float32~n=", "int4~shards=0~n=<b>x</b>"),
+    "base": ("1", "2", "9", "0", "x"),
+    "budget": ("85899345920", "80 GiB", "1e400", "0", "1" * 40),
+    "bunit": ("bytes", "values", "kg"),
+    "btrain": ("none", "adam", "nope"),
+    "bstrat": ("fsdp", "tensor", "custom"),
+    "cv": ("1", "2", "x"),
+}
 for _key in HPARAM_KEYS:
     SPECIFIC[_key] = ("1", "6", "0", "257", "true", "false", "rmsnorm", "none", "3,4,6,3", "1,2,3,4,5,6,7,8,9", "65")
 
@@ -312,9 +339,12 @@ def check_run(at, query: str, read_settings: list[str], page_keys: tuple[str, ..
         return failures
     params = as_lists(as_params(query))
     alerts = alert_texts(at)
-    for problem in links.decode(params).problems:
-        if not any(problem in alert for alert in alerts):
-            failures.append(f"link problem not shown: {problem[:200]}")
+    for codec in CODECS:
+        if codec is not links and not set(codec.KEYS) & set(page_keys):
+            continue  # another page's codec: its keys are dropped, not read, here
+        for problem in codec.decode(params).problems:
+            if not any(problem in alert for alert in alerts):
+                failures.append(f"link problem not shown: {problem[:200]}")
     published = as_lists(dict(at.query_params))
     for name in dict.fromkeys(read_settings):
         if name not in params:
@@ -368,5 +398,6 @@ def discover_page_keys(pages: list[str]) -> dict[str, tuple[str, ...]]:
     for page in pages:
         at, read = open_page(page, "")
         written = [key for key in at.query_params if key not in links.KEYS]
-        keys[page] = tuple(dict.fromkeys([*read, *written, *sorted(literal)]))
+        codec_keys = [key for codec in CODECS if set(codec.KEYS) & set(written) for key in codec.KEYS]
+        keys[page] = tuple(dict.fromkeys([*read, *written, *codec_keys, *sorted(literal)]))
     return keys
