@@ -472,6 +472,12 @@ def _checkpoint(args: argparse.Namespace) -> str:
     return render_checkpoint_table(report)
 
 
+def one_line(text: str) -> str:
+    """``text`` with every unprintable character escaped as Python writes it (``\\n``, ``\\x1b``):
+    an error is one line, and a typed value can neither break it nor send a terminal escape."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
 # --- compare: scenarios side by side and the budget question -------------------------------------
 
 
@@ -665,15 +671,18 @@ def render_sweep_table(reports: Sequence[multiprocess.MultiprocessReport]) -> st
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code (0 done, 2 bad input, 1 a bug in dcsim)."""
     try:
-        args = build_parser().parse_args(argv)
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as done:  # --help has printed its text; in process, return instead of exiting
+            return done.code if isinstance(done.code, int) else EXIT_USAGE
         if args.command is None:
             raise UsageError(f"choose a command: count, presets, layout, checkpoint, compare (see `{PROG} --help`)")
         output = getattr(args, "run", _count)(args)
     except (UsageError, TypeError, ValueError) as err:
-        print(f"dcsim: error: {err}", file=sys.stderr)
+        print(f"dcsim: error: {one_line(str(err))}", file=sys.stderr)
         return EXIT_USAGE
     except checkpoint.CheckpointFailed as err:
-        print(f"dcsim: checkpoint failed: {err}", file=sys.stderr)
+        print(f"dcsim: checkpoint failed: {one_line(str(err))}", file=sys.stderr)
         return EXIT_INTERNAL
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -681,7 +690,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("DCSIM_DEBUG"):
             raise
         print(
-            f"dcsim: internal error: {type(err).__name__}: {err} (set DCSIM_DEBUG=1 for the traceback)",
+            f"dcsim: internal error: {type(err).__name__}: {one_line(str(err))} (set DCSIM_DEBUG=1 for the traceback)",
             file=sys.stderr,
         )
         return EXIT_INTERNAL

@@ -273,8 +273,11 @@ class ModelConfig:
     @classmethod
     def from_json(cls, text: str | bytes) -> ModelConfig:
         """Parse and validate configuration JSON (at most MAX_CONFIG_BYTES, duplicate keys refused)."""
-        if len(text) > MAX_CONFIG_BYTES:
-            raise ValueError(f"a configuration file may be at most {MAX_CONFIG_BYTES:,} bytes, got {len(text):,}")
+        # Text is measured in UTF-8 bytes, as a file is; no character takes less than a byte, so a
+        # text longer than the limit in characters is refused before it is encoded.
+        size = len(text) if isinstance(text, bytes) or len(text) > MAX_CONFIG_BYTES else _utf8_size(text)
+        if size > MAX_CONFIG_BYTES:
+            raise ValueError(f"a configuration file may be at most {MAX_CONFIG_BYTES:,} bytes, got {size:,}")
         if isinstance(text, bytes):
             try:
                 text = text.decode("utf-8")
@@ -291,6 +294,10 @@ class ModelConfig:
         except ValueError as err:  # e.g. an integer literal longer than Python converts
             raise ValueError(f"the configuration is not valid JSON: {err}") from None
         return cls.from_dict(data)
+
+
+def _utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 _CONFIG_FIELDS = ("input_dim", "batch_size", "seed", "num_shards", "layers")

@@ -143,16 +143,51 @@ def _decode_preset(params: Mapping[str, Sequence[str]], config: ModelConfig, pro
             f"Link: {row.name} has no hyperparameter {named}{more}; ignoring "
             f"{'it' if len(unknown) == 1 else 'them'}. Valid: {', '.join(sorted(valid))}."
         )
-    overrides: dict[str, object] = {}
+    refused: dict[str, Exception] = {}
+
+    def report() -> None:  # in the link's order
+        problems.extend(
+            f"Link: `{HPARAM_PREFIX}{name}`: {refused[name]}; using {row.name}'s value "
+            f"{_hparam_text(row.hparams[name])}."
+            for name in names
+            if name in refused
+        )
+
+    parsed: dict[str, object] = {}
     for name in (name for name in names if name in valid):
         key = HPARAM_PREFIX + name
         try:
-            value = presets.hparam(row.family, name, row.name).parse(_single(params, key, MAX_SCALAR_CHARS * 4))
-            config = dataclasses.replace(config, overrides={**overrides, name: value})
+            parsed[name] = presets.hparam(row.family, name, row.name).parse(_single(params, key, MAX_SCALAR_CHARS * 4))
         except (TypeError, ValueError) as err:
-            problems.append(f"Link: `{key}`: {err}; using {row.name}'s value {_hparam_text(row.hparams[name])}.")
-            continue
-        overrides[name] = value
+            refused[name] = err
+    # The values are checked together (heads must divide d_model...), so a link that changes two
+    # tied values at once (d_model=1 with num_heads=1) must be tried whole first: one at a time,
+    # in the link's order, would refuse a configuration the link was written from.
+    try:
+        config = dataclasses.replace(config, overrides=parsed)
+    except (TypeError, ValueError):
+        pass
+    else:
+        report()
+        return config
+    # Else keep as many as fit, in passes until none more does; report the rest.
+    overrides: dict[str, object] = {}
+    pending = dict(parsed)
+    while pending:
+        added = False
+        for name, value in list(pending.items()):
+            try:
+                config = dataclasses.replace(config, overrides={**overrides, name: value})
+            except (TypeError, ValueError) as err:
+                refused[name] = err
+                continue
+            overrides[name] = value
+            del pending[name]
+            refused.pop(name, None)
+            added = True
+        if not added:
+            break
+    report()
     return config
 
 

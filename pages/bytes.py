@@ -4,6 +4,7 @@ checkpoint size."""
 import streamlit as st
 
 from dcsim import breakdown, charts, optimizer, payload, tables, units
+from dcsim.config import show
 from dcsim.ui import cache, frame, state, widgets
 
 frame.require_router()
@@ -75,10 +76,18 @@ st.caption(
 chosen_text, problem = state.page_setting("opt", "adamw")
 if problem:
     st.warning(frame.plain(problem))
-seed_names = [name for name in chosen_text.split(",") if name in optimizer.OPTIMIZER_NAMES]
-if chosen_text and not seed_names:
+listed = chosen_text.split(",")
+seed_names = list(dict.fromkeys(name for name in listed if name in optimizer.OPTIMIZER_NAMES))
+ignored = [show(name) for name in listed if name not in optimizer.OPTIMIZER_NAMES]
+if len(listed) > len(seed_names) + len(ignored):
+    ignored.append("repeated names")
+if ignored:
+    more = f" and {len(ignored) - 5:,} more" if len(ignored) > 5 else ""
     st.warning(
-        frame.plain(f"Link: `opt` lists no known optimizer ({', '.join(optimizer.OPTIMIZER_NAMES)}); using adamw.")
+        frame.plain(
+            f"Link: `opt`: ignoring {', '.join(ignored[:5])}{more} (known: {', '.join(optimizer.OPTIMIZER_NAMES)}); "
+            f"using {', '.join(seed_names or ['adamw'])}."
+        )
     )
 chosen = st.multiselect(
     "Optimizers",

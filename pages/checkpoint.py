@@ -8,6 +8,7 @@ import streamlit as st
 
 from dcsim import charts, checkpoint, multiprocess, payload, units
 from dcsim.checkpoint import CheckpointBusy, CheckpointFailed, CheckpointTimeout
+from dcsim.config import show
 from dcsim.layout import parse_mesh
 from dcsim.ui import cache, frame, state, widgets
 from dcsim.ui import checkpoint as measuring
@@ -52,7 +53,7 @@ for name, default in DEFAULTS.items():
     try:
         value = measuring.parse_setting(name, text)
     except (TypeError, ValueError) as err:
-        st.warning(frame.plain(f"Link: {err}; using {default}."), icon=":material/link_off:")
+        st.warning(frame.plain(f"Link: `{name}`: {err}; using {default}."), icon=":material/link_off:")
         value = measuring.parse_setting(name, default)
     state.seed_widget(f"checkpoint.{name}", value)
     if name == "mesh":
@@ -66,7 +67,7 @@ def check_mesh() -> None:
         st.session_state[MESH_KEY] = st.session_state[VALID_MESH] = measuring.parse_setting("mesh", str(text or ""))
     except (TypeError, ValueError) as err:
         st.session_state[MESH_PROBLEM] = (
-            f"Mesh {text!r} was not used: {err}. Still using {st.session_state[VALID_MESH]}."
+            f"Mesh {show(text)} was not used: {err}. Still using {st.session_state[VALID_MESH]}."
         )
         st.session_state[MESH_KEY] = st.session_state[VALID_MESH]
 

@@ -52,7 +52,7 @@ st.header("What each device holds on a real mesh")
 config = state.config()
 report = cache.count(config)
 summary_col, link_col = st.columns([3, 1])
-summary_col.caption(f"Model: {frame.describe(config)} · {units.count(report.total_params)} parameters.")
+summary_col.caption(f"Model: {frame.plain(frame.describe(config))} · {units.count(report.total_params)} parameters.")
 with link_col:
     frame.page_link("pages/model.py", label="Change the model", icon=":material/calculate:")
 

@@ -3,11 +3,11 @@
 from urllib.parse import parse_qs, urlencode
 
 import pytest
-from hypothesis import given
+from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
-from dcsim import links
-from dcsim.config import MAX_LAYERS, DenseLayer, ModelConfig
+from dcsim import links, presets
+from dcsim.config import MAX_LAYERS, DenseLayer, ModelConfig, parse_int
 
 layers = st.lists(
     st.builds(DenseLayer, features=st.integers(1, 2**20), use_bias=st.booleans()), min_size=1, max_size=MAX_LAYERS
@@ -183,3 +183,138 @@ def test_thousands_of_unknown_hyperparameters_make_one_message():
     assert decoded.config == ModelConfig(preset="gpt2-small")
     assert len(decoded.problems) == 1
     assert "and 895 more" in decoded.problems[0]
+
+
+# --- fuzzing (issue 8): every valid configuration, every hostile mapping -------------------------
+
+
+def _hparam_values(spec):
+    if spec.kind == "int":
+        nice = [value for value in (1, 2, 3, 4, 8, 12, 64, 768, 1024) if spec.minimum <= value <= spec.maximum]
+        return st.one_of(st.sampled_from([*nice, spec.minimum, spec.maximum]), st.integers(spec.minimum, spec.maximum))
+    if spec.kind == "bool":
+        return st.booleans()
+    if spec.kind == "choice":
+        return st.sampled_from(spec.choices)
+    return st.lists(st.integers(spec.minimum, spec.maximum), min_size=1, max_size=spec.max_length).map(tuple)
+
+
+@st.composite
+def any_preset_config(draw):
+    """A preset with any valid set of overrides its schema allows (combinations the family's own
+    rules refuse, such as heads not dividing d_model, are redrawn)."""
+    name = draw(st.sampled_from(sorted(presets.PRESETS)))
+    specs = presets.schema(presets.PRESETS[name].family)
+    chosen = draw(st.lists(st.sampled_from(specs), unique_by=lambda spec: spec.name, max_size=len(specs)))
+    overrides = {spec.name: draw(_hparam_values(spec)) for spec in chosen}
+    try:
+        presets.normalize_overrides(name, overrides)
+    except ValueError:
+        reject()
+    return ModelConfig(
+        preset=name,
+        overrides=overrides,
+        input_dim=draw(st.integers(1, 2**20)),
+        batch_size=draw(st.integers(1, 2**20)),
+        seed=draw(st.integers(0, 2**32 - 1)),
+        num_shards=draw(st.integers(1, 2**20)),
+    )
+
+
+@settings(max_examples=300)
+@given(any_preset_config())
+def test_every_preset_configuration_survives_a_round_trip(config):
+    decoded = links.decode(query(links.query_string(config)))
+    assert (decoded.config, decoded.problems) == (config, ())
+
+
+FIELD_OF = {**links.SCALAR_KEYS, links.LAYERS_KEY: "layers"}
+hostile_text = st.one_of(
+    st.text(max_size=40),
+    st.sampled_from(["1e400", "nan", "-inf", "2.5", "-1", "0", "4294967296", "9" * 33, "٣", " 8 ", "4x257", "true"]),
+    st.lists(  # layer tokens, near the limits: widths to 99,999,999, repeats to 9,999
+        st.builds(
+            lambda width, no_bias, repeat: f"{width}{'n' * no_bias}{f'x{repeat}' if repeat else ''}",
+            st.integers(0, 99_999_999),
+            st.booleans(),
+            st.one_of(st.none(), st.integers(0, 9_999)),
+        ),
+        min_size=1,
+        max_size=6,
+    ).map("_".join),
+)
+hostile_mapping = st.dictionaries(
+    st.sampled_from([*links.KEYS, "h.num_layers", "h.num_heads", "h.norm", "h.stage_blocks", "h.nope", "mesh", "x"]),
+    st.lists(hostile_text, min_size=1, max_size=3),
+)
+
+
+def _accepted(key, values):
+    """What ``decode`` must do with one field alone: its value, or None when it must refuse it."""
+    if len(values) != 1:
+        return None
+    try:
+        if key == links.LAYERS_KEY:
+            return links.decode_layers(values[0])
+        if len(values[0]) > links.MAX_SCALAR_CHARS:
+            return None
+        return parse_int(values[0], FIELD_OF[key], key)
+    except (TypeError, ValueError):
+        return None
+
+
+@settings(max_examples=150)
+@given(hostile_mapping)
+def test_every_rejected_field_gets_a_sentence_and_every_good_one_is_kept(params):
+    decoded = links.decode(params)
+    if any("newer dcsim" in problem for problem in decoded.problems):
+        assert decoded == links.Decoded(config=ModelConfig(), problems=decoded.problems)
+        assert len(decoded.problems) == 1
+        return
+    for key, field in FIELD_OF.items():
+        if key not in params:
+            continue
+        value = _accepted(key, params[key])
+        if value is None:
+            assert any(f"`{key}`" in problem for problem in decoded.problems), (key, decoded.problems)
+            assert getattr(decoded.config, field) == getattr(ModelConfig(), field)
+        else:
+            assert getattr(decoded.config, field) == value
+    hparams = [key for key in params if key.startswith(links.HPARAM_PREFIX)]
+    overridden = {name for name, _ in decoded.config.overrides}
+    for key in hparams:
+        name = key[len(links.HPARAM_PREFIX) :]
+        if name not in overridden:
+            assert any(name in problem or "`h.…`" in problem or "preset" in problem for problem in decoded.problems)
+    # every sentence is one line a page can show, and names what it is about
+    assert all("\n" not in problem and problem.startswith(("Link:", "This link")) for problem in decoded.problems)
+
+
+@given(st.binary(max_size=600))
+def test_raw_bytes_in_a_link_decode_as_the_server_reads_them(raw):
+    """Any bytes after ``?``, percent-encoded or not, as Streamlit parses them (UTF-8, bad bytes
+    replaced): decoded without raising, every problem a sentence."""
+    text = "".join(chr(byte) if 0x21 <= byte < 0x7F else f"%{byte:02X}" for byte in raw)
+    decoded = links.decode(query(text))
+    assert isinstance(decoded.config, ModelConfig)
+    assert all(isinstance(problem, str) and "\n" not in problem for problem in decoded.problems)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "preset=vit-b16&h.d_model=1&h.num_heads=1",  # found by the round trip: one at a time refused d_model
+        "preset=gpt2-small&h.d_model=10&h.num_heads=5&h.num_kv_heads=5",  # only valid all together
+    ],
+)
+def test_tied_hyperparameters_changed_together_open_whole(text):
+    decoded = links.decode(query(text))
+    assert decoded.problems == ()
+    assert len(decoded.config.overrides) == text.count("h.")
+
+
+def test_of_two_tied_hyperparameters_the_one_that_fits_is_kept_whatever_the_order():
+    decoded = links.decode(query("preset=gpt2-small&h.d_model=1&h.num_heads=5&h.num_kv_heads=1"))
+    # d_model=1 needs num_heads=1: num_heads=5 cannot go with anything; d_model=1 never fits 12 heads
+    assert decoded.config.overrides == (("num_kv_heads", 1),)
+    assert [problem.split(":")[1].strip() for problem in decoded.problems] == ["`h.d_model`", "`h.num_heads`"]

@@ -21,7 +21,7 @@ import streamlit as st
 
 from dcsim import checkpoint, multiprocess, units
 from dcsim.checkpoint import CheckpointPlan, CheckpointReport
-from dcsim.config import ModelConfig
+from dcsim.config import ModelConfig, show
 from dcsim.layout import MeshSpec, parse_mesh
 from dcsim.multiprocess import MultiprocessPlan, MultiprocessReport
 
@@ -75,11 +75,11 @@ def parse_setting(name: str, text: str) -> str | int:
         return count
     if name == "dtype":
         if text not in DTYPES:
-            raise ValueError(f"`dtype` must be one of {', '.join(DTYPES)}, got {text!r}")
+            raise ValueError(f"`dtype` must be one of {', '.join(DTYPES)}, got {show(text)}")
         return text
     if name == "strategy":
         if text not in STRATEGIES:
-            raise ValueError(f"`strategy` must be one of {', '.join(STRATEGIES)} on this page, got {text!r}")
+            raise ValueError(f"`strategy` must be one of {', '.join(STRATEGIES)} on this page, got {show(text)}")
         return text
     if name == "mesh":
         mesh = parse_mesh(text)

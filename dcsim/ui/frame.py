@@ -114,7 +114,7 @@ def share_box() -> None:
     config = state.config()
     report = cache.count(config)
     with st.sidebar:
-        st.caption(describe(config))
+        st.caption(plain(describe(config)))
         st.caption(f"{units.count(report.total_params)} parameters · {config.num_shards:,} shards")
         st.markdown("**Share this view**")
         base = st.context.url or ""

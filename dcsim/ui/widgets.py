@@ -50,8 +50,9 @@ def layers_editor(config: ModelConfig) -> pd.DataFrame:
         st.session_state[_EDITOR_BASE] = layers_frame(config.layers)
     try:
         return _editor(key)
-    except (IndexError, KeyError, TypeError, ValueError):
-        # Edits that do not fit the table (only a tampered client sends them): start afresh
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+        # Edits that do not fit the table (only a tampered client sends them; Streamlit raises
+        # AttributeError on rows that are not objects): start afresh
         # under a new key, since this run has already registered the old one.
         del st.session_state[key]
         st.session_state[_EDITOR_BASE] = layers_frame(config.layers)
