@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 import numbers
+import re
 from fractions import Fraction
 from typing import Any
 
@@ -109,14 +110,22 @@ def check_field(value: Any, field: str, name: str | None = None, shown: str | No
     return as_int(value, name or field, minimum=minimum, maximum=maximum, why=why, shown=shown)
 
 
+# ASCII digits only: Python's int() and float() also take other scripts' digits ("٣" is 3) and
+# underscores ("1_0" is 10), which a link should not carry and a person did not mean.
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_FLOAT_TEXT = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
+
+
 def number_from_text(text: str) -> Any:
     """A person's typed number as an int (``"2"``) or a float (``"2.0"``, ``"1e3"``, ``"1e400"``
     is inf), or the text itself when it is no number; ``as_int`` then says what is wrong."""
-    for convert in (int, float):
+    if _INT_TEXT.fullmatch(text):
         try:
-            return convert(text)
-        except ValueError:
-            continue
+            return int(text)
+        except ValueError:  # more digits than Python converts: as a float it is inf, and refused
+            return float(text)
+    if _FLOAT_TEXT.fullmatch(text):
+        return float(text)
     return text
 
 

@@ -283,3 +283,25 @@ def test_any_json_shaped_like_a_configuration_is_accepted_or_refused_clearly(dat
     assert (config is None) == bool(reason)
     if config is not None:
         assert ModelConfig.from_json(config.to_json()) == config
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["٣", "１２", "1_000", "0x10", "1,000", "", "4 4", "--4"],
+    ids=["arabic-indic", "fullwidth", "underscore", "hex", "comma", "empty", "space", "double-sign"],
+)
+def test_typed_numbers_are_ascii_digits_only(text):
+    # Python's int() reads "٣" as 3 and "1_000" as 1000: a link must not carry numbers that way.
+    with pytest.raises(TypeError, match=r"`num_shards` must be an integer from 1 to 1,048,576, got"):
+        parse_int(text, "num_shards")
+
+
+@pytest.mark.parametrize(
+    "text, expected", [("+5", 5), (" 7 ", 7), ("1e3", 1000), ("2.0", 2), (".5e1", 5), ("9" * 5000 + "e-4990", None)]
+)
+def test_typed_numbers_in_every_usual_spelling(text, expected):
+    if expected is None:
+        with pytest.raises(ValueError, match="must be an integer from 1 to 1,048,576"):
+            parse_int(text, "num_shards")
+    else:
+        assert parse_int(text, "num_shards") == expected
