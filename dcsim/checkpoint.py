@@ -19,6 +19,7 @@ import dataclasses
 import math
 import numbers
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -93,10 +94,14 @@ class MeasurementLock:
             self._lock.release()
 
 
+_GROUPED_DIGITS = re.compile(r"[0-9]+(?:_[0-9]+)+")
+
+
 def parse_max_params(text: str, name: str = "max_params") -> int:
     """A parameter ceiling typed by a person: ``30000000``, ``30_000_000``, ``3e7``."""
     text = text.strip()
-    value = number_from_text(text)
+    # Python's digit grouping (30_000_000) is welcome in an operator's flag or variable.
+    value = number_from_text(text.replace("_", "") if _GROUPED_DIGITS.fullmatch(text) else text)
     if isinstance(value, str):  # not a number at all: a bad value, not a wrong type
         raise ValueError(f"`{name}` must be a positive integer, got {show(text)}")
     return as_int(value, name, shown=text)
