@@ -29,7 +29,16 @@ import pandas as pd
 
 from dcsim import budget as budgets
 from dcsim import links, optimizer, payload, shares, units
-from dcsim.config import CONFIG_FORMAT, CONFIG_VERSION, ModelConfig, as_int, show
+from dcsim.config import (
+    CONFIG_FORMAT,
+    CONFIG_VERSION,
+    ModelConfig,
+    as_int,
+    json_kind,
+    no_duplicate_keys,
+    reject_unknown,
+    show,
+)
 from dcsim.count import ParamReport
 
 MAX_SCENARIOS = 8
@@ -156,8 +165,8 @@ class Comparison:
     @classmethod
     def from_dict(cls, data: Any) -> Comparison:
         if not isinstance(data, dict):
-            raise TypeError(f"a comparison must be a JSON object, got {_kind(data)}")
-        _reject_unknown(data, ("format", "version", "baseline", "budget", "scenarios"), "comparison")
+            raise TypeError(f"a comparison must be a JSON object, got {json_kind(data)}")
+        reject_unknown(data, ("format", "version", "baseline", "budget", "scenarios"), "comparison")
         if data.get("format") != COMPARISON_FORMAT:
             raise ValueError(
                 f"`format` must be {COMPARISON_FORMAT!r} for a dcsim comparison, got {show(data.get('format'))}"
@@ -171,7 +180,7 @@ class Comparison:
                 )
         raw = data.get("scenarios", [])
         if not isinstance(raw, list):
-            raise TypeError(f"`scenarios` must be a JSON array, got {_kind(raw)}")
+            raise TypeError(f"`scenarios` must be a JSON array, got {json_kind(raw)}")
         if len(raw) > MAX_SCENARIOS:
             raise ValueError(f"a comparison may hold at most {MAX_SCENARIOS} scenarios, got {len(raw):,}")
         scenarios = []
@@ -195,7 +204,7 @@ class Comparison:
             except UnicodeDecodeError as err:
                 raise ValueError(f"a comparison file must be UTF-8 text: {err.reason} at byte {err.start}") from None
         try:
-            data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+            data = json.loads(text, object_pairs_hook=no_duplicate_keys("comparison"), parse_constant=_no_constant)
         except json.JSONDecodeError as err:
             raise ValueError(
                 f"the comparison is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}"
@@ -212,8 +221,8 @@ _SCENARIO_KEYS = ("name", "dtype", "input_dim", "batch_size", "seed", "num_shard
 
 def _scenario_from_dict(item: Any) -> Scenario:
     if not isinstance(item, dict):
-        raise TypeError(f'must be an object like {{"name": "base", "dtype": "float32", ...}}, got {_kind(item)}')
-    _reject_unknown(item, _SCENARIO_KEYS, "scenario")
+        raise TypeError(f'must be an object like {{"name": "base", "dtype": "float32", ...}}, got {json_kind(item)}')
+    reject_unknown(item, _SCENARIO_KEYS, "scenario")
     if "name" not in item:
         raise ValueError("needs a `name`")
     fields = {key: value for key, value in item.items() if key not in ("name", "dtype")}
@@ -229,34 +238,13 @@ def _budget_from_dict(item: Any) -> budgets.Budget:
         return budgets.Budget()
     if not isinstance(item, dict):
         raise TypeError(
-            f'`budget` must be an object like {{"amount": 85899345920, "unit": "bytes"}}, got {_kind(item)}'
+            f'`budget` must be an object like {{"amount": 85899345920, "unit": "bytes"}}, got {json_kind(item)}'
         )
-    _reject_unknown(item, _BUDGET_KEYS, "budget")
+    reject_unknown(item, _BUDGET_KEYS, "budget")
     try:
         return budgets.Budget(**item)
     except (TypeError, ValueError) as err:
         raise type(err)(f"`budget`: {err}") from None
-
-
-def _kind(value: Any) -> str:
-    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number")
-
-
-def _reject_unknown(data: dict, valid: tuple[str, ...], where: str) -> None:
-    unknown = [key for key in data if key not in valid]
-    if unknown:
-        names = ", ".join(show(key) for key in unknown[:5])
-        raise ValueError(f"unknown {where} field {names}; valid fields: {', '.join(valid)}")
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    data: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in data:
-            raise ValueError(f"the comparison repeats the field {show(key)}")
-        data[key] = value
-    return data
 
 
 def _no_constant(name: str) -> None:

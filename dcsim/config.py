@@ -13,6 +13,7 @@ import json
 import math
 import numbers
 import re
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -253,8 +254,8 @@ class ModelConfig:
         """Validate a parsed JSON object. Missing fields take their defaults; unknown ones are
         rejected by name."""
         if not isinstance(data, dict):
-            raise TypeError(f"a configuration must be a JSON object, got {_json_kind(data)}")
-        _reject_unknown(data, _CONFIG_KEYS, "configuration")
+            raise TypeError(f"a configuration must be a JSON object, got {json_kind(data)}")
+        reject_unknown(data, _CONFIG_KEYS, "configuration")
         if "format" in data and data["format"] != CONFIG_FORMAT:
             raise ValueError(
                 f"`format` must be {CONFIG_FORMAT!r} for a dcsim configuration, got {show(data['format'])}"
@@ -274,7 +275,7 @@ class ModelConfig:
         if "overrides" in data:
             if not isinstance(data["overrides"], dict):
                 raise TypeError(
-                    f'`overrides` must be an object like {{"num_layers": 6}}, got {_json_kind(data["overrides"])}'
+                    f'`overrides` must be an object like {{"num_layers": 6}}, got {json_kind(data["overrides"])}'
                 )
             fields["overrides"] = data["overrides"]
         return cls(**fields)
@@ -293,7 +294,7 @@ class ModelConfig:
             except UnicodeDecodeError as err:
                 raise ValueError(f"a configuration file must be UTF-8 text: {err.reason} at byte {err.start}") from None
         try:
-            data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+            data = json.loads(text, object_pairs_hook=no_duplicate_keys("configuration"))
         except json.JSONDecodeError as err:
             raise ValueError(
                 f"the configuration is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}"
@@ -314,39 +315,47 @@ _CONFIG_KEYS = ("format", "version", *_CONFIG_FIELDS, "preset", "overrides")
 _LAYER_KEYS = ("features", "use_bias")
 
 
-def _json_kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
+    """How a message names a parsed JSON value's kind: "an object", "an array", "a number"..."""
     names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
     return names.get(type(value), "a number")
 
 
-def _reject_unknown(data: dict, valid: tuple[str, ...], where: str) -> None:
+def reject_unknown(data: dict, valid: tuple[str, ...], where: str) -> None:
+    """Refuse a JSON object's unknown keys by name, listing the valid ones."""
     unknown = [key for key in data if key not in valid]
     if unknown:
         names = ", ".join(show(key) for key in unknown[:5])
         raise ValueError(f"unknown {where} field {names}; valid fields: {', '.join(valid)}")
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    data: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in data:
-            raise ValueError(f"the configuration repeats the field {show(key)}")
-        data[key] = value
-    return data
+def no_duplicate_keys(what: str) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """A ``json.loads`` ``object_pairs_hook`` refusing a repeated key, which plain JSON parsing
+    would silently resolve to the last value; ``what`` names the document in the message."""
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in data:
+                raise ValueError(f"the {what} repeats the field {show(key)}")
+            data[key] = value
+        return data
+
+    return hook
 
 
 def _layers_from_json(layers: Any) -> tuple[DenseLayer, ...]:
     if not isinstance(layers, list):
-        raise TypeError(f"`layers` must be a JSON array of layers, got {_json_kind(layers)}")
+        raise TypeError(f"`layers` must be a JSON array of layers, got {json_kind(layers)}")
     if len(layers) > MAX_LAYERS:
         raise ValueError(f"`layers` may hold at most {MAX_LAYERS} layers, got {len(layers):,}")
     parsed = []
     for index, layer in enumerate(layers):
         if not isinstance(layer, dict):
             raise TypeError(
-                f'`layers[{index}]` must be an object like {{"features": 4, "use_bias": true}}, got {_json_kind(layer)}'
+                f'`layers[{index}]` must be an object like {{"features": 4, "use_bias": true}}, got {json_kind(layer)}'
             )
-        _reject_unknown(layer, _LAYER_KEYS, f"`layers[{index}]`")
+        reject_unknown(layer, _LAYER_KEYS, f"`layers[{index}]`")
         if "features" not in layer:
             raise ValueError(f"`layers[{index}]` needs `features`, its output width")
         try:

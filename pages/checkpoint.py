@@ -7,7 +7,6 @@ import json
 import streamlit as st
 
 from dcsim import charts, checkpoint, multiprocess, payload, units
-from dcsim.checkpoint import CheckpointBusy, CheckpointFailed, CheckpointTimeout
 from dcsim.config import show
 from dcsim.layout import parse_mesh
 from dcsim.ui import cache, frame, state, widgets
@@ -230,26 +229,17 @@ if clicked and plan is not None:
             bar.progress(done, text=where)
             status.update(label=f"{STAGE_TEXT.get(min(group_stages.values(), key=multiprocess.STAGES.index))}…")
 
-        # Each failure re-expands the box: in the browser a status box collapses when its state
-        # changes, which hid the message inside it (only the one-line label showed).
-        try:
-            if group_size == 1:
-                kept = measuring.measure(config, settings, on_progress=show_stage)
-            else:
-                kept = measuring.measure_group(config, settings, on_progress=show_group_stage)
-        except CheckpointBusy as err:
-            status.update(label="Busy: try again in a moment", state="error", expanded=True)
-            st.warning(frame.plain(f"Busy: {err}."), icon=":material/hourglass_top:")
-        except CheckpointTimeout as err:
-            status.update(label="The measurement ran out of time", state="error", expanded=True)
-            st.error(frame.plain(f"The measurement was stopped: {err}."), icon=":material/timer_off:")
-        except CheckpointFailed as err:
-            status.update(label="The measurement failed", state="error", expanded=True)
-            st.error(frame.plain(f"The measurement failed: {err}."), icon=":material/error:")
-        except (TypeError, ValueError) as err:
-            status.update(label="The measurement was refused", state="error", expanded=True)
-            st.error(frame.plain(f"The measurement was refused: {err}."), icon=":material/block:")
-        else:
+        measured = measuring.run_in_status(
+            status,
+            "measurement",
+            lambda: (
+                measuring.measure(config, settings, on_progress=show_stage)
+                if group_size == 1
+                else measuring.measure_group(config, settings, on_progress=show_group_stage)
+            ),
+        )
+        if measured is not None:
+            kept = measured
             # Run again so the button and the caption describe the kept report.
             st.session_state[JUST_MEASURED] = kept.measured_at
             st.rerun()
@@ -404,21 +394,11 @@ if sweep_clicked and plan is not None and settings is not None:
             bar.progress(done, text=where)
             status.update(label=f"Sweeping: {num_processes} process(es)…")
 
-        try:
-            kept_sweep = measuring.measure_sweep(config, settings, on_progress=show_sweep_stage)
-        except CheckpointBusy as err:
-            status.update(label="Busy: try again in a moment", state="error", expanded=True)
-            st.warning(frame.plain(f"Busy: {err}."), icon=":material/hourglass_top:")
-        except CheckpointTimeout as err:
-            status.update(label="The sweep ran out of time", state="error", expanded=True)
-            st.error(frame.plain(f"The sweep was stopped: {err}."), icon=":material/timer_off:")
-        except CheckpointFailed as err:
-            status.update(label="The sweep failed", state="error", expanded=True)
-            st.error(frame.plain(f"The sweep failed: {err}."), icon=":material/error:")
-        except (TypeError, ValueError) as err:
-            status.update(label="The sweep was refused", state="error", expanded=True)
-            st.error(frame.plain(f"The sweep was refused: {err}."), icon=":material/block:")
-        else:
+        swept = measuring.run_in_status(
+            status, "sweep", lambda: measuring.measure_sweep(config, settings, on_progress=show_sweep_stage)
+        )
+        if swept is not None:
+            kept_sweep = swept
             st.session_state[JUST_SWEPT] = kept_sweep.measured_at
             st.rerun()
 elif kept_sweep and st.session_state.pop(JUST_SWEPT, None) == kept_sweep.measured_at:

@@ -14,16 +14,17 @@ import dataclasses
 import datetime
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import streamlit as st
 
 from dcsim import checkpoint, multiprocess, units
-from dcsim.checkpoint import CheckpointPlan, CheckpointReport
+from dcsim.checkpoint import CheckpointBusy, CheckpointFailed, CheckpointPlan, CheckpointReport, CheckpointTimeout
 from dcsim.config import ModelConfig, show
 from dcsim.layout import MeshSpec, parse_mesh
 from dcsim.multiprocess import MultiprocessPlan, MultiprocessReport
+from dcsim.ui import frame
 
 DTYPES = checkpoint.STORAGE_DTYPES
 # The strategies that need no rules and no particular axis names.
@@ -339,3 +340,30 @@ def sweep_side_by_side(sweep: pd.DataFrame) -> pd.DataFrame:
             for name in figures
         ]
     return pd.DataFrame(data)
+
+
+Result = TypeVar("Result")
+
+
+def run_in_status(status: Any, what: str, run: Callable[[], Result]) -> Result | None:
+    """Run a measurement (``what``: "measurement", "sweep") inside an ``st.status`` box; on a
+    failure, mark the box and show one message saying what happened, and return None.
+
+    Each failure re-expands the box: in the browser a status box collapses when its state
+    changes, which hid the message inside it (only the one-line label showed).
+    """
+    try:
+        return run()
+    except CheckpointBusy as err:
+        status.update(label="Busy: try again in a moment", state="error", expanded=True)
+        st.warning(frame.plain(f"Busy: {err}."), icon=":material/hourglass_top:")
+    except CheckpointTimeout as err:
+        status.update(label=f"The {what} ran out of time", state="error", expanded=True)
+        st.error(frame.plain(f"The {what} was stopped: {err}."), icon=":material/timer_off:")
+    except CheckpointFailed as err:
+        status.update(label=f"The {what} failed", state="error", expanded=True)
+        st.error(frame.plain(f"The {what} failed: {err}."), icon=":material/error:")
+    except (TypeError, ValueError) as err:
+        status.update(label=f"The {what} was refused", state="error", expanded=True)
+        st.error(frame.plain(f"The {what} was refused: {err}."), icon=":material/block:")
+    return None
