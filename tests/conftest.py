@@ -170,3 +170,31 @@ class _NavigationPagesManager(PagesManager):
 @pytest.fixture(autouse=True)
 def _apptest_runs_the_router(monkeypatch):
     monkeypatch.setattr(app_test, "PagesManager", _NavigationPagesManager)
+
+
+APP = str(ROOT / "app.py")
+
+
+def open_app(query: dict[str, str] | None = None, page: str | None = None) -> app_test.AppTest:
+    """Run the app in AppTest as a link opens it: ``query`` in the URL, ``page`` first (a deep link)."""
+    at = app_test.AppTest.from_file(APP, default_timeout=60)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    if page:
+        at.switch_page(page)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line contains ``text`` (a worker's argv names its folder)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found

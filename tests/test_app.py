@@ -1,27 +1,14 @@
 """Every page in Streamlit's AppTest: it runs, shows its numbers and explains bad input."""
 
 import json
-from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
+from conftest import open_app
 from dcsim.config import DenseLayer, ModelConfig
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
 PAGES = ["pages/model.py", "pages/shards.py", "pages/bytes.py"]
 EDITOR = "w.layers.0"
-
-
-def open_app(query: dict[str, str] | None = None, page: str | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    for key, value in (query or {}).items():
-        at.query_params[key] = value
-    if page:
-        at.switch_page(page)  # the link opens this page first, as a deep link does
-    at.run()
-    assert not at.exception
-    return at
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import expect
 
-from conftest import _free_port, streamlit_server, wait_for_app
+from conftest import _free_port, processes_mentioning, streamlit_server, wait_for_app
 from dcsim.checkpoint import TIMEOUT_ENV
 from dcsim.checkpoint_worker import FAULT_FILE_ENV
 
@@ -51,18 +51,6 @@ def metric(page, label):
         .filter(has=page.get_by_text(label, exact=True))
         .locator('[data-testid="stMetricValue"]')
     )
-
-
-def processes_mentioning(text: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def kill_while_saving(server_tmp: Path, limit: float = 120.0) -> None:

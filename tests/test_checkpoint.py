@@ -21,6 +21,7 @@ import hypothesis.strategies as hs
 import pytest
 from hypothesis import given
 
+from conftest import processes_mentioning
 from dcsim import checkpoint
 from dcsim.checkpoint import (
     CheckpointBusy,
@@ -45,19 +46,6 @@ def own_tmp(tmp_path, monkeypatch):
     """Point tempfile at an empty folder, so "nothing left behind" is checkable."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     return tmp_path
-
-
-def processes_mentioning(text: str) -> list[int]:
-    """Live processes whose command line contains ``text`` (the worker's argv names its folder)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 @pytest.mark.parametrize(

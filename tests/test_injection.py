@@ -19,6 +19,7 @@ from urllib.parse import quote
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from conftest import open_app
 from dcsim import checkpoint, cli
 from dcsim.config import ModelConfig
 from dcsim.ui.frame import plain
@@ -34,16 +35,6 @@ PAYLOADS = {
     "directive": ":red[x] :material/home: $x$",
 }
 LONG = "<b>" + "y" * 5000 + "</b>"
-
-
-def _open(query: dict | None = None, page: str | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params.update(query or {})
-    if page:
-        at.switch_page(page)
-    at.run()
-    assert not at.exception
-    return at
 
 
 def _bodies(at: AppTest) -> list[str]:
@@ -69,43 +60,43 @@ def _echoed_literally(at: AppTest, payload: str) -> None:
 
 FIELDS = {
     # link fields the codec reads, each echoed in its warning
-    "shards": lambda value: _open({"shards": value}),
-    "layers": lambda value: _open({"layers": value}),
-    "v": lambda value: _open({"v": value}),
-    "preset": lambda value: _open({"preset": value}),
-    "hyperparameter": lambda value: _open({"preset": "resnet18", "h.stage_blocks": value}),
-    "hyperparameter name": lambda value: _open({"preset": "resnet18", "h." + value: "1"}),
+    "shards": lambda value: open_app({"shards": value}),
+    "layers": lambda value: open_app({"layers": value}),
+    "v": lambda value: open_app({"v": value}),
+    "preset": lambda value: open_app({"preset": value}),
+    "hyperparameter": lambda value: open_app({"preset": "resnet18", "h.stage_blocks": value}),
+    "hyperparameter name": lambda value: open_app({"preset": "resnet18", "h." + value: "1"}),
     # page settings in links
-    "mesh (Layout link)": lambda value: _open({"mesh": value}, "pages/layout.py"),
-    "rules (Layout link)": lambda value: _open({"strategy": "custom", "rules": value}, "pages/layout.py"),
-    "strategy (Layout link)": lambda value: _open({"strategy": value}, "pages/layout.py"),
-    "mesh (Checkpoint link)": lambda value: _open({"mesh": value}, "pages/checkpoint.py"),
-    "dtype (Checkpoint link)": lambda value: _open({"dtype": value}, "pages/checkpoint.py"),
-    "opt (Bytes link)": lambda value: _open({"opt": value}, "pages/bytes.py"),
+    "mesh (Layout link)": lambda value: open_app({"mesh": value}, "pages/layout.py"),
+    "rules (Layout link)": lambda value: open_app({"strategy": "custom", "rules": value}, "pages/layout.py"),
+    "strategy (Layout link)": lambda value: open_app({"strategy": value}, "pages/layout.py"),
+    "mesh (Checkpoint link)": lambda value: open_app({"mesh": value}, "pages/checkpoint.py"),
+    "dtype (Checkpoint link)": lambda value: open_app({"dtype": value}, "pages/checkpoint.py"),
+    "opt (Bytes link)": lambda value: open_app({"opt": value}, "pages/bytes.py"),
 }
 
 
 def _typed_mesh(value: str) -> AppTest:
-    at = _open(page="pages/layout.py")
+    at = open_app(page="pages/layout.py")
     at.text_input[0].set_value(value).run()
     return at
 
 
 def _typed_rules(value: str) -> AppTest:
-    at = _open({"strategy": "custom"}, "pages/layout.py")
+    at = open_app({"strategy": "custom"}, "pages/layout.py")
     at.text_area[0].set_value(f"{value}=None,model\n*/kernel={value}").run()
     return at
 
 
 def _typed_hyperparameter(value: str) -> AppTest:
-    at = _open({"preset": "resnet18"})
+    at = open_app({"preset": "resnet18"})
     next(box for box in at.text_input if box.label == "stage_blocks").set_value(value).run()
     return at
 
 
 def _uploaded(field: str):
     def upload(value: str) -> AppTest:
-        at = _open()
+        at = open_app()
         document = {
             "preset": {"preset": value},
             "overrides": {"preset": "gpt2-small", "overrides": {"num_layers": value}},
@@ -144,7 +135,7 @@ def test_every_echoed_field_shows_markup_as_literal_text(field, name):
 
 
 def test_the_check_would_catch_markup_that_got_through():
-    at = _open({"shards": "<img src=x onerror=alert(1)>"})
+    at = open_app({"shards": "<img src=x onerror=alert(1)>"})
     at.warning[0].proto.body = "Link: got '<img src=x onerror=alert(1)>'"
     with pytest.raises(AssertionError):
         _echoed_literally(at, "<img src=x onerror=alert(1)>")

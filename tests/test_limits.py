@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from conftest import open_app
 from dcsim import cli
 from dcsim.ui import cache, layout_widgets
 from dcsim.ui import checkpoint as measuring
@@ -52,16 +53,6 @@ def matches(expected: str, actual: str) -> bool:
 # --- probes: each returns the one message a person sees past the limit -----------------------------
 
 
-def _open(page: str | None = None, query: dict | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params.update(query or {})
-    if page:
-        at.switch_page(page)
-    at.run()
-    assert not at.exception
-    return at
-
-
 def _alerts(at: AppTest) -> list[str]:
     return [element.value.replace("\\", "") for kind in ("warning", "error") for element in at.get(kind)]
 
@@ -73,30 +64,30 @@ def _one(at: AppTest) -> str:
 
 
 def _link(query: dict, page: str | None = None) -> str:
-    return _one(_open(page, query))
+    return _one(open_app(query, page))
 
 
 def _edit(rows: dict) -> str:
-    at = _open()
+    at = open_app()
     at.session_state[EDITOR] = {"edited_rows": {}, "added_rows": [], "deleted_rows": [], **rows}
     return _one(at.run())
 
 
 def _upload(content: bytes) -> str:
-    at = _open()
+    at = open_app()
     at.file_uploader[0].set_value(("model.json", content, "application/json")).run()
     return _one(at)
 
 
 def _typed(page: str, label_words: str, value: str, kind: str = "text_input") -> str:
-    at = _open(page)
+    at = open_app(page=page)
     widget = next(widget for widget in at.get(kind) if label_words in widget.label)
     widget.set_value(value).run()
     return _one(at)
 
 
 def _custom_rules(text: str) -> str:
-    at = _open("pages/layout.py", {"strategy": "custom"})
+    at = open_app({"strategy": "custom"}, "pages/layout.py")
     at.text_area[0].set_value(text).run()
     return _one(at)
 
@@ -116,7 +107,7 @@ def _compare_file(folder: Path, document, capsys) -> str:
 
 def _busy(monkeypatch) -> str:
     monkeypatch.setattr(measuring, "WAIT_SECONDS", 0.1)
-    at = _open("pages/checkpoint.py")
+    at = open_app(page="pages/checkpoint.py")
     with measuring.measurement_lock().hold():
         next(button for button in at.button if "measure" in button.label.lower()).click().run()
     return next(text for text in _alerts(at) if text.startswith("Busy"))
@@ -125,7 +116,7 @@ def _busy(monkeypatch) -> str:
 def _timeout(monkeypatch) -> str:
     """A real child, ended at a time limit it cannot meet (it imports JAX first)."""
     monkeypatch.setattr(measuring, "TIMEOUT_SECONDS", 0.5)
-    at = _open("pages/checkpoint.py")
+    at = open_app(page="pages/checkpoint.py")
     next(button for button in at.button if "measure" in button.label.lower()).click().run()
     return _one(at)
 
@@ -203,7 +194,7 @@ def test_the_server_caps_uploads_as_the_upload_box_does():
     """``max_upload_size`` on the widget is a cap the browser enforces; only the server's own
     ``server.maxUploadSize`` stops a client that skips it before the bytes are in memory."""
     settings = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
-    box = _open().file_uploader[0]
+    box = open_app().file_uploader[0]
     assert settings["server"]["maxUploadSize"] == box.proto.max_upload_size_mb == 1
     assert "1 MB" in readme_limits()["uploaded file"]["limit"]
 
