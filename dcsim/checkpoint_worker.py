@@ -27,7 +27,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -188,6 +188,29 @@ def init_params(
     return params, shardings
 
 
+class Initialised(NamedTuple):
+    """What ``init_and_weigh`` made and measured."""
+
+    params: Any
+    shardings: Any
+    init_seconds: float
+    raw_payload_bytes: int  # every value once, in the storage dtype
+    device_bytes: int  # what this process's devices hold, replicas included
+
+
+def init_and_weigh(
+    config: ModelConfig, dtype: Any, mesh: jax.sharding.Mesh, specs: dict[str, list[Any]]
+) -> Initialised:
+    """``init_params``, timed, with the raw payload and the bytes this process's devices hold."""
+    started = time.perf_counter()
+    params, shardings = init_params(config, dtype, mesh, specs)
+    init_seconds = time.perf_counter() - started
+    leaves = traverse_util.flatten_dict(params).values()
+    raw_payload_bytes = sum(int(leaf.size) * leaf.dtype.itemsize for leaf in leaves)
+    device_bytes = sum(int(shard.data.nbytes) for leaf in leaves for shard in leaf.addressable_shards)
+    return Initialised(params, shardings, init_seconds, raw_payload_bytes, device_bytes)
+
+
 def save_params(path: Path, params: Any, *, while_writing: Callable[[], None] | None = None) -> None:
     """Save with Orbax's ``StandardCheckpointer`` and wait until the checkpoint is committed.
 
@@ -242,12 +265,9 @@ def measure(request: dict[str, Any], workdir: Path, progress: Any) -> dict[str, 
     mesh = jax.make_mesh([size for _, size in axes], [name for name, _ in axes])
 
     stage("initialising")
-    started = time.perf_counter()
-    params, shardings = init_params(config, dtype, mesh, request["specs"])
-    init_seconds = time.perf_counter() - started
-    leaves = traverse_util.flatten_dict(params)
-    raw_payload_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in leaves.values())
-    device_bytes = sum(shard.data.nbytes for leaf in leaves.values() for shard in leaf.addressable_shards)
+    params, shardings, init_seconds, raw_payload_bytes, device_bytes = init_and_weigh(
+        config, dtype, mesh, request["specs"]
+    )
 
     folder = Path(tempfile.mkdtemp(prefix="save-", dir=workdir))
     try:

@@ -31,10 +31,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
-from flax import traverse_util
 from jax.experimental import multihost_utils
 
-from dcsim.checkpoint_worker import _fault, _files, _peak_rss_bytes, init_params, restore_params, same_tree, save_params
+from dcsim.checkpoint_worker import (
+    _fault,
+    _files,
+    _peak_rss_bytes,
+    init_and_weigh,
+    restore_params,
+    same_tree,
+    save_params,
+)
 from dcsim.config import ModelConfig
 
 LOOPBACK = "127.0.0.1"
@@ -139,12 +146,9 @@ def measure(request: dict[str, Any], progress: Any) -> dict[str, Any]:
     mesh = jax.make_mesh([size for _, size in axes], [name for name, _ in axes])
 
     stage("initialising")
-    started = time.perf_counter()
-    params, shardings = init_params(config, dtype, mesh, request["specs"])
-    init_seconds = time.perf_counter() - started
-    leaves = traverse_util.flatten_dict(params)
-    raw_payload_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in leaves.values())
-    device_bytes = sum(shard.data.nbytes for leaf in leaves.values() for shard in leaf.addressable_shards)
+    params, shardings, init_seconds, raw_payload_bytes, device_bytes = init_and_weigh(
+        config, dtype, mesh, request["specs"]
+    )
     # Everyone starts the save together, so the group's save time is the save, not a peer's init.
     multihost_utils.sync_global_devices("dcsim: before save")
 
