@@ -22,6 +22,7 @@ from dcsim import (
     budget,
     checkpoint,
     compare,
+    hf,
     layout,
     multiprocess,
     optimizer,
@@ -31,7 +32,7 @@ from dcsim import (
     tables,
     units,
 )
-from dcsim.config import MAX_CONFIG_BYTES, ModelConfig, parse_int, parse_widths
+from dcsim.config import ModelConfig, parse_int, parse_widths
 from dcsim.count import ParamReport, count_params
 from dcsim.payload import CHECKPOINT_DIFFERS
 from dcsim.presets import resolved_hparams
@@ -57,7 +58,9 @@ def _model_flags() -> argparse.ArgumentParser:
     flags = _Parser(add_help=False)
     group = flags.add_argument_group("model (flags given override the --config file's fields)")
     group.add_argument(
-        "--config", metavar="FILE", help="configuration JSON, as the dashboard downloads it ('-' reads stdin)"
+        "--config",
+        metavar="FILE",
+        help="configuration JSON as the dashboard downloads it, or a Hugging Face config.json ('-' reads stdin)",
     )
     group.add_argument("--input-dim", metavar="D", help="input dimension D (default 4)")
     group.add_argument("--features", metavar="F1,F2,...", help="widths of the Dense layers in order (default 4)")
@@ -116,16 +119,19 @@ def build_parser() -> argparse.ArgumentParser:
 def _read_config(path: str) -> ModelConfig:
     try:
         if path == "-":
-            data = sys.stdin.buffer.read(MAX_CONFIG_BYTES + 1)
+            data = sys.stdin.buffer.read(hf.MAX_HF_CONFIG_BYTES + 1)
         else:
             with open(path, "rb") as file:
-                data = file.read(MAX_CONFIG_BYTES + 1)
+                data = file.read(hf.MAX_HF_CONFIG_BYTES + 1)
     except OSError as err:
         raise UsageError(f"cannot read the configuration file {path!r}: {err.strerror or err}") from None
     try:
-        return ModelConfig.from_json(data)
+        config, note = hf.read_config_file(data)
     except (TypeError, ValueError) as err:
         raise UsageError(f"configuration file {path!r}: {err}") from None
+    if note is not None:
+        print(f"dcsim: {note}", file=sys.stderr)
+    return config
 
 
 def config_from_args(args: argparse.Namespace) -> ModelConfig:

@@ -283,27 +283,35 @@ class ModelConfig:
     @classmethod
     def from_json(cls, text: str | bytes) -> ModelConfig:
         """Parse and validate configuration JSON (at most MAX_CONFIG_BYTES, duplicate keys refused)."""
-        # Text is measured in UTF-8 bytes, as a file is; no character takes less than a byte, so a
-        # text longer than the limit in characters is refused before it is encoded.
-        size = len(text) if isinstance(text, bytes) or len(text) > MAX_CONFIG_BYTES else _utf8_size(text)
-        if size > MAX_CONFIG_BYTES:
-            raise ValueError(f"a configuration file may be at most {MAX_CONFIG_BYTES:,} bytes, got {size:,}")
-        if isinstance(text, bytes):
-            try:
-                text = text.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise ValueError(f"a configuration file must be UTF-8 text: {err.reason} at byte {err.start}") from None
+        return cls.from_dict(load_json(text, "configuration", MAX_CONFIG_BYTES))
+
+
+def json_size(text: str | bytes) -> int:
+    """A document's size in UTF-8 bytes, as a file has it."""
+    return len(text) if isinstance(text, bytes) else _utf8_size(text)
+
+
+def load_json(text: str | bytes, what: str, max_bytes: int) -> Any:
+    """Parse a JSON document a person supplied: at most ``max_bytes`` of UTF-8, repeated keys
+    refused; ``what`` names the document in every message ("configuration")."""
+    # No character takes less than a byte, so a text longer than the limit in characters is
+    # refused before it is encoded.
+    size = len(text) if isinstance(text, bytes) or len(text) > max_bytes else _utf8_size(text)
+    if size > max_bytes:
+        raise ValueError(f"a {what} file may be at most {max_bytes:,} bytes, got {size:,}")
+    if isinstance(text, bytes):
         try:
-            data = json.loads(text, object_pairs_hook=no_duplicate_keys("configuration"))
-        except json.JSONDecodeError as err:
-            raise ValueError(
-                f"the configuration is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}"
-            ) from None
-        except RecursionError:
-            raise ValueError("the configuration JSON is nested too deeply") from None
-        except ValueError as err:  # e.g. an integer literal longer than Python converts
-            raise ValueError(f"the configuration is not valid JSON: {err}") from None
-        return cls.from_dict(data)
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"a {what} file must be UTF-8 text: {err.reason} at byte {err.start}") from None
+    try:
+        return json.loads(text, object_pairs_hook=no_duplicate_keys(what))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"the {what} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}") from None
+    except RecursionError:
+        raise ValueError(f"the {what} JSON is nested too deeply") from None
+    except ValueError as err:  # e.g. an integer literal longer than Python converts
+        raise ValueError(f"the {what} is not valid JSON: {err}") from None
 
 
 def _utf8_size(text: str) -> int:

@@ -1,0 +1,283 @@
+"""Open a Hugging Face ``config.json`` as a dcsim preset with overrides.
+
+Teams usually meet a model as the ``config.json`` next to its weights. dcsim reads the fields that
+decide the parameter count and builds the same configuration from its own families
+(``dcsim.families``), so the count still comes from initialising Flax modules; the result is an
+ordinary preset with overrides, so it travels in a link like any other configuration.
+
+A field that changes the count and that dcsim's family cannot express (a ``head_dim`` other than
+``hidden_size / num_attention_heads``, biases on the attention but not the MLP, cross-attention,
+relative position tables...) is refused by name, never ignored: an import either counts what
+transformers counts or says why it cannot. Fields that change no count (dropouts, activations,
+rotary settings, token ids) are not read. ``bench/hf_import.py`` checks every supported
+``model_type`` against transformers' own ``num_parameters()``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dcsim import presets
+from dcsim.config import (
+    MAX_CONFIG_BYTES,
+    ModelConfig,
+    as_bool,
+    as_int,
+    json_kind,
+    json_size,
+    load_json,
+    show,
+)
+
+# A config.json with a classifier's label names (ViT's 1,000 ImageNet classes, twice: id2label and
+# label2id) runs to about 70 KB, past the 64 KiB of a dcsim configuration file.
+MAX_HF_CONFIG_BYTES = 256 * 1024
+
+_MISSING = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class Imported:
+    """A Hugging Face configuration opened as a dcsim one.
+
+    Attributes:
+      config: the preset with overrides (shards, seed and batch kept from the configuration it replaced).
+      model_type: the file's ``model_type``.
+      counted_as: what is counted, in transformers' terms (``LlamaForCausalLM: ...``).
+    """
+
+    config: ModelConfig
+    model_type: str
+    counted_as: str
+
+    def message(self) -> str:
+        changed = ", ".join(f"{name}={value}" for name, value in self.config.overrides) or "no changes"
+        return (
+            f"Opened a Hugging Face config.json (model_type {self.model_type!r}) as {self.config.preset} "
+            f"with {changed}. Counted as {self.counted_as}."
+        )
+
+
+def is_hf_config(data: Any) -> bool:
+    """A Hugging Face ``config.json`` has a ``model_type``; a dcsim configuration never does."""
+    return isinstance(data, dict) and "model_type" in data and "format" not in data
+
+
+class _Fields:
+    """One config.json's fields, read into dcsim hyperparameters. Each value is checked against
+    the dcsim hyperparameter's range under the file's own name (``hidden_size``, not ``d_model``),
+    and where it came from is kept for the messages about hyperparameters taken together."""
+
+    def __init__(self, data: Mapping[str, Any], family: str):
+        self.data = data
+        self.family = family
+        self.hparams: dict[str, Any] = {}
+        self.source: dict[str, str] = {}
+
+    def _int(self, key: str, default: Any, minimum: int = 1, maximum: int | None = None) -> int:
+        """The integer field ``key``; ``default`` stands for a missing or null one (``_MISSING``: required)."""
+        value = self.data.get(key, default)
+        if value is None and default is not _MISSING:
+            value = default
+        if value is _MISSING:
+            raise ValueError(f"`{key}` is missing; it decides the parameter count")
+        return as_int(value, key, minimum=minimum, maximum=maximum)
+
+    def take(self, name: str, key: str, default: Any = _MISSING) -> int:
+        """The integer field ``key`` as the hyperparameter ``name``, within that one's range."""
+        spec = presets.hparam(self.family, name, self.family)
+        self.hparams[name] = self._int(key, default, spec.minimum, spec.maximum)
+        self.source[name] = key
+        return self.hparams[name]
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.data.get(key, default)
+        return default if value is None else as_bool(value, key)
+
+    def set(self, **hparams: Any) -> None:
+        self.hparams.update(hparams)
+
+    def require(self, key: str, wanted: Any, default: Any, why: str) -> None:
+        value = self.data.get(key, default)
+        if value != wanted or isinstance(value, bool) is not isinstance(wanted, bool):
+            raise ValueError(f"`{key}` is {show(value)}; dcsim counts only {show(wanted)}: {why}")
+
+    def head_dim(self) -> None:
+        """A ``head_dim`` other than hidden_size / num_attention_heads is refused."""
+        hidden, heads = self.hparams["d_model"], self.hparams["num_heads"]
+        if self.data.get("head_dim") is None:
+            return
+        head_dim = self._int("head_dim", _MISSING)
+        if head_dim * heads != hidden:
+            raise ValueError(
+                f"`head_dim` is {head_dim}, but dcsim's attention gives each of the {heads:,} heads "
+                f"hidden_size / num_attention_heads = {hidden / heads:g} features; "
+                "a separate head width is not supported"
+            )
+
+
+_ONE_BIAS = "dcsim's decoder has biases on every projection or on none"
+
+
+def _no_cross_attention(fields: _Fields) -> None:
+    fields.require("add_cross_attention", False, False, "cross-attention adds weights to every block")
+
+
+def _lm_head(tied: bool) -> str:
+    return "language-model head " + ("tied to the token embedding" if tied else "untied")
+
+
+def _gpt2(fields: _Fields) -> str:
+    _no_cross_attention(fields)
+    fields.take("vocab_size", "vocab_size")
+    d_model = fields.take("d_model", "n_embd")
+    fields.take("num_layers", "n_layer")
+    fields.take("num_kv_heads", "n_head")
+    fields.take("num_heads", "n_head")
+    fields.take("ffn_dim", "n_inner", 4 * d_model)
+    fields.take("max_positions", "n_positions")
+    tied = fields.flag("tie_word_embeddings", True)
+    fields.set(tied_embeddings=tied)
+    return f"embeddings, blocks, final norm, {_lm_head(tied)}"
+
+
+def _gpt_neox(fields: _Fields) -> str:
+    fields.require("attention_bias", True, True, f"{_ONE_BIAS}, and GPT-NeoX's MLP always has them")
+    _decoder_dims(fields)
+    fields.take("num_kv_heads", "num_attention_heads")
+    tied = fields.flag("tie_word_embeddings", False)
+    fields.set(position_embedding="none", tied_embeddings=tied, use_bias=True, norm="layernorm", gated_mlp=False)
+    return f"embeddings, blocks, final norm, {_lm_head(tied)}; rotary positions hold no parameters"
+
+
+def _decoder_dims(fields: _Fields) -> None:
+    fields.take("vocab_size", "vocab_size")
+    fields.take("d_model", "hidden_size")
+    fields.take("num_layers", "num_hidden_layers")
+    fields.take("num_heads", "num_attention_heads")
+    fields.take("ffn_dim", "intermediate_size")
+    fields.head_dim()
+    positions = fields.data.get("max_position_embeddings")
+    # Rotary positions: the length changes no count, and may pass the learned table's cap.
+    if isinstance(positions, int) and not isinstance(positions, bool) and 1 <= positions <= presets.MAX_VOCAB:
+        fields.take("max_positions", "max_position_embeddings")
+
+
+def _llama(fields: _Fields) -> str:
+    _decoder_dims(fields)
+    fields.take("num_kv_heads", "num_key_value_heads", fields.hparams["num_heads"])
+    attention_bias, mlp_bias = fields.flag("attention_bias", False), fields.flag("mlp_bias", False)
+    if attention_bias != mlp_bias:
+        raise ValueError(
+            f"`attention_bias` is {str(attention_bias).lower()} and `mlp_bias` is {str(mlp_bias).lower()}; {_ONE_BIAS}"
+        )
+    tied = fields.flag("tie_word_embeddings", False)
+    fields.set(position_embedding="none", tied_embeddings=tied, use_bias=attention_bias, norm="rmsnorm", gated_mlp=True)
+    return f"embeddings, blocks, final norm, {_lm_head(tied)}; rotary positions hold no parameters"
+
+
+def _bert(fields: _Fields) -> str:
+    _no_cross_attention(fields)
+    fields.require("position_embedding_type", "absolute", "absolute", "relative position types add a distance table")
+    fields.take("vocab_size", "vocab_size")
+    fields.take("d_model", "hidden_size")
+    fields.take("num_layers", "num_hidden_layers")
+    fields.take("num_heads", "num_attention_heads")
+    fields.take("ffn_dim", "intermediate_size")
+    fields.take("max_positions", "max_position_embeddings")
+    fields.take("type_vocab_size", "type_vocab_size", 2)
+    return "embeddings, encoder and pooler; task heads (masked LM, classifiers) are not counted"
+
+
+def _vit(fields: _Fields) -> str:
+    fields.require("num_channels", 3, 3, "the patch convolution is counted on 3-channel images")
+    fields.require("qkv_bias", True, True, "dcsim's ViT has biases on every projection")
+    fields.take("image_size", "image_size")
+    fields.take("patch_size", "patch_size")
+    fields.take("d_model", "hidden_size")
+    fields.take("num_layers", "num_hidden_layers")
+    fields.take("num_heads", "num_attention_heads")
+    fields.take("ffn_dim", "intermediate_size")
+    labels = fields.data.get("id2label")
+    if labels is None:
+        classes = fields.take("num_classes", "num_labels", 2)
+    elif not isinstance(labels, dict) or not labels:
+        raise TypeError(f"`id2label` must be a JSON object naming the labels, got {json_kind(labels)}")
+    else:
+        classes = as_int(len(labels), "id2label's number of labels", maximum=presets.MAX_VOCAB)
+        fields.set(num_classes=classes)
+        fields.source["num_classes"] = "id2label"
+    return f"patch embedding, encoder, final norm, a classifier over {classes:,} labels"
+
+
+# model_type -> (the preset the overrides are against, what transformers calls the model, the reader)
+_READERS: Mapping[str, tuple[str, str, Callable[[_Fields], str]]] = {
+    "gpt2": ("gpt2-small", "GPT2LMHeadModel", _gpt2),
+    "gpt_neox": ("gpt2-small", "GPTNeoXForCausalLM", _gpt_neox),
+    "llama": ("llama2-7b", "LlamaForCausalLM", _llama),
+    "mistral": ("llama2-7b", "MistralForCausalLM", _llama),
+    "bert": ("bert-base", "BertModel", _bert),
+    "vit": ("vit-b16", "ViTForImageClassification", _vit),
+}
+MODEL_TYPES = tuple(_READERS)
+
+
+def from_hf_config(data: Any, base: ModelConfig | None = None) -> Imported:
+    """The dcsim configuration of a parsed Hugging Face ``config.json``.
+
+    ``base`` gives the shard count, seed and batch size to keep (defaults otherwise).
+    Raises ``ValueError``/``TypeError`` naming the field when the file cannot be counted exactly.
+    """
+    if not isinstance(data, dict):
+        raise TypeError(f"a Hugging Face config must be a JSON object, got {json_kind(data)}")
+    model_type = data.get("model_type")
+    if not isinstance(model_type, str) or model_type not in _READERS:
+        raise ValueError(
+            f"dcsim reads Hugging Face configs of model_type {', '.join(MODEL_TYPES)}; "
+            f"got {show(model_type)}, whose layers it has no family for"
+        )
+    preset, model_class, reader = _READERS[model_type]
+    row = presets.get_preset(preset)
+    fields = _Fields(data, row.family)
+    counted_as = f"{model_class}: {reader(fields)}"
+    overrides = {name: value for name, value in fields.hparams.items() if row.hparams[name] != value}
+    base = base or ModelConfig()
+    try:
+        config = ModelConfig(
+            num_shards=base.num_shards, seed=base.seed, batch_size=base.batch_size, preset=preset, overrides=overrides
+        )
+    except ValueError as err:  # hyperparameters taken together, named as dcsim names them
+        renamed = ", ".join(f"{name} is {key}" for name, key in fields.source.items() if name != key)
+        raise ValueError(f"{err} (dcsim's names; in this file {renamed})") from None
+    return Imported(config=config, model_type=model_type, counted_as=counted_as)
+
+
+def read_config_file(raw: bytes | str, base: ModelConfig | None = None) -> tuple[ModelConfig, str | None]:
+    """Open a configuration file: dcsim's own JSON, or a Hugging Face ``config.json``.
+
+    Returns the configuration and, for a Hugging Face file, the message that says what was
+    counted. dcsim files keep their 64 KiB limit; a Hugging Face file may be up to
+    ``MAX_HF_CONFIG_BYTES`` (label tables make them long).
+    """
+    size = json_size(raw)
+    if size <= MAX_CONFIG_BYTES:
+        data = load_json(raw, "configuration", MAX_CONFIG_BYTES)
+    else:
+        data = None
+        if size <= MAX_HF_CONFIG_BYTES:
+            try:
+                data = load_json(raw, "configuration", MAX_HF_CONFIG_BYTES)
+            except ValueError:
+                data = None
+        if not is_hf_config(data):
+            more = "" if size <= MAX_HF_CONFIG_BYTES else f", or {MAX_HF_CONFIG_BYTES:,} for a Hugging Face config.json"
+            raise ValueError(f"a configuration file may be at most {MAX_CONFIG_BYTES:,} bytes{more}, got {size:,}")
+    if is_hf_config(data):
+        try:
+            imported = from_hf_config(data, base)
+        except (TypeError, ValueError) as err:
+            raise type(err)(f"Hugging Face config.json: {err}") from None
+        return imported.config, imported.message()
+    return ModelConfig.from_dict(data), None
