@@ -119,6 +119,26 @@ def test_configuration_download_reopens_through_upload(server, page, tmp_path):
     expect(page).to_have_url(re.compile(r"layers=512x2_10"))
 
 
+def test_a_hugging_face_config_opens_and_its_link_reopens_it(server, browser, page):
+    hf_config = Path(__file__).parent / "data" / "hf" / "tinyllama-1.1b.json"
+    open_page(page, f"{server}/?shards=4")
+    page.get_by_text("Open a configuration file").click()
+    page.locator('[data-testid="stSidebar"] input[type="file"]').set_input_files(hf_config)
+    expect(metric(page, "Total parameters")).to_have_text("1,100,048,384")  # transformers' num_parameters()
+    expect(metric(page, "Ideal share per shard")).to_have_text("275,012,096")
+    sidebar = page.get_by_test_id("stSidebar")
+    expect(sidebar.get_by_text("Counted as LlamaForCausalLM")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"preset=llama2-7b.*h\.num_kv_heads=4"))
+
+    fresh = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    try:
+        open_page(fresh, page.url)
+        expect(metric(fresh, "Total parameters")).to_have_text("1,100,048,384")
+        expect(metric(fresh, "Ideal share per shard")).to_have_text("275,012,096")
+    finally:
+        fresh.context.close()
+
+
 def test_per_layer_csv_download(server, page):
     open_page(page, f"{server}/?input_dim=784&layers=512x2_10")
     with page.expect_download() as download:

@@ -101,6 +101,8 @@ def _uploaded(field: str):
             "preset": {"preset": value},
             "overrides": {"preset": "gpt2-small", "overrides": {"num_layers": value}},
             "name": {value: 1},
+            "hf model_type": {"model_type": value},
+            "hf field": {"model_type": "llama", "vocab_size": value},  # the first field read
         }.get(field, {field: value})
         at.file_uploader[0].set_value(("x.json", json.dumps(document).encode(), "application/json")).run()
         return at
@@ -116,6 +118,8 @@ FIELDS |= {
     "uploaded field value": _uploaded("input_dim"),
     "uploaded field name": _uploaded("name"),
     "uploaded override": _uploaded("overrides"),
+    "uploaded Hugging Face model_type": _uploaded("hf model_type"),
+    "uploaded Hugging Face field": _uploaded("hf field"),
 }
 
 

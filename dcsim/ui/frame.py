@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
-from dcsim import links, units
+from dcsim import hf, links, units
 from dcsim.config import MAX_CONFIG_BYTES, ModelConfig
 from dcsim.ui import cache, state, widgets
 
@@ -85,28 +85,38 @@ def describe(config: ModelConfig) -> str:
 
 
 def upload_box() -> None:
-    """Restore a configuration from a JSON file the dashboard or the CLI wrote."""
+    """Restore a configuration from a JSON file the dashboard or the CLI wrote, or open a Hugging
+    Face config.json as a preset with overrides."""
     with st.sidebar.expander("Open a configuration file", icon=":material/upload_file:"):
         uploaded = st.file_uploader(
             "Configuration JSON",
             type="json",
             max_upload_size=1,
             key=f"upload.{state.generation()}",
-            help=f"A file saved with “Download configuration” (at most {MAX_CONFIG_BYTES // 1024} KiB).",
+            help=(
+                f"A file saved with “Download configuration” (at most {MAX_CONFIG_BYTES // 1024} KiB), "
+                f"or a Hugging Face config.json (model_type {', '.join(hf.MODEL_TYPES)}; "
+                f"at most {hf.MAX_HF_CONFIG_BYTES // 1024} KiB)."
+            ),
         )
+        done = st.session_state.get(UPLOAD_DONE)
         if uploaded is None:
+            # What a Hugging Face file was opened as stays said while that model is shown.
+            config = state.config()
+            if isinstance(done, tuple) and done[2] is not None and done[1] == (config.preset, config.overrides):
+                st.info(plain(done[2]), icon=":material/info:")
             return
-        if st.session_state.get(UPLOAD_DONE) == uploaded.file_id:
-            st.success("Configuration opened.")
+        if isinstance(done, tuple) and done[0] == uploaded.file_id:
+            st.success(plain(done[2] or "Configuration opened."))
             return
         try:
-            config = ModelConfig.from_json(uploaded.getvalue())
+            config, note = hf.read_config_file(uploaded.getvalue(), base=state.config())
         except (TypeError, ValueError) as err:
             st.error(plain(f"This file was not opened: {err}"))
             return
         state.set_config(config, replace_widgets=True)
-        st.session_state[UPLOAD_DONE] = uploaded.file_id
-        st.success("Configuration opened.")
+        st.session_state[UPLOAD_DONE] = (uploaded.file_id, (config.preset, config.overrides), note)
+        st.success(plain(note or "Configuration opened."))
 
 
 def share_box() -> None:

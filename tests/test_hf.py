@@ -1,0 +1,217 @@
+"""Hugging Face config.json files open as presets with overrides, and count what transformers counts.
+
+The files in tests/data/hf/ and their counts were written by bench/hf_import.py with transformers
+itself (``config.to_json_string()``; ``num_parameters()`` after ``tie_weights()``).
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import open_app
+from dcsim import hf
+from dcsim.cli import main
+from dcsim.config import MAX_CONFIG_BYTES, ModelConfig
+from dcsim.count import count_params
+
+DATA = Path(__file__).parent / "data" / "hf"
+COUNTS = json.loads((DATA / "counts.json").read_text())
+
+
+def hf_file(name: str) -> bytes:
+    return (DATA / f"{name}.json").read_bytes()
+
+
+def edited(name: str, **changes) -> bytes:
+    data = json.loads(hf_file(name))
+    for key, value in changes.items():
+        if value is ...:
+            data.pop(key)
+        else:
+            data[key] = value
+    return json.dumps(data).encode()
+
+
+@pytest.mark.parametrize("name", sorted(COUNTS))
+def test_every_file_counts_what_transformers_counts(name):
+    config, note = hf.read_config_file(hf_file(name))
+    assert count_params(config).total_params == COUNTS[name]
+    assert note.startswith("Opened a Hugging Face config.json (model_type ")
+
+
+def test_the_result_is_an_ordinary_preset_that_keeps_the_shards_seed_and_batch():
+    base = ModelConfig(num_shards=64, seed=7, batch_size=3)
+    config, note = hf.read_config_file(hf_file("mistral-7b"), base=base)
+    assert (config.num_shards, config.seed, config.batch_size) == (64, 7, 3)
+    assert config.preset == "llama2-7b"
+    assert dict(config.overrides) == {"ffn_dim": 14336, "max_positions": 32768, "num_kv_heads": 8}
+    assert ModelConfig.from_json(config.to_json()) == config  # downloads and links carry it as it is
+    assert note == (
+        "Opened a Hugging Face config.json (model_type 'mistral') as llama2-7b with ffn_dim=14336, "
+        "max_positions=32768, num_kv_heads=8. Counted as MistralForCausalLM: embeddings, blocks, final norm, "
+        "language-model head untied; rotary positions hold no parameters."
+    )
+
+
+def test_the_published_llama_2_7b_file_is_the_preset_unchanged():
+    config, _ = hf.read_config_file(hf_file("llama-2-7b"))
+    assert config.preset == "llama2-7b" and config.overrides == ()
+
+
+def test_a_tied_head_and_an_explicit_equal_head_dim_are_read():
+    config, note = hf.read_config_file(hf_file("llama-3.2-1b"))
+    assert dict(config.overrides)["tied_embeddings"] is True
+    assert "language-model head tied to the token embedding" in note
+
+
+def test_rotary_lengths_past_the_position_table_cap_change_nothing():
+    config, _ = hf.read_config_file(edited("mistral-7b", max_position_embeddings=10_000_000))
+    assert count_params(config).total_params == COUNTS["mistral-7b"]
+    assert "max_positions" not in dict(config.overrides)
+
+
+def test_defaults_transformers_applies_are_applied():
+    # num_key_value_heads absent: one KV head per query head; n_inner null: 4 x n_embd.
+    config, _ = hf.read_config_file(edited("llama-2-7b", num_key_value_heads=..., head_dim=..., mlp_bias=...))
+    assert count_params(config).total_params == COUNTS["llama-2-7b"]
+    config, _ = hf.read_config_file(edited("gpt2", n_inner=None, tie_word_embeddings=...))
+    assert count_params(config).total_params == COUNTS["gpt2"]
+
+
+def test_a_dcsim_configuration_still_opens_without_a_note():
+    config = ModelConfig(input_dim=784, num_shards=3)
+    assert hf.read_config_file(config.to_json()) == (config, None)
+
+
+@pytest.mark.parametrize(
+    ("name", "changes", "message"),
+    [
+        ("llama-2-7b", {"model_type": "qwen2"}, "model_type gpt2, gpt_neox, llama, mistral, bert, vit; got 'qwen2'"),
+        ("llama-2-7b", {"model_type": ["llama"]}, "got ['llama']"),
+        ("llama-2-7b", {"head_dim": 96}, "`head_dim` is 96, but dcsim's attention gives each of the 32 heads"),
+        ("llama-2-7b", {"attention_bias": True}, "`attention_bias` is true and `mlp_bias` is false; dcsim's decoder"),
+        ("llama-2-7b", {"hidden_size": ...}, "`hidden_size` is missing; it decides the parameter count"),
+        ("llama-2-7b", {"hidden_size": "4096"}, "`hidden_size` must be an integer from 1 to 65,536, got '4096'"),
+        ("llama-2-7b", {"hidden_size": True}, "`hidden_size` must be an integer from 1 to 65,536, got the bool True"),
+        ("llama-2-7b", {"hidden_size": 4096.5}, "`hidden_size` must be an integer from 1 to 65,536, got 4096.5"),
+        ("llama-2-7b", {"hidden_size": 10**6}, "`hidden_size` must be an integer from 1 to 65,536, got 1000000"),
+        ("llama-2-7b", {"num_hidden_layers": 0}, "`num_hidden_layers` must be an integer from 1 to 256, got 0"),
+        ("llama-2-7b", {"tie_word_embeddings": "no"}, "`tie_word_embeddings` must be true or false, got str 'no'"),
+        (
+            "llama-2-7b",
+            {"num_attention_heads": 3, "head_dim": ...},
+            "`num_heads` (3) must divide `d_model` (4,096)",
+        ),
+        ("llama-2-7b", {"num_attention_heads": 3, "head_dim": ...}, "in this file d_model is hidden_size"),
+        ("gpt2", {"add_cross_attention": True}, "`add_cross_attention` is True; dcsim counts only False"),
+        ("pythia-160m", {"attention_bias": False}, "`attention_bias` is False; dcsim counts only True"),
+        ("bert-base-uncased", {"position_embedding_type": "relative_key"}, "relative position types add"),
+        ("vit-base-patch16-224", {"num_channels": 1}, "`num_channels` is 1; dcsim counts only 3"),
+        ("vit-base-patch16-224", {"qkv_bias": False}, "`qkv_bias` is False; dcsim counts only True"),
+        ("vit-base-patch16-224", {"qkv_bias": 1}, "`qkv_bias` is 1; dcsim counts only True"),
+        ("vit-base-patch16-224", {"id2label": ["cat"]}, "`id2label` must be a JSON object naming the labels"),
+        ("vit-base-patch16-224", {"patch_size": 15}, "`patch_size` (15) must divide `image_size` (224)"),
+    ],
+)
+def test_what_cannot_be_counted_exactly_is_refused_by_name(name, changes, message):
+    with pytest.raises((TypeError, ValueError)) as refused:
+        hf.read_config_file(edited(name, **changes))
+    assert str(refused.value).startswith("Hugging Face config.json: ")
+    assert message in str(refused.value)
+
+
+def test_a_long_label_table_may_pass_the_dcsim_file_limit():
+    labels = {str(index): f"label number {index} " + "x" * 40 for index in range(1000)}
+    raw = edited("vit-base-patch16-224", id2label=labels, label2id={v: int(k) for k, v in labels.items()})
+    assert MAX_CONFIG_BYTES < len(raw) <= hf.MAX_HF_CONFIG_BYTES
+    config, _ = hf.read_config_file(raw)
+    assert count_params(config).total_params == COUNTS["vit-base-patch16-224"]
+
+
+def test_past_the_limits_the_message_says_which():
+    with pytest.raises(ValueError, match=r"^a configuration file may be at most 65,536 bytes, got 70,000$"):
+        hf.read_config_file(b" " * 70_000)
+    with pytest.raises(ValueError, match=r"at most 65,536 bytes, or 262,144 for a Hugging Face config.json, got"):
+        hf.read_config_file(edited("gpt2", padding="x" * hf.MAX_HF_CONFIG_BYTES))
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=8),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=3),
+)
+_KEYS = sorted(
+    {key for name in COUNTS for key in json.loads(hf_file(name))} - {"model_type"} | {"head_dim", "mlp_bias"}
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    model_type=st.sampled_from(hf.MODEL_TYPES),
+    name=st.sampled_from(sorted(COUNTS)),
+    changes=st.dictionaries(st.sampled_from(_KEYS), _VALUES, max_size=4),
+)
+def test_any_field_values_are_opened_or_refused_with_a_message(model_type, name, changes):
+    data = json.loads(hf_file(name)) | changes | {"model_type": model_type}
+    try:
+        imported = hf.from_hf_config(data)
+    except (TypeError, ValueError) as err:
+        message = str(err)
+    else:
+        message = "opened"
+        assert isinstance(imported.config, ModelConfig)
+    assert message and "\n" not in message
+
+
+def test_the_cli_counts_a_hugging_face_file_and_says_what_it_opened(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_bytes(hf_file("tinyllama-1.1b"))
+    assert main(["count", "--config", str(path), "--shards", "4", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert report["total_params"] == COUNTS["tinyllama-1.1b"] == 1_100_048_384
+    assert report["ideal_share_fraction"] == "275012096"
+    assert err.startswith("dcsim: Opened a Hugging Face config.json (model_type 'llama') as llama2-7b with ")
+
+
+def test_the_cli_refuses_an_unsupported_file_in_one_line(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_bytes(edited("llama-2-7b", model_type="gemma"))
+    assert main(["count", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "got 'gemma', whose layers it has no family for" in err
+
+
+def test_the_upload_box_opens_a_hugging_face_file():
+    at = open_app({"shards": "8"})
+    at.sidebar.get("file_uploader")[0].set_value(("config.json", hf_file("mistral-7b"), "application/json")).run()
+    assert not at.exception and not at.sidebar.get("error")
+    metrics = {metric.label: metric.value for metric in at.metric}
+    assert metrics["Total parameters"] == "7,241,732,096"
+    assert "MistralForCausalLM" in at.sidebar.get("success")[0].value
+    query = dict(at.query_params)
+    assert query["preset"] == "llama2-7b" and query["shards"] == "8"
+    assert query["h.num_kv_heads"] == "8" and query["h.ffn_dim"] == "14336"
+    at.run()  # what the file was opened as stays said while that model is shown
+    assert not at.sidebar.get("success")  # the upload box is a fresh one
+    assert any("MistralForCausalLM" in info.value for info in at.sidebar.get("info"))
+    next(box for box in at.number_input if "shards" in box.label).set_value(16).run()  # the same model
+    assert any("MistralForCausalLM" in info.value for info in at.sidebar.get("info"))
+    assert {metric.label: metric.value for metric in at.metric}["Ideal share per shard (16 shards)"] == "452,608,256"
+
+
+def test_the_upload_box_refuses_an_unsupported_hugging_face_file():
+    at = open_app()
+    bad = edited("llama-2-7b", head_dim=96)
+    at.sidebar.get("file_uploader")[0].set_value(("config.json", bad, "application/json")).run()
+    assert not at.exception
+    error = at.sidebar.get("error")[0].value.replace("\\", "")
+    assert error.startswith("This file was not opened: Hugging Face config.json: `head_dim` is 96")
+    assert {metric.label: metric.value for metric in at.metric}["Total parameters"] == "20"
