@@ -153,8 +153,30 @@ def page(browser):
 
 
 def wait_for_app(page) -> None:
-    """Wait until the Streamlit script has finished its run."""
+    """Wait until the Streamlit script has finished its run, and the browser has drawn two frames
+    since: widgets whose keys changed in the run are remounted just after the state flips."""
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=60_000)
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
+
+def type_into(page, box, text: str, then: str = "Tab"):
+    """Type ``text`` into ``box``, press ``then`` to commit it, and check the box holds exactly it.
+
+    A widget whose key changes after a rerun is remounted by the frontend after the script reports
+    it has finished; a fill that lands during the swap is lost or appended to the new box's default
+    (both seen in CI on busy machines). So check, and retype after the page has settled."""
+    from playwright.sync_api import expect
+
+    for _ in range(5):
+        box.fill(text)
+        box.press(then)
+        try:
+            expect(box).to_have_value(text, timeout=3_000)
+            return box
+        except AssertionError:
+            wait_for_app(page)
+    expect(box).to_have_value(text)
+    return box
 
 
 class _NavigationPagesManager(PagesManager):

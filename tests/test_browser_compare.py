@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from conftest import wait_for_app
+from conftest import type_into, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -23,24 +23,23 @@ def name_box(page):
     return page.get_by_role("textbox", name="Name of the new scenario")
 
 
-def fill_name(page, name):
-    """Type the new scenario's name and check it took. After an add the page mounts a fresh name box
-    (a new widget key); a fill that lands while Chromium swaps the boxes can append to the new box's
-    default instead of replacing it (seen once in CI: "gpt2-small<img ..."). So check and retype."""
-    box = name_box(page)
+def choose(page, combobox, option, *, until, shows):
+    """Pick ``option`` in a select box and wait until ``until`` holds ``shows``; pick again if a
+    rerun remounted the box while it was open (seen in CI on a busy machine: the pick was lost)."""
     for _ in range(5):
-        box.fill(name)
+        page.get_by_role("combobox", name=combobox).click()
+        page.get_by_role("option", name=option).click()
+        wait_for_app(page)
         try:
-            expect(box).to_have_value(name, timeout=2_000)
-            return box
+            expect(until).to_have_value(shows, timeout=3_000)
+            return
         except AssertionError:
-            wait_for_app(page)
-    expect(box).to_have_value(name)
-    return box
+            page.keyboard.press("Escape")
+    expect(until).to_have_value(shows)
 
 
 def add(page, name):
-    fill_name(page, name).press("Enter")
+    type_into(page, name_box(page), name, then="Enter")
     wait_for_app(page)
     page.get_by_role("button", name="Add the current configuration").click()
     wait_for_app(page)
@@ -62,16 +61,11 @@ def test_two_scenarios_travel_in_one_link_and_reopen_as_the_same_table(server, b
     add(page, "gpt2 small")
     add(page, HOSTILE)
     # the second scenario over 64 shards
-    page.get_by_role("combobox", name="Scenario to change").click()
-    page.get_by_role("option", name=f"2. {HOSTILE}").click()
-    wait_for_app(page)
     form = page.get_by_test_id("stForm").first
-    shards = form.get_by_role("spinbutton", name="Shards")
-    shards.fill("64")
-    # Leave the box before submitting: a click that lands while the typed value is still
-    # uncommitted submitted the old value (seen once in CI on a busy machine).
-    shards.press("Tab")
-    expect(shards).to_have_value("64")
+    choose(page, "Scenario to change", f"2. {HOSTILE}", until=form.get_by_role("textbox", name="Name"), shows=HOSTILE)
+    # Leave the box before submitting (type_into presses Tab): a click that lands while the typed
+    # value is still uncommitted submitted the old value (seen once in CI on a busy machine).
+    type_into(page, form.get_by_role("spinbutton", name="Shards"), "64")
     form.get_by_role("button", name="Save (rename, dtype, shards)").click()
     wait_for_app(page)
     expect(page.get_by_text(f"Saved {HOSTILE}.")).to_be_visible()
