@@ -54,14 +54,17 @@ class Attention(nn.Module):
     num_kv_heads: int
     use_bias: bool = True
     causal: bool = False
+    head_dim: int = 0  # 0: d_model / num_heads; Gemma's heads are wider (256 on d_model 3,072 with 16 heads)
+    qkv_bias: bool = False  # biases on query, key and value even without use_bias (Qwen2)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         d_model = x.shape[-1]
-        head_dim = d_model // self.num_heads
-        query = nn.DenseGeneral((self.num_heads, head_dim), use_bias=self.use_bias, name="query")(x)
-        key = nn.DenseGeneral((self.num_kv_heads, head_dim), use_bias=self.use_bias, name="key")(x)
-        value = nn.DenseGeneral((self.num_kv_heads, head_dim), use_bias=self.use_bias, name="value")(x)
+        head_dim = self.head_dim or d_model // self.num_heads
+        qkv_bias = self.use_bias or self.qkv_bias
+        query = nn.DenseGeneral((self.num_heads, head_dim), use_bias=qkv_bias, name="query")(x)
+        key = nn.DenseGeneral((self.num_kv_heads, head_dim), use_bias=qkv_bias, name="key")(x)
+        value = nn.DenseGeneral((self.num_kv_heads, head_dim), use_bias=qkv_bias, name="value")(x)
         groups = self.num_heads // self.num_kv_heads
         key, value = jnp.repeat(key, groups, axis=-2), jnp.repeat(value, groups, axis=-2)
         logits = jnp.einsum("...qhd,...khd->...hqk", query, key) / math.sqrt(head_dim)
@@ -100,10 +103,14 @@ class TransformerBlock(nn.Module):
     gated_mlp: bool = False
     causal: bool = False
     post_norm: bool = False
+    head_dim: int = 0
+    qkv_bias: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        attn = Attention(self.num_heads, self.num_kv_heads, self.use_bias, self.causal, name="attn")
+        attn = Attention(
+            self.num_heads, self.num_kv_heads, self.use_bias, self.causal, self.head_dim, self.qkv_bias, name="attn"
+        )
         mlp = FeedForward(self.ffn_dim, self.gated_mlp, self.use_bias, name="mlp")
         if self.post_norm:
             x = _norm(self.norm, "attn_norm")(x + attn(x))
@@ -157,6 +164,8 @@ class Decoder(nn.Module):
     use_bias: bool = True
     norm: str = "layernorm"
     gated_mlp: bool = False
+    head_dim: int = 0
+    qkv_bias: bool = False
 
     @nn.compact
     def __call__(self, tokens: jax.Array) -> jax.Array:
@@ -172,6 +181,8 @@ class Decoder(nn.Module):
                 self.norm,
                 self.gated_mlp,
                 causal=True,
+                head_dim=self.head_dim,
+                qkv_bias=self.qkv_bias,
                 name=f"block_{index}",
             )(x)
         x = _norm(self.norm, "final_norm")(x)

@@ -16,6 +16,7 @@ rotary settings, token ids) are not read. ``bench/hf_import.py`` checks every su
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -105,17 +106,15 @@ class _Fields:
             raise ValueError(f"`{key}` is {show(value)}; dcsim counts only {show(wanted)}: {why}")
 
     def head_dim(self) -> None:
-        """A ``head_dim`` other than hidden_size / num_attention_heads is refused."""
+        """Heads wider (or narrower) than hidden_size / num_attention_heads, as Gemma's are, become
+        the ``head_dim`` hyperparameter; the usual width stays 0, dcsim's "d_model / num_heads"."""
         hidden, heads = self.hparams["d_model"], self.hparams["num_heads"]
         if self.data.get("head_dim") is None:
             return
-        head_dim = self._int("head_dim", _MISSING)
-        if head_dim * heads != hidden:
-            raise ValueError(
-                f"`head_dim` is {head_dim}, but dcsim's attention gives each of the {heads:,} heads "
-                f"hidden_size / num_attention_heads = {hidden / heads:g} features; "
-                "a separate head width is not supported"
-            )
+        spec = presets.hparam(self.family, "head_dim", self.family)
+        width = self._int("head_dim", _MISSING, 1, spec.maximum)
+        self.hparams["head_dim"] = 0 if width * heads == hidden else width
+        self.source["head_dim"] = "head_dim"
 
 
 _ONE_BIAS = "dcsim's decoder has biases on every projection or on none"
@@ -158,24 +157,40 @@ def _decoder_dims(fields: _Fields) -> None:
     fields.take("num_layers", "num_hidden_layers")
     fields.take("num_heads", "num_attention_heads")
     fields.take("ffn_dim", "intermediate_size")
-    fields.head_dim()
     positions = fields.data.get("max_position_embeddings")
     # Rotary positions: the length changes no count, and may pass the learned table's cap.
     if isinstance(positions, int) and not isinstance(positions, bool) and 1 <= positions <= presets.MAX_VOCAB:
         fields.take("max_positions", "max_position_embeddings")
 
 
-def _llama(fields: _Fields) -> str:
+def _llama(fields: _Fields, *, tied_by_default: bool = False) -> str:
+    """Llama, Mistral and Gemma: RMSNorm, a gated MLP, rotary positions, grouped KV heads."""
     _decoder_dims(fields)
+    fields.head_dim()
     fields.take("num_kv_heads", "num_key_value_heads", fields.hparams["num_heads"])
     attention_bias, mlp_bias = fields.flag("attention_bias", False), fields.flag("mlp_bias", False)
     if attention_bias != mlp_bias:
         raise ValueError(
             f"`attention_bias` is {str(attention_bias).lower()} and `mlp_bias` is {str(mlp_bias).lower()}; {_ONE_BIAS}"
         )
-    tied = fields.flag("tie_word_embeddings", False)
+    tied = fields.flag("tie_word_embeddings", tied_by_default)
     fields.set(position_embedding="none", tied_embeddings=tied, use_bias=attention_bias, norm="rmsnorm", gated_mlp=True)
     return f"embeddings, blocks, final norm, {_lm_head(tied)}; rotary positions hold no parameters"
+
+
+def _qwen2(fields: _Fields) -> str:
+    """Qwen2 is Llama with biases on query, key and value only (transformers hard-codes them)."""
+    _decoder_dims(fields)
+    fields.head_dim()
+    fields.take("num_kv_heads", "num_key_value_heads", fields.hparams["num_heads"])
+    tied = fields.flag("tie_word_embeddings", False)
+    fields.set(
+        position_embedding="none", tied_embeddings=tied, use_bias=False, qkv_bias=True, norm="rmsnorm", gated_mlp=True
+    )
+    return (
+        f"embeddings, blocks (biases on query, key and value only), final norm, {_lm_head(tied)}; "
+        "rotary positions hold no parameters"
+    )
 
 
 def _bert(fields: _Fields) -> str:
@@ -218,6 +233,8 @@ _READERS: Mapping[str, tuple[str, str, Callable[[_Fields], str]]] = {
     "gpt_neox": ("gpt2-small", "GPTNeoXForCausalLM", _gpt_neox),
     "llama": ("llama2-7b", "LlamaForCausalLM", _llama),
     "mistral": ("llama2-7b", "MistralForCausalLM", _llama),
+    "gemma": ("llama2-7b", "GemmaForCausalLM", functools.partial(_llama, tied_by_default=True)),
+    "qwen2": ("llama2-7b", "Qwen2ForCausalLM", _qwen2),
     "bert": ("bert-base", "BertModel", _bert),
     "vit": ("vit-b16", "ViTForImageClassification", _vit),
 }

@@ -156,7 +156,9 @@ FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
             _VOCAB,
             _D_MODEL,
             _LAYERS,
-            _HEADS,
+            dataclasses.replace(
+                _HEADS, description="attention heads (query heads); divide d_model unless head_dim is set"
+            ),
             _int("num_kv_heads", 12, "key/value heads (grouped-query attention); must divide num_heads", 1, MAX_HEADS),
             _FFN,
             _POSITIONS,
@@ -172,6 +174,8 @@ FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
                 "norm", "layernorm", "layernorm (scale and bias) or rmsnorm (scale only)", ("layernorm", "rmsnorm")
             ),
             _bool("gated_mlp", False, "gated MLP (SwiGLU: gate, up and down projections) instead of up and down"),
+            _int("head_dim", 0, "width of each attention head; 0 for d_model / num_heads (Gemma's are wider)", 0, 4096),
+            _bool("qkv_bias", False, "biases on query, key and value even without use_bias (Qwen2)"),
         ),
         "bert": (
             dataclasses.replace(_VOCAB, default=30_522),
@@ -249,9 +253,9 @@ class Preset:
 
 
 _GPT2 = {"vocab_size": 50_257, "max_positions": 1024, "position_embedding": "learned", "tied_embeddings": True}
-_GPT2 |= {"use_bias": True, "norm": "layernorm", "gated_mlp": False}
+_GPT2 |= {"use_bias": True, "norm": "layernorm", "gated_mlp": False, "head_dim": 0, "qkv_bias": False}
 _LLAMA = {"position_embedding": "none", "tied_embeddings": False, "use_bias": False, "norm": "rmsnorm"}
-_LLAMA |= {"gated_mlp": True}
+_LLAMA |= {"gated_mlp": True, "head_dim": 0, "qkv_bias": False}
 # Each figure below is also what Hugging Face transformers' own model of the same configuration
 # counts (bench/hf_counts.py builds them on the meta device and prints num_parameters()).
 _HF = "transformers {cls}({config}).num_parameters(), checked in bench/hf_counts.py"
@@ -475,12 +479,13 @@ def _divisors(number: int, up_to: int) -> str:
 
 def check_hparams(family: str, hparams: Mapping[str, Any]) -> None:
     """Check the rules that tie hyperparameters together; raise a ``ValueError`` that says which."""
-    if "num_heads" in hparams:
+    if "num_heads" in hparams and not hparams.get("head_dim"):
         heads, d_model = hparams["num_heads"], hparams["d_model"]
         if d_model % heads:
             raise ValueError(
                 f"`num_heads` ({heads:,}) must divide `d_model` ({d_model:,}) so every head gets "
                 f"d_model / num_heads features; head counts that divide {d_model:,}: {_divisors(d_model, MAX_HEADS)}"
+                + (" (or set head_dim, each head's own width)" if family == "decoder" else "")
             )
     if "num_kv_heads" in hparams:
         heads, kv_heads = hparams["num_heads"], hparams["num_kv_heads"]

@@ -67,6 +67,26 @@ def test_a_tied_head_and_an_explicit_equal_head_dim_are_read():
     assert "language-model head tied to the token embedding" in note
 
 
+def test_heads_of_their_own_width_become_head_dim():
+    # Gemma 7B: 16 heads of 256 on a 3,072-wide model; and Llama 2 7B with heads half as wide, by hand:
+    # query, key, value and out each lose 4,096 x 4,096 / 2 values in each of the 32 blocks.
+    config, _ = hf.read_config_file(hf_file("gemma-7b"))
+    assert dict(config.overrides)["head_dim"] == 256
+    config, _ = hf.read_config_file(edited("llama-2-7b", head_dim=64))
+    assert dict(config.overrides) == {"head_dim": 64}
+    assert count_params(config).total_params == COUNTS["llama-2-7b"] - 32 * 4 * 4096 * 4096 // 2 == 5_664_673_792
+    config, _ = hf.read_config_file(hf_file("llama-2-7b"))  # 128 = 4,096 / 32: the usual width, no override
+    assert "head_dim" not in dict(config.overrides)
+
+
+def test_qwen2_has_biases_on_query_key_and_value_only():
+    config, note = hf.read_config_file(hf_file("qwen2.5-7b"))
+    report = count_params(config)
+    biased = {row.path for row in report.arrays if row.path.endswith("/bias")}
+    assert biased and {path.rsplit("/", 2)[-2] for path in biased} == {"query", "key", "value"}
+    assert "biases on query, key and value only" in note
+
+
 def test_rotary_lengths_past_the_position_table_cap_change_nothing():
     config, _ = hf.read_config_file(edited("mistral-7b", max_position_embeddings=10_000_000))
     assert count_params(config).total_params == COUNTS["mistral-7b"]
@@ -89,9 +109,13 @@ def test_a_dcsim_configuration_still_opens_without_a_note():
 @pytest.mark.parametrize(
     ("name", "changes", "message"),
     [
-        ("llama-2-7b", {"model_type": "qwen2"}, "model_type gpt2, gpt_neox, llama, mistral, bert, vit; got 'qwen2'"),
+        (
+            "llama-2-7b",
+            {"model_type": "qwen3"},
+            "model_type gpt2, gpt_neox, llama, mistral, gemma, qwen2, bert, vit; got 'qwen3'",
+        ),
         ("llama-2-7b", {"model_type": ["llama"]}, "got ['llama']"),
-        ("llama-2-7b", {"head_dim": 96}, "`head_dim` is 96, but dcsim's attention gives each of the 32 heads"),
+        ("llama-2-7b", {"head_dim": 0}, "`head_dim` must be an integer from 1 to 4,096, got 0"),
         ("llama-2-7b", {"attention_bias": True}, "`attention_bias` is true and `mlp_bias` is false; dcsim's decoder"),
         ("llama-2-7b", {"hidden_size": ...}, "`hidden_size` is missing; it decides the parameter count"),
         ("llama-2-7b", {"hidden_size": "4096"}, "`hidden_size` must be an integer from 1 to 65,536, got '4096'"),
@@ -183,10 +207,10 @@ def test_the_cli_counts_a_hugging_face_file_and_says_what_it_opened(tmp_path, ca
 
 def test_the_cli_refuses_an_unsupported_file_in_one_line(tmp_path, capsys):
     path = tmp_path / "config.json"
-    path.write_bytes(edited("llama-2-7b", model_type="gemma"))
+    path.write_bytes(edited("llama-2-7b", model_type="gemma2"))
     assert main(["count", "--config", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "got 'gemma', whose layers it has no family for" in err
+    assert err.count("\n") == 1 and "got 'gemma2', whose layers it has no family for" in err
 
 
 def test_the_upload_box_opens_a_hugging_face_file():
@@ -209,9 +233,9 @@ def test_the_upload_box_opens_a_hugging_face_file():
 
 def test_the_upload_box_refuses_an_unsupported_hugging_face_file():
     at = open_app()
-    bad = edited("llama-2-7b", head_dim=96)
+    bad = edited("llama-2-7b", attention_bias=True)
     at.sidebar.get("file_uploader")[0].set_value(("config.json", bad, "application/json")).run()
     assert not at.exception
     error = at.sidebar.get("error")[0].value.replace("\\", "")
-    assert error.startswith("This file was not opened: Hugging Face config.json: `head_dim` is 96")
+    assert error.startswith("This file was not opened: Hugging Face config.json: `attention_bias` is true and")
     assert {metric.label: metric.value for metric in at.metric}["Total parameters"] == "20"

@@ -133,7 +133,7 @@ PROBES = {
     "link version": lambda **_: _link({"v": "3"}),
     "configuration file": lambda **_: _upload(b" " * 70_000),
     "Hugging Face config.json": lambda **_: _upload(
-        json.dumps(json.loads((ROOT / "tests/data/hf/llama-2-7b.json").read_text()) | {"head_dim": 96}).encode()
+        json.dumps(json.loads((ROOT / "tests/data/hf/llama-2-7b.json").read_text()) | {"attention_bias": True}).encode()
     ),
     "configuration file nesting": lambda **_: _upload(b"[" * 60_000),
     "mesh devices": lambda **_: _typed("pages/layout.py", "Mesh", "data=1024,model=2048"),

@@ -411,3 +411,20 @@ def test_any_overrides_give_a_config_or_a_clear_error(preset, overrides):
         assert "\n" not in message
     else:
         assert ModelConfig.from_json(config.to_json()) == config
+
+
+def test_head_dim_frees_the_heads_from_dividing_d_model():
+    rule = r"must divide `d_model` \(4,096\) .* \(or set head_dim, each head's own width\)$"
+    with pytest.raises(ValueError, match=rule):
+        ModelConfig(preset="llama2-7b", overrides={"num_heads": 3, "num_kv_heads": 3})
+    config = ModelConfig(preset="llama2-7b", overrides={"num_heads": 3, "num_kv_heads": 3, "head_dim": 100})
+    # query, key, value and out: 4 x 4,096 x (3 x 100) in each of 32 blocks, in place of 4 x 4,096 x 4,096
+    expected = presets.PRESETS["llama2-7b"].published_params - 32 * 4 * 4096 * (4096 - 300)
+    assert count_params(config).total_params == expected
+
+
+def test_qkv_bias_adds_biases_to_query_key_and_value_only():
+    plain = count_params(ModelConfig(preset="llama2-7b")).total_params
+    config = ModelConfig(preset="llama2-7b", overrides={"qkv_bias": True})
+    # 32 heads x 128 for the query, 32 x 128 each for key and value (32 KV heads), in 32 blocks
+    assert count_params(config).total_params == plain + 32 * 3 * 4096
