@@ -151,12 +151,17 @@ def _gpt_neox(fields: _Fields) -> str:
     return f"embeddings, blocks, final norm, {_lm_head(tied)}; rotary positions hold no parameters"
 
 
-def _decoder_dims(fields: _Fields) -> None:
-    fields.take("vocab_size", "vocab_size")
+def _transformer_dims(fields: _Fields) -> None:
+    """The widths and depth under the names every model type but GPT-2 uses."""
     fields.take("d_model", "hidden_size")
     fields.take("num_layers", "num_hidden_layers")
     fields.take("num_heads", "num_attention_heads")
     fields.take("ffn_dim", "intermediate_size")
+
+
+def _decoder_dims(fields: _Fields) -> None:
+    fields.take("vocab_size", "vocab_size")
+    _transformer_dims(fields)
     positions = fields.data.get("max_position_embeddings")
     # Rotary positions: the length changes no count, and may pass the learned table's cap.
     if isinstance(positions, int) and not isinstance(positions, bool) and 1 <= positions <= presets.MAX_VOCAB:
@@ -197,10 +202,7 @@ def _bert(fields: _Fields) -> str:
     _no_cross_attention(fields)
     fields.require("position_embedding_type", "absolute", "absolute", "relative position types add a distance table")
     fields.take("vocab_size", "vocab_size")
-    fields.take("d_model", "hidden_size")
-    fields.take("num_layers", "num_hidden_layers")
-    fields.take("num_heads", "num_attention_heads")
-    fields.take("ffn_dim", "intermediate_size")
+    _transformer_dims(fields)
     fields.take("max_positions", "max_position_embeddings")
     fields.take("type_vocab_size", "type_vocab_size", 2)
     return "embeddings, encoder and pooler; task heads (masked LM, classifiers) are not counted"
@@ -211,10 +213,7 @@ def _vit(fields: _Fields) -> str:
     fields.require("qkv_bias", True, True, "dcsim's ViT has biases on every projection")
     fields.take("image_size", "image_size")
     fields.take("patch_size", "patch_size")
-    fields.take("d_model", "hidden_size")
-    fields.take("num_layers", "num_hidden_layers")
-    fields.take("num_heads", "num_attention_heads")
-    fields.take("ffn_dim", "intermediate_size")
+    _transformer_dims(fields)
     labels = fields.data.get("id2label")
     if labels is None:
         classes = fields.take("num_classes", "num_labels", 2)
