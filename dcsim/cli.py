@@ -461,18 +461,22 @@ def render_checkpoint_table(report: checkpoint.CheckpointReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _measurement_options(args: argparse.Namespace) -> dict[str, object]:
+    """The checkpoint flags as ``measure_checkpoint`` / ``plan_sweep`` keywords, each checked."""
+    return {
+        "dtype": args.dtype,
+        "mesh": args.mesh,
+        "strategy": args.strategy or ("custom" if args.rule else "replicated"),
+        "rules": layout.parse_rules(args.rule),
+        "max_params": None if args.max_params is None else checkpoint.parse_max_params(args.max_params, "--max-params"),
+        "timeout_seconds": checkpoint.check_timeout(args.timeout, "--timeout"),
+    }
+
+
 def _checkpoint(args: argparse.Namespace) -> str:
     if args.processes is not None or args.processes_sweep is not None:
         return _checkpoint_processes(args)
-    report = checkpoint.measure_checkpoint(
-        config_from_args(args),
-        dtype=args.dtype,
-        mesh=args.mesh,
-        strategy=args.strategy or ("custom" if args.rule else "replicated"),
-        rules=layout.parse_rules(args.rule),
-        max_params=None if args.max_params is None else checkpoint.parse_max_params(args.max_params, "--max-params"),
-        timeout_seconds=checkpoint.check_timeout(args.timeout, "--timeout"),
-    )
+    report = checkpoint.measure_checkpoint(config_from_args(args), **_measurement_options(args))
     if args.format == "json":
         return json.dumps(checkpoint.checkpoint_record(report), indent=2) + "\n"
     return render_checkpoint_table(report)
@@ -600,16 +604,7 @@ def _checkpoint_processes(args: argparse.Namespace) -> str:
         counts = multiprocess.parse_processes_list(args.processes_sweep, "--processes-sweep")
     else:
         counts = (multiprocess.check_processes(args.processes, "--processes"),)
-    plans = multiprocess.plan_sweep(
-        config_from_args(args),
-        processes=counts,
-        dtype=args.dtype,
-        mesh=args.mesh,
-        strategy=args.strategy or ("custom" if args.rule else "replicated"),
-        rules=layout.parse_rules(args.rule),
-        max_params=None if args.max_params is None else checkpoint.parse_max_params(args.max_params, "--max-params"),
-        timeout_seconds=checkpoint.check_timeout(args.timeout, "--timeout"),
-    )
+    plans = multiprocess.plan_sweep(config_from_args(args), processes=counts, **_measurement_options(args))
     reports = multiprocess.run_sweep(plans)
     if args.format == "json":
         if args.processes_sweep is None:

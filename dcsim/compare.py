@@ -35,7 +35,7 @@ from dcsim.config import (
     ModelConfig,
     as_int,
     json_kind,
-    no_duplicate_keys,
+    load_json,
     reject_unknown,
     show,
 )
@@ -196,23 +196,7 @@ class Comparison:
     @classmethod
     def from_json(cls, text: str | bytes) -> Comparison:
         """Parse and validate comparison JSON (at most MAX_COMPARISON_BYTES, duplicate keys refused)."""
-        if len(text) > MAX_COMPARISON_BYTES:
-            raise ValueError(f"a comparison file may be at most {MAX_COMPARISON_BYTES:,} bytes, got {len(text):,}")
-        if isinstance(text, bytes):
-            try:
-                text = text.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise ValueError(f"a comparison file must be UTF-8 text: {err.reason} at byte {err.start}") from None
-        try:
-            data = json.loads(text, object_pairs_hook=no_duplicate_keys("comparison"), parse_constant=_no_constant)
-        except json.JSONDecodeError as err:
-            raise ValueError(
-                f"the comparison is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}"
-            ) from None
-        except RecursionError:
-            raise ValueError("the comparison JSON is nested too deeply") from None
-        except ValueError as err:
-            raise ValueError(f"the comparison is not valid JSON: {err}") from None
+        data = load_json(text, "comparison", MAX_COMPARISON_BYTES, parse_constant=_no_constant)
         return cls.from_dict(data)
 
 

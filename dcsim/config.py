@@ -291,9 +291,10 @@ def json_size(text: str | bytes) -> int:
     return len(text) if isinstance(text, bytes) else _utf8_size(text)
 
 
-def load_json(text: str | bytes, what: str, max_bytes: int) -> Any:
+def load_json(text: str | bytes, what: str, max_bytes: int, parse_constant: Callable[[str], Any] | None = None) -> Any:
     """Parse a JSON document a person supplied: at most ``max_bytes`` of UTF-8, repeated keys
-    refused; ``what`` names the document in every message ("configuration")."""
+    refused; ``what`` names the document in every message ("configuration"). ``parse_constant``
+    is ``json.loads``'s hook for ``NaN`` and ``Infinity``."""
     # No character takes less than a byte, so a text longer than the limit in characters is
     # refused before it is encoded.
     size = len(text) if isinstance(text, bytes) or len(text) > max_bytes else _utf8_size(text)
@@ -305,7 +306,7 @@ def load_json(text: str | bytes, what: str, max_bytes: int) -> Any:
         except UnicodeDecodeError as err:
             raise ValueError(f"a {what} file must be UTF-8 text: {err.reason} at byte {err.start}") from None
     try:
-        return json.loads(text, object_pairs_hook=no_duplicate_keys(what))
+        return json.loads(text, object_pairs_hook=no_duplicate_keys(what), parse_constant=parse_constant)
     except json.JSONDecodeError as err:
         raise ValueError(f"the {what} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}") from None
     except RecursionError:
