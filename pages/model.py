@@ -9,17 +9,20 @@ from dcsim.ui import cache, frame, state, widgets
 frame.require_router()
 
 st.header("How big is this model, and what does it come to per shard?")
-answer = st.empty()
+# The answer sits above the editor but is drawn once, after the widgets below have been read, from
+# the configuration they make: drawing it before them as well (the session's previous
+# configuration, then the new one) left figures of the first draw on screen whenever the two
+# draws differed in shape, e.g. a Dense stack's bytes beside a preset's counts.
+answer = st.container()
 
 
 def show_answer(config: ModelConfig, error: str | None = None) -> None:
-    """The whole answer at the top of the page: drawn first from the session's configuration, so
-    a fresh visitor sees the numbers before the editor below has loaded, and drawn again after
-    the widgets only if they changed the configuration or were refused."""
+    """The whole answer at the top of the page, for ``config``; ``error`` says why the widgets'
+    values were refused and ``config`` is the last valid configuration."""
     report = cache.count(config)
     share = shares.ideal_share(report.total_params, config.num_shards)
     raw_float32 = payload.raw_bytes(report.total_params, "float32")
-    with answer.container():
+    with answer:
         if error:
             st.error(frame.plain(f"{error}. Showing the last valid configuration."), icon=":material/error:")
         # A preset's four figures run to 15 digits: two rows of two keep every digit on one line.
@@ -61,11 +64,8 @@ def show_answer(config: ModelConfig, error: str | None = None) -> None:
             )
 
 
-shown = state.config()
-show_answer(shown)
-
 st.subheader("Configuration")
-config = shown
+config = state.config()
 preset = widgets.model_choice(config)
 left, right = st.columns(2)
 with left:
@@ -116,8 +116,7 @@ if st.button("Reset to the seed example", icon=":material/restart_alt:"):
     state.set_config(type(config)(), replace_widgets=True)
     st.rerun()
 
-if error or config != shown:
-    show_answer(config, error)
+show_answer(config, error)
 report = cache.count(config)
 
 # Imported after the numbers above have gone to the browser: on a fresh server the first

@@ -1,0 +1,128 @@
+"""The capacity planner's journey on the Model page, in real headless Chromium: pick a real model,
+switch between models, make a bad edit and a good one; after every interaction every figure on
+screen belongs to the configuration in the URL, each figure once.
+
+The oracle is the link itself: what the page shows after an interaction must be exactly what a
+fresh browser shows when it opens the address bar's link. Streamlit removes what a run did not
+draw only when the run ends, so these tests read the whole page after the run, not only the
+figure that changed.
+"""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from conftest import type_into, wait_for_app
+
+pytestmark = pytest.mark.browser
+
+LLAMA2_70B = "68,976,648,192"
+LLAMA2_7B = "6,738,415,616"
+GPT2_SMALL = "124,439,808"
+
+
+def open_page(page, url):
+    page.goto(url)
+    wait_for_app(page)
+
+
+def answer_on_screen(page) -> list[tuple[str, str]]:
+    """Every metric in the main area as (label, value), in page order, after the run has ended."""
+    wait_for_app(page)
+    cards = page.locator('[data-testid="stMain"] [data-testid="stMetric"]')
+    return [
+        (
+            card.locator('[data-testid="stMetricLabel"]').inner_text().strip(),
+            card.locator('[data-testid="stMetricValue"]').inner_text().strip(),
+        )
+        for card in cards.all()
+    ]
+
+
+def captions(page) -> list[str]:
+    return page.locator('[data-testid="stMain"] [data-testid="stCaptionContainer"]').all_inner_texts()
+
+
+def shows_total(page, total: str) -> None:
+    card = page.get_by_test_id("stMain").locator('[data-testid="stMetric"]').filter(has_text="Total parameters")
+    expect(card.first.locator('[data-testid="stMetricValue"]')).to_have_text(total)
+
+
+def assert_belongs_to_the_link(browser, page, total: str) -> list[tuple[str, str]]:
+    """The page shows ``total``, each metric label once, and exactly the figures and captions a
+    fresh browser shows for the address bar's link."""
+    shows_total(page, total)
+    shown = answer_on_screen(page)
+    labels = [label for label, _ in shown]
+    assert len(labels) == len(set(labels)), f"a figure is on screen twice: {shown}"
+    fresh = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    try:
+        open_page(fresh, page.url)
+        shows_total(fresh, total)
+        assert shown == answer_on_screen(fresh), "the figures on screen are not the link's"
+        assert captions(page) == captions(fresh), "the captions on screen are not the link's"
+    finally:
+        fresh.context.close()
+    return shown
+
+
+def choose_model(page, title: str) -> None:
+    page.get_by_role("combobox", name="Model").click()
+    page.get_by_role("option", name=title, exact=False).first.click()
+    wait_for_app(page)
+
+
+def set_number(page, name: str, value: str) -> None:
+    type_into(page, page.get_by_role("spinbutton", name=name), value, then="Enter")
+    wait_for_app(page)
+
+
+def test_dense_to_a_preset_and_back_leaves_no_figure_of_the_other_model(server, browser, page):
+    open_page(page, server)
+    dense = dict(assert_belongs_to_the_link(browser, page, "20"))
+    assert dense["Raw float32 payload"] == "80 bytes"
+
+    choose_model(page, "Llama 2 70B")
+    expect(page).to_have_url(re.compile(r"[?&]preset=llama2-70b(&|$)"))
+    llama = dict(assert_belongs_to_the_link(browser, page, LLAMA2_70B))
+    assert "80 bytes" not in llama.values()
+    assert llama["Raw float32 payload"] == "275,906,592,768 bytes (256.96 GiB)"
+    assert any(f"matches the published {LLAMA2_70B}" in text for text in captions(page))
+
+    choose_model(page, "Dense stack")
+    back = dict(assert_belongs_to_the_link(browser, page, "20"))
+    assert back == dense, "a figure of Llama 2 70B stayed on screen"
+    assert not any("published" in text for text in captions(page))
+    assert sum("not the checkpoint size" in text for text in captions(page)) == 1
+
+
+def test_one_preset_to_another_shows_only_the_second(server, browser, page):
+    open_page(page, f"{server}/?preset=llama2-7b&shards=64")
+    first = dict(assert_belongs_to_the_link(browser, page, LLAMA2_7B))
+    assert first["Ideal share per shard (64 shards)"] == "105,287,744"
+
+    choose_model(page, "GPT-2 small")
+    second = dict(assert_belongs_to_the_link(browser, page, GPT2_SMALL))
+    assert second["Ideal share per shard (64 shards)"] == "1,944,372"
+    assert LLAMA2_7B not in page.get_by_test_id("stMain").inner_text()
+
+
+def test_an_invalid_edit_then_a_valid_one_leaves_one_answer(server, browser, page):
+    open_page(page, f"{server}/?preset=gpt2-small")
+    set_number(page, "num_heads", "7")  # 7 does not divide d_model 768
+    main = page.get_by_test_id("stMain")
+    expect(main.get_by_text("last valid configuration")).to_be_visible()
+    shown = answer_on_screen(page)
+    assert [label for label, _ in shown].count("Total parameters") == 1
+    assert dict(shown)["Total parameters"] == GPT2_SMALL
+    assert sum("not the checkpoint size" in text for text in captions(page)) == 1
+
+    set_number(page, "num_heads", "12")
+    set_number(page, "num_layers", "6")
+    expect(main.get_by_text("last valid configuration")).to_have_count(0)
+    assert_belongs_to_the_link(browser, page, "81,912,576")
+
+    set_number(page, "Number of checkpoint shards", "4")
+    shown = dict(assert_belongs_to_the_link(browser, page, "81,912,576"))
+    assert shown["Ideal share per shard (4 shards)"] == "20,478,144"
