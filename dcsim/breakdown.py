@@ -121,7 +121,7 @@ def is_embedding(row: ArrayRow) -> bool:
 def embedding_params(config: ModelConfig, report: ParamReport) -> int:
     """Values in the input embedding tables (token, position, token type) and in an untied
     ``lm_head``; 0 for the Dense stack, which has none."""
-    if config.preset is None:
+    if config.is_dense:
         return 0
     return sum(row.num_values for row in report.arrays if is_embedding(row))
 

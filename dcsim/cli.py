@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import NoReturn
 
 import pandas as pd
@@ -32,7 +33,7 @@ from dcsim import (
     tables,
     units,
 )
-from dcsim.config import ModelConfig, parse_int, parse_widths
+from dcsim.config import DTYPES, ModelConfig, parse_int, parse_widths
 from dcsim.count import ParamReport, count_params
 from dcsim.payload import CHECKPOINT_DIFFERS
 from dcsim.presets import resolved_hparams
@@ -70,6 +71,11 @@ def _model_flags() -> argparse.ArgumentParser:
         "--seed", metavar="S", help="PRNG seed, 0 to 4,294,967,295; changes values, not counts (default 0)"
     )
     group.add_argument("--shards", metavar="N", help="number of checkpoint shards for the ideal share (default 2)")
+    group.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        help="storage dtype of the byte figures: bytes per shard, raw payload, a checkpoint's arrays (default float32)",
+    )
     # Presets: an architecture from `python -m dcsim presets`, its hyperparameters changed with --set.
     group.add_argument("--preset", metavar="NAME", help="an architecture preset instead of the Dense stack")
     group.add_argument(
@@ -152,33 +158,38 @@ def config_from_args(args: argparse.Namespace) -> ModelConfig:
         layers = parse_widths(args.features, "--features")
     if args.no_bias:
         layers = tuple(dataclasses.replace(layer, use_bias=False) for layer in layers)
+    if args.dtype is not None:
+        changes["dtype"] = args.dtype
     return dataclasses.replace(config, layers=layers, **changes, **_preset_changes(args, config))
 
 
 def _preset_changes(args: argparse.Namespace, config: ModelConfig) -> dict[str, object]:
-    """``preset`` and ``overrides`` from --preset and --set, over the --config file's."""
-    preset, overrides = config.preset, dict(config.overrides)
+    """``preset``, ``origin`` and ``overrides`` from --preset and --set, over the --config file's
+    (a preset, or a Hugging Face file's model, which --set edits under its own name)."""
+    preset, origin, overrides = config.preset, config.origin, dict(config.overrides)
     if args.preset is not None:
         presets.get_preset(args.preset)
-        if args.preset != preset:  # another preset's overrides may not even name its hyperparameters
+        if args.preset != preset:  # another model's overrides may not even name its hyperparameters
             overrides = {}
-        preset = args.preset
-    if args.set and preset is None:
+        preset, origin = args.preset, None
+    family = presets.get_preset(preset).family if preset is not None else origin.family if origin else None
+    if args.set and family is None:
         raise UsageError("`--set` changes a preset's hyperparameters; choose a preset with --preset NAME")
     for item in args.set:
         name, equals, text = item.partition("=")
         if not equals:
             raise UsageError(f"`--set` takes KEY=VALUE, e.g. num_layers=6, got {item!r}")
-        spec = presets.hparam(presets.get_preset(preset).family, name.strip(), preset)
+        spec = presets.hparam(family, name.strip(), preset or family)
         overrides[spec.name] = spec.parse(text)
-    if preset is not None:
+    if origin is not None and args.set:
+        origin = dataclasses.replace(origin, edited=True)
+    if family is not None:
         dense = [flag for flag in ("input_dim", "features", "no_bias") if getattr(args, flag) not in (None, False)]
         if dense:
             flags = ", ".join("--" + flag.replace("_", "-") for flag in dense)
-            raise UsageError(
-                f"{flags}: only for the Dense stack; preset {preset!r} sets its own shapes (change them with --set)"
-            )
-    return {"preset": preset, "overrides": overrides}
+            whose = f"preset {preset!r}" if preset else presets.model_title(config)
+            raise UsageError(f"{flags}: only for the Dense stack; {whose} sets its own shapes (change them with --set)")
+    return {"preset": preset, "origin": origin, "overrides": overrides}
 
 
 def _frame_text(frame: pd.DataFrame) -> str:
@@ -194,35 +205,47 @@ def _frame_text(frame: pd.DataFrame) -> str:
 
 
 def render_count_table(config: ModelConfig, report: ParamReport) -> str:
-    """The ``count`` result for people: exact figures with separators and honest units."""
+    """The ``count`` result for people: the answer first (exact figures with separators and honest
+    units), then the model and where its parameters are. A family's model shows its groups and
+    top-level modules (Llama 2 70B's 723 arrays are in ``--format csv`` and ``json``)."""
     share = shares.ideal_share(report.total_params, config.num_shards)
-    layers = tables.layers_frame(report)
-    layers["percent_of_total"] = layers["percent_of_total"].map(_percent)
+    per_shard = payload.bytes_per_shard(report.total_params, config.num_shards, config.dtype)
     float32, *other_dtypes = payload.raw_payloads(report.total_params)
     lines = [
-        *_model_lines(config, report),
-        "",
-        _frame_text(layers),
-        "",
-        _frame_text(tables.arrays_frame(report).drop(columns=["module", "kind"])),
-        "",
         f"total parameters       {units.count(report.total_params)}",
+        f"shards                 {units.count(config.num_shards)}",
+        f"ideal share per shard  {units.share(share.exact)}  (total / shards: an average, not a layout)",
+        f"bytes per shard        {units.share(per_shard)} bytes in {config.dtype}"
+        f"{_reading(per_shard)}  (an average, NOT the checkpoint size)",
+        f"raw float32 payload    {units.bytes_exact(float32.num_bytes)}  <- raw estimate, NOT the checkpoint size",
+        "other raw payloads     "
+        + " · ".join(f"{row.dtype} {units.bytes_exact(row.num_bytes)}" for row in other_dtypes),
     ]
     if report.other:
         lines.append(
             f"other variables        {units.count(report.total_other_values)}"
             " (e.g. BatchNorm statistics: not parameters, not in the total)"
         )
-    lines += [
-        f"shards                 {units.count(config.num_shards)}",
-        f"ideal share per shard  {units.share(share.exact)}  (total / shards: an average, not a layout)",
-        f"raw float32 payload    {units.bytes_exact(float32.num_bytes)}  <- raw estimate, NOT the checkpoint size",
-        "other raw payloads     "
-        + " · ".join(f"{row.dtype} {units.bytes_exact(row.num_bytes)}" for row in other_dtypes),
-        "",
-        f"Raw payload = values x bytes per value. It is not the checkpoint size: {CHECKPOINT_DIFFERS}.",
-    ]
+    lines += ["", *_model_lines(config, report), ""]
+    if config.is_dense:
+        layers = tables.layers_frame(report)
+        layers["percent_of_total"] = layers["percent_of_total"].map(_percent)
+        lines += [_frame_text(layers), "", _frame_text(tables.arrays_frame(report).drop(columns=["module", "kind"]))]
+    else:
+        modules = breakdown.depth_frame(report, 1)
+        modules["percent_of_total"] = modules["percent_of_total"].map(_percent)
+        lines += [
+            _frame_text(modules),
+            "",
+            f"({len(report.arrays):,} arrays: every one with --format csv or --format json)",
+        ]
+    lines += ["", f"Raw payload = values x bytes per value. It is not the checkpoint size: {CHECKPOINT_DIFFERS}."]
     return "\n".join(lines) + "\n"
+
+
+def _reading(value: Fraction) -> str:
+    """`` (2.01 GiB)`` beside an exact byte figure past a KiB."""
+    return f" ({units.binary_bytes(int(value))})" if value >= 1024 else ""
 
 
 def _percent(value: float) -> str:
@@ -230,7 +253,7 @@ def _percent(value: float) -> str:
 
 
 def _model_lines(config: ModelConfig, report: ParamReport) -> list[str]:
-    if config.preset is None:
+    if config.is_dense:
         widths = " -> ".join(
             f"Dense({layer.features:,}{'' if layer.use_bias else ', no bias'})" for layer in config.layers
         )
@@ -238,19 +261,25 @@ def _model_lines(config: ModelConfig, report: ParamReport) -> list[str]:
             f"model: input dimension {config.input_dim:,} -> {widths}",
             f"(batch size {config.batch_size:,} and seed {config.seed} change no count)",
         ]
-    row = presets.get_preset(config.preset)
-    hparams = ", ".join(
-        f"{name}={','.join(map(str, value)) if isinstance(value, tuple) else value}"
-        for name, value in resolved_hparams(config).items()
-    )
-    changed = ", ".join(f"{name}" for name, _ in config.overrides) or "none"
+    family = config.family
+    assert family is not None
+    hparams = ", ".join(f"{name}={presets.value_text(value)}" for name, value in resolved_hparams(config).items())
     groups = breakdown.breakdown_frame(report)
     groups["percent_of_total"] = groups["percent_of_total"].map(_percent)
+    if config.origin is not None:
+        named = [f"model: {config.origin.title} ({family}: {presets.FAMILY_DESCRIPTIONS[family]})"]
+    else:
+        row = presets.get_preset(config.preset)
+        changed = ", ".join(name for name, _ in config.overrides) or "none"
+        named = [
+            f"model: preset {row.name} ({row.title}; {family}: {presets.FAMILY_DESCRIPTIONS[family]})",
+            f"changed from the preset: {changed}",
+        ]
+    said = presets.provenance(config, report.total_params)
     return [
-        f"model: preset {row.name} ({row.title}; {row.family}: {presets.FAMILY_DESCRIPTIONS[row.family]})",
+        *named,
         f"hyperparameters: {hparams}",
-        f"changed from the preset: {changed}",
-        f"published count of the preset: {units.count(row.published_params)} ({row.source})",
+        *([said] if said else []),
         f"non-embedding parameters: {units.count(breakdown.non_embedding_params(config, report))}"
         " (total less token, position and token-type tables and an untied output projection, as Pythia reports)",
         f"(batch size {config.batch_size:,} and seed {config.seed} change no count)",
@@ -350,11 +379,13 @@ def _add_layout_parser(commands: argparse._SubParsersAction) -> None:
     command.set_defaults(run=_layout)
 
 
-def render_layout_table(layout_report: layout.LayoutReport) -> str:
-    """The ``layout`` result for people: the per-array table, then per-device totals against the ideal."""
+def render_layout_table(layout_report: layout.LayoutReport, dtype: str = "float32") -> str:
+    """The ``layout`` result for people: the per-array table, then per-device totals against the
+    ideal, with the raw bytes a device holds in ``dtype`` beside float32's."""
     frame = layout.layout_frame(layout_report).drop(columns=["dtype", "stored_values", "replicated_fallback"])
     share = layout_report.ideal_share
     ratio = layout_report.gap_ratio
+    per_device = layout_report.values_per_device
     rules = "".join(f"\n  rule {rule.text}" for rule in layout_report.rules)
     lines = [
         f"mesh: {layout_report.mesh.text} ({units.count(layout_report.num_devices)} devices), "
@@ -369,6 +400,11 @@ def render_layout_table(layout_report: layout.LayoutReport) -> str:
         f"gap to the ideal share         {units.share(layout_report.gap)}"
         + ("" if ratio is None else f"  ({float(ratio):,.4g}x the ideal share)"),
         f"raw float32 bytes per device   {units.bytes_exact(layout_report.raw_float32_bytes_per_device)}",
+        *(
+            [f"raw {dtype} bytes per device {units.bytes_exact(payload.raw_bytes(per_device, dtype))}"]
+            if dtype != "float32"
+            else []
+        ),
         f"total stored across the mesh   {units.count(layout_report.total_stored_values)}"
         "  (values per device x devices)",
     ]
@@ -385,10 +421,11 @@ def _layout(args: argparse.Namespace) -> str:
     strategy = args.strategy or ("custom" if args.rule else "replicated")
     mesh = layout.parse_mesh(args.mesh)
     rules = layout.parse_rules(args.rule)
-    result = layout.compute_layout(count_params(config_from_args(args)), mesh, strategy, rules)
+    config = config_from_args(args)
+    result = layout.compute_layout(count_params(config), mesh, strategy, rules)
     if args.format == "json":
         return json.dumps(layout.layout_record(result), indent=2) + "\n"
-    return render_layout_table(result)
+    return render_layout_table(result, config.dtype)
 
 
 # --- checkpoint: a real Orbax save, measured and restored in a child process -----------------------
@@ -403,7 +440,6 @@ def _add_checkpoint_command(commands: argparse._SubParsersAction) -> None:
         "always removed, measure the files, restore them and compare bit for bit; in a child process with a "
         "time limit.",
     )
-    command.add_argument("--dtype", choices=checkpoint.STORAGE_DTYPES, default="float32", help="storage dtype")
     command.add_argument("--mesh", metavar="AXIS=SIZE[,...]", help="mesh of virtual CPU devices (default one)")
     command.add_argument(
         "--strategy", choices=layout.STRATEGIES, help="sharding strategy, as for layout (default replicated)"
@@ -464,7 +500,6 @@ def render_checkpoint_table(report: checkpoint.CheckpointReport) -> str:
 def _measurement_options(args: argparse.Namespace) -> dict[str, object]:
     """The checkpoint flags as ``measure_checkpoint`` / ``plan_sweep`` keywords, each checked."""
     return {
-        "dtype": args.dtype,
         "mesh": args.mesh,
         "strategy": args.strategy or ("custom" if args.rule else "replicated"),
         "rules": layout.parse_rules(args.rule),
@@ -476,7 +511,8 @@ def _measurement_options(args: argparse.Namespace) -> dict[str, object]:
 def _checkpoint(args: argparse.Namespace) -> str:
     if args.processes is not None or args.processes_sweep is not None:
         return _checkpoint_processes(args)
-    report = checkpoint.measure_checkpoint(config_from_args(args), **_measurement_options(args))
+    config = config_from_args(args)
+    report = checkpoint.measure_checkpoint(config, dtype=config.dtype, **_measurement_options(args))
     if args.format == "json":
         return json.dumps(checkpoint.checkpoint_record(report), indent=2) + "\n"
     return render_checkpoint_table(report)
@@ -604,7 +640,8 @@ def _checkpoint_processes(args: argparse.Namespace) -> str:
         counts = multiprocess.parse_processes_list(args.processes_sweep, "--processes-sweep")
     else:
         counts = (multiprocess.check_processes(args.processes, "--processes"),)
-    plans = multiprocess.plan_sweep(config_from_args(args), processes=counts, **_measurement_options(args))
+    config = config_from_args(args)
+    plans = multiprocess.plan_sweep(config, processes=counts, dtype=config.dtype, **_measurement_options(args))
     reports = multiprocess.run_sweep(plans)
     if args.format == "json":
         if args.processes_sweep is None:

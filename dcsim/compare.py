@@ -28,7 +28,7 @@ from urllib.parse import urlencode
 import pandas as pd
 
 from dcsim import budget as budgets
-from dcsim import links, optimizer, payload, shares, units
+from dcsim import links, optimizer, payload, presets, shares, units
 from dcsim.config import (
     CONFIG_FORMAT,
     CONFIG_VERSION,
@@ -105,6 +105,8 @@ class Scenario:
         if not isinstance(self.config, ModelConfig):
             raise TypeError(f"a scenario's config must be a ModelConfig, got {type(self.config).__name__}")
         object.__setattr__(self, "dtype", check_dtype(self.dtype))
+        # One dtype per scenario: its configuration carries it too, as every configuration does.
+        object.__setattr__(self, "config", dataclasses.replace(self.config, dtype=self.dtype))
 
     @property
     def num_shards(self) -> int:
@@ -249,13 +251,12 @@ def unique_name(wanted: str, taken: Sequence[str]) -> str:
 
 
 def model_text(config: ModelConfig) -> str:
-    """The model in one line: ``llama2-70b (num_layers=40)`` or ``Dense 784 → 512x2_10``."""
+    """The model in one line: ``llama2-70b (num_layers=40)``, a file's model under its own name
+    (``GemmaForCausalLM (gemma, from config.json)``), or ``Dense 784 → 512x2_10``."""
+    if config.origin is not None:
+        return config.origin.title
     if config.preset is not None:
-        changed = ", ".join(
-            f"{key.removeprefix(links.HPARAM_PREFIX)}={value}"
-            for key, value in links.encode(config).items()
-            if key.startswith(links.HPARAM_PREFIX)
-        )
+        changed = ", ".join(f"{name}={presets.value_text(value)}" for name, value in config.overrides)
         return f"{config.preset} ({changed})" if changed else config.preset
     return f"Dense {config.input_dim:,} → {links.encode_layers(config.layers)}"
 
@@ -445,7 +446,7 @@ def scenario_token(scenario: Scenario) -> str:
     fields = [
         f"{key}={value}"
         for key, value in links.encode(scenario.config).items()
-        if key != links.VERSION_KEY and (key == "shards" or _CONFIG_DEFAULTS.get(key) != value)
+        if key not in (links.VERSION_KEY, links.DTYPE_KEY) and (key == "shards" or _CONFIG_DEFAULTS.get(key) != value)
     ]
     return TOKEN_SEPARATOR.join([scenario.dtype, *fields, NAME_FIELD + scenario.name])
 
@@ -501,7 +502,7 @@ def decode_scenario(token: str, position: int) -> tuple[Scenario | None, list[st
         dtype = "float32"
         problems.append(f"{where}: {err}; using float32.")
     params: dict[str, list[str]] = {}
-    valid = set(links.KEYS) - {links.VERSION_KEY}
+    valid = set(links.KEYS) - {links.VERSION_KEY, links.DTYPE_KEY}  # the token's first part is its dtype
     for field in parts[1:name_at]:
         key, equals, value = field.partition("=")
         if not equals or not (key in valid or key.startswith(links.HPARAM_PREFIX)):

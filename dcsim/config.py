@@ -37,6 +37,14 @@ FIELD_LIMITS: dict[str, tuple[int, int, str]] = {
     "features": (1, MAX_FEATURES, ""),
 }
 
+# Storage dtypes of the byte figures (bytes per shard, raw payloads), float32 first: Flax's default
+# parameter dtype and the headline raw estimate. ``dcsim.payload`` knows their sizes.
+DTYPES = ("float32", "bfloat16", "float16", "int8", "float64")
+DEFAULT_DTYPE = "float32"
+MAX_NAME_CHARS = 100  # a model's name from a file: a Hub id or a class name, with room to spare
+MAX_MODEL_TYPE_CHARS = 40
+_MODEL_TYPE_TEXT = re.compile(r"[a-z0-9_]+")
+
 CONFIG_FORMAT = "dcsim.config"
 CONFIG_VERSION = 1
 
@@ -153,6 +161,70 @@ def as_bool(value: Any, name: str) -> bool:
     return value
 
 
+def check_dtype(value: Any, name: str = "dtype") -> str:
+    """A storage dtype name from ``DTYPES``."""
+    if not isinstance(value, str) or value not in DTYPES:
+        raise ValueError(f"`{name}` must be one of {', '.join(DTYPES)}, got {show(value)}")
+    return value
+
+
+def check_text(value: Any, name: str, max_chars: int) -> str:
+    """Printable text of 1 to ``max_chars`` characters, stripped: no control or formatting
+    characters (a right-to-left override, a newline) that could disguise what is shown."""
+    if not isinstance(value, str):
+        raise TypeError(f"`{name}` must be text, got {type(value).__name__} {show(value)}")
+    stripped = value.strip()
+    if not stripped:
+        raise ValueError(f"`{name}` must not be empty")
+    if len(stripped) > max_chars:
+        raise ValueError(f"`{name}` may be at most {max_chars:,} characters, got {len(stripped):,}")
+    if not stripped.isprintable():
+        raise ValueError(f"`{name}` must be printable text (no control characters), got {show(stripped)}")
+    return stripped
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Origin:
+    """Where a model that is not a preset came from: a Hugging Face ``config.json``.
+
+    Such a model is a family (``dcsim.presets.FAMILIES``) with hyperparameters, shown under the
+    name the file gives it, never under a preset's: a Gemma file is not "Llama 2 7B with changes".
+
+    Attributes:
+      name: the file's ``_name_or_path``, else its ``architectures`` entry (``GemmaForCausalLM``).
+      model_type: the file's ``model_type`` (``gemma``): lower-case letters, digits and ``_``.
+      family: the dcsim family that builds it (``decoder``).
+      edited: whether its hyperparameters were changed after it was opened.
+    """
+
+    name: str
+    model_type: str
+    family: str
+    edited: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", check_text(self.name, "name", MAX_NAME_CHARS))
+        model_type = check_text(self.model_type, "model_type", MAX_MODEL_TYPE_CHARS)
+        if not _MODEL_TYPE_TEXT.fullmatch(model_type):
+            raise ValueError(
+                f"`model_type` must be lower-case letters, digits and _ (gemma, gpt_neox), got {show(model_type)}"
+            )
+        object.__setattr__(self, "model_type", model_type)
+        # Imported here: dcsim.presets builds on this module's checks.
+        from dcsim import presets
+
+        presets.schema(self.family)
+        object.__setattr__(self, "edited", as_bool(self.edited, "edited"))
+
+    @property
+    def title(self) -> str:
+        """``GemmaForCausalLM (gemma, from config.json)``, with ``, edited`` once changed."""
+        return f"{self.name} ({self.model_type}, from config.json)" + (", edited" if self.edited else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "model_type": self.model_type, "family": self.family, "edited": self.edited}
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DenseLayer:
     """One ``flax.linen.Dense`` layer of the stack.
@@ -183,10 +255,13 @@ class ModelConfig:
       batch_size: B. Every example shares the same kernels and biases, so B never changes a count.
       seed: the PRNG seed of the initialisation. It changes the values, never their number.
       num_shards: how many checkpoint shards the ideal share divides the total by.
-      preset: the name of an architecture preset (``dcsim.presets.PRESETS``), or None for the
-        Dense stack. With a preset, ``input_dim`` and ``layers`` are not used.
-      overrides: hyperparameters changed from the preset's, as sorted (name, value) pairs; a
-        mapping is accepted and normalised. Only with a preset.
+      dtype: the storage dtype of the byte figures (bytes per shard, raw payload), one of
+        ``DTYPES``; the raw float32 estimate is always shown beside it. It never changes a count.
+      preset: the name of an architecture preset (``dcsim.presets.PRESETS``), or None. With a
+        preset or an origin, ``input_dim`` and ``layers`` are not used.
+      overrides: hyperparameters changed from the preset's (or, with an origin, from its family's
+        defaults), as sorted (name, value) pairs; a mapping is accepted and normalised.
+      origin: a model opened from a Hugging Face config.json: its name and family (no preset).
     """
 
     input_dim: int = 4
@@ -194,13 +269,19 @@ class ModelConfig:
     batch_size: int = 1
     seed: int = 0
     num_shards: int = 2
+    dtype: str = DEFAULT_DTYPE
     preset: str | None = None
     overrides: tuple[tuple[str, Any], ...] = ()
+    origin: Origin | None = None
 
     def __post_init__(self) -> None:
         self._check_preset()
+        if not self.is_dense:  # unused by a family's model: kept at their defaults, so equal models compare equal
+            object.__setattr__(self, "input_dim", _DENSE_DEFAULTS[0])
+            object.__setattr__(self, "layers", _DENSE_DEFAULTS[1])
         for field in ("input_dim", "batch_size", "seed", "num_shards"):
             object.__setattr__(self, field, check_field(getattr(self, field), field))
+        object.__setattr__(self, "dtype", check_dtype(self.dtype))
         if isinstance(self.layers, (str, bytes)) or not isinstance(self.layers, (list, tuple)):
             raise TypeError(f"`layers` must be a list of Dense layers, got {type(self.layers).__name__}")
         layers = tuple(self.layers)
@@ -217,6 +298,15 @@ class ModelConfig:
         # Imported here: dcsim.presets builds on this module's checks (as_int, as_bool, show).
         from dcsim import presets
 
+        if self.origin is not None:
+            if not isinstance(self.origin, Origin):
+                raise TypeError(f"`origin` must be an Origin, got {type(self.origin).__name__}")
+            if self.preset is not None:
+                raise ValueError("a model opened from a file has its own name and no `preset`")
+            object.__setattr__(
+                self, "overrides", presets.normalize_family_overrides(self.origin.family, self.overrides)
+            )
+            return
         if self.preset is None:
             if not isinstance(self.overrides, (tuple, list, dict)) or len(self.overrides):
                 raise ValueError("`overrides` change a preset's hyperparameters; set `preset` too")
@@ -225,22 +315,46 @@ class ModelConfig:
         presets.get_preset(self.preset)
         object.__setattr__(self, "overrides", presets.normalize_overrides(self.preset, self.overrides))
 
+    @property
+    def is_dense(self) -> bool:
+        """Whether this is the editable Dense stack (no preset, not opened from a file)."""
+        return self.preset is None and self.origin is None
+
+    @property
+    def family(self) -> str | None:
+        """The family that builds the model (``decoder``, ``resnet``...); None for the Dense stack."""
+        if self.origin is not None:
+            return self.origin.family
+        if self.preset is None:
+            return None
+        from dcsim import presets
+
+        return presets.PRESETS[self.preset].family
+
+    def architecture(self) -> ModelConfig:
+        """The same model with every field that changes no count at its default (shards, dtype,
+        seed, batch size, the Dense fields of a family's model): the key under which a count, a
+        layout or an optimizer state is shared, so changing the shard count recounts nothing."""
+        if self.is_dense:
+            return ModelConfig(input_dim=self.input_dim, layers=self.layers)
+        return ModelConfig(preset=self.preset, origin=self.origin, overrides=self.overrides)
+
     def to_dict(self) -> dict[str, Any]:
         """The configuration as the JSON object that the dashboard downloads and the CLI reads.
 
-        ``preset`` and ``overrides`` appear only when a preset is set, so a Dense stack's JSON is
-        what it always was."""
-        data = {
-            "format": CONFIG_FORMAT,
-            "version": CONFIG_VERSION,
-            "input_dim": self.input_dim,
-            "batch_size": self.batch_size,
-            "seed": self.seed,
-            "num_shards": self.num_shards,
-            "layers": [{"features": layer.features, "use_bias": layer.use_bias} for layer in self.layers],
-        }
+        ``input_dim`` and ``layers`` appear only for the Dense stack, ``preset``, ``origin`` and
+        ``overrides`` only for a family's model."""
+        data: dict[str, Any] = {"format": CONFIG_FORMAT, "version": CONFIG_VERSION}
+        if self.is_dense:
+            data["input_dim"] = self.input_dim
+        data |= {"batch_size": self.batch_size, "seed": self.seed, "num_shards": self.num_shards, "dtype": self.dtype}
+        if self.is_dense:
+            data["layers"] = [{"features": layer.features, "use_bias": layer.use_bias} for layer in self.layers]
         if self.preset is not None:
             data["preset"] = self.preset
+        if self.origin is not None:
+            data["origin"] = self.origin.to_dict()
+        if not self.is_dense:
             data["overrides"] = {
                 name: list(value) if isinstance(value, tuple) else value for name, value in self.overrides
             }
@@ -272,6 +386,8 @@ class ModelConfig:
             fields["layers"] = _layers_from_json(data["layers"])
         if "preset" in data:
             fields["preset"] = data["preset"]
+        if "origin" in data:
+            fields["origin"] = _origin_from_json(data["origin"])
         if "overrides" in data:
             if not isinstance(data["overrides"], dict):
                 raise TypeError(
@@ -319,8 +435,10 @@ def _utf8_size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-_CONFIG_FIELDS = ("input_dim", "batch_size", "seed", "num_shards", "layers")
-_CONFIG_KEYS = ("format", "version", *_CONFIG_FIELDS, "preset", "overrides")
+_DENSE_DEFAULTS = (4, (DenseLayer(features=4),))
+_CONFIG_FIELDS = ("input_dim", "batch_size", "seed", "num_shards", "dtype", "layers")
+_CONFIG_KEYS = ("format", "version", *_CONFIG_FIELDS, "preset", "origin", "overrides")
+_ORIGIN_KEYS = ("name", "model_type", "family", "edited")
 _LAYER_KEYS = ("features", "use_bias")
 
 
@@ -351,6 +469,22 @@ def no_duplicate_keys(what: str) -> Callable[[list[tuple[str, Any]]], dict[str, 
         return data
 
     return hook
+
+
+def _origin_from_json(origin: Any) -> Origin:
+    if not isinstance(origin, dict):
+        raise TypeError(
+            f'`origin` must be an object like {{"name": "GemmaForCausalLM", "model_type": "gemma", '
+            f'"family": "decoder"}}, got {json_kind(origin)}'
+        )
+    reject_unknown(origin, _ORIGIN_KEYS, "`origin`")
+    missing = [key for key in _ORIGIN_KEYS[:3] if key not in origin]
+    if missing:
+        raise ValueError(f"`origin` needs {', '.join(missing)}")
+    try:
+        return Origin(**origin)
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"`origin`: {err}") from None
 
 
 def _layers_from_json(layers: Any) -> tuple[DenseLayer, ...]:

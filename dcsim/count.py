@@ -146,10 +146,10 @@ def count_params(config: ModelConfig) -> ParamReport:
     repeated for the rest (``dcsim.families.traced_hparams``): tracing then costs the same for 80
     blocks as for 2, and every row is the one the full init gives (the tests compare the two).
     """
-    if config.preset is None:
+    family = config.family
+    if family is None:
         module, inputs = models.build(config)
         return count_module(module, *inputs, seed=config.seed)
-    family = presets.get_preset(config.preset).family
     hparams, runs = families.traced_hparams(family, presets.resolved_hparams(config))
     module, inputs = families.build_family(family, hparams, config.batch_size)
     report = count_module(module, *inputs, seed=config.seed)

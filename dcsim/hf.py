@@ -1,9 +1,11 @@
-"""Open a Hugging Face ``config.json`` as a dcsim preset with overrides.
+"""Open a Hugging Face ``config.json`` as a dcsim model under the file's own name.
 
 Teams usually meet a model as the ``config.json`` next to its weights. dcsim reads the fields that
 decide the parameter count and builds the same configuration from its own families
-(``dcsim.families``), so the count still comes from initialising Flax modules; the result is an
-ordinary preset with overrides, so it travels in a link like any other configuration.
+(``dcsim.families``), so the count still comes from initialising Flax modules. The result is a
+family with hyperparameters and an ``Origin`` naming the model as the file does
+(``GemmaForCausalLM (gemma, from config.json)``), never a preset's name; it travels in a link like
+any other configuration.
 
 A field that changes the count and that dcsim's family cannot express (a ``head_dim`` other than
 ``hidden_size / num_attention_heads``, biases on the attention but not the MLP, cross-attention,
@@ -23,7 +25,9 @@ from typing import Any
 from dcsim import presets
 from dcsim.config import (
     MAX_CONFIG_BYTES,
+    MAX_NAME_CHARS,
     ModelConfig,
+    Origin,
     as_bool,
     as_int,
     json_kind,
@@ -44,21 +48,17 @@ class Imported:
     """A Hugging Face configuration opened as a dcsim one.
 
     Attributes:
-      config: the preset with overrides (shards, seed and batch kept from the configuration it replaced).
-      model_type: the file's ``model_type``.
+      config: the model, its ``origin`` naming it (shards, dtype, seed and batch kept from the
+        configuration it replaced).
       counted_as: what is counted, in transformers' terms (``LlamaForCausalLM: ...``).
     """
 
     config: ModelConfig
-    model_type: str
     counted_as: str
 
     def message(self) -> str:
-        changed = ", ".join(f"{name}={value}" for name, value in self.config.overrides) or "no changes"
-        return (
-            f"Opened a Hugging Face config.json (model_type {self.model_type!r}) as {self.config.preset} "
-            f"with {changed}. Counted as {self.counted_as}."
-        )
+        assert self.config.origin is not None
+        return f"Opened {self.config.origin.title}. Counted as {self.counted_as}."
 
 
 def is_hf_config(data: Any) -> bool:
@@ -226,25 +226,42 @@ def _vit(fields: _Fields) -> str:
     return f"patch embedding, encoder, final norm, a classifier over {classes:,} labels"
 
 
-# model_type -> (the preset the overrides are against, what transformers calls the model, the reader)
+# model_type -> (the family that builds it, what transformers calls the model, the reader)
 _READERS: Mapping[str, tuple[str, str, Callable[[_Fields], str]]] = {
-    "gpt2": ("gpt2-small", "GPT2LMHeadModel", _gpt2),
-    "gpt_neox": ("gpt2-small", "GPTNeoXForCausalLM", _gpt_neox),
-    "llama": ("llama2-7b", "LlamaForCausalLM", _llama),
-    "mistral": ("llama2-7b", "MistralForCausalLM", _llama),
-    "gemma": ("llama2-7b", "GemmaForCausalLM", functools.partial(_llama, tied_by_default=True)),
-    "qwen2": ("llama2-7b", "Qwen2ForCausalLM", _qwen2),
-    "bert": ("bert-base", "BertModel", _bert),
-    "vit": ("vit-b16", "ViTForImageClassification", _vit),
+    "gpt2": ("decoder", "GPT2LMHeadModel", _gpt2),
+    "gpt_neox": ("decoder", "GPTNeoXForCausalLM", _gpt_neox),
+    "llama": ("decoder", "LlamaForCausalLM", _llama),
+    "mistral": ("decoder", "MistralForCausalLM", _llama),
+    "gemma": ("decoder", "GemmaForCausalLM", functools.partial(_llama, tied_by_default=True)),
+    "qwen2": ("decoder", "Qwen2ForCausalLM", _qwen2),
+    "bert": ("bert", "BertModel", _bert),
+    "vit": ("vit", "ViTForImageClassification", _vit),
 }
 MODEL_TYPES = tuple(_READERS)
+
+
+def model_name(data: Mapping[str, Any], model_class: str) -> str:
+    """The name a file gives its model: ``_name_or_path`` (a Hub id such as ``google/gemma-7b``),
+    else the first of ``architectures`` (``GemmaForCausalLM``), else the class transformers builds
+    for its model_type. A value that is not short printable text is passed over, never shown."""
+    architectures = data.get("architectures")
+    candidates = [
+        data.get("_name_or_path"),
+        architectures[0] if isinstance(architectures, list) and architectures else None,
+    ]
+    for candidate in candidates:
+        text = candidate.strip() if isinstance(candidate, str) else ""
+        if text and len(text) <= MAX_NAME_CHARS and text.isprintable():
+            return text
+    return model_class
 
 
 def from_hf_config(data: Any, base: ModelConfig | None = None) -> Imported:
     """The dcsim configuration of a parsed Hugging Face ``config.json``.
 
-    ``base`` gives the shard count, seed and batch size to keep (defaults otherwise).
-    Raises ``ValueError``/``TypeError`` naming the field when the file cannot be counted exactly.
+    ``base`` gives the shard count, storage dtype, seed and batch size to keep (defaults
+    otherwise). Raises ``ValueError``/``TypeError`` naming the field when the file cannot be counted
+    exactly.
     """
     if not isinstance(data, dict):
         raise TypeError(f"a Hugging Face config must be a JSON object, got {json_kind(data)}")
@@ -254,20 +271,26 @@ def from_hf_config(data: Any, base: ModelConfig | None = None) -> Imported:
             f"dcsim reads Hugging Face configs of model_type {', '.join(MODEL_TYPES)}; "
             f"got {show(model_type)}, whose layers it has no family for"
         )
-    preset, model_class, reader = _READERS[model_type]
-    row = presets.get_preset(preset)
-    fields = _Fields(data, row.family)
+    family, model_class, reader = _READERS[model_type]
+    fields = _Fields(data, family)
     counted_as = f"{model_class}: {reader(fields)}"
-    overrides = {name: value for name, value in fields.hparams.items() if row.hparams[name] != value}
+    defaults = presets.family_defaults(family)
+    overrides = {name: value for name, value in fields.hparams.items() if defaults[name] != value}
+    origin = Origin(name=model_name(data, model_class), model_type=model_type, family=family)
     base = base or ModelConfig()
     try:
         config = ModelConfig(
-            num_shards=base.num_shards, seed=base.seed, batch_size=base.batch_size, preset=preset, overrides=overrides
+            num_shards=base.num_shards,
+            dtype=base.dtype,
+            seed=base.seed,
+            batch_size=base.batch_size,
+            origin=origin,
+            overrides=overrides,
         )
     except ValueError as err:  # hyperparameters taken together, named as dcsim names them
         renamed = ", ".join(f"{name} is {key}" for name, key in fields.source.items() if name != key)
         raise ValueError(f"{err} (dcsim's names; in this file {renamed})") from None
-    return Imported(config=config, model_type=model_type, counted_as=counted_as)
+    return Imported(config=config, counted_as=counted_as)
 
 
 def read_config_file(raw: bytes | str, base: ModelConfig | None = None) -> tuple[ModelConfig, str | None]:

@@ -1,11 +1,16 @@
 """Configurations in URLs: the shareable link that reopens exactly what someone sees.
 
-A link is a query string such as ``?v=2&input_dim=784&layers=512x2_10&batch=1&seed=0&shards=8``.
-Scalars are plain integers. The layer table is one compact token: layers separated by ``_``, each
-``<features>[n][x<repeat>]`` (``n``: no bias; ``x3``: the same layer three times), so a 256-layer
-stack of equal widths is ``4096x256`` and every character is URL-safe. An architecture preset adds
-``preset=gpt2-small`` and one ``h.<name>=<value>`` per hyperparameter changed from the preset's
-(``h.num_layers=6``, ``h.tied_embeddings=false``, ``h.stage_blocks=3,4,6,3``).
+A link is a query string such as
+``?v=2&input_dim=784&layers=512x2_10&batch=1&seed=0&shards=8&dtype=float32``. Scalars are plain
+integers; ``dtype`` is the storage dtype of the byte figures. The layer table is one compact token:
+layers separated by ``_``, each ``<features>[n][x<repeat>]`` (``n``: no bias; ``x3``: the same
+layer three times), so a 256-layer stack of equal widths is ``4096x256`` and every character is
+URL-safe. An architecture preset replaces ``input_dim`` and ``layers`` with ``preset=gpt2-small``
+and one ``h.<name>=<value>`` per hyperparameter changed from the preset's (``h.num_layers=6``,
+``h.tied_embeddings=false``, ``h.stage_blocks=3,4,6,3``). A model opened from a Hugging Face
+config.json carries its ``family``, ``model_type`` and ``name`` (and ``edited=true`` once changed)
+instead of a preset, its ``h.`` values against the family's defaults, so it reopens under its own
+name.
 
 Versions: 1 had the Dense stack only; 2 added presets. A version-1 link opens as it always did.
 
@@ -23,7 +28,18 @@ from collections.abc import Mapping, Sequence
 from urllib.parse import urlencode
 
 from dcsim import presets
-from dcsim.config import MAX_LAYERS, DenseLayer, ModelConfig, check_field, parse_int, show
+from dcsim.config import (
+    MAX_LAYERS,
+    MAX_MODEL_TYPE_CHARS,
+    MAX_NAME_CHARS,
+    DenseLayer,
+    ModelConfig,
+    Origin,
+    check_dtype,
+    check_field,
+    parse_int,
+    show,
+)
 
 LINK_VERSION = 2
 MAX_SCALAR_CHARS = 32
@@ -34,9 +50,15 @@ MAX_LAYERS_CHARS = 4096
 SCALAR_KEYS = {"input_dim": "input_dim", "batch": "batch_size", "seed": "seed", "shards": "num_shards"}
 LAYERS_KEY = "layers"
 VERSION_KEY = "v"
+DTYPE_KEY = "dtype"
 PRESET_KEY = "preset"
+FAMILY_KEY = "family"
+MODEL_TYPE_KEY = "model_type"
+NAME_KEY = "name"
+EDITED_KEY = "edited"
+ORIGIN_KEYS = (FAMILY_KEY, MODEL_TYPE_KEY, NAME_KEY, EDITED_KEY)
 HPARAM_PREFIX = "h."
-KEYS = (VERSION_KEY, "input_dim", LAYERS_KEY, "batch", "seed", "shards", PRESET_KEY)
+KEYS = (VERSION_KEY, "input_dim", LAYERS_KEY, "batch", "seed", "shards", DTYPE_KEY, PRESET_KEY, *ORIGIN_KEYS)
 _MAX_NAMED = 5  # unknown hyperparameters named in one message; the rest are counted
 
 # Fixed-width pieces and no nested quantifiers: this cannot backtrack, whatever arrives.
@@ -96,59 +118,112 @@ def decode_layers(text: str) -> tuple[DenseLayer, ...]:
     return tuple(layers)
 
 
-def _hparam_text(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple):
-        return ",".join(str(entry) for entry in value)
-    return str(value)
-
-
 def encode(config: ModelConfig) -> dict[str, str]:
-    """The query parameters that reopen ``config``, version first."""
-    params = {
-        VERSION_KEY: str(LINK_VERSION),
-        "input_dim": str(config.input_dim),
-        LAYERS_KEY: encode_layers(config.layers),
+    """The query parameters that reopen ``config``, version first; the Dense stack's fields only
+    for the Dense stack."""
+    params = {VERSION_KEY: str(LINK_VERSION)}
+    if config.is_dense:
+        params |= {"input_dim": str(config.input_dim), LAYERS_KEY: encode_layers(config.layers)}
+    params |= {
         "batch": str(config.batch_size),
         "seed": str(config.seed),
         "shards": str(config.num_shards),
+        DTYPE_KEY: config.dtype,
     }
     if config.preset is not None:
         params[PRESET_KEY] = config.preset
-        params.update({HPARAM_PREFIX + name: _hparam_text(value) for name, value in config.overrides})
+    if config.origin is not None:
+        origin = config.origin
+        params |= {FAMILY_KEY: origin.family, MODEL_TYPE_KEY: origin.model_type, NAME_KEY: origin.name}
+        if origin.edited:
+            params[EDITED_KEY] = "true"
+    params.update({HPARAM_PREFIX + name: presets.value_text(value) for name, value in config.overrides})
     return params
 
 
-def _decode_preset(params: Mapping[str, Sequence[str]], config: ModelConfig, problems: list[str]) -> ModelConfig:
-    """Add the link's preset and each of its hyperparameters that is valid, one at a time, so a
-    bad one (alone, or together with the others) is reported and the rest are kept."""
+def _decode_origin(params: Mapping[str, Sequence[str]], problems: list[str]) -> Origin | None:
+    """The link's model opened from a file, if it names one: its family is required; a bad
+    model_type or name is replaced (``unknown``, the model_type), each with a sentence."""
+    try:
+        family = _single(params, FAMILY_KEY, MAX_SCALAR_CHARS)
+        presets.schema(family)
+    except (TypeError, ValueError) as err:
+        problems.append(f"Link: `{FAMILY_KEY}`: {err}.")
+        return None
+    fields: dict[str, object] = {"family": family, "model_type": "unknown", "name": ""}
+    for key, limit in ((MODEL_TYPE_KEY, MAX_MODEL_TYPE_CHARS), (NAME_KEY, MAX_NAME_CHARS)):
+        if key not in params:
+            continue
+        try:
+            fields[key] = _single(params, key, limit)
+            Origin(**{**fields, "name": fields["name"] or "model"})
+        except (TypeError, ValueError) as err:
+            fields[key] = "unknown" if key == MODEL_TYPE_KEY else ""
+            problems.append(f"Link: {err}; using {'unknown' if key == MODEL_TYPE_KEY else 'its model_type'}.")
+    edited = False
+    if EDITED_KEY in params:
+        try:
+            text = _single(params, EDITED_KEY, MAX_SCALAR_CHARS)
+        except ValueError as err:
+            text = str(err)
+        if text not in ("true", "false"):
+            problems.append(f"Link: `{EDITED_KEY}` must be true or false, got {show(text)}; using false.")
+        edited = text == "true"
+    return Origin(
+        family=family,
+        model_type=str(fields["model_type"]),
+        name=str(fields["name"] or fields["model_type"]),
+        edited=edited,
+    )
+
+
+def _decode_model(params: Mapping[str, Sequence[str]], config: ModelConfig, problems: list[str]) -> ModelConfig:
+    """Add the link's preset (or model opened from a file) and each of its hyperparameters that
+    is valid, so a bad one (alone, or together with the others) is reported and the rest kept."""
     names = [key[len(HPARAM_PREFIX) :] for key in params if key.startswith(HPARAM_PREFIX)]
-    if PRESET_KEY not in params:
+    origin_named = [key for key in ORIGIN_KEYS if key in params]
+    if PRESET_KEY in params:
+        if origin_named:
+            problems.append(
+                f"Link: a preset and a file's model ({', '.join(f'`{key}`' for key in origin_named)}) were both "
+                "given; showing the preset."
+            )
+        try:
+            row = presets.get_preset(_single(params, PRESET_KEY, MAX_SCALAR_CHARS))
+        except (TypeError, ValueError) as err:
+            problems.append(f"Link: {err}; showing the Dense stack instead.")
+            return config
+        config = dataclasses.replace(config, preset=row.name, overrides=())
+        family, base, whose = row.family, dict(row.hparams), row.name
+    elif FAMILY_KEY in params or origin_named:
+        origin = _decode_origin(params, problems) if FAMILY_KEY in params else None
+        if origin is None:
+            ignored = " and ignoring its hyperparameters (`h.…`)" if names else ""
+            why = "" if FAMILY_KEY in params else f"`{FAMILY_KEY}` is missing, so "
+            problems.append(
+                f"Link: {why}the model opened from a file cannot be built; showing the Dense stack{ignored}."
+            )
+            return config
+        config = dataclasses.replace(config, origin=origin, overrides=())
+        family, base, whose = origin.family, presets.family_defaults(origin.family), origin.title
+    else:
         if names:
             problems.append("Link: hyperparameters (`h.…`) were given without a `preset`; ignoring them.")
         return config
-    try:
-        row = presets.get_preset(_single(params, PRESET_KEY, MAX_SCALAR_CHARS))
-    except (TypeError, ValueError) as err:
-        problems.append(f"Link: {err}; showing the Dense stack instead.")
-        return config
-    config = dataclasses.replace(config, preset=row.name, overrides=())
-    valid = {spec.name for spec in presets.schema(row.family)}
+    valid = {spec.name for spec in presets.schema(family)}
     unknown = [name for name in names if name not in valid]
     if unknown:
         named = ", ".join(show(name) for name in unknown[:_MAX_NAMED])
         more = f" and {len(unknown) - _MAX_NAMED:,} more" if len(unknown) > _MAX_NAMED else ""
         problems.append(
-            f"Link: {row.name} has no hyperparameter {named}{more}; ignoring "
+            f"Link: {whose} has no hyperparameter {named}{more}; ignoring "
             f"{'it' if len(unknown) == 1 else 'them'}. Valid: {', '.join(sorted(valid))}."
         )
     refused: dict[str, Exception] = {}
 
     def report() -> None:  # in the link's order
         problems.extend(
-            f"Link: `{HPARAM_PREFIX}{name}`: {refused[name]}; using {row.name}'s value "
-            f"{_hparam_text(row.hparams[name])}."
+            f"Link: `{HPARAM_PREFIX}{name}`: {refused[name]}; using {whose}'s value {presets.value_text(base[name])}."
             for name in names
             if name in refused
         )
@@ -157,7 +232,7 @@ def _decode_preset(params: Mapping[str, Sequence[str]], config: ModelConfig, pro
     for name in (name for name in names if name in valid):
         key = HPARAM_PREFIX + name
         try:
-            parsed[name] = presets.hparam(row.family, name, row.name).parse(_single(params, key, MAX_SCALAR_CHARS * 4))
+            parsed[name] = presets.hparam(family, name, whose).parse(_single(params, key, MAX_SCALAR_CHARS * 4))
         except (TypeError, ValueError) as err:
             refused[name] = err
     # The values are checked together (heads must divide d_model...), so a link that changes two
@@ -254,5 +329,10 @@ def decode(params: Mapping[str, Sequence[str]]) -> Decoded:
             fields["layers"] = decode_layers(_single(params, LAYERS_KEY, MAX_LAYERS_CHARS))
         except (TypeError, ValueError) as err:
             reject(LAYERS_KEY, err, encode_layers(defaults.layers))
-    config = _decode_preset(params, dataclasses.replace(defaults, **fields), problems)
+    if DTYPE_KEY in params:
+        try:
+            fields["dtype"] = check_dtype(_single(params, DTYPE_KEY, MAX_SCALAR_CHARS))
+        except (TypeError, ValueError) as err:
+            reject(DTYPE_KEY, err, defaults.dtype)
+    config = _decode_model(params, dataclasses.replace(defaults, **fields), problems)
     return Decoded(config=config, problems=tuple(problems))

@@ -33,9 +33,8 @@ def build(config: ModelConfig) -> tuple[nn.Module, tuple[jax.ShapeDtypeStruct, .
     ``module.init(key, *inputs)`` is the whole initialisation: every family takes positional
     inputs only, so the counter, the layout and the checkpoint measurement can treat them alike.
     """
-    if config.preset is not None:
-        family = presets.get_preset(config.preset).family
-        return families.build_family(family, presets.resolved_hparams(config), config.batch_size)
+    if config.family is not None:
+        return families.build_family(config.family, presets.resolved_hparams(config), config.batch_size)
     module = DenseStack(layers=config.layers)
     x = jax.ShapeDtypeStruct((config.batch_size, config.input_dim), jax.numpy.float32)
     return module, (x,)

@@ -128,16 +128,21 @@ def optimizer_states(config: ModelConfig, names: tuple[str, ...] = OPTIMIZER_NAM
 
 
 def states_frame(states: tuple[OptimizerState, ...] | list[OptimizerState], total_params: int) -> pd.DataFrame:
-    """One row per optimizer: ``optimizer``, ``num_values``, ``values_per_param`` (state values
-    per parameter value, exact), ``raw_bytes`` and ``raw_bytes_with_float32_params`` (the state
-    plus the parameters' raw float32 payload: what a training checkpoint's arrays come to)."""
+    """One row per optimizer: ``optimizer``, ``num_values``, ``num_scalars`` (values of 0-d arrays
+    such as a step count), ``values_per_param`` (the other state values per parameter value,
+    exact: Adam's 2, not 2.000... for its step count), ``raw_bytes`` and
+    ``raw_bytes_with_float32_params`` (the state plus the parameters' raw float32 payload: what a
+    training checkpoint's arrays come to)."""
     params_bytes = payload.raw_bytes(total_params, "float32")
+    scalars = [sum(row.num_values for row in state.arrays if not row.shape) for state in states]
     return pd.DataFrame(
         {
             "optimizer": [state.optimizer for state in states],
             "num_values": pd.array([state.num_values for state in states], dtype="int64"),
+            "num_scalars": pd.array(scalars, dtype="int64"),
             "values_per_param": [
-                Fraction(state.num_values, total_params) if total_params else Fraction(0) for state in states
+                Fraction(state.num_values - scalar, total_params) if total_params else Fraction(0)
+                for state, scalar in zip(states, scalars, strict=True)
             ],
             "raw_bytes": pd.array([state.raw_bytes for state in states], dtype="int64"),
             "raw_bytes_with_float32_params": pd.array(

@@ -8,13 +8,14 @@ different figure, which dcsim measures separately.
 from __future__ import annotations
 
 import dataclasses
+from fractions import Fraction
 
 import jax.numpy as jnp
 
-from dcsim.config import as_int
+from dcsim.config import DTYPES, MAX_SHARDS, as_int
 
 # float32 first: it is Flax's default parameter dtype and the headline figure.
-RAW_DTYPES = ("float32", "bfloat16", "float16", "int8", "float64")
+RAW_DTYPES = DTYPES
 CHECKPOINT_DIFFERS = (
     "a real checkpoint adds metadata and often optimizer state, may compress, and may store another dtype"
 )
@@ -31,6 +32,13 @@ def bytes_per_value(dtype: str) -> int:
 def raw_bytes(num_values: int, dtype: str = "float32") -> int:
     """Exact raw payload in bytes of ``num_values`` values stored as ``dtype``."""
     return as_int(num_values, "num_values", minimum=0) * bytes_per_value(dtype)
+
+
+def bytes_per_shard(num_values: int, num_shards: int, dtype: str) -> Fraction:
+    """The raw bytes of an ideal share, exactly: values x bytes a value / shards. An average, not
+    a layout (no shard holds a fraction of a value), and not the checkpoint size: Llama 2 70B on
+    64 shards in bfloat16 is 68,976,648,192 x 2 / 64 = 2,155,520,256 bytes a shard."""
+    return Fraction(raw_bytes(num_values, dtype), as_int(num_shards, "num_shards", maximum=MAX_SHARDS))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

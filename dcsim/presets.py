@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
@@ -431,11 +432,15 @@ def hparam(family: str, name: Any, preset: str) -> HParam:
     raise ValueError(f"unknown hyperparameter {show(name)} for preset {preset!r} ({family} family); valid: {valid}")
 
 
-def normalize_overrides(preset: str, overrides: Any) -> tuple[tuple[str, Any], ...]:
-    """Check ``overrides`` (a mapping, or (name, value) pairs) against the preset's family and
-    return them as a sorted tuple of (name, value) pairs; the resolved hyperparameters are checked
-    together too (heads dividing ``d_model`` and so on)."""
-    row = get_preset(preset)
+def family_defaults(family: str) -> dict[str, Any]:
+    """Every hyperparameter of ``family`` at its default (its reference model's value)."""
+    return {spec.name: spec.default for spec in schema(family)}
+
+
+def _normalize(family: str, base: Mapping[str, Any], overrides: Any, context: str) -> tuple[tuple[str, Any], ...]:
+    """``overrides`` (a mapping, or (name, value) pairs) checked against ``family`` one by one and
+    together over ``base``, as a sorted tuple of (name, value) pairs; ``context`` names the model
+    in messages."""
     if isinstance(overrides, Mapping):
         pairs = list(overrides.items())
     elif isinstance(overrides, (list, tuple)):
@@ -448,12 +453,26 @@ def normalize_overrides(preset: str, overrides: Any) -> tuple[tuple[str, Any], .
         raise TypeError(f"`overrides` must map hyperparameter names to values, got {type(overrides).__name__}")
     checked: dict[str, Any] = {}
     for name, value in pairs:
-        spec = hparam(row.family, name, preset)
+        spec = hparam(family, name, context)
         if name in checked:
             raise ValueError(f"`overrides` repeats the hyperparameter {show(name)}")
         checked[name] = spec.check(value)
-    check_hparams(row.family, {**row.hparams, **checked})
+    check_hparams(family, {**base, **checked})
     return tuple(sorted(checked.items()))
+
+
+def normalize_overrides(preset: str, overrides: Any) -> tuple[tuple[str, Any], ...]:
+    """Check ``overrides`` against the preset's family and return them as a sorted tuple of
+    (name, value) pairs; the resolved hyperparameters are checked together too (heads dividing
+    ``d_model`` and so on)."""
+    row = get_preset(preset)
+    return _normalize(row.family, row.hparams, overrides, preset)
+
+
+def normalize_family_overrides(family: str, overrides: Any) -> tuple[tuple[str, Any], ...]:
+    """``normalize_overrides`` for a model of ``family`` that is no preset (one opened from a
+    file): its overrides are against the family's defaults."""
+    return _normalize(family, family_defaults(family), overrides, f"{family} family")
 
 
 def resolve(preset: str, overrides: Any = ()) -> dict[str, Any]:
@@ -463,12 +482,129 @@ def resolve(preset: str, overrides: Any = ()) -> dict[str, Any]:
     return {spec.name: merged[spec.name] for spec in schema(row.family)}
 
 
-def resolved_hparams(config: Any) -> dict[str, Any]:
-    """The hyperparameters a ``ModelConfig`` with a preset builds with: the preset's, overrides
-    applied, in the family schema's order; empty for the Dense stack."""
+def base_hparams(config: Any) -> dict[str, Any]:
+    """What a model's overrides are changes from: its preset's hyperparameters, or its family's
+    defaults for a model opened from a file; empty for the Dense stack."""
+    if config.origin is not None:
+        return family_defaults(config.origin.family)
     if config.preset is None:
         return {}
-    return resolve(config.preset, config.overrides)
+    return dict(PRESETS[config.preset].hparams)
+
+
+def resolved_hparams(config: Any) -> dict[str, Any]:
+    """The hyperparameters a ``ModelConfig`` builds with: its base's (``base_hparams``), overrides
+    applied, in the family schema's order; empty for the Dense stack. The configuration checked
+    them when it was made."""
+    if config.family is None:
+        return {}
+    merged = {**base_hparams(config), **dict(config.overrides)}
+    return {spec.name: merged[spec.name] for spec in schema(config.family)}
+
+
+def model_title(config: Any) -> str:
+    """What a person calls the model: the preset's title (``Llama 2 70B (8 KV heads)``), a file's
+    own name (``GemmaForCausalLM (gemma, from config.json)``), or ``Dense stack``."""
+    if config.origin is not None:
+        return config.origin.title
+    if config.preset is not None:
+        return PRESETS[config.preset].title
+    return "Dense stack"
+
+
+def provenance(config: Any, total_params: int) -> str | None:
+    """One sentence on where the model comes from and how its count compares with the published
+    one: ``matches the published ...`` only for a preset at its published values; a changed preset
+    names its changes; a file's model says it is built from the file. None for the Dense stack."""
+    if config.origin is not None:
+        family = config.origin.family
+        return (
+            f"{config.origin.title}: built from the file's hyperparameters as dcsim's {family} family "
+            f"({FAMILY_DESCRIPTIONS[family]})."
+        )
+    if config.preset is None:
+        return None
+    row = PRESETS[config.preset]
+    if config.overrides:
+        changed = ", ".join(f"{name}={value_text(value)}" for name, value in config.overrides)
+        return f"{row.title} with {changed}; the published {row.title} has {row.published_params:,}."
+    same = "matches" if total_params == row.published_params else "DIFFERS FROM"
+    return f"{row.title}: {same} the published {row.published_params:,} ({row.source})."
+
+
+def value_text(value: Any) -> str:
+    """A hyperparameter as a link or a message writes it: ``true``, ``3,4,6,3``, ``768``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(str(entry) for entry in value)
+    return str(value)
+
+
+def overrides_from(family: str, base: Mapping[str, Any], hparams: Mapping[str, Any]) -> dict[str, Any]:
+    """The hyperparameters of ``hparams`` that differ from ``base``: a model's overrides."""
+    return {spec.name: hparams[spec.name] for spec in schema(family) if hparams[spec.name] != base[spec.name]}
+
+
+# --- editing: values that derive from others follow them -----------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Derived:
+    """A hyperparameter that derives from another unless a person sets it.
+
+    ``ratio``: it keeps its ratio to ``source`` (an MLP 4x as wide as ``d_model`` stays 4x).
+    ``tied``: it equals ``source`` while it does (as many key/value heads as query heads).
+    """
+
+    name: str
+    source: str
+    kind: str
+
+
+_FFN_FOLLOWS = Derived(name="ffn_dim", source="d_model", kind="ratio")
+DERIVED: Mapping[str, tuple[Derived, ...]] = MappingProxyType(
+    {
+        "decoder": (_FFN_FOLLOWS, Derived(name="num_kv_heads", source="num_heads", kind="tied")),
+        "bert": (_FFN_FOLLOWS,),
+        "vit": (_FFN_FOLLOWS,),
+    }
+)
+
+
+def follow(family: str, before: Mapping[str, Any], after: Mapping[str, Any], pinned: Any = ()) -> dict[str, Any]:
+    """``after`` (``before`` with some values edited) with each derived value following its source.
+
+    A derived value follows when its source changed, it was not itself edited, and it is not in
+    ``pinned`` (values a person set): ``ffn_dim`` keeps its ratio to ``d_model`` (rounded to the
+    nearest integer), and ``num_kv_heads`` stays equal to ``num_heads`` if it was. GPT-2 small
+    taken to ``d_model`` 2048 so gets ``ffn_dim`` 8192, as its 4x MLP means.
+    """
+    result = dict(after)
+    for rule in DERIVED.get(family, ()):
+        old_source, new_source = before[rule.source], after[rule.source]
+        if rule.name in pinned or after[rule.name] != before[rule.name] or old_source == new_source:
+            continue
+        if rule.kind == "ratio":
+            scaled = round(Fraction(before[rule.name] * new_source, old_source))
+            spec = hparam(family, rule.name, family)
+            result[rule.name] = min(max(scaled, spec.minimum), spec.maximum)
+        elif before[rule.name] == old_source:
+            result[rule.name] = new_source
+    return result
+
+
+def applicable(family: str, hparams: Mapping[str, Any]) -> tuple[str, ...]:
+    """The hyperparameters that change the count of this model (a form shows only these): a
+    decoder without a learned position table has no use for ``max_positions``, and ``qkv_bias``
+    adds nothing when ``use_bias`` already puts biases everywhere."""
+    hidden: set[str] = set()
+    if family == "decoder":
+        if hparams["position_embedding"] == "none":
+            hidden.add("max_positions")
+        if hparams["use_bias"]:
+            hidden.add("qkv_bias")
+    return tuple(spec.name for spec in schema(family) if spec.name not in hidden)
 
 
 def _divisors(number: int, up_to: int) -> str:
@@ -484,28 +620,26 @@ def check_hparams(family: str, hparams: Mapping[str, Any]) -> None:
         if d_model % heads:
             raise ValueError(
                 f"`num_heads` ({heads:,}) must divide `d_model` ({d_model:,}) so every head gets "
-                f"d_model / num_heads features; head counts that divide {d_model:,}: {_divisors(d_model, MAX_HEADS)}"
+                f"d_model / num_heads features: change d_model and num_heads together"
                 + (" (or set head_dim, each head's own width)" if family == "decoder" else "")
+                + f"; head counts that divide {d_model:,}: {_divisors(d_model, MAX_HEADS)}"
             )
     if "num_kv_heads" in hparams:
         heads, kv_heads = hparams["num_heads"], hparams["num_kv_heads"]
         if heads % kv_heads:
             raise ValueError(
                 f"`num_kv_heads` ({kv_heads:,}) must divide `num_heads` ({heads:,}) so each key/value head "
-                f"serves the same number of query heads; valid: {_divisors(heads, heads)}"
+                f"serves the same number of query heads: change num_heads and num_kv_heads together; "
+                f"key/value head counts that divide {heads:,}: {_divisors(heads, heads)}"
             )
     if family == "vit":
         image, patch = hparams["image_size"], hparams["patch_size"]
         if image % patch:
             raise ValueError(
-                f"`patch_size` ({patch:,}) must divide `image_size` ({image:,}) so the patches tile the image; "
-                f"patch sizes that divide {image:,}: {_divisors(image, image)}"
+                f"`patch_size` ({patch:,}) must divide `image_size` ({image:,}) so the patches tile the image: "
+                f"change image_size and patch_size together; patch sizes that divide {image:,}: "
+                f"{_divisors(image, image)}"
             )
-
-
-def num_patches(hparams: Mapping[str, Any]) -> int:
-    """Patches a ViT cuts its image into."""
-    return (hparams["image_size"] // hparams["patch_size"]) ** 2
 
 
 def published_table() -> list[dict[str, Any]]:
@@ -533,6 +667,8 @@ def _check_table() -> None:
         check_hparams(row.family, row.hparams)
         if type(row.published_params) is not int or row.published_params <= 0:
             raise RuntimeError(f"preset {row.name!r} needs a positive published count")
+    for family in FAMILIES:  # a model opened from a file is overrides against these
+        check_hparams(family, family_defaults(family))
 
 
 _check_table()

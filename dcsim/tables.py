@@ -56,12 +56,13 @@ def payload_frame(num_values: int) -> pd.DataFrame:
     )
 
 
-def share_sweep_frame(total_params: int, num_shards: int, up_to: int = 4096) -> pd.DataFrame:
+def share_sweep_frame(total_params: int, num_shards: int, up_to: int = 4096, dtype: str = "float32") -> pd.DataFrame:
     """The ideal share at every power of two up to ``up_to`` and at ``num_shards`` itself.
 
     ``ideal_share`` is the nearest float (for charts); ``ideal_share_text`` is exact, e.g.
     ``6.666666666666667 (20/3)``; ``values_at_most`` is what the fullest shard of the most even
     split of a flat vector would hold (the share rounded up): no shard holds a fraction.
+    ``bytes_per_shard_text`` is the share's raw bytes in ``dtype``, exact (``dtype`` names it).
     """
     counts = sorted({*shares.powers_of_two(up_to), num_shards})
     rows = shares.sweep(total_params, counts)
@@ -72,6 +73,10 @@ def share_sweep_frame(total_params: int, num_shards: int, up_to: int = 4096) -> 
             "ideal_share_text": [units.share(row.exact) for row in rows],
             "ideal_share_fraction": [row.fraction for row in rows],
             "values_at_most": pd.array([row.values_at_most for row in rows], dtype="int64"),
+            "dtype": dtype,
+            "bytes_per_shard_text": [
+                units.bytes_share(payload.bytes_per_shard(total_params, count, dtype)) for count in counts
+            ],
         }
     )
 
@@ -94,11 +99,15 @@ def bytes_frame(rows: pd.DataFrame) -> pd.DataFrame:
 def count_record(config: ModelConfig, report: ParamReport) -> dict[str, Any]:
     """The ``count`` result as one JSON-ready object (keys documented in the README glossary)."""
     share = shares.ideal_share(report.total_params, config.num_shards)
+    per_shard = payload.bytes_per_shard(report.total_params, config.num_shards, config.dtype)
     return {
         "total_params": report.total_params,
         "num_shards": config.num_shards,
         "ideal_share": share.value,
         "ideal_share_fraction": share.fraction,
+        "dtype": config.dtype,
+        "bytes_per_shard": float(per_shard),
+        "bytes_per_shard_fraction": str(per_shard),
         "raw_float32_bytes": payload.raw_bytes(report.total_params, "float32"),
         "raw_bytes": {row.dtype: row.num_bytes for row in payload.raw_payloads(report.total_params)},
         "raw_bytes_note": payload.NOT_CHECKPOINT_SIZE,

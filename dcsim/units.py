@@ -48,6 +48,15 @@ def bytes_exact(n: int) -> str:
     return f"{n:,} bytes ({binary_bytes(n)})"
 
 
+def bytes_share(value: Fraction) -> str:
+    """An exact share of bytes: whole ones as ``bytes_exact`` (``2,155,520,256 bytes (2.01 GiB)``),
+    others cut as ``share_short`` cuts them (``26.666… bytes``); ``share`` gives every digit."""
+    if value.denominator == 1:
+        return bytes_exact(value.numerator)
+    text = f"{share_short(value)} bytes"
+    return text if value < 1024 else f"{text} ({binary_bytes(int(value))})"
+
+
 def share(value: Fraction) -> str:
     """An exact share: whole numbers with separators (``10``), others as the float to full
     precision with the exact fraction (``6.666666666666667 (20/3)``)."""

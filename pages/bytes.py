@@ -13,14 +13,30 @@ NOT_CHECKPOINT = "Raw estimate: values x bytes per value. **Not the checkpoint s
 
 st.header("Raw payload bytes")
 config = state.config()
+dtype_col, _ = st.columns(2)
+with dtype_col:
+    dtype = widgets.dtype_choice(config, page="bytes")
+config, error = widgets.apply(config, dtype=dtype)
+if error:
+    st.error(frame.plain(f"{error}. Showing the last valid configuration."), icon=":material/error:")
 report = cache.count(config)
+raw = payload.raw_bytes(report.total_params, config.dtype)
 raw_float32 = payload.raw_bytes(report.total_params, "float32")
 
 total_col, bytes_col, decimal_col = st.columns(3)
 total_col.metric("Total parameters", units.count(report.total_params))
-bytes_col.metric("Raw float32 payload", units.bytes_exact(raw_float32), help="4 bytes a value, binary units (MiB).")
-decimal_col.metric("Raw float32 payload, decimal units", units.decimal_bytes(raw_float32), help="1 MB = 10^6 bytes.")
-st.caption(f"Raw float32 estimate (4 bytes a value), **not the checkpoint size**: {payload.CHECKPOINT_DIFFERS}.")
+bytes_col.metric(
+    f"Raw {config.dtype} payload",
+    units.bytes_exact(raw),
+    help=f"{payload.bytes_per_value(config.dtype)} bytes a value, binary units (MiB).",
+)
+decimal_col.metric(f"Raw {config.dtype} payload, decimal units", units.decimal_bytes(raw), help="1 MB = 10^6 bytes.")
+if config.dtype != "float32":
+    st.caption(f"Raw float32 payload (4 bytes a value, Flax's default dtype): {units.bytes_exact(raw_float32)}.")
+st.caption(
+    f"Raw {config.dtype} estimate ({payload.bytes_per_value(config.dtype)} bytes a value), **not the checkpoint "
+    f"size**: {payload.CHECKPOINT_DIFFERS}."
+)
 
 st.subheader("By storage dtype")
 dtypes = tables.payload_frame(report.total_params)
@@ -100,17 +116,22 @@ if chosen:
     states = [cache.optimizer_state(config, name) for name in chosen]
     states_table = optimizer.states_frame(states, report.total_params)
     optimizer_table = states_table.assign(
-        per_parameter=states_table["values_per_param"].map(units.share_short),
+        per_parameter=[
+            units.share_short(per) + (f" + {scalars:,} scalar{'s' * (scalars != 1)}" if scalars else "")
+            for per, scalars in zip(states_table["values_per_param"], states_table["num_scalars"], strict=True)
+        ],
         raw_bytes=states_table["raw_bytes"].map(units.bytes_exact),
         with_float32_params=states_table["raw_bytes_with_float32_params"].map(units.bytes_exact),
-    ).drop(columns=["values_per_param", "raw_bytes_with_float32_params"])
+    ).drop(columns=["values_per_param", "num_scalars", "raw_bytes_with_float32_params"])
     st.dataframe(
         widgets.text_counts(optimizer_table, "num_values"),
         hide_index=True,
         column_config={
             "optimizer": "Optimizer",
             "num_values": st.column_config.TextColumn("State values"),
-            "per_parameter": st.column_config.TextColumn("Per parameter value"),
+            "per_parameter": st.column_config.TextColumn(
+                "Per parameter value", help="State values per parameter value, plus scalars such as a step count"
+            ),
             "raw_bytes": st.column_config.TextColumn("Raw state bytes"),
             "with_float32_params": st.column_config.TextColumn("With the float32 parameters"),
         },

@@ -40,7 +40,8 @@ frame.page_link("pages/model.py", label="Edit the model on the Model page", icon
 
 # --- settings: seeded from the link (or this session's last visit), checked, then widgets -----------
 
-DEFAULTS = {"dtype": "float32", "mesh": measuring.DEFAULT_MESH, "strategy": "replicated", "processes": "1"}
+# The storage dtype is the configuration's (``dtype`` in every page's link); these are the page's own.
+DEFAULTS = {"mesh": measuring.DEFAULT_MESH, "strategy": "replicated", "processes": "1"}
 for name, default in DEFAULTS.items():
     key = state.WIDGET_PREFIX + f"checkpoint.{name}"
     if key in st.session_state:
@@ -77,12 +78,8 @@ if chosen_mesh not in mesh_choices:
     mesh_choices.append(chosen_mesh)
 
 dtype_col, mesh_col, strategy_col, processes_col = st.columns(4)
-dtype = dtype_col.selectbox(
-    "Storage dtype",
-    measuring.DTYPES,
-    key=state.WIDGET_PREFIX + "checkpoint.dtype",
-    help="The arrays are cast to this dtype before the save.",
-)
+with dtype_col:
+    config, _ = widgets.apply(config, dtype=widgets.dtype_choice(config, page="checkpoint"))
 mesh_text = mesh_col.selectbox(
     "Virtual devices (mesh)",
     mesh_choices,
@@ -117,36 +114,30 @@ if mesh_problem:
 settings = None
 try:
     settings = measuring.Settings(
-        dtype=measuring.parse_setting("dtype", dtype),
+        dtype=config.dtype,
         mesh=parse_mesh(measuring.parse_setting("mesh", str(mesh_text or ""))),
         strategy=measuring.parse_setting("strategy", strategy),
         processes=measuring.parse_setting("processes", str(processes)),
     )
 except (TypeError, ValueError) as err:
     st.error(frame.plain(f"These settings cannot be used: {err}."), icon=":material/error:")
-    state.set_page_params({"dtype": dtype, "strategy": strategy, "processes": str(processes)})
+    state.set_page_params({"strategy": strategy, "processes": str(processes)})
 else:
     state.set_page_params(settings.params())
 
 # --- the plan: what would be measured, and whether the ceiling allows it -----------------------------
 
 report = cache.count(config)
-storage_dtype = settings.dtype if settings else dtype
 st.subheader("Before anything runs")
-params_col, payload_col, float32_col = st.columns(3)
+params_col, payload_col = st.columns(2)
 params_col.metric("Total parameters", units.count(report.total_params))
-payload_bytes = payload.raw_bytes(report.total_params, storage_dtype)
 payload_col.metric(
-    f"Raw payload ({storage_dtype})",
-    units.bytes_exact(payload_bytes),
-    help=f"Values x bytes per {storage_dtype} value.",
+    f"Raw payload ({config.dtype})",
+    units.bytes_exact(payload.raw_bytes(report.total_params, config.dtype)),
+    help=f"Values x {payload.bytes_per_value(config.dtype)} bytes a {config.dtype} value: the arrays' bare contents.",
 )
-float32_bytes = payload.raw_bytes(report.total_params, "float32")
-float32_col.metric(
-    "Raw float32",
-    units.bytes_exact(float32_bytes),
-    help="Values x 4 bytes.",
-)
+if config.dtype != "float32":
+    payload_col.caption(f"In float32: {units.bytes_exact(payload.raw_bytes(report.total_params, 'float32'))}.")
 
 plan, refusal = None, None
 if settings is not None:
@@ -157,9 +148,9 @@ if settings is not None:
 if refusal:
     st.error(frame.plain(f"This model cannot be measured here: {refusal}."), icon=":material/block:")
     st.caption(
-        "The ceiling keeps this server's measurement under about 1 GB of memory; its operator sets it with "
-        f"`{checkpoint.MAX_PARAMS_ENV}`. On your own machine, `python -m dcsim checkpoint --max-params N` "
-        "measures a larger model."
+        "The ceiling keeps this server's measurement under about 1 GB of memory. Whoever runs this server can "
+        f"raise it with the environment variable `{checkpoint.MAX_PARAMS_ENV}` (see the hosting notes in the "
+        "README); the plan, the ideal share and the layout above need no measurement."
     )
 elif plan is not None:
     single_plan = plan.checkpoint if isinstance(plan, multiprocess.MultiprocessPlan) else plan

@@ -36,7 +36,13 @@ new_name = name_col.text_input(
     key=f"compare.new_name.{gen}",
     help=f"1 to {compare.MAX_NAME_CHARS} characters; names must differ.",
 )
-new_dtype = dtype_col.selectbox("Dtype", payload.RAW_DTYPES, key=f"compare.new_dtype.{gen}")
+new_dtype = dtype_col.selectbox(
+    "Dtype",
+    payload.RAW_DTYPES,
+    index=payload.RAW_DTYPES.index(config.dtype),
+    key=f"compare.new_dtype.{gen}",
+    help="The new scenario's storage dtype: the configuration's, unless you choose another.",
+)
 add_col.button(
     "Add the current configuration",
     icon=":material/add:",

@@ -5,7 +5,7 @@ import json
 
 import streamlit as st
 
-from dcsim import charts, layout, shares, units
+from dcsim import charts, layout, payload, shares, units
 from dcsim.ui import cache, frame, state, widgets
 from dcsim.ui import layout_widgets as lw
 
@@ -78,6 +78,9 @@ with strategy_col:
         help="How each parameter array is split over the mesh. JAX decides what divides evenly.",
     )
     st.caption(f"**{strategy}**: {lw.STRATEGY_HELP[strategy]}.")
+    config, _ = widgets.apply(
+        config, dtype=widgets.dtype_choice(config, page="layout")
+    )  # the list holds only valid ones
 mesh = parsed("mesh", mesh_text, layout.parse_mesh, "Mesh")
 with mesh_col:
     axes_col, devices_col = st.columns([2, 1])
@@ -130,9 +133,10 @@ if laid is not None:
         "shapes).",
     )
     columns[3].metric(
-        "Raw float32 per device",
-        units.bytes_exact(laid.raw_float32_bytes_per_device),
-        help="Values per device x 4 bytes; not a checkpoint size.",
+        f"Raw {config.dtype} per device",
+        units.bytes_exact(payload.raw_bytes(laid.values_per_device, config.dtype)),
+        help=f"Values per device x {payload.bytes_per_value(config.dtype)} bytes ({config.dtype}, the storage dtype "
+        "chosen above); not a checkpoint size.",
     )
     columns = st.columns(4)
     columns[0].metric(

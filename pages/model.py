@@ -1,5 +1,7 @@
 """Landing page: the configuration editor and the whole answer, without a click."""
 
+import dataclasses
+
 import streamlit as st
 
 from dcsim import breakdown, payload, presets, shares, tables, units
@@ -7,6 +9,8 @@ from dcsim.config import ModelConfig
 from dcsim.ui import cache, frame, state, widgets
 
 frame.require_router()
+
+FIGURE_WIDTH = 250  # pixels: a 15-digit count on one line; three to a row beside the sidebar on a laptop
 
 st.header("How big is this model, and what does it come to per shard?")
 # The answer sits above the editor but is drawn once, after the widgets below have been read, from
@@ -16,47 +20,65 @@ st.header("How big is this model, and what does it come to per shard?")
 answer = st.container()
 
 
+def figure(row, label: str, value: str, *, help: str, caption: str | None = None) -> None:
+    """A metric of fixed width in the answer's wrapping row, with its caption under it."""
+    with row.container(width=FIGURE_WIDTH, gap="small"):
+        st.metric(label, value, help=help)
+        if caption:
+            st.caption(caption)
+
+
 def show_answer(config: ModelConfig, error: str | None = None) -> None:
     """The whole answer at the top of the page, for ``config``; ``error`` says why the widgets'
-    values were refused and ``config`` is the last valid configuration."""
+    values were refused, and then ``config`` is the last valid configuration."""
     report = cache.count(config)
     share = shares.ideal_share(report.total_params, config.num_shards)
-    raw_float32 = payload.raw_bytes(report.total_params, "float32")
+    per_shard = payload.bytes_per_shard(report.total_params, config.num_shards, config.dtype)
+    value_bytes = payload.bytes_per_value(config.dtype)
     with answer:
         if error:
             st.error(frame.plain(f"{error}. Showing the last valid configuration."), icon=":material/error:")
-        # A preset's four figures run to 15 digits: two rows of two keep every digit on one line.
-        columns = [*st.columns(2), *st.columns(2)] if config.preset else st.columns(3)
-        total_col, share_col, bytes_col = columns[0], columns[-2], columns[-1]
-        total_col.metric(
+        row = st.container(horizontal=True, gap="medium")
+        figure(
+            row,
             "Total parameters",
             units.count(report.total_params),
             help="Counted by initialising the real Flax modules abstractly (jax.eval_shape): exact, no memory spent.",
         )
-        if config.preset:
-            columns[1].metric(
+        if not config.is_dense:
+            figure(
+                row,
                 "Non-embedding parameters",
                 units.count(breakdown.non_embedding_params(config, report)),
                 help="The total less the token, position and token-type embedding tables and less an untied output "
                 "projection over the vocabulary, as Pythia reports it (a tied output layer is the token table, "
                 "subtracted once).",
             )
-        share_col.metric(
+        figure(
+            row,
             f"Ideal share per shard ({config.num_shards:,} shards)",
             units.share_short(share.exact),
             help=f"Exactly {units.share(share.exact)}: total / shards, an average, not a layout. "
             "No shard holds a fraction of a value.",
         )
-        bytes_col.metric("Raw float32 payload", units.bytes_exact(raw_float32))
-        bytes_col.caption("Raw float32 estimate (4 bytes a value), **not the checkpoint size**.")
-        if config.preset:
-            row = presets.PRESETS[config.preset]
-            if config.overrides:
-                changed = ", ".join(f"{name}={value}" for name, value in config.overrides)
-                st.caption(frame.plain(f"{row.title} with {changed}; published {row.title}: {row.published_params:,}."))
-            else:
-                same = "matches" if report.total_params == row.published_params else "DIFFERS FROM"
-                st.caption(f"{same} the published {row.published_params:,} ({frame.plain(row.source)}).")
+        figure(
+            row,
+            f"Bytes per shard ({config.dtype})",
+            units.bytes_share(per_shard),
+            help=f"Exactly {units.share(per_shard)} bytes: total x {value_bytes} bytes / {config.num_shards:,} shards.",
+            caption=f"An average ({value_bytes} bytes a value, total / shards), not a layout; "
+            "**not the checkpoint size**.",
+        )
+        figure(
+            row,
+            "Raw float32 payload",
+            units.bytes_exact(payload.raw_bytes(report.total_params, "float32")),
+            help="Every parameter value at 4 bytes, in one place.",
+            caption="Raw float32 estimate (4 bytes a value), **not the checkpoint size**.",
+        )
+        said = presets.provenance(config, report.total_params)
+        if said:
+            st.caption(frame.plain(said))
         if report.other:
             st.caption(
                 f"Other variables (BatchNorm statistics and the like; not parameters, not in the total): "
@@ -66,7 +88,7 @@ def show_answer(config: ModelConfig, error: str | None = None) -> None:
 
 st.subheader("Configuration")
 config = state.config()
-preset = widgets.model_choice(config)
+choice = widgets.model_choice(config)
 left, right = st.columns(2)
 with left:
     num_shards = widgets.number(
@@ -75,8 +97,7 @@ with left:
         config,
         help="The ideal share divides the total by this count: an average, not a layout.",
     )
-    if preset is None:
-        input_dim = widgets.number("Input dimension D", "input_dim", config, help="The width of each input example.")
+    dtype = widgets.dtype_choice(config)
 with right:
     batch_size = widgets.number(
         "Batch size B",
@@ -93,27 +114,36 @@ with right:
     st.caption("Batch size and seed change no count: they are kept so a link reproduces the exact run.")
 
 error = None
-changes: dict = {"num_shards": num_shards, "batch_size": batch_size, "seed": seed}
-if preset is None:
+settings = {"num_shards": num_shards, "dtype": dtype, "batch_size": batch_size, "seed": seed}
+model: dict = {}
+if choice == widgets.DENSE:
+    dense = config if config.is_dense else state.last_dense()
+    with left:
+        input_dim = widgets.number("Input dimension D", "input_dim", dense, help="The width of each input example.")
     st.markdown("**Dense layers**, in order (add rows at the bottom; select rows to delete them)")
-    edited = widgets.layers_editor(config)
+    edited = widgets.layers_editor(dense)
     try:
-        changes |= {
-            "input_dim": input_dim,
-            "layers": widgets.layers_from_frame(edited),
-            "preset": None,
-            "overrides": (),
-        }
+        model = {"input_dim": input_dim, "layers": widgets.layers_from_frame(edited), "preset": None, "origin": None}
+        model["overrides"] = ()
     except ValueError as err:
         error = str(err)
 else:
-    st.markdown(f"**{presets.PRESETS[preset].title}**: hyperparameters (change any; the count follows)")
-    overrides, error = widgets.hparam_form(config, preset)
-    changes |= {"preset": preset, "overrides": overrides}
-if error is None:
-    config, error = widgets.apply(config, **changes)
+    if choice == widgets.OPENED:
+        base = config if config.origin is not None else state.last_opened()
+    else:
+        base = config if config.preset == choice else ModelConfig(preset=choice)
+    st.markdown(f"**{frame.plain(presets.model_title(base))}**: hyperparameters (change any; the count follows)")
+    overrides, error = widgets.hparam_form(base)
+    origin = base.origin
+    if origin is not None and overrides != base.overrides:
+        origin = dataclasses.replace(origin, edited=True)
+    model = {"preset": base.preset, "origin": origin, "overrides": overrides}
+# A model the widgets cannot build keeps the last valid one; the shard count, dtype, seed and batch
+# size still apply to it.
+config, refused = widgets.apply(config, **settings, **({} if error else model))
+error = error or refused
 if st.button("Reset to the seed example", icon=":material/restart_alt:"):
-    state.set_config(type(config)(), replace_widgets=True)
+    state.set_config(ModelConfig(), replace_widgets=True)
     st.rerun()
 
 show_answer(config, error)
@@ -124,7 +154,7 @@ report = cache.count(config)
 from dcsim import charts  # noqa: E402
 
 layers_table = tables.layers_frame(report)
-if config.preset:
+if not config.is_dense:
     st.subheader("Where the parameters are")
     groups = breakdown.breakdown_frame(report)
     table_col, chart_col = st.columns([3, 2])
@@ -137,43 +167,54 @@ if config.preset:
         )
     with chart_col:
         st.altair_chart(charts.params_by_group(groups), width="stretch")
-    depth = st.radio("Roll up to depth", (1, 2, 3), horizontal=True, key=state.seed_widget("depth", 1))
-    rolled = breakdown.depth_frame(report, depth)
-    table_col, chart_col = st.columns([3, 2])
-    with table_col:
-        widgets.share_table(rolled, path="Module", group="Group")
-    with chart_col:
-        if len(rolled) <= 120:
-            st.altair_chart(charts.params_by_layer(rolled, title="Parameters per module"), width="stretch")
-        else:
-            st.caption(f"{len(rolled):,} modules at this depth: too many bars to read; see the table.")
     if report.other:
         st.markdown("**Other variables** (not parameters, not in the total)")
         st.dataframe(widgets.text_counts(breakdown.other_frame(report), "num_values"), hide_index=True)
-    layers_box = st.expander(f"Every layer that owns parameters ({len(layers_table):,})")
+    # The long views of a big model (80 blocks: 80 bars, 723 arrays) are drawn only when opened.
+    depth_box = st.expander("By module, rolled up to a depth", key="model.depth_open", on_change="rerun")
+    if depth_box.open:
+        with depth_box:
+            depth = st.radio("Roll up to depth", (1, 2, 3), horizontal=True, key=state.seed_widget("depth", 1))
+            rolled = breakdown.depth_frame(report, depth)
+            table_col, chart_col = st.columns([3, 2])
+            with table_col:
+                widgets.share_table(rolled, path="Module", group="Group")
+            with chart_col:
+                if len(rolled) <= 120:
+                    st.altair_chart(charts.params_by_layer(rolled, title="Parameters per module"), width="stretch")
+                else:
+                    st.caption(f"{len(rolled):,} modules at this depth: too many bars to read; see the table.")
+    layers_box = st.expander(
+        f"Every layer that owns parameters ({len(layers_table):,})", key="model.layers_open", on_change="rerun"
+    )
+    show_layers = bool(layers_box.open)
 else:
     st.subheader("Parameters per layer")
     layers_box = st.container()
+    show_layers = True
 
-with layers_box:
-    table_col, chart_col = st.columns([3, 2])
-    with table_col:
-        widgets.share_table(layers_table, path="Layer")
-        widgets.download("Download per-layer table (CSV)", layers_table, "dcsim-layers.csv")
-    with chart_col:
-        if len(layers_table) <= 120:
-            st.altair_chart(charts.params_by_layer(layers_table), width="stretch")
+if show_layers:
+    with layers_box:
+        table_col, chart_col = st.columns([3, 2])
+        with table_col:
+            widgets.share_table(layers_table, path="Layer")
+            widgets.download("Download per-layer table (CSV)", layers_table, "dcsim-layers.csv")
+        with chart_col:
+            if len(layers_table) <= 120:
+                st.altair_chart(charts.params_by_layer(layers_table), width="stretch")
 
-with st.expander("Every parameter array"):
-    st.dataframe(
-        widgets.text_counts(tables.arrays_frame(report), "num_params"),
-        hide_index=True,
-        column_config={
-            "path": "Array",
-            "module": "Layer",
-            "kind": "Kind",
-            "shape": "Shape",
-            "dtype": "Dtype",
-            "num_params": st.column_config.TextColumn("Parameters"),
-        },
-    )
+arrays_box = st.expander(f"Every parameter array ({len(report.arrays):,})", key="model.arrays_open", on_change="rerun")
+if arrays_box.open:
+    with arrays_box:
+        st.dataframe(
+            widgets.text_counts(tables.arrays_frame(report), "num_params"),
+            hide_index=True,
+            column_config={
+                "path": "Array",
+                "module": "Layer",
+                "kind": "Kind",
+                "shape": "Shape",
+                "dtype": "Dtype",
+                "num_params": st.column_config.TextColumn("Parameters"),
+            },
+        )

@@ -2,35 +2,45 @@
 
 import streamlit as st
 
-from dcsim import charts, shares, tables, units
+from dcsim import charts, payload, shares, tables, units
 from dcsim.ui import cache, frame, state, widgets
 
 frame.require_router()
 
 st.header("Ideal share per shard")
 config = state.config()
-num_shards = widgets.number(
-    "Number of checkpoint shards",
-    "num_shards",
-    config,
-    page="shards",
-    help="The same setting as on the Model page; a change here changes the configuration.",
-)
-config, error = widgets.apply(config, num_shards=num_shards)
+shards_col, dtype_col = st.columns(2)
+with shards_col:
+    num_shards = widgets.number(
+        "Number of checkpoint shards",
+        "num_shards",
+        config,
+        page="shards",
+        help="The same setting as on the Model page; a change here changes the configuration.",
+    )
+with dtype_col:
+    dtype = widgets.dtype_choice(config, page="shards")
+config, error = widgets.apply(config, num_shards=num_shards, dtype=dtype)
 if error:
     st.error(frame.plain(f"{error}. Showing the last valid configuration."), icon=":material/error:")
 
 report = cache.count(config)
 share = shares.ideal_share(report.total_params, config.num_shards)
+per_shard = payload.bytes_per_shard(report.total_params, config.num_shards, config.dtype)
 
-total_col, shards_col, share_col = st.columns(3)
+total_col, share_col, bytes_col = st.columns(3)
 total_col.metric("Total parameters", units.count(report.total_params))
-shards_col.metric("Shards", units.count(config.num_shards))
 share_col.metric(
     f"Ideal share per shard ({config.num_shards:,} shards)",
     units.share_short(share.exact),
     help=f"Exactly {units.share(share.exact)} values: total / shards.",
 )
+bytes_col.metric(
+    f"Bytes per shard ({config.dtype})",
+    units.bytes_share(per_shard),
+    help=f"Exactly {units.share(per_shard)} bytes: total x {payload.bytes_per_value(config.dtype)} bytes / shards.",
+)
+bytes_col.caption("An average, not a layout; **not the checkpoint size**.")
 if not share.is_whole:
     st.caption(
         f"{units.count(report.total_params)} values do not divide evenly over {config.num_shards:,} shards: "
@@ -39,14 +49,14 @@ if not share.is_whole:
     )
 
 st.subheader("Across shard counts")
-sweep = tables.share_sweep_frame(report.total_params, config.num_shards)
+sweep = tables.share_sweep_frame(report.total_params, config.num_shards, dtype=config.dtype)
 chart_col, table_col = st.columns([3, 2])
 with chart_col:
     st.altair_chart(charts.share_sweep(sweep, config.num_shards), width="stretch")
 with table_col:
     st.dataframe(
         widgets.text_counts(
-            sweep.drop(columns=["ideal_share", "ideal_share_fraction"]), "num_shards", "values_at_most"
+            sweep.drop(columns=["ideal_share", "ideal_share_fraction", "dtype"]), "num_shards", "values_at_most"
         ),
         hide_index=True,
         column_config={
@@ -54,6 +64,9 @@ with table_col:
             "ideal_share_text": st.column_config.TextColumn("Ideal share (exact)", help="total / shards"),
             "values_at_most": st.column_config.TextColumn(
                 "Fullest shard (values)", help="The share rounded up: no shard holds a fraction of a value."
+            ),
+            "bytes_per_shard_text": st.column_config.TextColumn(
+                f"Bytes per shard ({config.dtype})", help="The ideal share's raw bytes: an average, not a layout."
             ),
         },
     )

@@ -50,6 +50,7 @@ def test_the_url_carries_the_configuration_from_the_first_run(app):
         "batch": "1",
         "seed": "0",
         "shards": "2",
+        "dtype": "float32",
     }
 
 

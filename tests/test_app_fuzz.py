@@ -20,7 +20,7 @@ def page_keys():
 def test_the_sweep_finds_every_page_and_its_settings(page_keys):
     assert {f"pages/{name}.py" for name in ("model", "shards", "bytes", "layout", "checkpoint")} <= set(PAGES)
     assert {"mesh", "strategy", "rules"} <= set(page_keys["pages/layout.py"])
-    assert {"dtype", "mesh", "strategy"} <= set(page_keys["pages/checkpoint.py"])
+    assert {"mesh", "strategy", "processes"} <= set(page_keys["pages/checkpoint.py"])
     assert "opt" in page_keys["pages/bytes.py"]
     if "pages/compare.py" in PAGES:  # a page with a codec of its own: every key of it is attacked
         assert {"s", "base", "budget"} <= set(page_keys["pages/compare.py"])

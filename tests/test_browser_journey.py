@@ -9,6 +9,7 @@ figure that changed.
 """
 
 import re
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -17,6 +18,7 @@ from conftest import type_into, wait_for_app
 
 pytestmark = pytest.mark.browser
 
+ROOT = Path(__file__).resolve().parent.parent
 LLAMA2_70B = "68,976,648,192"
 LLAMA2_7B = "6,738,415,616"
 GPT2_SMALL = "124,439,808"
@@ -60,6 +62,9 @@ def assert_belongs_to_the_link(browser, page, total: str) -> list[tuple[str, str
     try:
         open_page(fresh, page.url)
         shows_total(fresh, total)
+        # The page draws its list of arrays last: once it is there, the answer above it is complete.
+        expect(fresh.get_by_text("Every parameter array")).to_be_visible()
+        wait_for_app(fresh)
         assert shown == answer_on_screen(fresh), "the figures on screen are not the link's"
         assert captions(page) == captions(fresh), "the captions on screen are not the link's"
     finally:
@@ -94,7 +99,8 @@ def test_dense_to_a_preset_and_back_leaves_no_figure_of_the_other_model(server, 
     back = dict(assert_belongs_to_the_link(browser, page, "20"))
     assert back == dense, "a figure of Llama 2 70B stayed on screen"
     assert not any("published" in text for text in captions(page))
-    assert sum("not the checkpoint size" in text for text in captions(page)) == 1
+    # One under the bytes per shard, one under the raw float32 payload: no stray third.
+    assert sum("not the checkpoint size" in text for text in captions(page)) == 2
 
 
 def test_one_preset_to_another_shows_only_the_second(server, browser, page):
@@ -116,7 +122,7 @@ def test_an_invalid_edit_then_a_valid_one_leaves_one_answer(server, browser, pag
     shown = answer_on_screen(page)
     assert [label for label, _ in shown].count("Total parameters") == 1
     assert dict(shown)["Total parameters"] == GPT2_SMALL
-    assert sum("not the checkpoint size" in text for text in captions(page)) == 1
+    assert sum("not the checkpoint size" in text for text in captions(page)) == 2
 
     set_number(page, "num_heads", "12")
     set_number(page, "num_layers", "6")
@@ -126,3 +132,64 @@ def test_an_invalid_edit_then_a_valid_one_leaves_one_answer(server, browser, pag
     set_number(page, "Number of checkpoint shards", "4")
     shown = dict(assert_belongs_to_the_link(browser, page, "81,912,576"))
     assert shown["Ideal share per shard (4 shards)"] == "20,478,144"
+
+
+def test_bytes_per_shard_in_the_teams_dtype_reopen_from_the_link(server, browser, page):
+    open_page(page, f"{server}/?preset=llama2-70b&shards=64")
+    page.get_by_role("combobox", name="Storage dtype").click()
+    page.get_by_role("option", name="bfloat16", exact=True).click()
+    wait_for_app(page)
+    expect(page).to_have_url(re.compile(r"[?&]dtype=bfloat16(&|$)"))
+    shown = dict(assert_belongs_to_the_link(browser, page, LLAMA2_70B))
+    assert shown["Bytes per shard (bfloat16)"] == "2,155,520,256 bytes (2.01 GiB)"
+    assert "Bytes per shard (float32)" not in shown
+
+
+def test_a_config_json_is_shown_under_its_own_name_and_its_link_reopens_it(server, browser, page):
+    gemma = ROOT / "tests" / "data" / "hf" / "gemma-7b.json"
+    open_page(page, f"{server}/?shards=8")
+    page.get_by_text("Open a configuration file").click()
+    page.locator('[data-testid="stSidebar"] input[type="file"]').set_input_files(gemma)
+    shows_total(page, "8,537,680,896")
+    wait_for_app(page)
+    title = "GemmaForCausalLM (gemma, from config.json)"
+    expect(page.get_by_role("combobox", name="Model")).to_have_value(title)
+    every_word = page.locator("body").inner_text()
+    assert "Llama" not in every_word and "llama2" not in every_word, "a preset's name is on the page"
+    assert "matches the published" not in every_word
+    expect(page).to_have_url(re.compile(r"[?&]model_type=gemma(&|$)"))
+    assert_belongs_to_the_link(browser, page, "8,537,680,896")
+    fresh = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    try:
+        open_page(fresh, page.url)
+        expect(fresh.get_by_role("combobox", name="Model")).to_have_value(title)
+    finally:
+        fresh.context.close()
+
+
+def test_a_refused_file_is_explained_where_a_phone_shows_it(server, browser, tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text('{"model_type": "gemma2", "hidden_size": 2304}')
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True).new_page()
+    try:
+        open_page(phone, server)
+        phone.locator('[data-testid="stSidebar"] input[type="file"]').set_input_files(bad)
+        wait_for_app(phone)
+        error = phone.get_by_test_id("stMain").get_by_text("This file was not opened")
+        expect(error).to_be_visible()
+        expect(error).to_contain_text("gemma2")
+    finally:
+        phone.context.close()
+
+
+def test_widening_gpt2_small_takes_its_mlp_along(server, browser, page):
+    open_page(page, f"{server}/?preset=gpt2-small")
+    set_number(page, "num_layers", "24")
+    set_number(page, "d_model", "2048")
+    expect(page.get_by_role("spinbutton", name="ffn_dim")).to_have_value("8192")
+    error = page.get_by_test_id("stMain").get_by_text("change d_model and num_heads together")
+    expect(error).to_be_visible()
+    set_number(page, "num_heads", "16")
+    expect(error).to_have_count(0)
+    assert_belongs_to_the_link(browser, page, "1,313,626,112")
+    assert re.search(r"[?&]h\.ffn_dim=8192(&|$)", page.url)

@@ -403,7 +403,7 @@ def test_cli_json_has_the_documented_keys(own_tmp, capsys):
         (["--max-params", "10"], "this model has 20 parameters, over the checkpoint measurement's ceiling of 10"),
         (["--max-params", "1e400"], "`--max-params` must be a positive integer, got '1e400'"),
         (["--timeout", "-1"], "`--timeout` must be a number of seconds greater than 0 and at most 3600, got '-1'"),
-        (["--dtype", "int8"], "argument --dtype: invalid choice: 'int8'"),
+        (["--dtype", "fp8"], "argument --dtype: invalid choice: 'fp8'"),
         (["--mesh", "data=2", "--strategy", "tensor"], "mesh axis named `model`"),
     ],
     ids=["ceiling", "huge-ceiling", "negative-timeout", "dtype", "tensor-without-model"],

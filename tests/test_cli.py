@@ -259,13 +259,32 @@ def test_preset_table_shows_groups_non_embedding_and_batchnorm_apart(capsys):
     code, out, _ = run(capsys, "count", "--preset", "resnet18", "--shards", "4")
     assert code == 0
     assert "model: preset resnet18 (ResNet-18;" in out
-    assert "published count of the preset: 11,689,512" in out
-    assert "total parameters       11,689,512\n" in out
+    assert "ResNet-18: matches the published 11,689,512" in out
+    assert out.startswith("total parameters       11,689,512\n")  # the answer first
     assert "other variables        9,600 (e.g. BatchNorm statistics: not parameters, not in the total)" in out
-    assert "stage_3/block_1/conv_1" in out
+    assert "\nstage_3 " in out  # the top-level modules; every array is in --format csv
+    assert "(62 arrays: every one with --format csv or --format json)" in out
     _, out, _ = run(capsys, "count", "--preset", "llama2-7b", "--set", "num_layers=2")
     assert "non-embedding parameters: 404,770,816" in out  # 2 blocks of 202,383,360 and the final norm
     assert "changed from the preset: num_layers" in out
+    assert "Llama 2 7B with num_layers=2; the published Llama 2 7B has 6,738,415,616." in out
+
+
+def test_the_answer_comes_first_and_bytes_per_shard_are_in_the_chosen_dtype(capsys):
+    code, out, _ = run(capsys, "count", "--preset", "llama2-70b", "--shards", "64", "--dtype", "bfloat16")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "total parameters       68,976,648,192"
+    assert lines[3] == (
+        "bytes per shard        2,155,520,256 bytes in bfloat16 (2.01 GiB)  (an average, NOT the checkpoint size)"
+    )
+    assert len(lines) < 150  # 1,470 lines before: every array is in csv and json, not in the table
+    _, out, _ = run(
+        capsys, "count", "--preset", "llama2-70b", "--shards", "64", "--dtype", "bfloat16", "--format", "json"
+    )
+    record = json.loads(out)
+    assert (record["dtype"], record["bytes_per_shard_fraction"]) == ("bfloat16", "2155520256")
+    assert record["config"]["dtype"] == "bfloat16"
 
 
 def test_config_file_preset_with_set_on_top(capsys, tmp_path):

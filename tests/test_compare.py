@@ -267,8 +267,9 @@ def test_a_link_is_compact_and_the_token_reuses_the_configuration_link():
     text = compare.query_string(compare.encode(TWO))
     assert text.startswith("cv=1&s=float32~shards%3D2~n%3Dbase&s=bfloat16")
     assert compare.fits_in_link(text)
-    fields = dict(field.split("=", 1) for field in GOOD.split("~")[1:-1])
-    assert links.decode({key: [value] for key, value in fields.items()}).config == TWO.scenarios[1].config
+    dtype, *fields = GOOD.split("~")[:-1]
+    params = {key: [value] for key, value in (field.split("=", 1) for field in fields)} | {"dtype": [dtype]}
+    assert links.decode(params).config == TWO.scenarios[1].config
 
 
 def test_three_deep_distinct_stacks_do_not_fit_in_a_link_but_do_in_json():

@@ -1,4 +1,4 @@
-"""Hugging Face config.json files open as presets with overrides, and count what transformers counts.
+"""Hugging Face config.json files open under their own name, and count what transformers counts.
 
 The files in tests/data/hf/ and their counts were written by bench/hf_import.py with transformers
 itself (``config.to_json_string()``; ``num_parameters()`` after ``tie_weights()``).
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import open_app
-from dcsim import hf
+from dcsim import hf, presets
 from dcsim.cli import main
 from dcsim.config import MAX_CONFIG_BYTES, ModelConfig
 from dcsim.count import count_params
@@ -39,31 +39,66 @@ def edited(name: str, **changes) -> bytes:
 def test_every_file_counts_what_transformers_counts(name):
     config, note = hf.read_config_file(hf_file(name))
     assert count_params(config).total_params == COUNTS[name]
-    assert note.startswith("Opened a Hugging Face config.json (model_type ")
+    assert note.startswith(f"Opened {config.origin.title}. Counted as ")
+    assert config.preset is None
 
 
-def test_the_result_is_an_ordinary_preset_that_keeps_the_shards_seed_and_batch():
-    base = ModelConfig(num_shards=64, seed=7, batch_size=3)
+def test_the_file_is_its_own_model_and_keeps_the_shards_dtype_seed_and_batch():
+    base = ModelConfig(num_shards=64, seed=7, batch_size=3, dtype="bfloat16")
     config, note = hf.read_config_file(hf_file("mistral-7b"), base=base)
-    assert (config.num_shards, config.seed, config.batch_size) == (64, 7, 3)
-    assert config.preset == "llama2-7b"
-    assert dict(config.overrides) == {"ffn_dim": 14336, "max_positions": 32768, "num_kv_heads": 8}
+    assert (config.num_shards, config.seed, config.batch_size, config.dtype) == (64, 7, 3, "bfloat16")
+    assert config.preset is None and config.family == "decoder"
+    assert config.origin.title == "MistralForCausalLM (mistral, from config.json)"
+    assert presets.model_title(config) == config.origin.title
+    mistral = presets.resolved_hparams(config)
+    llama = presets.resolve("llama2-7b")
+    assert {name: value for name, value in mistral.items() if llama[name] != value} == {
+        "ffn_dim": 14336,
+        "max_positions": 32768,
+        "num_kv_heads": 8,
+    }
     assert ModelConfig.from_json(config.to_json()) == config  # downloads and links carry it as it is
     assert note == (
-        "Opened a Hugging Face config.json (model_type 'mistral') as llama2-7b with ffn_dim=14336, "
-        "max_positions=32768, num_kv_heads=8. Counted as MistralForCausalLM: embeddings, blocks, final norm, "
-        "language-model head untied; rotary positions hold no parameters."
+        "Opened MistralForCausalLM (mistral, from config.json). Counted as MistralForCausalLM: embeddings, "
+        "blocks, final norm, language-model head untied; rotary positions hold no parameters."
     )
+    assert "llama" not in note.lower()
 
 
-def test_the_published_llama_2_7b_file_is_the_preset_unchanged():
+@pytest.mark.parametrize(
+    ("changes", "name"),
+    [
+        ({"_name_or_path": "google/gemma-7b"}, "google/gemma-7b"),
+        ({"_name_or_path": ""}, "GemmaForCausalLM"),
+        ({"_name_or_path": "x" * 101}, "GemmaForCausalLM"),
+        ({"_name_or_path": "evil\u202e", "architectures": ["A\nB"]}, "GemmaForCausalLM"),
+        ({"architectures": ...}, "GemmaForCausalLM"),
+        ({"architectures": ["MyGemma"]}, "MyGemma"),
+    ],
+    ids=["hub-id", "empty-path", "too-long", "control-characters", "no-architectures", "architectures"],
+)
+def test_the_name_comes_from_the_file(changes, name):
+    changes = {
+        key: value.encode().decode("unicode_escape") if isinstance(value, str) else value
+        for key, value in changes.items()
+    }
+    if "architectures" in changes and isinstance(changes["architectures"], list):
+        changes["architectures"] = [entry.encode().decode("unicode_escape") for entry in changes["architectures"]]
+    config, _ = hf.read_config_file(edited("gemma-7b", **changes))
+    assert config.origin.name == name
+    assert config.origin.title == f"{name} (gemma, from config.json)"
+
+
+def test_the_published_llama_2_7b_file_has_the_presets_hyperparameters():
     config, _ = hf.read_config_file(hf_file("llama-2-7b"))
-    assert config.preset == "llama2-7b" and config.overrides == ()
+    assert presets.resolved_hparams(config) == presets.resolve("llama2-7b")
+    assert config.origin.title == "LlamaForCausalLM (llama, from config.json)"
 
 
 def test_a_tied_head_and_an_explicit_equal_head_dim_are_read():
     config, note = hf.read_config_file(hf_file("llama-3.2-1b"))
-    assert dict(config.overrides)["tied_embeddings"] is True
+    assert presets.resolved_hparams(config)["tied_embeddings"] is True
+    assert presets.resolved_hparams(config)["head_dim"] == 0  # 64 = 2,048 / 32
     assert "language-model head tied to the token embedding" in note
 
 
@@ -71,12 +106,12 @@ def test_heads_of_their_own_width_become_head_dim():
     # Gemma 7B: 16 heads of 256 on a 3,072-wide model; and Llama 2 7B with heads half as wide, by hand:
     # query, key, value and out each lose 4,096 x 4,096 / 2 values in each of the 32 blocks.
     config, _ = hf.read_config_file(hf_file("gemma-7b"))
-    assert dict(config.overrides)["head_dim"] == 256
+    assert presets.resolved_hparams(config)["head_dim"] == 256
     config, _ = hf.read_config_file(edited("llama-2-7b", head_dim=64))
-    assert dict(config.overrides) == {"head_dim": 64}
+    assert presets.resolved_hparams(config) == presets.resolve("llama2-7b", {"head_dim": 64})
     assert count_params(config).total_params == COUNTS["llama-2-7b"] - 32 * 4 * 4096 * 4096 // 2 == 5_664_673_792
     config, _ = hf.read_config_file(hf_file("llama-2-7b"))  # 128 = 4,096 / 32: the usual width, no override
-    assert "head_dim" not in dict(config.overrides)
+    assert presets.resolved_hparams(config)["head_dim"] == 0
 
 
 def test_qwen2_has_biases_on_query_key_and_value_only():
@@ -202,7 +237,7 @@ def test_the_cli_counts_a_hugging_face_file_and_says_what_it_opened(tmp_path, ca
     report = json.loads(out)
     assert report["total_params"] == COUNTS["tinyllama-1.1b"] == 1_100_048_384
     assert report["ideal_share_fraction"] == "275012096"
-    assert err.startswith("dcsim: Opened a Hugging Face config.json (model_type 'llama') as llama2-7b with ")
+    assert err.startswith("dcsim: Opened LlamaForCausalLM (llama, from config.json). Counted as LlamaForCausalLM")
 
 
 def test_the_cli_refuses_an_unsupported_file_in_one_line(tmp_path, capsys):
@@ -221,7 +256,8 @@ def test_the_upload_box_opens_a_hugging_face_file():
     assert metrics["Total parameters"] == "7,241,732,096"
     assert "MistralForCausalLM" in at.sidebar.get("success")[0].value
     query = dict(at.query_params)
-    assert query["preset"] == "llama2-7b" and query["shards"] == "8"
+    assert "preset" not in query and query["shards"] == "8"
+    assert (query["family"], query["model_type"], query["name"]) == ("decoder", "mistral", "MistralForCausalLM")
     assert query["h.num_kv_heads"] == "8" and query["h.ffn_dim"] == "14336"
     at.run()  # what the file was opened as stays said while that model is shown
     assert not at.sidebar.get("success")  # the upload box is a fresh one

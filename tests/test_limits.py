@@ -76,7 +76,10 @@ def _edit(rows: dict) -> str:
 def _upload(content: bytes) -> str:
     at = open_app()
     at.file_uploader[0].set_value(("model.json", content, "application/json")).run()
-    return _one(at)
+    assert not at.exception
+    (alert,) = at.sidebar.get("error")  # the page repeats it in the main area for a phone
+    assert alert.value in [error.value for error in at.main.get("error")]
+    return alert.value.replace("\\", "")
 
 
 def _typed(page: str, label_words: str, value: str, kind: str = "text_input") -> str:

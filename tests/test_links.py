@@ -144,7 +144,11 @@ def test_link_keeps_the_base_path_and_page():
     url = links.link("https://team.example/dcsim/shards?old=1", ModelConfig(num_shards=8))
     assert url.startswith("https://team.example/dcsim/shards?v=2&")
     assert query(url.split("?", 1)[1])["shards"] == ["8"]
-    assert urlencode(links.encode(ModelConfig())) == "v=2&input_dim=4&layers=4&batch=1&seed=0&shards=2"
+    assert urlencode(links.encode(ModelConfig())) == "v=2&input_dim=4&layers=4&batch=1&seed=0&shards=2&dtype=float32"
+    # A preset's link carries no Dense stack: its input dimension and layers are not used.
+    assert urlencode(links.encode(ModelConfig(preset="llama2-70b", num_shards=64, dtype="bfloat16"))) == (
+        "v=2&batch=1&seed=0&shards=64&dtype=bfloat16&preset=llama2-70b"
+    )
 
 
 preset_configs = st.sampled_from(

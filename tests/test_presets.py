@@ -308,6 +308,7 @@ DENSE_JSON = """{
   "batch_size": 1,
   "seed": 0,
   "num_shards": 2,
+  "dtype": "float32",
   "layers": [
     {
       "features": 4,
@@ -321,6 +322,23 @@ DENSE_JSON = """{
 def test_dense_json_is_unchanged_by_presets():
     assert ModelConfig().to_json() == DENSE_JSON
     assert "preset" not in ModelConfig().to_dict()
+
+
+def test_a_file_without_a_dtype_opens_as_float32():
+    # Files written before the storage dtype joined the configuration still open, as float32.
+    data = json.loads(DENSE_JSON)
+    del data["dtype"]
+    assert ModelConfig.from_dict(data) == ModelConfig()
+    with pytest.raises(
+        ValueError, match=r"^`dtype` must be one of float32, bfloat16, float16, int8, float64, got 'fp8'$"
+    ):
+        ModelConfig(dtype="fp8")
+
+
+def test_a_presets_json_leaves_out_the_dense_stack():
+    data = ModelConfig(preset="gpt2-small", input_dim=784).to_dict()
+    assert "input_dim" not in data and "layers" not in data
+    assert ModelConfig(preset="gpt2-small", input_dim=784) == ModelConfig(preset="gpt2-small")
 
 
 @pytest.mark.parametrize(
@@ -414,7 +432,10 @@ def test_any_overrides_give_a_config_or_a_clear_error(preset, overrides):
 
 
 def test_head_dim_frees_the_heads_from_dividing_d_model():
-    rule = r"must divide `d_model` \(4,096\) .* \(or set head_dim, each head's own width\)$"
+    rule = (
+        r"must divide `d_model` \(4,096\) .* change d_model and num_heads together "
+        r"\(or set head_dim, each head's own width\); head counts"
+    )
     with pytest.raises(ValueError, match=rule):
         ModelConfig(preset="llama2-7b", overrides={"num_heads": 3, "num_kv_heads": 3})
     config = ModelConfig(preset="llama2-7b", overrides={"num_heads": 3, "num_kv_heads": 3, "head_dim": 100})

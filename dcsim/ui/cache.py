@@ -1,8 +1,10 @@
 """Bounded caches around the engine, shared by every session of one server.
 
 ``st.cache_data`` is unbounded unless told otherwise; these bounds keep a crowd of different
-configurations from growing the server's memory without limit. Keys are the configuration's JSON
-text, so equal configurations share one entry whichever page or session asked.
+configurations from growing the server's memory without limit. Keys are the JSON text of the
+configuration's architecture (``ModelConfig.architecture``: shards, dtype, seed and batch size left
+out, since none changes a count), so a shard change recounts nothing and equal models share one
+entry whichever page or session asked.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def _count(config_json: str) -> ParamReport:
 
 def count(config: ModelConfig) -> ParamReport:
     """``dcsim.count.count_params``, cached per configuration."""
-    return _count(config.to_json())
+    return _count(config.architecture().to_json())
 
 
 @st.cache_data(max_entries=MAX_CACHED_OPTIMIZER_STATES, show_spinner="Initialising the optimizer abstractly…")
@@ -35,4 +37,4 @@ def _optimizer_state(config_json: str, name: str) -> OptimizerState:
 
 def optimizer_state(config: ModelConfig, name: str) -> OptimizerState:
     """``dcsim.optimizer.state_of`` for the configuration's parameters, cached per pair."""
-    return _optimizer_state(config.to_json(), name)
+    return _optimizer_state(config.architecture().to_json(), name)

@@ -26,7 +26,6 @@ from dcsim.layout import MeshSpec, parse_mesh
 from dcsim.multiprocess import MultiprocessPlan, MultiprocessReport
 from dcsim.ui import frame
 
-DTYPES = checkpoint.STORAGE_DTYPES
 # The strategies that need no rules and no particular axis names.
 STRATEGIES = ("replicated", "fsdp")
 DEVICE_CHOICES = (1, 2, 4, 8)
@@ -45,7 +44,7 @@ TIMEOUT_SECONDS = checkpoint.default_timeout_seconds()
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Settings:
-    """What the page measures besides the configuration: storage dtype, mesh and strategy."""
+    """What the page measures with: the configuration's storage dtype, the mesh, strategy and processes."""
 
     dtype: str
     mesh: MeshSpec
@@ -53,9 +52,8 @@ class Settings:
     processes: int = 1
 
     def params(self) -> dict[str, str]:
-        """The settings as the page's URL parameters."""
+        """The page's own settings as URL parameters (the dtype is the configuration's ``dtype``)."""
         return {
-            "dtype": self.dtype,
             "mesh": self.mesh.text,
             "strategy": self.strategy,
             "processes": str(self.processes),
@@ -74,10 +72,6 @@ def parse_setting(name: str, text: str) -> str | int:
                 f"`processes` must be one of {', '.join(map(str, PROCESS_CHOICES))} on this page, got {text!r}"
             )
         return count
-    if name == "dtype":
-        if text not in DTYPES:
-            raise ValueError(f"`dtype` must be one of {', '.join(DTYPES)}, got {show(text)}")
-        return text
     if name == "strategy":
         if text not in STRATEGIES:
             raise ValueError(f"`strategy` must be one of {', '.join(STRATEGIES)} on this page, got {show(text)}")
@@ -100,14 +94,14 @@ def measurement_lock() -> checkpoint.MeasurementLock:
 
 
 def _key(config: ModelConfig, settings: Settings) -> str:
-    return json.dumps({"config": config.to_dict(), **settings.params()}, sort_keys=True)
+    return json.dumps({"config": config.to_dict(), "dtype": settings.dtype, **settings.params()}, sort_keys=True)
 
 
 @st.cache_data(max_entries=MAX_CACHED_PLANS, show_spinner=False)
 def _plan(key: str) -> CheckpointPlan | MultiprocessPlan:
     request = json.loads(key)
     kwargs = {
-        "dtype": request["dtype"],
+        "dtype": request["dtype"],  # the configuration's
         "mesh": request["mesh"],
         "strategy": request["strategy"],
         "timeout_seconds": TIMEOUT_SECONDS,

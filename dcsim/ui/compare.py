@@ -167,7 +167,7 @@ def answers(current: Comparison) -> list[budget.Answer]:
     """``budget.answer`` for every scenario, cached (bounded) per (configuration, dtype, budget)."""
     spec = current.budget
     return [
-        _answer(s.config.to_json(), s.dtype, spec.amount, spec.unit, spec.training, spec.strategy)
+        _answer(s.config.architecture().to_json(), s.dtype, spec.amount, spec.unit, spec.training, spec.strategy)
         for s in current.scenarios
     ]
 

@@ -12,11 +12,12 @@ from urllib.parse import urlencode
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
-from dcsim import hf, links, units
+from dcsim import hf, links, presets, units
 from dcsim.config import MAX_CONFIG_BYTES, ModelConfig
 from dcsim.ui import cache, state, widgets
 
 UPLOAD_DONE = "dcsim.upload_done"
+UPLOAD_ERROR = "dcsim.upload_error"
 # Every character with a meaning in CommonMark, GitHub's extensions or Streamlit's own directives
 # (`:red[...]`, `:material/icon:`, `$math$`); commas, quotes and letters pass unchanged.
 _MARKDOWN_SPECIAL = re.compile(r"[\\`*_{}\[\]()#+\-.!|<>~$:=&^]")
@@ -29,7 +30,7 @@ _STYLE = """<style>
   white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
   overflow-wrap: break-word;
 }
-[data-testid="stMetricValue"] { font-size: clamp(1.4rem, 2.4vw, 2.25rem); }
+[data-testid="stMetricValue"] { font-size: clamp(1.3rem, 2.1vw, 2.1rem); }
 [data-testid="stMetricLabel"] p { white-space: normal; }
 </style>"""
 
@@ -74,10 +75,12 @@ def link_problems() -> None:
 
 
 def describe(config: ModelConfig) -> str:
-    """A one-line summary such as ``input 4 → 4`` or ``gpt2-small (num_layers=6)``."""
-    if config.preset is not None:
-        changed = ", ".join(f"{name}={value}" for name, value in config.overrides)
-        return f"{config.preset} ({changed})" if changed else config.preset
+    """A one-line summary such as ``input 4 → 4`` or ``GPT-2 small (num_layers=6)``: the model
+    under the name a person knows it by (a file's model under the file's name, never a preset's)."""
+    if not config.is_dense:
+        changed = ", ".join(f"{name}={presets.value_text(value)}" for name, value in config.overrides)
+        title = presets.model_title(config)
+        return f"{title} ({changed})" if changed and config.origin is None else title
     widths = " → ".join(f"{layer.features:,}{'' if layer.use_bias else ' (no bias)'}" for layer in config.layers[:6])
     if len(config.layers) > 6:
         widths += f" → … ({len(config.layers):,} layers)"
@@ -86,7 +89,8 @@ def describe(config: ModelConfig) -> str:
 
 def upload_box() -> None:
     """Restore a configuration from a JSON file the dashboard or the CLI wrote, or open a Hugging
-    Face config.json as a preset with overrides."""
+    Face config.json under its own name. A refused file is explained in the sidebar and, for a
+    phone's reader whose sidebar is folded away, at the top of the page (``upload_problem``)."""
     with st.sidebar.expander("Open a configuration file", icon=":material/upload_file:"):
         uploaded = st.file_uploader(
             "Configuration JSON",
@@ -101,9 +105,9 @@ def upload_box() -> None:
         )
         done = st.session_state.get(UPLOAD_DONE)
         if uploaded is None:
+            st.session_state.pop(UPLOAD_ERROR, None)
             # What a Hugging Face file was opened as stays said while that model is shown.
-            config = state.config()
-            if isinstance(done, tuple) and done[2] is not None and done[1] == (config.preset, config.overrides):
+            if isinstance(done, tuple) and done[2] is not None and done[1] == state.config().architecture():
                 st.info(plain(done[2]), icon=":material/info:")
             return
         if isinstance(done, tuple) and done[0] == uploaded.file_id:
@@ -112,11 +116,21 @@ def upload_box() -> None:
         try:
             config, note = hf.read_config_file(uploaded.getvalue(), base=state.config())
         except (TypeError, ValueError) as err:
-            st.error(plain(f"This file was not opened: {err}"))
+            message = f"This file was not opened: {err}"
+            st.error(plain(message))
+            st.session_state[UPLOAD_ERROR] = message
             return
+        st.session_state.pop(UPLOAD_ERROR, None)
         state.set_config(config, replace_widgets=True)
-        st.session_state[UPLOAD_DONE] = (uploaded.file_id, (config.preset, config.overrides), note)
+        st.session_state[UPLOAD_DONE] = (uploaded.file_id, config.architecture(), note)
         st.success(plain(note or "Configuration opened."))
+
+
+def upload_problem() -> None:
+    """The refused upload's message in the main area too, while the refused file is in the box."""
+    message = st.session_state.get(UPLOAD_ERROR)
+    if message:
+        st.error(plain(message), icon=":material/upload_file:")
 
 
 def share_box() -> None:
@@ -125,7 +139,7 @@ def share_box() -> None:
     report = cache.count(config)
     with st.sidebar:
         st.caption(plain(describe(config)))
-        st.caption(f"{units.count(report.total_params)} parameters · {config.num_shards:,} shards")
+        st.caption(f"{units.count(report.total_params)} parameters · {config.num_shards:,} shards · {config.dtype}")
         st.markdown("**Share this view**")
         base = st.context.url or ""
         st.code(f"{base}?{urlencode(state.wanted_query(), doseq=True)}", language=None, wrap_lines=True)

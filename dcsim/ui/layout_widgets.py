@@ -117,7 +117,9 @@ def cached_layout(
     config: ModelConfig, mesh: layout.MeshSpec, strategy: str, rules: tuple[layout.Rule, ...] = ()
 ) -> Outcome:
     """``lay_out`` of the configuration, cached per (configuration, mesh, strategy, rules) text."""
-    return _cached_layout(config.to_json(), mesh.text, strategy, rules_text(rules) if strategy == "custom" else "")
+    return _cached_layout(
+        config.architecture().to_json(), mesh.text, strategy, rules_text(rules) if strategy == "custom" else ""
+    )
 
 
 def _fraction_text(value: Fraction | None) -> str:
@@ -249,7 +251,7 @@ def _cached_sweep(config_json: str) -> pd.DataFrame:
 
 def cached_sweep(config: ModelConfig) -> pd.DataFrame:
     """``sweep_frame`` of the configuration, cached per configuration."""
-    return _cached_sweep(config.to_json())
+    return _cached_sweep(config.architecture().to_json())
 
 
 def mesh_frame(mesh: layout.MeshSpec) -> pd.DataFrame:

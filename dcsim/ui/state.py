@@ -24,6 +24,8 @@ PROBLEMS = "dcsim.link_problems"
 GENERATION = "dcsim.generation"
 PAGE_PARAMS = "dcsim.page_params"
 PAGE_MEMORY = "dcsim.page_memory"
+LAST_DENSE = "dcsim.last_dense"
+LAST_OPENED = "dcsim.last_opened"
 WIDGET_PREFIX = "w."
 
 
@@ -38,7 +40,28 @@ def config() -> ModelConfig:
         st.session_state[CONFIG] = decoded.config
         st.session_state[PROBLEMS] = decoded.problems
         st.session_state[GENERATION] = 0
+        _remember(decoded.config)
     return st.session_state[CONFIG]
+
+
+def _remember(config: ModelConfig) -> None:
+    if config.is_dense:
+        st.session_state[LAST_DENSE] = config
+    elif config.origin is not None:
+        st.session_state[LAST_OPENED] = config
+
+
+def last_dense() -> ModelConfig:
+    """The Dense stack this session last showed (the seed example if none), so a person who looks
+    at a preset and comes back finds their layers again."""
+    config()
+    return st.session_state.get(LAST_DENSE, ModelConfig())
+
+
+def last_opened() -> ModelConfig | None:
+    """The model this session last opened from a file (or a link to one), if any."""
+    config()
+    return st.session_state.get(LAST_OPENED)
 
 
 def problems() -> tuple[str, ...]:
@@ -68,6 +91,7 @@ def set_config(new: ModelConfig, *, replace_widgets: bool = False) -> None:
     if new != config():
         st.session_state[CONFIG] = new
         st.session_state[PROBLEMS] = ()
+        _remember(new)
     if replace_widgets:
         for key in [key for key in st.session_state if str(key).startswith(WIDGET_PREFIX)]:
             del st.session_state[key]

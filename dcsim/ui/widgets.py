@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from dcsim import presets, units
-from dcsim.config import FIELD_LIMITS, MAX_LAYERS, DenseLayer, ModelConfig
+from dcsim.config import DTYPES, FIELD_LIMITS, MAX_LAYERS, DenseLayer, ModelConfig
 from dcsim.ui import state
 
 _EDITOR_BASE = "dcsim.layers_base"
@@ -153,60 +153,117 @@ def apply(config: ModelConfig, **changes: Any) -> tuple[ModelConfig, str | None]
 
 
 DENSE = "dense"
+OPENED = "opened"  # the model opened from a file this session, under its own name
+_FORM_VALUES = state.WIDGET_PREFIX + "form.values"  # the form's values as of the last run, by widget prefix
+_PINNED = state.WIDGET_PREFIX + "form.pinned"  # hyperparameters a person set in the form, by widget prefix
+# (Both live under the widgets' prefix, so a new model from outside the widgets, an upload or a
+# reset, forgets them with the widgets: ``state.set_config(..., replace_widgets=True)``.)
 
 
-def model_choice(config: ModelConfig) -> str | None:
-    """The model to count: the editable Dense stack, or an architecture preset."""
-    options = [DENSE, *presets.PRESETS]
+def model_choice(config: ModelConfig) -> str:
+    """The model to count: ``DENSE`` (the editable stack), ``OPENED`` (the model this session
+    opened from a file, while there is one) or a preset's name."""
+    opened = state.last_opened()
+    options = [DENSE, *([OPENED] if opened is not None else []), *presets.PRESETS]
 
     def label(name: str) -> str:
         if name == DENSE:
             return "Dense stack (edit the layers below)"
+        if name == OPENED:
+            return presets.model_title(opened)
         row = presets.PRESETS[name]
         return f"{row.title} · {row.family} · {row.published_params:,} published"
 
-    key = state.seed_widget("preset", config.preset or DENSE)
-    chosen = st.selectbox("Model", options, format_func=label, key=key, help="A preset reproduces a published count.")
-    return None if chosen == DENSE else chosen
+    current = config.preset or (OPENED if config.origin is not None else DENSE)
+    key = state.seed_widget("preset", current)
+    return st.selectbox("Model", options, format_func=label, key=key, help="A preset reproduces a published count.")
 
 
-def hparam_form(config: ModelConfig, preset: str) -> tuple[dict[str, Any], str | None]:
-    """One widget per hyperparameter of ``preset``'s family, seeded from the configuration.
+def dtype_choice(config: ModelConfig, *, page: str = "") -> str:
+    """The storage dtype of the byte figures (``page`` tells apart the boxes of different pages)."""
+    key = state.seed_widget(f"{page}.dtype", config.dtype)
+    return st.selectbox(
+        "Storage dtype",
+        DTYPES,
+        key=key,
+        help="The dtype the bytes per shard count in (bytes a value: float32 4, bfloat16 and float16 2, int8 1, "
+        "float64 8). The raw float32 estimate stays beside it.",
+    )
 
-    Returns the values that differ from the preset's own (the overrides), and the first value
-    that could not be read, if any.
+
+def hparam_form(base: ModelConfig) -> tuple[tuple[tuple[str, Any], ...], str | None]:
+    """One widget per hyperparameter of ``base``'s family that changes its count, seeded from it.
+
+    Returns the overrides the widgets make (against ``base``'s preset, or its family's defaults for
+    a model opened from a file) and the first value or rule the widgets break, if any. A derived
+    value (``ffn_dim`` from ``d_model``, tied ``num_kv_heads`` from ``num_heads``) follows its
+    source until the person sets it (``presets.follow``, run in the widgets' callbacks).
     """
-    row = presets.PRESETS[preset]
-    current = presets.resolve(preset, config.overrides) if config.preset == preset else dict(row.hparams)
-    overrides: dict[str, Any] = {}
-    error = None
-    columns = st.columns(3)
-    for index, spec in enumerate(presets.schema(row.family)):
-        key = state.seed_widget(f"h.{preset}.{spec.name}", _widget_value(spec, current[spec.name]))
-        with columns[index % 3]:
-            value = _hparam_widget(spec, key)
+    family = base.family
+    assert family is not None
+    prefix = f"h.{base.preset or OPENED}."
+    current = presets.resolved_hparams(base)
+    specs = presets.schema(family)
+    keys = {spec.name: state.seed_widget(prefix + spec.name, _widget_value(spec, current[spec.name])) for spec in specs}
+    values, error = {}, None
+    for spec in specs:
         try:
-            value = spec.parse(value) if spec.kind == "ints" else spec.check(value)
+            values[spec.name] = _parsed(spec, st.session_state[keys[spec.name]])
         except (TypeError, ValueError) as err:
+            values[spec.name] = current[spec.name]
             error = error or str(err)
-            continue
-        if value != row.hparams[spec.name]:
-            overrides[spec.name] = value
-    return overrides, error
+    st.session_state.setdefault(_FORM_VALUES, {})[prefix] = values
+    shown = presets.applicable(family, values)
+    columns = st.columns(3)
+    for index, spec in enumerate(spec for spec in specs if spec.name in shown):
+        with columns[index % 3]:
+            _hparam_widget(spec, keys[spec.name], on_change=_follow, args=(family, prefix, spec.name))
+    overrides = presets.overrides_from(family, presets.base_hparams(base), values)
+    if error is None:
+        try:
+            presets.check_hparams(family, values)
+        except ValueError as err:
+            error = str(err)
+    return tuple(sorted(overrides.items())), error
+
+
+def _follow(family: str, prefix: str, name: str) -> None:
+    """After ``name`` was edited, move the values that derive from it (``presets.follow``)."""
+    pinned = st.session_state.setdefault(_PINNED, {}).setdefault(prefix, set())
+    pinned.add(name)
+    before = st.session_state.get(_FORM_VALUES, {}).get(prefix)
+    if before is None:
+        return
+    spec = presets.hparam(family, name, family)
+    try:
+        after = {**before, name: _parsed(spec, st.session_state[prefix_key(prefix, name)])}
+    except (TypeError, ValueError):
+        return
+    for moved, value in presets.follow(family, before, after, pinned).items():
+        if value != after[moved]:
+            st.session_state[prefix_key(prefix, moved)] = _widget_value(presets.hparam(family, moved, family), value)
+
+
+def prefix_key(prefix: str, name: str) -> str:
+    return state.WIDGET_PREFIX + prefix + name
+
+
+def _parsed(spec: presets.HParam, value: Any) -> Any:
+    return spec.parse(value) if spec.kind == "ints" else spec.check(value)
 
 
 def _widget_value(spec: presets.HParam, value: Any) -> Any:
     return ",".join(str(entry) for entry in value) if spec.kind == "ints" else value
 
 
-def _hparam_widget(spec: presets.HParam, key: str) -> Any:
+def _hparam_widget(spec: presets.HParam, key: str, **callback: Any) -> Any:
     label = spec.name
     if spec.kind == "int":
         return st.number_input(
-            label, min_value=spec.minimum, max_value=spec.maximum, step=1, key=key, help=spec.description
+            label, min_value=spec.minimum, max_value=spec.maximum, step=1, key=key, help=spec.description, **callback
         )
     if spec.kind == "bool":
-        return st.checkbox(label, key=key, help=spec.description)
+        return st.checkbox(label, key=key, help=spec.description, **callback)
     if spec.kind == "choice":
-        return st.selectbox(label, spec.choices, key=key, help=spec.description)
-    return st.text_input(label, key=key, help=f"{spec.description}; {spec.rule()}", max_chars=64)
+        return st.selectbox(label, spec.choices, key=key, help=spec.description, **callback)
+    return st.text_input(label, key=key, help=f"{spec.description}; {spec.rule()}", max_chars=64, **callback)

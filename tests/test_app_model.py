@@ -1,0 +1,174 @@
+"""The Model page's everyday journey in AppTest: bytes per shard in the team's dtype, a model opened
+from a file shown under its own name, derived hyperparameters that follow, and what a refused
+upload says where a phone's reader sees it."""
+
+from pathlib import Path
+
+import pytest
+
+from conftest import open_app
+
+HF = Path(__file__).parent / "data" / "hf"
+
+
+def metrics(at):
+    return {metric.label: metric.value for metric in at.metric}
+
+
+def number_input(at, label):
+    return next(widget for widget in at.number_input if widget.label == label)
+
+
+def shown(element):
+    return element.value.replace("\\", "")
+
+
+def every_text(at) -> str:
+    """Everything a person reads on the page and in its sidebar, markdown escapes removed."""
+    kinds = ("caption", "markdown", "warning", "error", "info", "success", "subheader", "header", "code")
+    texts = [shown(element) for kind in kinds for element in at.get(kind)]
+    texts += [shown(element) for kind in kinds for element in at.sidebar.get(kind)]
+    texts += [f"{metric.label} {metric.value}" for metric in at.metric]
+    texts += [box.label for box in at.selectbox] + [str(box.value) for box in at.selectbox]
+    texts += [option for widget in at.selectbox for option in widget.options]  # the labels a person reads
+    return " ".join(texts)
+
+
+def upload(at, name: str, content: bytes):
+    at.sidebar.get("file_uploader")[0].set_value((name, content, "application/json")).run()
+    assert not at.exception
+    return at
+
+
+def test_bytes_per_shard_in_the_chosen_dtype_for_llama_2_70b():
+    at = open_app({"preset": "llama2-70b", "shards": "64", "dtype": "bfloat16"})
+    values = metrics(at)
+    assert values["Bytes per shard (bfloat16)"] == "2,155,520,256 bytes (2.01 GiB)"
+    assert values["Raw float32 payload"] == "275,906,592,768 bytes (256.96 GiB)"
+    captions = [caption.value for caption in at.caption]
+    assert any(
+        "An average" in text and "not a layout" in text and "not the checkpoint size" in text for text in captions
+    )
+    assert any("Raw float32 estimate" in text and "not the checkpoint size" in text for text in captions)
+    assert at.query_params["dtype"] == "bfloat16"
+
+
+def test_choosing_a_dtype_changes_the_bytes_and_the_link():
+    at = open_app({"shards": "3"})
+    assert metrics(at)["Bytes per shard (float32)"] == "26.666… bytes"  # 20 x 4 / 3
+    next(box for box in at.selectbox if box.label == "Storage dtype").set_value("float64").run()
+    assert metrics(at)["Bytes per shard (float64)"] == "53.333… bytes"
+    assert "Bytes per shard (float32)" not in metrics(at)
+    assert at.query_params["dtype"] == "float64"
+
+
+@pytest.mark.parametrize("page", ["pages/shards.py", "pages/bytes.py", "pages/layout.py", "pages/checkpoint.py"])
+def test_every_page_that_shows_bytes_uses_the_links_dtype(page):
+    at = open_app({"preset": "llama2-70b", "shards": "64", "dtype": "bfloat16"}, page)
+    labels = [metric.label for metric in at.metric]
+    assert any("bfloat16" in label for label in labels), labels
+    assert next(box for box in at.selectbox if box.label == "Storage dtype").value == "bfloat16"
+    assert at.query_params["dtype"] == "bfloat16"
+
+
+def test_the_shards_sweep_shows_bytes_per_shard():
+    at = open_app({"preset": "llama2-70b", "shards": "64", "dtype": "bfloat16"}, "pages/shards.py")
+    sweep = at.dataframe[0].value
+    row = sweep[sweep["num_shards"] == "64"].iloc[0]
+    assert row["bytes_per_shard_text"] == "2,155,520,256 bytes (2.01 GiB)"
+
+
+def test_a_hugging_face_file_is_shown_under_its_own_name_and_its_link_reopens_it():
+    at = upload(open_app({"shards": "8"}), "config.json", (HF / "gemma-7b.json").read_bytes())
+    title = "GemmaForCausalLM (gemma, from config.json)"
+    assert metrics(at)["Total parameters"] == "8,537,680,896"
+    text = every_text(at)
+    assert title in text
+    assert title in next(box for box in at.selectbox if box.label == "Model").options
+    for preset_name in ("Llama", "llama2", "published Llama"):
+        assert preset_name not in " ".join(
+            [shown(element) for kind in ("caption", "markdown", "subheader") for element in at.get(kind)]
+            + [shown(element) for kind in ("caption", "markdown") for element in at.sidebar.get(kind)]
+        ), preset_name
+    assert "matches the published" not in text
+    link = dict(at.query_params)
+    assert (link["model_type"], link["name"], link["family"]) == ("gemma", "GemmaForCausalLM", "decoder")
+    assert "preset" not in link
+
+    again = open_app(link)
+    assert metrics(again)["Total parameters"] == "8,537,680,896"
+    assert title in every_text(again)
+    assert next(box for box in again.selectbox if box.label == "Model").value == "opened"
+
+
+def test_editing_a_files_model_keeps_its_name_and_says_it_was_edited():
+    at = upload(open_app(), "config.json", (HF / "mistral-7b.json").read_bytes())
+    number_input(at, "num_layers").set_value(16).run()
+    assert not at.exception
+    assert "MistralForCausalLM (mistral, from config.json), edited" in every_text(at)
+    assert at.query_params["edited"] == "true" and at.query_params["h.num_layers"] == "16"
+    at.selectbox[0].set_value("gpt2-small").run()
+    assert metrics(at)["Total parameters"] == "124,439,808"
+    at.selectbox[0].set_value("opened").run()  # the opened model stays on offer in this session
+    assert metrics(at)["Total parameters"] != "124,439,808"
+    assert "MistralForCausalLM (mistral, from config.json), edited" in every_text(at)
+
+
+def test_a_refused_upload_is_explained_in_the_main_area_too():
+    at = upload(open_app(), "config.json", b'{"model_type": "gemma2"}')
+    assert "This file was not opened" in shown(at.sidebar.get("error")[0])
+    assert any("This file was not opened" in shown(error) for error in at.main.get("error"))
+
+
+def test_gpt2_small_widened_takes_its_mlp_along():
+    # The journey of the issue: 24 layers, d_model 2048. ffn_dim follows d_model (GPT-2's MLP is 4x as
+    # wide), the head count that no longer divides is named with the field to change with it, and
+    # the count is what the person meant: 1,313,626,112, not 810,186,752 with ffn_dim left at 3072.
+    at = open_app({"preset": "gpt2-small"})
+    number_input(at, "num_layers").set_value(24).run()
+    number_input(at, "d_model").set_value(2048).run()
+    assert number_input(at, "ffn_dim").value == 8192
+    error = shown(at.error[0])
+    assert (
+        "`num_heads` (12) must divide `d_model` (2,048)" in error and "change d_model and num_heads together" in error
+    )
+    number_input(at, "num_heads").set_value(16).run()
+    assert not at.error
+    assert metrics(at)["Total parameters"] == "1,313,626,112"
+    assert number_input(at, "num_kv_heads").value == 16  # tied to num_heads in GPT-2
+
+
+def test_a_value_the_person_set_no_longer_follows():
+    at = open_app({"preset": "gpt2-small"})
+    number_input(at, "ffn_dim").set_value(5000).run()
+    number_input(at, "d_model").set_value(1536).run()
+    assert number_input(at, "ffn_dim").value == 5000
+    assert metrics(at)["Total parameters"] != "124,439,808"
+
+
+def test_fields_that_do_not_apply_are_hidden():
+    llama = open_app({"preset": "llama2-7b"})
+    labels = {widget.label for kind in ("number_input", "checkbox", "selectbox") for widget in llama.get(kind)}
+    assert "max_positions" not in labels  # rotary positions: no table
+    assert "qkv_bias" in labels
+    gpt2 = open_app({"preset": "gpt2-small"})
+    labels = {widget.label for kind in ("number_input", "checkbox", "selectbox") for widget in gpt2.get(kind)}
+    assert "max_positions" in labels
+    assert "qkv_bias" not in labels  # use_bias already puts a bias on every projection
+
+
+def test_the_dense_stack_comes_back_after_a_look_at_a_preset():
+    at = open_app({"input_dim": "784", "layers": "512x2_10"})
+    at.selectbox[0].set_value("gpt2-small").run()
+    assert "layers" not in at.query_params  # a preset's link carries no Dense stack
+    at.selectbox[0].set_value("dense").run()
+    assert metrics(at)["Total parameters"] == "669,706"
+    assert at.query_params["layers"] == "512x2_10"
+
+
+def test_a_shard_change_with_a_refused_hyperparameter_still_applies():
+    at = open_app({"preset": "gpt2-small"})
+    number_input(at, "num_heads").set_value(7).run()
+    assert "must divide" in shown(at.error[0])
+    number_input(at, "Number of checkpoint shards").set_value(4).run()
+    assert metrics(at)["Ideal share per shard (4 shards)"] == "31,109,952"
