@@ -1,23 +1,17 @@
 """Landing page: the configuration editor and the whole answer, without a click."""
 
-import dataclasses
-
 import streamlit as st
 
 from dcsim import breakdown, payload, presets, shares, tables, units
 from dcsim.config import ModelConfig
 from dcsim.ui import cache, frame, state, widgets
+from dcsim.ui import model as model_form
 
 frame.require_router()
 
 FIGURE_WIDTH = 250  # pixels: a 15-digit count on one line; three to a row beside the sidebar on a laptop
 
 st.header("How big is this model, and what does it come to per shard?")
-# The answer sits above the editor but is drawn once, after the widgets below have been read, from
-# the configuration they make: drawing it before them as well (the session's previous
-# configuration, then the new one) left figures of the first draw on screen whenever the two
-# draws differed in shape, e.g. a Dense stack's bytes beside a preset's counts.
-answer = st.container()
 
 
 def figure(row, label: str, value: str, *, help: str, caption: str | None = None) -> None:
@@ -29,13 +23,13 @@ def figure(row, label: str, value: str, *, help: str, caption: str | None = None
 
 
 def show_answer(config: ModelConfig, error: str | None = None) -> None:
-    """The whole answer at the top of the page, for ``config``; ``error`` says why the widgets'
-    values were refused, and then ``config`` is the last valid configuration."""
+    """The whole answer, for ``config``; ``error`` says why the form's values were refused, and
+    then ``config`` is the last valid configuration."""
     report = cache.count(config)
     share = shares.ideal_share(report.total_params, config.num_shards)
     per_shard = payload.bytes_per_shard(report.total_params, config.num_shards, config.dtype)
     value_bytes = payload.bytes_per_value(config.dtype)
-    with answer:
+    with st.container():
         if error:
             st.error(frame.plain(f"{error}. Showing the last valid configuration."), icon=":material/error:")
         row = st.container(horizontal=True, gap="medium")
@@ -86,67 +80,14 @@ def show_answer(config: ModelConfig, error: str | None = None) -> None:
             )
 
 
-st.subheader("Configuration")
+# The form's widgets apply their changes in callbacks, before the run (``dcsim.ui.model``), so the
+# configuration is already theirs here: the answer is drawn first and once, from it.
 config = state.config()
-choice = widgets.model_choice(config)
-left, right = st.columns(2)
-with left:
-    num_shards = widgets.number(
-        "Number of checkpoint shards",
-        "num_shards",
-        config,
-        help="The ideal share divides the total by this count: an average, not a layout.",
-    )
-    dtype = widgets.dtype_choice(config)
-with right:
-    batch_size = widgets.number(
-        "Batch size B",
-        "batch_size",
-        config,
-        help="Every example shares the same kernels and biases: the batch size never changes a count.",
-    )
-    seed = widgets.number(
-        "Seed",
-        "seed",
-        config,
-        help="The PRNG seed of the initialisation (0 to 4,294,967,295): it changes values, never their number.",
-    )
-    st.caption("Batch size and seed change no count: they are kept so a link reproduces the exact run.")
-
-error = None
-settings = {"num_shards": num_shards, "dtype": dtype, "batch_size": batch_size, "seed": seed}
-model: dict = {}
-if choice == widgets.DENSE:
-    dense = config if config.is_dense else state.last_dense()
-    with left:
-        input_dim = widgets.number("Input dimension D", "input_dim", dense, help="The width of each input example.")
-    st.markdown("**Dense layers**, in order (add rows at the bottom; select rows to delete them)")
-    edited = widgets.layers_editor(dense)
-    try:
-        model = {"input_dim": input_dim, "layers": widgets.layers_from_frame(edited), "preset": None, "origin": None}
-        model["overrides"] = ()
-    except ValueError as err:
-        error = str(err)
-else:
-    if choice == widgets.OPENED:
-        base = config if config.origin is not None else state.last_opened()
-    else:
-        base = config if config.preset == choice else ModelConfig(preset=choice)
-    st.markdown(f"**{frame.plain(presets.model_title(base))}**: hyperparameters (change any; the count follows)")
-    overrides, error = widgets.hparam_form(base)
-    origin = base.origin
-    if origin is not None and overrides != base.overrides:
-        origin = dataclasses.replace(origin, edited=True)
-    model = {"preset": base.preset, "origin": origin, "overrides": overrides}
-# A model the widgets cannot build keeps the last valid one; the shard count, dtype, seed and batch
-# size still apply to it.
-config, refused = widgets.apply(config, **settings, **({} if error else model))
-error = error or refused
-if st.button("Reset to the seed example", icon=":material/restart_alt:"):
-    state.set_config(ModelConfig(), replace_widgets=True)
+show_answer(config, model_form.edit_error())
+st.subheader("Configuration")
+model_form.form(config)
+if model_form.edited():  # widget state changed without a callback (AppTest): draw again from it
     st.rerun()
-
-show_answer(config, error)
 report = cache.count(config)
 
 # Imported after the numbers above have gone to the browser: on a fresh server the first

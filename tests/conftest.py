@@ -64,9 +64,13 @@ def _healthy(url: str) -> bool:
 
 @contextlib.contextmanager
 def streamlit_server(
-    extra_args: tuple[str, ...] = (), base_path: str = "", env: dict[str, str] | None = None, port: int | None = None
+    extra_args: tuple[str, ...] = (),
+    base_path: str = "",
+    env: dict[str, str] | None = None,
+    port: int | None = None,
+    script: str = "app.py",
 ):
-    """Run ``streamlit run app.py`` on a free loopback port until the block ends.
+    """Run ``streamlit run app.py`` (or ``script``) on a free loopback port until the block ends.
 
     ``base_path`` serves the app under a prefix (``--server.baseUrlPath``), as behind a proxy;
     the URL yielded is the server's root, without it. ``env`` is added to the server's environment
@@ -84,7 +88,7 @@ def streamlit_server(
                 "-m",
                 "streamlit",
                 "run",
-                "app.py",
+                script,
                 "--server.headless",
                 "true",
                 "--server.address",
