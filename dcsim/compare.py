@@ -32,6 +32,7 @@ from dcsim import links, optimizer, payload, presets, shares, units
 from dcsim.config import (
     CONFIG_FORMAT,
     CONFIG_VERSION,
+    MODEL_KEYS,
     ModelConfig,
     as_int,
     json_kind,
@@ -202,7 +203,8 @@ class Comparison:
         return cls.from_dict(data)
 
 
-_SCENARIO_KEYS = ("name", "dtype", "input_dim", "batch_size", "seed", "num_shards", "layers", "preset", "overrides")
+# A scenario's JSON is its name and its configuration's fields (a file's model has an "origin").
+_SCENARIO_KEYS = ("name", *MODEL_KEYS)
 
 
 def _scenario_from_dict(item: Any) -> Scenario:

@@ -437,7 +437,8 @@ def _utf8_size(text: str) -> int:
 
 _DENSE_DEFAULTS = (4, (DenseLayer(features=4),))
 _CONFIG_FIELDS = ("input_dim", "batch_size", "seed", "num_shards", "dtype", "layers")
-_CONFIG_KEYS = ("format", "version", *_CONFIG_FIELDS, "preset", "origin", "overrides")
+MODEL_KEYS = (*_CONFIG_FIELDS, "preset", "origin", "overrides")  # a configuration's JSON fields, envelope aside
+_CONFIG_KEYS = ("format", "version", *MODEL_KEYS)
 _ORIGIN_KEYS = ("name", "model_type", "family", "edited")
 _LAYER_KEYS = ("features", "use_bias")
 

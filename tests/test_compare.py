@@ -1,15 +1,19 @@
 """Comparisons: scenarios, the side-by-side table, JSON and the one link that carries them."""
 
+import dataclasses
 import json
+from pathlib import Path
 from urllib.parse import parse_qs
 
 import hypothesis.strategies as hs
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from dcsim import budget, compare, links
-from dcsim.config import DenseLayer, ModelConfig
+from dcsim import budget, compare, hf, links
+from dcsim.config import DenseLayer, ModelConfig, Origin
 from dcsim.count import count_params
+
+HF = Path(__file__).parent / "data" / "hf"
 
 SEED = ModelConfig()  # 20 values
 
@@ -49,6 +53,13 @@ preset_overrides = hs.sampled_from(
         ModelConfig(preset="gpt2-small", overrides={"num_layers": 6, "tied_embeddings": False}),
         ModelConfig(preset="resnet50", overrides={"stage_blocks": (3, 4, 23, 3)}),
         ModelConfig(preset="llama2-70b", overrides={"num_layers": 40}, num_shards=64),
+        # models opened from a config.json, under their own names, one of them edited since
+        hf.read_config_file((HF / "mistral-7b.json").read_bytes())[0],
+        dataclasses.replace(
+            hf.read_config_file((HF / "gemma-2b.json").read_bytes())[0],
+            overrides={"num_layers": 9},
+            origin=Origin(name="google/gemma-2b", model_type="gemma", family="decoder", edited=True),
+        ),
     ]
 )
 budgets = hs.builds(
