@@ -163,6 +163,11 @@ def wait_for_app(page) -> None:
     page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
 
 
+def share_link(page):
+    """The sidebar's link to this view (a markdown link showing the whole address)."""
+    return page.locator('[data-testid="stSidebar"] [data-testid="stMarkdownContainer"] a[href^="http"]')
+
+
 def type_into(page, box, text: str, then: str = "Tab"):
     """Type ``text`` into ``box``, press ``then`` to commit it, and check the box holds exactly it.
 

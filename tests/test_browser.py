@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from conftest import streamlit_server, wait_for_app
+from conftest import share_link, streamlit_server, wait_for_app
 from dcsim.config import DenseLayer, ModelConfig
 
 pytestmark = pytest.mark.browser
@@ -65,7 +65,7 @@ def test_changing_shards_updates_the_share_and_the_url_which_reopens_it(server, 
 
 def test_the_copy_box_holds_the_link_of_this_view(server, page):
     open_page(page, f"{server}/shards?input_dim=784&layers=512x2_10&shards=8")
-    code = page.locator('[data-testid="stSidebar"] [data-testid="stCode"]')
+    code = share_link(page)
     expect(code).to_contain_text("/shards?v=2&input_dim=784&layers=512x2_10&batch=1&seed=0&shards=8")
 
 
@@ -181,7 +181,7 @@ def test_links_work_under_a_base_url_path(browser):
             open_page(page, f"{url}/dcsim/shards?input_dim=8&layers=8&shards=3")
             expect(metric(page, "Total parameters")).to_have_text("72")
             expect(metric(page, "Ideal share per shard")).to_have_text("24")
-            code = page.locator('[data-testid="stSidebar"] [data-testid="stCode"]')
+            code = share_link(page)
             expect(code).to_contain_text("/dcsim/shards?v=2&input_dim=8&layers=8")
         finally:
             page.context.close()

@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import expect
 
-from conftest import _free_port, processes_mentioning, streamlit_server, wait_for_app
+from conftest import _free_port, processes_mentioning, share_link, streamlit_server, wait_for_app
 from dcsim.checkpoint import TIMEOUT_ENV
 from dcsim.checkpoint_worker import FAULT_FILE_ENV
 
@@ -139,7 +139,7 @@ def test_a_restart_loses_nothing_a_link_holds(browser):
         expect(metric(page, "Raw payload (bfloat16)")).to_have_text("2,408 bytes (2.35 KiB)")
         for label in ("Total parameters", "Raw payload (bfloat16)"):
             before[label] = metric(page, label).inner_text()
-        code = page.locator('[data-testid="stSidebar"] [data-testid="stCode"]')
+        code = share_link(page)
         expect(code).to_contain_text("dtype=bfloat16")
         link = code.inner_text().strip()
         page.context.close()
@@ -153,7 +153,7 @@ def test_a_restart_loses_nothing_a_link_holds(browser):
             wait_for_app(page)
             for label, value in before.items():
                 expect(metric(page, label)).to_have_text(value)
-            expect(page.locator('[data-testid="stSidebar"] [data-testid="stCode"]')).to_have_text(link)
+            expect(share_link(page)).to_have_text(link)
             page.get_by_role("link", name="Model").first.click()
             wait_for_app(page)
             expect(metric(page, "Ideal share per shard (7 shards)")).to_have_text("172")  # 1,204 / 7

@@ -32,6 +32,7 @@ _STYLE = """<style>
 }
 [data-testid="stMetricValue"] { font-size: clamp(1.3rem, 2.1vw, 2.1rem); }
 [data-testid="stMetricLabel"] p { white-space: normal; }
+[data-testid="stSidebar"] a { overflow-wrap: anywhere; }
 </style>"""
 
 
@@ -141,7 +142,25 @@ def share_box() -> None:
         st.caption(plain(describe(config)))
         st.caption(f"{units.count(report.total_params)} parameters · {config.num_shards:,} shards · {config.dtype}")
         st.markdown("**Share this view**")
-        base = st.context.url or ""
-        st.code(f"{base}?{urlencode(state.wanted_query(), doseq=True)}", language=None, wrap_lines=True)
-        st.caption("Copy the link (button at its top right): it reopens exactly this configuration and page.")
+        link(f"{st.context.url or ''}?{urlencode(state.wanted_query(), doseq=True)}")
+        st.caption(
+            "Copy this link (right-click it, or long-press on a phone), or the address bar: either reopens "
+            "exactly this configuration and page."
+        )
         widgets.download("Download configuration (JSON)", config.to_json(), "dcsim-config.json")
+
+
+# Characters a URL may hold that would end or break a markdown link's target.
+_LINK_TARGET_UNSAFE = {"(": "%28", ")": "%29", " ": "%20", "<": "%3C", ">": "%3E", "\\": "%5C"}
+
+
+def link(url: str) -> None:
+    """``url`` shown whole, as a link a person copies. A markdown link, not ``st.code``: the code
+    box's syntax highlighter (1.5 MB of script) was the largest thing a first visit loaded, and the
+    first figures are painted only once every script a run needs has loaded. A URL that is not
+    http(s) (AppTest has no server address) is shown as text."""
+    if not url.startswith(("http://", "https://")):
+        st.caption(plain(url))
+        return
+    target = "".join(_LINK_TARGET_UNSAFE.get(char, char) for char in url)
+    st.markdown(f"[{plain(url)}]({target})")
