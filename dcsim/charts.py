@@ -261,13 +261,15 @@ def layout_vs_ideal(strategies: pd.DataFrame, chosen: str) -> alt.LayerChart:
         height=alt.Step(36),
         title=alt.Title(
             "Values per device by strategy (values, log)",
-            subtitle=f"this mesh; red: {chosen}; dashed: the ideal share (total / devices)",
+            subtitle=[f"This mesh; red: {chosen}", "Dashed: the ideal share (total / devices)"],
         ),
         description="Bar chart of the values each device holds under each layout strategy on this mesh, "
         "on a log axis, with a dashed line at the ideal share.",
     )
 
 
+# The sweep's dashed series (``dcsim.ui.layout_widgets.sweep_frame``).
+IDEAL_SERIES = "Ideal share"
 # Ideal share dark grey (dashed), then one colour a strategy; red is kept for the marked layout.
 _SERIES_COLOURS = ["#444444", "#4c78a8", "#f58518", "#54a24b", "#b279a2"]
 
@@ -281,7 +283,7 @@ def layout_sweep(
     ``sweep`` has ``devices``, ``series``, ``values_per_device`` (float, for position) and
     ``values_text`` (exact, for the tooltip) (``dcsim.ui.layout_widgets.sweep_frame``).
     """
-    data = sweep.assign(ideal=sweep["series"] == "ideal share")
+    data = sweep.assign(ideal=sweep["series"] == IDEAL_SERIES)
     series = dict.fromkeys(data["series"])
     figures = [*data["values_per_device"], *([] if values_per_device is None else [float(values_per_device)])]
     tooltip = [
@@ -313,7 +315,8 @@ def layout_sweep(
         tooltip=tooltip,
     )
     layers = [base.mark_line(), base.mark_point(filled=True, size=30)]
-    subtitle = "data=N; tensor: model=N; dashed: ideal share"
+    # One short line each: Vega-Lite cuts a subtitle wider than the chart with an ellipsis.
+    subtitle = ["Meshes data=N (tensor: model=N)", "Dashed: the ideal share"]
     if num_devices is not None and values_per_device is not None:
         current = pd.DataFrame(
             {
@@ -328,8 +331,12 @@ def layout_sweep(
             .mark_point(size=180, filled=True, color="#d1242f", shape="diamond")
             .encode(x="devices:Q", y="values_per_device:Q", tooltip=tooltip)
         )
-        subtitle += "; red: this layout"
+        subtitle[1] += "; red: this layout"
     return alt.layer(*layers).properties(
+        height=260,
+        # Fit the width only: fitting the height too (Streamlit's default) squeezed the plot under the
+        # two-row legend until the title was cut off at the top.
+        autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
         title=alt.Title("Values per device by device count (log-log)", subtitle=subtitle),
         description="Line chart of the values each device holds under each strategy as the number of devices "
         "doubles from 1 to 4,096, beside the ideal share, on log-log axes.",

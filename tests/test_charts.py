@@ -169,7 +169,7 @@ def test_layout_vs_ideal_bars_start_at_a_baseline_on_the_log_axis():
     assert "log" in x["axis"]["title"]
     assert rule["encoding"]["x"]["field"] == "ideal_share"
     assert bars["encoding"]["y"]["sort"] == ["replicated", "fsdp", "tensor"]
-    assert "red: fsdp" in spec["title"]["subtitle"] and "(values, log)" in spec["title"]["text"]
+    assert "red: fsdp" in " ".join(spec["title"]["subtitle"]) and "(values, log)" in spec["title"]["text"]
     assert spec["description"]
 
 
@@ -212,8 +212,11 @@ def test_layout_sweep_is_log_log_lines_with_the_layout_marked():
     assert tips["Values per device (exact)"] == "values_text"
     marked = spec["datasets"][spec["layer"][2]["data"]["name"]]
     assert marked == [{"devices": 4, "values_per_device": 18.0, "values_text": "18", "series": "this layout"}]
-    assert "red: this layout" in spec["title"]["subtitle"]
+    assert spec["title"]["subtitle"] == ["Meshes data=N (tensor: model=N)", "Dashed: the ideal share; red: this layout"]
     assert spec["description"]
+    # The plot keeps its height and only the width fits the column: fitting both squeezed the plot
+    # under the two-row legend and cut the title off at the top.
+    assert spec["height"] == 260 and spec["autosize"] == {"type": "fit-x", "contains": "padding"}
 
 
 def test_layout_sweep_ticks_cover_a_layout_beyond_the_sweep():
