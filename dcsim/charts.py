@@ -459,42 +459,65 @@ def compare_sweep(sweep: pd.DataFrame, table: pd.DataFrame) -> alt.LayerChart:
 
 
 def budget_sweep(held: pd.DataFrame, budget: float, unit: str) -> alt.LayerChart:
-    """What each device holds under the real layout at every device count, one line per
-    scenario, with the budget as a dashed rule: where a line dips under the rule and rises again
-    is why the search covers every count.
+    """What the fullest device holds under the real layout at the device counts a team would buy,
+    one colour a scenario, with the budget as a dashed rule.
 
-    ``held`` has ``name``, ``devices``, ``held`` (float, missing where the layout is impossible)
-    and ``held_text`` (exact).
+    ``held`` is ``dcsim.compare.held_frame``: the counts worth showing (powers of two, three times a
+    power of two, each answer and ideal share's count), not all 4,096 searched, whose counts that
+    nobody buys drew a forest of spikes. A line joins the powers of two (the trend); every count is
+    a point, a circle where it fits the budget and a cross where it does not, the answer larger.
+    Counts where the layout is impossible have no point; the page says so in words.
     """
     placed = held.dropna(subset=["held"])
     figures = [*placed["held"], float(budget)]
+    order = list(dict.fromkeys(held["name"]))
     tooltip = [
         alt.Tooltip("name:N", title="Scenario"),
-        alt.Tooltip("devices:Q", title="Devices", format=","),
-        alt.Tooltip("held_text:N", title=f"Per device ({unit}, exact)"),
+        alt.Tooltip("mesh:N", title="Mesh"),
+        alt.Tooltip("held_text:N", title=f"Fullest device ({unit}, exact)"),
+        alt.Tooltip("verdict:N", title="Against the budget"),
+        alt.Tooltip("note:N", title="Shown as"),
     ]
-    lines = (
+    most = int(held["devices"].max()) if len(held) else 1
+    x = alt.X(
+        "devices:Q",
+        scale=alt.Scale(type="log", base=2),
+        axis=alt.Axis(
+            title="Devices N (mesh of N, log)",
+            values=[2**power for power in range(most.bit_length())],
+            format=",",
+            labelOverlap="greedy",
+        ),
+    )
+    y = alt.Y(
+        "held:Q",
+        scale=alt.Scale(type="log"),
+        axis=alt.Axis(
+            title=f"Fullest device ({unit}, log)",
+            labelExpr=BYTE_LABELS if unit == "bytes" else SHARE_LABELS,
+            values=decades(min(figures), max(figures)),
+        ),
+    )
+    color = alt.Color("name:N", title="Scenario", sort=order, legend=alt.Legend(orient="bottom", columns=2))
+    trend = (
+        alt.Chart(placed[placed["on_trend"]])
+        .mark_line(strokeWidth=1.5, opacity=0.6)
+        .encode(x=x, y=y, color=color, tooltip=tooltip)
+    )
+    points = (
         alt.Chart(placed)
-        .mark_line(strokeWidth=1.5, interpolate="step-after")
+        .mark_point(filled=True, opacity=1)
         .encode(
-            x=alt.X(
-                "devices:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title="Devices N (mesh of N, log)")
+            x=x,
+            y=y,
+            color=color,
+            shape=alt.Shape(
+                "verdict:N",
+                title=None,
+                scale=alt.Scale(domain=["Fits the budget", "Over the budget"], range=["circle", "cross"]),
+                legend=None,  # said in the subtitle: a second legend beside the scenarios ran off a phone
             ),
-            y=alt.Y(
-                "held:Q",
-                scale=alt.Scale(type="log"),
-                axis=alt.Axis(
-                    title=f"Fullest device ({unit}, log)",
-                    labelExpr=BYTE_LABELS if unit == "bytes" else SHARE_LABELS,
-                    values=decades(min(figures), max(figures)),
-                ),
-            ),
-            color=alt.Color(
-                "name:N",
-                title="Scenario",
-                sort=list(dict.fromkeys(held["name"])),
-                legend=alt.Legend(orient="bottom", columns=2),
-            ),
+            size=alt.condition(alt.datum.is_answer, alt.value(180), alt.value(50)),
             tooltip=tooltip,
         )
     )
@@ -503,15 +526,20 @@ def budget_sweep(held: pd.DataFrame, budget: float, unit: str) -> alt.LayerChart
         .mark_rule(strokeDash=[6, 4], strokeWidth=2, color="#d1242f")
         .encode(y="budget:Q", tooltip=[alt.Tooltip("text:N", title="Budget per device")])
     )
-    return alt.layer(lines, rule).properties(
+    return alt.layer(trend, points, rule).properties(
         height=300,
         autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
         title=alt.Title(
-            "Real layout per device against the budget (log-log)",
-            subtitle="JAX's sharding rules on a mesh of N devices; red dashed: the budget",
+            "Fullest device against the budget (log-log)",
+            subtitle=[
+                "Counts a team buys: 1, 2, 3, 4, 6, 8, 12, 16, 24 …",
+                "Dot: fits; cross: over the budget; large: the fewest that fit",
+                "Red dashed: the budget",
+            ],
         ),
-        description="Line chart of what the fullest device holds under the real layout at each device count, "
-        "one line per scenario, with the budget as a dashed line.",
+        description="What the fullest device holds under JAX's real layout at the device counts a team would buy "
+        "(powers of two and three times a power of two) and at each scenario's answer, one colour a scenario, "
+        "circles where it fits the budget and crosses where it does not, with the budget as a dashed line.",
     )
 
 

@@ -293,15 +293,25 @@ def test_compare_sweep_has_one_line_per_scenario_and_marks_each_own_count(compar
     assert [(row["name"], row["num_shards"]) for row in marks] == [("seed <b>", 2), ("mnist", 1024)]
 
 
-def test_budget_sweep_draws_the_budget_and_leaves_impossible_counts_out(comparison_tables):
+def test_budget_sweep_draws_the_counts_a_team_buys_not_every_count_searched(comparison_tables):
     _, _, held = comparison_tables
     spec = charts.budget_sweep(held, 10, "values").to_dict()
-    lines, rule = spec["layer"]
+    trend, points, rule = spec["layer"]
     assert rule["mark"]["type"] == "rule" and spec["datasets"][rule["data"]["name"]][0]["budget"] == 10.0
-    rows = spec["datasets"][lines["data"]["name"]]
-    seed = {row["devices"]: row["held"] for row in rows if row["name"] == "seed <b>"}
-    assert (seed[1], seed[2], seed[3], seed[4]) == (20.0, 10.0, 20.0, 5.0)
-    assert "Fullest device (values" in lines["encoding"]["y"]["axis"]["title"]
+    rows = spec["datasets"][points["data"]["name"]]
+    seed = {row["devices"]: (row["held"], row["verdict"]) for row in rows if row["name"] == "seed <b>"}
+    # up to 64: 1, 2, 3, 4, 6, 8 ... 48, 64 and the ideal share's 2 shards; never 5, 7 or 63
+    assert sorted(seed) == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]
+    assert seed[2] == (10.0, "Fits the budget") and seed[3] == (20.0, "Over the budget")
+    assert points["mark"]["type"] == "point" and points["encoding"]["shape"]["field"] == "verdict"
+    assert points["encoding"]["shape"]["scale"]["range"] == ["circle", "cross"]
+    assert points["encoding"]["size"]["condition"]["test"] == "datum.is_answer"
+    # the line joins the powers of two only: a line through 3 or 6 would draw the spikes again
+    line_counts = {row["devices"] for row in spec["datasets"][trend["data"]["name"]] if row["name"] == "seed <b>"}
+    assert line_counts == {1, 2, 4, 8, 16, 32, 64} and trend["mark"]["type"] == "line"
+    assert "Fullest device (values" in points["encoding"]["y"]["axis"]["title"]
+    assert points["encoding"]["x"]["axis"]["values"] == [1, 2, 4, 8, 16, 32, 64]
+    assert "Dot: fits; cross: over the budget" in " ".join(spec["title"]["subtitle"])
 
 
 def test_compare_line_charts_fit_the_width_only(comparison_tables):
