@@ -46,7 +46,7 @@ def params_by_layer(layers: pd.DataFrame, title: str = "Parameters per layer") -
         layers,
         key="path",
         key_title="Layer",
-        title=alt.Title(title, subtitle="values per module (count)"),
+        title=alt.Title(title, subtitle="Values per module (count)"),
         description="Bar chart of the number of parameters in each layer, in model order.",
     )
 
@@ -57,7 +57,7 @@ def params_by_group(groups: pd.DataFrame) -> alt.Chart:
         groups,
         key="group",
         key_title="Group",
-        title=alt.Title("Parameters by group", subtitle="values (count)"),
+        title=alt.Title("Parameters by group", subtitle="Values (count)"),
         description="Bar chart of the parameters in each group: embeddings, blocks, norms and head.",
     )
 
@@ -111,7 +111,7 @@ def share_sweep(sweep: pd.DataFrame, num_shards: int) -> alt.LayerChart:
         .encode(x="num_shards:Q", y="ideal_share:Q", tooltip=base.encoding.tooltip)
     )
     return alt.layer(base.mark_line(), base.mark_point(filled=True), marked).properties(
-        title=alt.Title("Ideal share per shard", subtitle=f"total / shards, log-log; red: {num_shards:,} shards"),
+        title=alt.Title("Ideal share per shard", subtitle=f"Total / shards, log-log; red: {num_shards:,} shards"),
         description="Line chart of the ideal share per shard falling as the number of shards doubles.",
     )
 
@@ -125,7 +125,7 @@ def raw_bytes_by_dtype(payloads: pd.DataFrame) -> alt.Chart:
         alt.Chart(
             payloads,
             title=alt.Title(
-                "Raw payload by dtype (bytes)", subtitle="values x bytes per value; not the checkpoint size"
+                "Raw payload by dtype (bytes)", subtitle="Values x bytes per value; not the checkpoint size"
             ),
         )
         .mark_bar()
@@ -184,7 +184,7 @@ def checkpoint_sizes(sizes: pd.DataFrame, dtype: str) -> alt.Chart:
     return (
         alt.Chart(
             data[["figure", "label", "kind", "num_bytes", "num_bytes_text"]],
-            title=alt.Title("Checkpoint size against the raw estimate (bytes)", subtitle="measured on disk by Orbax"),
+            title=alt.Title("Checkpoint size against the raw estimate (bytes)", subtitle="Measured on disk by Orbax"),
         )
         .mark_bar()
         .encode(
@@ -370,7 +370,7 @@ def compare_bars(table: pd.DataFrame) -> alt.Chart:
     return (
         alt.Chart(
             data,
-            title=alt.Title("Total and ideal share per shard (values, log)", subtitle="one group per scenario"),
+            title=alt.Title("Total and ideal share per shard (values, log)", subtitle="One group per scenario"),
         )
         .mark_bar()
         .encode(
@@ -451,7 +451,7 @@ def compare_sweep(sweep: pd.DataFrame, table: pd.DataFrame) -> alt.LayerChart:
         autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
         title=alt.Title(
             "Ideal share per shard across shard counts",
-            subtitle="total / shards, log-log; diamond: each scenario's own",
+            subtitle="Total / shards, log-log; diamond: each scenario's own",
         ),
         description="Line chart of each scenario's ideal share per shard as the number of shards doubles from 1 "
         "to 4,096, one line per scenario, on log-log axes.",
@@ -553,7 +553,7 @@ def save_time_by_processes(sweep: pd.DataFrame) -> alt.LayerChart:
     ``restore_seconds``). The processes are categories on the x axis (1, 2, 4 are not a scale a
     reader should interpolate along); seconds from zero, so a flat line reads as no speed-up.
     """
-    names = {"save_seconds": "save", "restore_seconds": "restore"}
+    names = {"save_seconds": "Save", "restore_seconds": "Restore"}
     data = sweep.melt(
         id_vars=["num_processes"], value_vars=list(names), var_name="figure", value_name="seconds"
     ).assign(
@@ -577,7 +577,9 @@ def save_time_by_processes(sweep: pd.DataFrame) -> alt.LayerChart:
         ],
     )
     return alt.layer(base.mark_line(), base.mark_point(filled=True, size=60)).properties(
-        title=alt.Title("Save time against processes (s)", subtitle="first process starting to last finishing"),
+        title=alt.Title(
+            "Save time against processes (s)", subtitle="From the first process starting to the last finishing"
+        ),
         description="Line chart of the group's save and restore wall time in seconds for each number of processes.",
     )
 
@@ -587,10 +589,10 @@ def _per_process_bars(
 ) -> alt.Chart:
     """One bar per process, grouped by the run's number of processes, from zero, exact in tooltips."""
     data = frame.assign(
-        process_name=frame["process"].map("process {}".format),
+        process_name=frame["process"].map("Process {}".format),
         value_text=frame[field].map(units.bytes_exact),
     )
-    names = [f"process {n}" for n in sorted(frame["process"].unique())]
+    names = [f"Process {n}" for n in sorted(frame["process"].unique())]
     return (
         alt.Chart(data[["num_processes", "process", "process_name", field, "value_text"]], title=title)
         .mark_bar()
@@ -621,7 +623,7 @@ def bytes_per_process(per_process: pd.DataFrame) -> alt.Chart:
     return _per_process_bars(
         per_process,
         field="num_bytes",
-        title=alt.Title("Bytes written per process", subtitle="files each process wrote (bytes)"),
+        title=alt.Title("Bytes written per process", subtitle="Files each process wrote (bytes)"),
         axis_title="Bytes written",
         description="Grouped bar chart of the bytes each process wrote, for each number of processes.",
     )
@@ -632,7 +634,7 @@ def memory_per_process(per_process: pd.DataFrame) -> alt.Chart:
     return _per_process_bars(
         per_process,
         field="peak_rss_bytes",
-        title=alt.Title("Peak memory per process", subtitle="resident memory, VmHWM (bytes)"),
+        title=alt.Title("Peak memory per process", subtitle="Resident memory, VmHWM (bytes)"),
         axis_title="Peak memory",
         description="Grouped bar chart of each process's peak resident memory, for each number of processes.",
     )

@@ -354,14 +354,14 @@ def test_save_time_by_processes_is_a_line_per_figure_over_categories():
     encoding = spec["layer"][0]["encoding"]
     assert encoding["x"]["field"] == "num_processes" and encoding["x"]["type"] == "ordinal"
     assert encoding["y"]["scale"]["zero"] is True
-    assert encoding["color"]["scale"]["domain"] == ["save", "restore"]
+    assert encoding["color"]["scale"]["domain"] == ["Save", "Restore"]
     assert spec["title"]["text"] == "Save time against processes (s)"
     assert spec["description"]
     rows = next(iter(spec["datasets"].values()))
     assert {(row["num_processes"], row["figure"], row["seconds_text"]) for row in rows} >= {
-        (1, "save", "0.500 s"),
-        (4, "save", "1.250 s"),
-        (2, "restore", "0.500 s"),
+        (1, "Save", "0.500 s"),
+        (4, "Save", "1.250 s"),
+        (2, "Restore", "0.500 s"),
     }
     assert len(rows) == 6
 
@@ -381,7 +381,7 @@ def test_per_process_charts_group_one_bar_per_process_from_zero(builder, field, 
     encoding = spec["encoding"]
     assert encoding["x"]["field"] == "num_processes" and encoding["x"]["type"] == "ordinal"
     assert encoding["xOffset"]["field"] == "process_name"
-    assert encoding["xOffset"]["sort"] == ["process 0", "process 1", "process 2", "process 3"]
+    assert encoding["xOffset"]["sort"] == ["Process 0", "Process 1", "Process 2", "Process 3"]
     assert encoding["y"]["field"] == field and encoding["y"]["scale"]["zero"] is True
     assert spec["title"]["text"] == title and spec["description"]
     rows = next(iter(spec["datasets"].values()))
@@ -392,3 +392,40 @@ def test_per_process_charts_group_one_bar_per_process_from_zero(builder, field, 
         assert exact[(4, 2)] == "999,999 bytes (976.56 KiB)"
     else:
         assert exact[(1, 0)] == "419,430,400 bytes (400.00 MiB)"
+
+
+def test_every_title_subtitle_and_legend_label_starts_in_upper_case(report, comparison_tables):
+    """A chart's words are captions too: each line of a title or subtitle starts with a capital or a
+    digit (names the reader types, such as fsdp or data=N, go after it), and so do legend labels
+    that are words rather than names (Save, Process 0, Ideal share)."""
+    from dcsim import layout
+    from dcsim.ui import layout_widgets
+
+    table, sweep, held = comparison_tables
+    payloads = tables.payload_frame(report.total_params)
+    payloads["raw_bytes_text"] = payloads["raw_bytes"].map(units.bytes_exact)
+    runs, per_process = sweep_frames()
+    layout_sweep = layout_widgets.sweep_frame(count_params(DENSE_8_8))
+    built = [
+        charts.params_by_layer(tables.layers_frame(report)),
+        charts.params_by_group(tables.layers_frame(report).rename(columns={"path": "group"})),
+        charts.share_sweep(tables.share_sweep_frame(report.total_params, 4), 4),
+        charts.raw_bytes_by_dtype(payloads),
+        charts.raw_bytes_by_layer(tables.layer_bytes_frame(report)),
+        charts.checkpoint_sizes(checkpoint_sizes_frame("float32", 4_000_000), "float32"),
+        charts.layout_vs_ideal(layout_widgets.strategy_frame(DENSE_8_8, layout.parse_mesh("data=4"), ()), "fsdp"),
+        charts.layout_sweep(layout_sweep, 4, 18),
+        charts.compare_bars(table),
+        charts.compare_sweep(sweep, table),
+        charts.budget_sweep(held, 10, "values"),
+        charts.save_time_by_processes(runs),
+        charts.bytes_per_process(per_process),
+        charts.memory_per_process(per_process),
+    ]
+    for chart in built:
+        title = chart.to_dict()["title"]
+        subtitle = title.get("subtitle", [])
+        for line in [title["text"], *([subtitle] if isinstance(subtitle, str) else subtitle)]:
+            assert line[0].isupper() or line[0].isdigit(), line
+    assert set(layout_sweep["series"]) >= {"Ideal share"}
+    assert charts.save_time_by_processes(runs).to_dict()["layer"][0]["encoding"]["color"]["sort"] == ["Save", "Restore"]
