@@ -196,6 +196,7 @@ clicked = st.button(
         else f"Runs in {settings.processes} processes at once with a time limit of {measuring.TIMEOUT_SECONDS:g} s "
         "for the group; if any one fails or hangs, all are ended"
     )
+    + f" (counted once started: importing JAX has {measuring.TIMEOUT_SECONDS:g} s of its own)"
     + "; the temporary checkpoint is deleted afterwards.",
 )
 if clicked and plan is not None:
@@ -233,9 +234,11 @@ if clicked and plan is not None:
         )
         if measured is not None:
             kept = measured
-            # Run again so the button and the caption describe the kept report.
             st.session_state[JUST_MEASURED] = kept.measured_at
-            st.rerun()
+            # Done: a rerun raised inside the box would mark it as failed while the page redraws.
+            status.update(label="Measured", state="complete")
+    if measured is not None:
+        st.rerun()  # so the button and the caption describe the kept report
 elif kept and st.session_state.pop(JUST_MEASURED, None) == kept.measured_at:
     st.caption(
         f"Measured just now, at {kept.measured_at} UTC. The report is kept for this configuration and these "
@@ -381,7 +384,8 @@ sweep_clicked = st.button(
     icon=":material/stacked_line_chart:",
     disabled=plan is None or sweep_problem is not None,
     help="Three measurements one after the other, each a group of processes with a time limit of "
-    f"{measuring.TIMEOUT_SECONDS:g} s; the temporary checkpoints are deleted afterwards.",
+    f"{measuring.TIMEOUT_SECONDS:g} s once started (importing JAX has {measuring.TIMEOUT_SECONDS:g} s of its own); "
+    "the temporary checkpoints are deleted afterwards.",
 )
 if sweep_clicked and plan is not None and settings is not None:
     with st.status("Sweeping…", expanded=True) as status:
@@ -400,7 +404,9 @@ if sweep_clicked and plan is not None and settings is not None:
         if swept is not None:
             kept_sweep = swept
             st.session_state[JUST_SWEPT] = kept_sweep.measured_at
-            st.rerun()
+            status.update(label="Swept", state="complete")  # as above: never a red box on success
+    if swept is not None:
+        st.rerun()
 elif kept_sweep and st.session_state.pop(JUST_SWEPT, None) == kept_sweep.measured_at:
     st.caption(f"Swept just now, at {kept_sweep.measured_at} UTC.")
 elif kept_sweep:
