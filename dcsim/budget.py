@@ -39,7 +39,8 @@ MAX_SEARCH_DEVICES = 4096
 MAX_BUDGET = 10**18  # an exabyte per device: far past any accelerator, small enough to read
 MAX_AMOUNT_CHARS = 32
 DEFAULT_AMOUNT = 80 * 2**30  # 80 GiB, a large accelerator's memory
-MAX_FAILURES_LISTED = 12
+MAX_FAILURES_LISTED = 12  # device counts listed in a sentence; the JSON keeps every one
+MAX_EXAMPLES = 3  # counts that fail, named with the reason
 
 # Multipliers a person may type after a number. Bytes: decimal and binary units, named honestly.
 BYTE_UNITS = {
@@ -224,6 +225,19 @@ class Answer:
         """The ideal share at ``ideal_shards``, exactly."""
         return Fraction(self.need, self.ideal_shards)
 
+    @property
+    def searched(self) -> int:
+        """The largest device count searched (every count from 1 to it was)."""
+        return len(self.held)
+
+    @property
+    def fits_above(self) -> tuple[int, ...]:
+        """Device counts above ``devices`` (up to ``searched``) that fit too."""
+        if self.devices is None:
+            return ()
+        failing = set(self.fails_above)
+        return tuple(n for n in range(self.devices + 1, self.searched + 1) if n not in failing)
+
 
 def sweep(demand: Demand, budget: Budget, up_to: int = MAX_SEARCH_DEVICES) -> tuple[int | None, ...]:
     """What each device holds, in the budget's unit, on each mesh of 1 to ``up_to`` devices."""
@@ -254,3 +268,102 @@ def answer(demand: Demand, budget: Budget, up_to: int = MAX_SEARCH_DEVICES) -> A
         num_impossible=sum(value is None for value in held),
         held=held,
     )
+
+
+# --- what the front ends show ----------------------------------------------------------------------
+
+
+def bought_counts(up_to: int = MAX_SEARCH_DEVICES) -> tuple[int, ...]:
+    """The device counts a team buys, up to ``up_to``: powers of two and three times a power of two
+    (1, 2, 3, 4, 6, 8, 12, 16, 24 ... 3,072, 4,096), as accelerators come in hosts, racks and pods.
+
+    The search covers every count; these are the ones worth drawing. Between them lie counts such
+    as 4,095 that nobody buys and that fsdp replicates on, a forest of spikes that hides the answer.
+    """
+    return tuple(sorted({n for base in (1, 3) for n in (base << k for k in range(up_to.bit_length())) if n <= up_to}))
+
+
+def shown_counts(answer: Answer) -> tuple[int, ...]:
+    """The device counts worth showing for ``answer``: those a team buys, the answer itself and the
+    ideal share's shard count (when it was searched), in order."""
+    extra = {answer.ideal_shards} if answer.ideal_shards <= answer.searched else set()
+    if answer.devices is not None:
+        extra.add(answer.devices)
+    return tuple(sorted({*bought_counts(answer.searched), *extra}))
+
+
+def amount_text(amount: int, unit: str) -> str:
+    """An exact amount of the budget's unit: ``68,976,648,196 bytes (64.24 GiB)`` or ``7,000 values``."""
+    return units.bytes_exact(amount) if unit == "bytes" else f"{amount:,} values"
+
+
+def _counts_text(counts: tuple[int, ...]) -> str:
+    """``16, 32 and 64``; past ``MAX_FAILURES_LISTED`` the first ones and ``…``."""
+    shown = [f"{n:,}" for n in counts[:MAX_FAILURES_LISTED]]
+    if len(counts) > MAX_FAILURES_LISTED:
+        return ", ".join(shown) + ", …"
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
+def summary(answer: Answer, budget: Budget) -> str:
+    """The real layout's answer in words a capacity planner reads: where it fits, which larger
+    counts fit too and which do not, and why, with the figures. The page and the CLI both say this.
+
+    Exact: every count is searched, and the sentence says how many larger counts fit and fail;
+    lists past ``MAX_FAILURES_LISTED`` counts end in ``…`` (``fails_above`` has them all).
+    """
+    axis, unit, searched = budget.mesh_axis, budget.unit, answer.searched
+    if answer.devices is None:
+        placed = [(value, n) for n, value in enumerate(answer.held, start=1) if value is not None]
+        if not placed:
+            return f"The {budget.strategy} strategy cannot lay this model out on any mesh {axis}=N up to {searched:,}."
+        least, where = min(placed)
+        return (
+            f"Fits on no device count from 1 to {searched:,}: even the emptiest layout, on {_devices(where)} "
+            f"({axis}={where}), holds {amount_text(least, unit)} a device, over the budget of "
+            f"{amount_text(budget.amount, unit)}."
+        )
+    devices = answer.devices
+    found = f"Fits on {_devices(devices)} ({axis}={devices}), {amount_text(answer.per_device, unit)} each."
+    larger = searched - devices
+    fit, fail = answer.fits_above, answer.fails_above
+    if not larger:
+        return f"{found} It is the largest count searched."
+    if not fail:
+        return f"{found} Every larger count up to {searched:,} fits too."
+    if len(fit) > len(fail):
+        return (
+            f"{found} Of the {larger:,} larger counts up to {searched:,}, {len(fail):,} do not fit "
+            f"({_counts_text(fail)}): {_why(answer, budget, fail[0])}"
+        )
+    bought = [n for n in bought_counts(searched) if n in set(fail)]
+    examples = tuple((bought or list(fail))[:MAX_EXAMPLES])
+    why = _why(answer, budget, examples[0])
+    if not fit:
+        return (
+            f"{found} None of the {larger:,} larger counts up to {searched:,} fits, e.g. "
+            f"{_counts_text(examples)}: {why}"
+        )
+    return (
+        f"{found} Of the {larger:,} larger counts up to {searched:,}, {len(fit):,} also "
+        f"fit{'s' * (len(fit) == 1)} ({_counts_text(fit)}); the other {len(fail):,} do not, e.g. "
+        f"{_counts_text(examples)}: {why}"
+    )
+
+
+def _devices(count: int) -> str:
+    return f"{count:,} device{'s' * (count != 1)}"
+
+
+def _why(answer: Answer, budget: Budget, count: int) -> str:
+    """Why ``count`` devices do not fit, with what they would hold, as the end of a sentence."""
+    held = answer.held[count - 1]
+    if held is None:
+        return (
+            f"{budget.strategy} must split every array's last dimension over {budget.mesh_axis}=N, and {count:,} "
+            "does not divide them all, so it cannot lay the model out there."
+        )
+    would = f"{count:,} devices would hold {amount_text(held, budget.unit)} each"
+    if budget.strategy == "fsdp":
+        return f"fsdp keeps an array whole on every device when the count divides none of its dimensions, so {would}."
+    return f"{would}, over the budget."

@@ -46,7 +46,7 @@ def params_by_layer(layers: pd.DataFrame, title: str = "Parameters per layer") -
         layers,
         key="path",
         key_title="Layer",
-        title=alt.Title(title, subtitle="values per module (count)"),
+        title=alt.Title(title, subtitle="Values per module (count)"),
         description="Bar chart of the number of parameters in each layer, in model order.",
     )
 
@@ -57,7 +57,7 @@ def params_by_group(groups: pd.DataFrame) -> alt.Chart:
         groups,
         key="group",
         key_title="Group",
-        title=alt.Title("Parameters by group", subtitle="values (count)"),
+        title=alt.Title("Parameters by group", subtitle="Values (count)"),
         description="Bar chart of the parameters in each group: embeddings, blocks, norms and head.",
     )
 
@@ -111,7 +111,7 @@ def share_sweep(sweep: pd.DataFrame, num_shards: int) -> alt.LayerChart:
         .encode(x="num_shards:Q", y="ideal_share:Q", tooltip=base.encoding.tooltip)
     )
     return alt.layer(base.mark_line(), base.mark_point(filled=True), marked).properties(
-        title=alt.Title("Ideal share per shard", subtitle=f"total / shards, log-log; red: {num_shards:,} shards"),
+        title=alt.Title("Ideal share per shard", subtitle=f"Total / shards, log-log; red: {num_shards:,} shards"),
         description="Line chart of the ideal share per shard falling as the number of shards doubles.",
     )
 
@@ -125,7 +125,7 @@ def raw_bytes_by_dtype(payloads: pd.DataFrame) -> alt.Chart:
         alt.Chart(
             payloads,
             title=alt.Title(
-                "Raw payload by dtype (bytes)", subtitle="values x bytes per value; not the checkpoint size"
+                "Raw payload by dtype (bytes)", subtitle="Values x bytes per value; not the checkpoint size"
             ),
         )
         .mark_bar()
@@ -184,7 +184,7 @@ def checkpoint_sizes(sizes: pd.DataFrame, dtype: str) -> alt.Chart:
     return (
         alt.Chart(
             data[["figure", "label", "kind", "num_bytes", "num_bytes_text"]],
-            title=alt.Title("Checkpoint size against the raw estimate (bytes)", subtitle="measured on disk by Orbax"),
+            title=alt.Title("Checkpoint size against the raw estimate (bytes)", subtitle="Measured on disk by Orbax"),
         )
         .mark_bar()
         .encode(
@@ -261,13 +261,15 @@ def layout_vs_ideal(strategies: pd.DataFrame, chosen: str) -> alt.LayerChart:
         height=alt.Step(36),
         title=alt.Title(
             "Values per device by strategy (values, log)",
-            subtitle=f"this mesh; red: {chosen}; dashed: the ideal share (total / devices)",
+            subtitle=[f"This mesh; red: {chosen}", "Dashed: the ideal share (total / devices)"],
         ),
         description="Bar chart of the values each device holds under each layout strategy on this mesh, "
         "on a log axis, with a dashed line at the ideal share.",
     )
 
 
+# The sweep's dashed series (``dcsim.ui.layout_widgets.sweep_frame``).
+IDEAL_SERIES = "Ideal share"
 # Ideal share dark grey (dashed), then one colour a strategy; red is kept for the marked layout.
 _SERIES_COLOURS = ["#444444", "#4c78a8", "#f58518", "#54a24b", "#b279a2"]
 
@@ -281,7 +283,7 @@ def layout_sweep(
     ``sweep`` has ``devices``, ``series``, ``values_per_device`` (float, for position) and
     ``values_text`` (exact, for the tooltip) (``dcsim.ui.layout_widgets.sweep_frame``).
     """
-    data = sweep.assign(ideal=sweep["series"] == "ideal share")
+    data = sweep.assign(ideal=sweep["series"] == IDEAL_SERIES)
     series = dict.fromkeys(data["series"])
     figures = [*data["values_per_device"], *([] if values_per_device is None else [float(values_per_device)])]
     tooltip = [
@@ -313,7 +315,8 @@ def layout_sweep(
         tooltip=tooltip,
     )
     layers = [base.mark_line(), base.mark_point(filled=True, size=30)]
-    subtitle = "data=N; tensor: model=N; dashed: ideal share"
+    # One short line each: Vega-Lite cuts a subtitle wider than the chart with an ellipsis.
+    subtitle = ["Meshes data=N (tensor: model=N)", "Dashed: the ideal share"]
     if num_devices is not None and values_per_device is not None:
         current = pd.DataFrame(
             {
@@ -328,8 +331,12 @@ def layout_sweep(
             .mark_point(size=180, filled=True, color="#d1242f", shape="diamond")
             .encode(x="devices:Q", y="values_per_device:Q", tooltip=tooltip)
         )
-        subtitle += "; red: this layout"
+        subtitle[1] += "; red: this layout"
     return alt.layer(*layers).properties(
+        height=260,
+        # Fit the width only: fitting the height too (Streamlit's default) squeezed the plot under the
+        # two-row legend until the title was cut off at the top.
+        autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
         title=alt.Title("Values per device by device count (log-log)", subtitle=subtitle),
         description="Line chart of the values each device holds under each strategy as the number of devices "
         "doubles from 1 to 4,096, beside the ideal share, on log-log axes.",
@@ -363,7 +370,7 @@ def compare_bars(table: pd.DataFrame) -> alt.Chart:
     return (
         alt.Chart(
             data,
-            title=alt.Title("Total and ideal share per shard (values, log)", subtitle="one group per scenario"),
+            title=alt.Title("Total and ideal share per shard (values, log)", subtitle="One group per scenario"),
         )
         .mark_bar()
         .encode(
@@ -444,7 +451,7 @@ def compare_sweep(sweep: pd.DataFrame, table: pd.DataFrame) -> alt.LayerChart:
         autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
         title=alt.Title(
             "Ideal share per shard across shard counts",
-            subtitle="total / shards, log-log; diamond: each scenario's own",
+            subtitle="Total / shards, log-log; diamond: each scenario's own",
         ),
         description="Line chart of each scenario's ideal share per shard as the number of shards doubles from 1 "
         "to 4,096, one line per scenario, on log-log axes.",
@@ -452,42 +459,65 @@ def compare_sweep(sweep: pd.DataFrame, table: pd.DataFrame) -> alt.LayerChart:
 
 
 def budget_sweep(held: pd.DataFrame, budget: float, unit: str) -> alt.LayerChart:
-    """What each device holds under the real layout at every device count, one line per
-    scenario, with the budget as a dashed rule: where a line dips under the rule and rises again
-    is why the search covers every count.
+    """What the fullest device holds under the real layout at the device counts a team would buy,
+    one colour a scenario, with the budget as a dashed rule.
 
-    ``held`` has ``name``, ``devices``, ``held`` (float, missing where the layout is impossible)
-    and ``held_text`` (exact).
+    ``held`` is ``dcsim.compare.held_frame``: the counts worth showing (powers of two, three times a
+    power of two, each answer and ideal share's count), not all 4,096 searched, whose counts that
+    nobody buys drew a forest of spikes. A line joins the powers of two (the trend); every count is
+    a point, a circle where it fits the budget and a cross where it does not, the answer larger.
+    Counts where the layout is impossible have no point; the page says so in words.
     """
     placed = held.dropna(subset=["held"])
     figures = [*placed["held"], float(budget)]
+    order = list(dict.fromkeys(held["name"]))
     tooltip = [
         alt.Tooltip("name:N", title="Scenario"),
-        alt.Tooltip("devices:Q", title="Devices", format=","),
-        alt.Tooltip("held_text:N", title=f"Per device ({unit}, exact)"),
+        alt.Tooltip("mesh:N", title="Mesh"),
+        alt.Tooltip("held_text:N", title=f"Fullest device ({unit}, exact)"),
+        alt.Tooltip("verdict:N", title="Against the budget"),
+        alt.Tooltip("note:N", title="Shown as"),
     ]
-    lines = (
+    most = int(held["devices"].max()) if len(held) else 1
+    x = alt.X(
+        "devices:Q",
+        scale=alt.Scale(type="log", base=2),
+        axis=alt.Axis(
+            title="Devices N (mesh of N, log)",
+            values=[2**power for power in range(most.bit_length())],
+            format=",",
+            labelOverlap="greedy",
+        ),
+    )
+    y = alt.Y(
+        "held:Q",
+        scale=alt.Scale(type="log"),
+        axis=alt.Axis(
+            title=f"Fullest device ({unit}, log)",
+            labelExpr=BYTE_LABELS if unit == "bytes" else SHARE_LABELS,
+            values=decades(min(figures), max(figures)),
+        ),
+    )
+    color = alt.Color("name:N", title="Scenario", sort=order, legend=alt.Legend(orient="bottom", columns=2))
+    trend = (
+        alt.Chart(placed[placed["on_trend"]])
+        .mark_line(strokeWidth=1.5, opacity=0.6)
+        .encode(x=x, y=y, color=color, tooltip=tooltip)
+    )
+    points = (
         alt.Chart(placed)
-        .mark_line(strokeWidth=1.5, interpolate="step-after")
+        .mark_point(filled=True, opacity=1)
         .encode(
-            x=alt.X(
-                "devices:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title="Devices N (mesh of N, log)")
+            x=x,
+            y=y,
+            color=color,
+            shape=alt.Shape(
+                "verdict:N",
+                title=None,
+                scale=alt.Scale(domain=["Fits the budget", "Over the budget"], range=["circle", "cross"]),
+                legend=None,  # said in the subtitle: a second legend beside the scenarios ran off a phone
             ),
-            y=alt.Y(
-                "held:Q",
-                scale=alt.Scale(type="log"),
-                axis=alt.Axis(
-                    title=f"Fullest device ({unit}, log)",
-                    labelExpr=BYTE_LABELS if unit == "bytes" else SHARE_LABELS,
-                    values=decades(min(figures), max(figures)),
-                ),
-            ),
-            color=alt.Color(
-                "name:N",
-                title="Scenario",
-                sort=list(dict.fromkeys(held["name"])),
-                legend=alt.Legend(orient="bottom", columns=2),
-            ),
+            size=alt.condition(alt.datum.is_answer, alt.value(180), alt.value(50)),
             tooltip=tooltip,
         )
     )
@@ -496,15 +526,20 @@ def budget_sweep(held: pd.DataFrame, budget: float, unit: str) -> alt.LayerChart
         .mark_rule(strokeDash=[6, 4], strokeWidth=2, color="#d1242f")
         .encode(y="budget:Q", tooltip=[alt.Tooltip("text:N", title="Budget per device")])
     )
-    return alt.layer(lines, rule).properties(
+    return alt.layer(trend, points, rule).properties(
         height=300,
         autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
         title=alt.Title(
-            "Real layout per device against the budget (log-log)",
-            subtitle="JAX's sharding rules on a mesh of N devices; red dashed: the budget",
+            "Fullest device against the budget (log-log)",
+            subtitle=[
+                "Counts a team buys: 1, 2, 3, 4, 6, 8, 12, 16, 24 …",
+                "Dot: fits; cross: over the budget; large: the fewest that fit",
+                "Red dashed: the budget",
+            ],
         ),
-        description="Line chart of what the fullest device holds under the real layout at each device count, "
-        "one line per scenario, with the budget as a dashed line.",
+        description="What the fullest device holds under JAX's real layout at the device counts a team would buy "
+        "(powers of two and three times a power of two) and at each scenario's answer, one colour a scenario, "
+        "circles where it fits the budget and crosses where it does not, with the budget as a dashed line.",
     )
 
 
@@ -518,7 +553,7 @@ def save_time_by_processes(sweep: pd.DataFrame) -> alt.LayerChart:
     ``restore_seconds``). The processes are categories on the x axis (1, 2, 4 are not a scale a
     reader should interpolate along); seconds from zero, so a flat line reads as no speed-up.
     """
-    names = {"save_seconds": "save", "restore_seconds": "restore"}
+    names = {"save_seconds": "Save", "restore_seconds": "Restore"}
     data = sweep.melt(
         id_vars=["num_processes"], value_vars=list(names), var_name="figure", value_name="seconds"
     ).assign(
@@ -542,7 +577,9 @@ def save_time_by_processes(sweep: pd.DataFrame) -> alt.LayerChart:
         ],
     )
     return alt.layer(base.mark_line(), base.mark_point(filled=True, size=60)).properties(
-        title=alt.Title("Save time against processes (s)", subtitle="first process starting to last finishing"),
+        title=alt.Title(
+            "Save time against processes (s)", subtitle="From the first process starting to the last finishing"
+        ),
         description="Line chart of the group's save and restore wall time in seconds for each number of processes.",
     )
 
@@ -552,10 +589,10 @@ def _per_process_bars(
 ) -> alt.Chart:
     """One bar per process, grouped by the run's number of processes, from zero, exact in tooltips."""
     data = frame.assign(
-        process_name=frame["process"].map("process {}".format),
+        process_name=frame["process"].map("Process {}".format),
         value_text=frame[field].map(units.bytes_exact),
     )
-    names = [f"process {n}" for n in sorted(frame["process"].unique())]
+    names = [f"Process {n}" for n in sorted(frame["process"].unique())]
     return (
         alt.Chart(data[["num_processes", "process", "process_name", field, "value_text"]], title=title)
         .mark_bar()
@@ -586,7 +623,7 @@ def bytes_per_process(per_process: pd.DataFrame) -> alt.Chart:
     return _per_process_bars(
         per_process,
         field="num_bytes",
-        title=alt.Title("Bytes written per process", subtitle="files each process wrote (bytes)"),
+        title=alt.Title("Bytes written per process", subtitle="Files each process wrote (bytes)"),
         axis_title="Bytes written",
         description="Grouped bar chart of the bytes each process wrote, for each number of processes.",
     )
@@ -597,7 +634,7 @@ def memory_per_process(per_process: pd.DataFrame) -> alt.Chart:
     return _per_process_bars(
         per_process,
         field="peak_rss_bytes",
-        title=alt.Title("Peak memory per process", subtitle="resident memory, VmHWM (bytes)"),
+        title=alt.Title("Peak memory per process", subtitle="Resident memory, VmHWM (bytes)"),
         axis_title="Peak memory",
         description="Grouped bar chart of each process's peak resident memory, for each number of processes.",
     )

@@ -589,19 +589,10 @@ def render_compare_table(comparison: compare.Comparison, table: pd.DataFrame, an
         f"budget per shard and per device: {spec.amount_text} ({spec.holds})",
     ]
     for scenario, found in zip(comparison.scenarios, answers, strict=True):
-        if found.devices is None:
-            real = f"no device count from 1 to {budget.MAX_SEARCH_DEVICES:,} fits"
-        else:
-            each = f"{units.count(found.per_device)} {spec.unit} each"
-            real = f"{_plural(found.devices, 'device')} ({spec.mesh_axis}={found.devices}, {each})"
-            if found.fails_above:
-                listed = ", ".join(f"{n:,}" for n in found.fails_above[: budget.MAX_FAILURES_LISTED])
-                more = ", ..." if len(found.fails_above) > budget.MAX_FAILURES_LISTED else ""
-                real += f"; {len(found.fails_above):,} larger counts do not fit ({listed}{more})"
         lines += [
             f"  {scenario.name}: needs {units.count(found.need)} {spec.unit} in all",
             f"    ideal share (an average): {_plural(found.ideal_shards, 'shard')}",
-            f"    real layout (JAX's sharding rules, {spec.strategy}): {real}",
+            f"    real layout (JAX's sharding rules, {spec.strategy}): {budget.summary(found, spec)}",
         ]
     lines.append(
         f"The real layout is not monotone in N (an array that splits on 4 devices may be replicated on 3), "

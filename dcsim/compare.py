@@ -359,8 +359,10 @@ def sweep_frame(comparison: Comparison, reports: Sequence[ParamReport], up_to: i
 def budget_frame(comparison: Comparison, answers: Sequence[budgets.Answer]) -> pd.DataFrame:
     """One row per scenario: ``name``, ``need`` (what must fit in all, in the budget's unit),
     ``ideal_shards`` (ideal share, an average), ``ideal_share_text``, ``devices`` (real layout,
-    JAX's sharding rules; missing when no N up to 4,096 fits), ``per_device``, ``larger_that_fail``
-    (how many N above the answer fail) and ``first_larger_that_fail`` (the first few, as text)."""
+    JAX's sharding rules; missing when no N up to 4,096 fits), ``per_device``, ``larger_searched``
+    (how many N above the answer were searched), ``larger_that_fit`` and ``larger_that_fail`` (how
+    many of them fit and do not), and ``summary`` (``dcsim.budget.summary``: the answer in words)."""
+    budget = comparison.budget
     return pd.DataFrame(
         {
             "name": list(comparison.names),
@@ -369,30 +371,53 @@ def budget_frame(comparison: Comparison, answers: Sequence[budgets.Answer]) -> p
             "ideal_share_text": [units.share(a.ideal_share) for a in answers],
             "devices": pd.array([a.devices for a in answers], dtype="Int64"),
             "per_device": pd.array([a.per_device for a in answers], dtype="Int64"),
+            "larger_searched": pd.array(
+                [0 if a.devices is None else a.searched - a.devices for a in answers], dtype="int64"
+            ),
+            "larger_that_fit": pd.array([len(a.fits_above) for a in answers], dtype="int64"),
             "larger_that_fail": pd.array([len(a.fails_above) for a in answers], dtype="int64"),
-            "first_larger_that_fail": [
-                ", ".join(f"{n:,}" for n in a.fails_above[: budgets.MAX_FAILURES_LISTED])
-                + (", …" if len(a.fails_above) > budgets.MAX_FAILURES_LISTED else "")
-                for a in answers
-            ],
+            "summary": [budgets.summary(a, budget) for a in answers],
         }
     )
 
 
 def held_frame(comparison: Comparison, answers: Sequence[budgets.Answer]) -> pd.DataFrame:
-    """What the fullest device holds under the real layout at every searched device count, per
-    scenario: ``name``, ``devices``, ``held`` (float, missing where impossible) and ``held_text``."""
-    rows: dict[str, list[Any]] = {"name": [], "devices": [], "held": [], "held_text": []}
+    """What the fullest device holds under the real layout at the device counts worth showing
+    (``dcsim.budget.shown_counts``: the counts a team buys, the answer, the ideal share's count),
+    per scenario: ``name``, ``devices``, ``mesh``, ``held`` (float, missing where the layout is
+    impossible), ``held_text`` (exact), ``verdict`` (fits the budget, over the budget, cannot be
+    laid out), ``is_answer`` (the fewest devices that fit), ``on_trend`` (a power of two: the
+    line a reader follows) and ``note`` (why the count is shown when a team would not buy it)."""
+    budget = comparison.budget
+    rows: dict[str, list[Any]] = {
+        key: [] for key in ("name", "devices", "mesh", "held", "held_text", "verdict", "is_answer", "on_trend", "note")
+    }
     for scenario, found in zip(comparison.scenarios, answers, strict=True):
-        for devices, held in enumerate(found.held, start=1):
+        for devices in budgets.shown_counts(found):
+            held = found.held[devices - 1]
+            notes = [
+                *(["the fewest devices that fit"] if devices == found.devices else []),
+                *(["the ideal share's shard count"] if devices == found.ideal_shards else []),
+            ]
             rows["name"].append(scenario.name)
             rows["devices"].append(devices)
+            rows["mesh"].append(f"{budget.mesh_axis}={devices}")
             rows["held"].append(None if held is None else float(held))
-            rows["held_text"].append("impossible" if held is None else f"{held:,}")
+            rows["held_text"].append("cannot be laid out" if held is None else budgets.amount_text(held, budget.unit))
+            rows["verdict"].append(
+                BUDGET_VERDICTS[2] if held is None else BUDGET_VERDICTS[0 if held <= budget.amount else 1]
+            )
+            rows["is_answer"].append(devices == found.devices)
+            rows["on_trend"].append(devices & (devices - 1) == 0)
+            rows["note"].append("; ".join(notes))
     frame = pd.DataFrame(rows)
     frame["devices"] = pd.array(rows["devices"], dtype="int64")
     frame["held"] = frame["held"].astype(float)
     return frame
+
+
+# What a device count is against the budget, in the chart's legend and tooltips.
+BUDGET_VERDICTS = ("Fits the budget", "Over the budget", "Cannot be laid out")
 
 
 def comparison_record(
@@ -420,6 +445,8 @@ def comparison_record(
                 "strategy": comparison.budget.strategy,
                 "per_device": a.per_device,
                 "larger_device_counts_that_fail": list(a.fails_above),
+                "larger_device_counts_that_fit": list(a.fits_above),
+                "summary": budgets.summary(a, comparison.budget),
                 "num_impossible_device_counts": a.num_impossible,
             }
             for scenario, a in zip(comparison.scenarios, answers, strict=True)

@@ -48,7 +48,7 @@ SWEEP_PROCESSES = (1, 2, 4)
 STAGES = ("connecting", *checkpoint.STAGES)
 # A port taken between the probe and the coordinator's bind: try again on a fresh one this often.
 PORT_ATTEMPTS = 3
-CONNECT_TIMEOUT_SECONDS = 60
+CONNECT_TIMEOUT_SECONDS = 60  # at least; see ``_jobs``
 PORT_TAKEN = "coordinator port taken"  # dcsim.multiprocess_worker.PORT_TAKEN, without importing JAX
 
 MULTIHOST_NOTE = (
@@ -303,7 +303,9 @@ def _jobs(plan: MultiprocessPlan, folder: Path, port: int) -> list[WorkerJob]:
         "num_processes": plan.num_processes,
         "port": port,
         "checkpoint": str(folder / "checkpoint"),
-        "connect_timeout_seconds": int(min(CONNECT_TIMEOUT_SECONDS, max(1.0, base.timeout_seconds))),
+        # A process up early waits here for the others to finish starting: never give up before the
+        # parent would (its start-up allowance, then the group's limit; it ends a hung group itself).
+        "connect_timeout_seconds": int(max(CONNECT_TIMEOUT_SECONDS, 2 * base.timeout_seconds)),
     }
     jobs = []
     for process_id in range(plan.num_processes):
@@ -351,9 +353,15 @@ def run_multiprocess(
                 )
             except WorkerTimeout as err:
                 doing = ", ".join(f"{name} was {_doing(stages.get(name))}" for name in err.workers)
+                limit = f"{plan.checkpoint.timeout_seconds:g} s for "
+                limit += (
+                    "starting the group (each process imports JAX, Flax and Orbax first)"
+                    if err.starting
+                    else "the group"
+                )
                 raise CheckpointTimeout(
-                    f"the time limit of {plan.checkpoint.timeout_seconds:g} s for the group passed ({doing}); "
-                    "every process of the group was ended and the temporary checkpoint was removed"
+                    f"the time limit of {limit} passed ({doing}); every process of the group was ended and the "
+                    "temporary checkpoint was removed"
                 ) from None
             except WorkerFailed as err:
                 if _port_taken(err, folder, stages, plan.num_processes):

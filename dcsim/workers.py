@@ -10,6 +10,11 @@ way it could describe).
 Each worker starts in a session of its own, so its whole process group (and anything it spawned)
 can be ended at once. ``run_workers`` runs several together and ends every one of them as soon as
 one fails, hangs past the time limit, or the caller is interrupted: no orphan keeps running.
+
+The time limit is the work's, and it starts when every worker is up (has reported its first
+stage). Starting, an interpreter importing JAX, Flax and Orbax, has an allowance of its own: it is
+CPU work that P workers queue on a machine's few cores, and on a busy machine it alone took most
+of a limit meant to catch a hang, so a healthy group of four was ended while it was importing.
 """
 
 from __future__ import annotations
@@ -46,7 +51,14 @@ class WorkerFailed(RuntimeError):
 
 
 class WorkerTimeout(WorkerFailed):
-    """The time limit passed before every worker finished; all of them were ended."""
+    """The time limit passed before every worker finished; all of them were ended.
+
+    ``starting`` is true when it was the start-up allowance: some worker never reported a stage.
+    """
+
+    def __init__(self, message: str, *, workers: tuple[str, ...] = (), starting: bool = False) -> None:
+        super().__init__(message, workers=workers)
+        self.starting = starting
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -135,18 +147,23 @@ def run_workers(
     jobs: Sequence[WorkerJob],
     *,
     timeout_seconds: float,
+    start_seconds: float | None = None,
     on_progress: Callable[[str, str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Run every job at once and return their results in order.
 
-    Raises ``WorkerTimeout`` if they have not all finished within ``timeout_seconds``, and
-    ``WorkerFailed`` as soon as any one fails; either way every worker's process group is ended
-    before the error leaves. ``on_progress(job_name, stage)`` is called from this thread for each
-    stage a worker reports. Files the workers wrote stay in their folders for the caller to remove.
+    Raises ``WorkerTimeout`` if some worker has not reported its first stage within
+    ``start_seconds`` (``timeout_seconds`` unless given), or if they have not all finished within
+    ``timeout_seconds`` of the last one reporting it; and ``WorkerFailed`` as soon as any one
+    fails. Either way every worker's process group is ended before the error leaves.
+    ``on_progress(job_name, stage)`` is called from this thread for each stage a worker reports.
+    Files the workers wrote stay in their folders for the caller to remove.
     """
     processes: list[subprocess.Popen] = []
     seen = [0] * len(jobs)
-    deadline = time.monotonic() + timeout_seconds
+    start_seconds = timeout_seconds if start_seconds is None else start_seconds
+    start_deadline = time.monotonic() + start_seconds
+    deadline: float | None = None  # set when every worker is up
     try:
         for job in jobs:
             paths = _paths(job)
@@ -169,11 +186,11 @@ def run_workers(
 
         def report_progress() -> None:
             for index, job in enumerate(jobs):
+                stages = _read_progress(_paths(job)["progress"])
                 if on_progress is not None:
-                    stages = _read_progress(_paths(job)["progress"])
                     for stage in stages[seen[index] :]:
                         on_progress(job.name, stage)
-                    seen[index] = len(stages)
+                seen[index] = len(stages)
 
         while True:
             report_progress()
@@ -186,7 +203,20 @@ def run_workers(
             if all(result is not None for result in results):
                 report_progress()  # the stages written between this round's read and the exits
                 return [result for result in results if result is not None]
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if deadline is None and all(
+                count or result is not None for count, result in zip(seen, results, strict=True)
+            ):
+                deadline = now + timeout_seconds
+            if deadline is None and now > start_deadline:
+                late = tuple(job.name for job, count in zip(jobs, seen, strict=True) if not count)
+                raise WorkerTimeout(
+                    f"the time limit of {start_seconds:g} s passed before the {', '.join(late)} had started (it "
+                    "starts Python and imports JAX first, which a busy machine slows); it was ended",
+                    workers=late,
+                    starting=True,
+                )
+            if deadline is not None and now > deadline:
                 late = tuple(job.name for job, result in zip(jobs, results, strict=True) if result is None)
                 raise WorkerTimeout(
                     f"the time limit of {timeout_seconds:g} s passed before the {', '.join(late)} finished; "

@@ -75,7 +75,7 @@ with table_col:
         hide_index=True,
         column_config={
             "path": "Layer",
-            **{dtype: st.column_config.TextColumn(f"{dtype} (bytes)") for dtype in payload.RAW_DTYPES},
+            **{dtype: st.column_config.TextColumn(f"Raw {dtype} (bytes)") for dtype in payload.RAW_DTYPES},
         },
     )
     st.caption(NOT_CHECKPOINT)

@@ -1,5 +1,6 @@
 """Compare page: named scenarios side by side, the budget question answered twice, one link."""
 
+import pandas as pd
 import streamlit as st
 
 from dcsim import budget, charts, compare, optimizer, payload, units
@@ -194,9 +195,9 @@ with st.form(f"compare.budget.{gen}"):
         training_options,
         index=training_options.index(spec.training),
         format_func=lambda name: (
-            "parameters only"
+            "Parameters only"
             if name is None
-            else f"parameters + gradients (same as parameters) + {name} optimizer state (optax)"
+            else f"Parameters + gradients (same as parameters) + {name} optimizer state (optax)"
         ),
     )
     strategy = strategy_col.selectbox(
@@ -222,22 +223,24 @@ if current.scenarios:
             need=answer_frame["need"].map(units.count),
             ideal_shards=answer_frame["ideal_shards"].map(units.count),
             devices=[
-                "none up to 4,096" if a.devices is None else f"{a.devices:,} ({mesh_axis}={a.devices})" for a in answers
+                f"None up to {budget.MAX_SEARCH_DEVICES:,}"
+                if a.devices is None
+                else f"{a.devices:,} ({mesh_axis}={a.devices})"
+                for a in answers
             ],
             per_device=["" if a.per_device is None else units.count(a.per_device) for a in answers],
-            larger_that_fail=answer_frame["larger_that_fail"].map(units.count),
+            larger_that_fit=[
+                "" if pd.isna(devices) else f"{fit:,} of {searched:,}"
+                for devices, fit, searched in zip(
+                    answer_frame["devices"],
+                    answer_frame["larger_that_fit"],
+                    answer_frame["larger_searched"],
+                    strict=True,
+                )
+            ],
         ),
         hide_index=True,
-        column_order=[
-            "name",
-            "need",
-            "ideal_shards",
-            "devices",
-            "per_device",
-            "larger_that_fail",
-            "first_larger_that_fail",
-            "ideal_share_text",
-        ],
+        column_order=["name", "need", "ideal_shards", "devices", "per_device", "larger_that_fit", "ideal_share_text"],
         column_config={
             "name": st.column_config.TextColumn("Scenario"),
             "need": st.column_config.TextColumn(f"Must fit in all ({spec.unit})"),
@@ -247,20 +250,28 @@ if current.scenarios:
             "ideal_share_text": st.column_config.TextColumn("Ideal share there (exact)"),
             "devices": st.column_config.TextColumn(
                 "Real layout (JAX's sharding rules): devices",
-                help=f"The smallest N from 1 to 4,096 on a mesh {mesh_axis}=N whose every device holds at most the "
-                f"budget under {spec.strategy}",
+                help=f"The smallest N from 1 to {budget.MAX_SEARCH_DEVICES:,} on a mesh {mesh_axis}=N whose every "
+                f"device holds at most the budget under {spec.strategy}",
             ),
             "per_device": st.column_config.TextColumn(f"Each device there ({spec.unit})"),
-            "larger_that_fail": st.column_config.TextColumn("Larger N that fail"),
-            "first_larger_that_fail": st.column_config.TextColumn("First larger N that fail"),
+            "larger_that_fit": st.column_config.TextColumn(
+                "Larger N that fit too", help="Of the larger device counts searched, how many also fit: see below"
+            ),
         },
+    )
+    st.markdown(
+        "\n".join(
+            f"- **{frame.plain(name)}**: {frame.plain(text)}"
+            for name, text in zip(answer_frame["name"], answer_frame["summary"], strict=True)
+        )
     )
     st.caption(
         f"**Ideal share (an average)** divides the total evenly, as if values could be poured into shards. "
         f"**Real layout (JAX's sharding rules)** lays every array out with `{spec.strategy}` on a mesh "
         f"`{mesh_axis}=N` and takes what each device really holds. The real answer is not monotone: an array that "
-        "splits evenly over 4 devices may be replicated on 3 or on 5, so every N from 1 to 4,096 is searched, and "
-        "the larger N that fail after the smallest fit are listed."
+        f"splits evenly over 4 devices may be replicated on 3 or on 5, so every N from 1 to "
+        f"{budget.MAX_SEARCH_DEVICES:,} is searched. The chart shows the counts a team buys (powers of two and three "
+        "times a power of two) and each scenario's answer and ideal count."
         + (" Optimizer step counts (scalars) are kept whole on every device." if spec.training else "")
     )
     st.altair_chart(charts.budget_sweep(compare.held_frame(current, answers), spec.amount, spec.unit), width="stretch")

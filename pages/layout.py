@@ -77,7 +77,7 @@ with strategy_col:
         key=strategy_key,
         help="How each parameter array is split over the mesh. JAX decides what divides evenly.",
     )
-    st.caption(f"**{strategy}**: {lw.STRATEGY_HELP[strategy]}.")
+    st.caption(lw.STRATEGY_HELP[strategy])
     config, _ = widgets.apply(
         config, dtype=widgets.dtype_choice(config, page="layout")
     )  # the list holds only valid ones
@@ -183,7 +183,7 @@ with left:
     st.altair_chart(charts.layout_vs_ideal(strategies, strategy), width="stretch")
     refused = strategies[strategies["status"] != "ok"]
     for name, why in zip(refused["strategy"], refused["status"], strict=True):
-        st.caption(frame.plain(f"{name} cannot lay this model out on this mesh: {why}"))
+        st.caption(frame.plain(f"The {name} strategy cannot lay this model out on this mesh: {why}"))
 with right:
     sweep = lw.cached_sweep(config)
     st.altair_chart(
@@ -199,6 +199,18 @@ table = lw.array_table(report, outcome)
 st.dataframe(
     lw.table_text(table),
     hide_index=True,
+    # Status and its reason first, where they show without scrolling sideways on a phone.
+    column_order=[
+        "path",
+        "status",
+        "note",
+        "shape",
+        "partition_spec",
+        "shard_shape",
+        "values_per_shard",
+        "replication_factor",
+        "stored_values",
+    ],
     column_config={
         "path": "Array",
         "shape": "Shape",
@@ -209,13 +221,22 @@ st.dataframe(
             "Replication", help="Copies of each value across the mesh; 1 = not replicated"
         ),
         "stored_values": st.column_config.TextColumn("Stored (all devices)"),
-        "status": st.column_config.TextColumn("Status"),
-        "note": st.column_config.TextColumn("Why", width="large"),
+        # Sized for its longest value: the grid sizes a column by its first rows, which cut a later
+        # "✖ not laid out" to "not la…".
+        "status": st.column_config.TextColumn("Status", width=lw.STATUS_COLUMN_WIDTH),
+        "note": st.column_config.TextColumn("Why", width="large", help="Every flagged reason is written out below"),
     },
 )
+reasons = lw.flagged_reasons(table)
+if len(reasons):
+    lines = [f"- {frame.plain(lw.reason_text(reason, len(table)))}" for reason in reasons.itertuples()]
+    if len(lines) > lw.MAX_REASONS_SHOWN:
+        more = len(lines) - lw.MAX_REASONS_SHOWN
+        lines = [*lines[: lw.MAX_REASONS_SHOWN], f"- {more:,} more reasons: see the Why column or the CSV below."]
+    st.markdown("**Why arrays are flagged**\n" + "\n".join(lines))
 st.caption(
-    f"“{lw.FALLBACK}”: the strategy found no way to split the array (fsdp: no dimension divides evenly by the "
-    f"number of devices; custom: no rule matched), so every device holds it whole. “{lw.IMPOSSIBLE}”: "
+    f"Status “{lw.FALLBACK}”: the strategy found no way to split the array (fsdp: no dimension divides evenly by "
+    f"the number of devices; custom: no rule matched), so every device holds it whole. “{lw.IMPOSSIBLE}”: "
     "JAX refuses the split the strategy or a rule asks for; the Why column says which dimension and axis."
 )
 download_col, json_col = st.columns(2)

@@ -1,5 +1,6 @@
 """The Compare page in AppTest: add, duplicate, rename, remove, baseline, budget answers, links."""
 
+import json
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -130,9 +131,17 @@ def test_budget_answers_by_hand_from_a_link():
     row = answers(at).iloc[0]
     assert row["ideal_shards"] == "3"
     assert row["devices"] == "4 (data=4)" and row["per_device"] == "5"
-    assert row["larger_that_fail"] == "4,092"
-    assert row["first_larger_that_fail"].startswith("5, 6, 7, 8")
+    assert row["larger_that_fit"] == "0 of 4,092"
+    said = next(shown(block) for block in at.markdown if "Fits on" in block.value)
+    # the same sentence as python -m dcsim compare: nothing above 4 fits; 6 is the first count bought
+    assert said == (
+        "- **seed**: Fits on 4 devices (data=4), 5 values each. None of the 4,092 larger counts up to 4,096 fits, "
+        "e.g. 6, 8 and 12: fsdp keeps an array whole on every device when the count divides none of its "
+        "dimensions, so 6 devices would hold 20 values each."
+    )
     assert any("not monotone" in caption.value for caption in at.caption)
+    chart = json.loads(at.get("vega_lite_chart")[-1].proto.spec)
+    assert chart["title"]["text"] == "Fullest device against the budget (log-log)"  # the counts: tests/test_charts.py
 
 
 def test_the_budget_form_answers_bytes_with_training_state():

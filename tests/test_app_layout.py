@@ -161,6 +161,18 @@ def test_an_impossible_layout_names_the_parameter_and_flags_every_row():
     assert "Download the layout (JSON)" not in downloads(at)
 
 
+def test_the_reasons_are_written_out_under_the_table_and_status_and_why_come_first():
+    at = open_link({**GOLDEN, "mesh": "data=3", "strategy": "fsdp"})
+    reasons = next(shown(block) for block in at.markdown if "Why arrays are flagged" in block.value)
+    assert "⚠ Replicated (fallback), 1 of 2 arrays (Dense_0/kernel): No dimension of 8x8 splits evenly" in reasons
+    table = at.dataframe[-1].proto
+    assert list(table.column_order)[:3] == ["path", "status", "note"]  # no scrolling sideways for the why
+    columns = json.loads(table.columns)
+    assert columns["status"]["width"] >= 180  # "⚠ replicated (fallback)" whole, never "not la…"
+    split = open_link({**GOLDEN, "mesh": "data=2", "strategy": "fsdp"})
+    assert not any("Why arrays are flagged" in block.value for block in split.markdown)
+
+
 def test_only_the_arrays_that_cannot_be_placed_are_flagged():
     at = open_link({"input_dim": "8", "layers": "8_5", "mesh": "model=2", "strategy": "tensor"})
     assert "`Dense_1/kernel` (shape 8x5)" in shown(at.error[0])
@@ -293,4 +305,4 @@ def test_charts_compare_strategies_and_device_counts():
         "Values per device by device count (log-log)",
     ]
     # tensor cannot use a mesh without `model`: said beside the chart
-    assert any("tensor cannot lay this model out" in shown(caption) for caption in at.caption)
+    assert any("The tensor strategy cannot lay this model out" in shown(caption) for caption in at.caption)

@@ -22,6 +22,33 @@ def metric(page, label):
     )
 
 
+RESULT_METRICS = (
+    "On disk",
+    "Largest file",
+    "Files",
+    "Restored bit for bit",
+    "Save",
+    "Restore",
+    "Initialisation",
+    "Devices",
+)
+
+
+def value_lines(page) -> dict[str, int]:
+    """How many lines each result metric's value takes on screen (a value broken over two or three
+    lines, "3,891,587" / "bytes" / "(3.71 MiB)", was the complaint)."""
+    return {
+        label: metric(page, label).evaluate(
+            """value => {
+                const text = document.createRange();
+                text.selectNodeContents(value);
+                return new Set([...text.getClientRects()].map(line => Math.round(line.top))).size;
+            }"""
+        )
+        for label in RESULT_METRICS
+    }
+
+
 def open_checkpoint(page, server, query):
     page.goto(f"{server}/checkpoint?{urlencode(query)}")
     wait_for_app(page)
@@ -44,10 +71,14 @@ def test_a_click_measures_dense_1024_and_shows_the_verified_report_and_chart(ser
     expect(page.get_by_text("Measured just now", exact=False)).to_be_visible()
     expect(page).to_have_url(re.compile(r"[?&]mesh=data%3D1(&|$)"))
 
+    assert value_lines(page) == dict.fromkeys(RESULT_METRICS, 1)
+
+    page.set_viewport_size({"width": 390, "height": 844})  # a phone: the kept report, every figure on one line
     page.reload()
     wait_for_app(page)
     expect(metric(page, "Restored bit for bit")).to_have_text("Yes")
     expect(page.get_by_text("cached: nothing was run now", exact=False)).to_be_visible()
+    assert value_lines(page) == dict.fromkeys(RESULT_METRICS, 1)
 
 
 def type_mesh(page, text):

@@ -192,3 +192,78 @@ def test_grouped_layout_equals_compute_layout_on_any_shapes_and_meshes(shapes, a
         return
     grouped = layout.shard_values_by_shape(shapes, mesh, strategy)
     assert [grouped[row.shape] for row in full.arrays] == [row.values_per_shard for row in full.arrays]
+
+
+# --- what the front ends show: the counts worth drawing and the answer in words ----------------------
+
+
+def test_the_counts_a_team_buys_are_powers_of_two_and_three_times_them():
+    assert budget.bought_counts(64) == (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+    assert budget.bought_counts()[-3:] == (2048, 3072, 4096) and len(budget.bought_counts()) == 24
+
+
+def test_the_counts_shown_add_the_answer_and_the_ideal_share_count():
+    answer = budget.answer(budget.demand(SEED, "float32"), values_budget(7), up_to=64)
+    assert (answer.devices, answer.ideal_shards) == (4, 3)  # both bought already
+    assert budget.shown_counts(answer) == budget.bought_counts(64)
+    answer = budget.answer(budget.demand(count_params(ModelConfig(input_dim=5)), "float32"), values_budget(5), up_to=64)
+    # 5x4 kernel + 4 bias = 24 values: ideal 5 shards; fsdp splits only over 2 and 4 (4 holds 5 + 1 = 6)
+    assert answer.ideal_shards == 5 and answer.devices is None
+    assert 5 in budget.shown_counts(answer) and 7 not in budget.shown_counts(answer)
+
+
+def test_larger_counts_that_fit_and_fail_split_every_count_searched():
+    answer = budget.answer(budget.demand(SEED, "float32"), values_budget(10))
+    assert answer.searched == 4096 and answer.fits_above == (4,)
+    assert len(answer.fits_above) + len(answer.fails_above) == 4096 - answer.devices
+
+
+@pytest.mark.parametrize(
+    ("amount", "strategy", "said"),
+    [
+        (
+            10,
+            "fsdp",
+            "Fits on 2 devices (data=2), 10 values each. Of the 4,094 larger counts up to 4,096, 1 also fits (4); "
+            "the other 4,093 do not, e.g. 3, 6 and 8: fsdp keeps an array whole on every device when the count "
+            "divides none of its dimensions, so 3 devices would hold 20 values each.",
+        ),
+        (
+            5,
+            "tensor",
+            "Fits on 4 devices (model=4), 5 values each. None of the 4,092 larger counts up to 4,096 fits, e.g. 6, 8 "
+            "and 12: tensor must split every array's last dimension over model=N, and 6 does not divide them all, "
+            "so it cannot lay the model out there.",
+        ),
+        (20, "fsdp", "Fits on 1 device (data=1), 20 values each. Every larger count up to 4,096 fits too."),
+        (
+            19,
+            "replicated",
+            "Fits on no device count from 1 to 4,096: even the emptiest layout, on 1 device (data=1), holds 20 "
+            "values a device, over the budget of 19 values.",
+        ),
+    ],
+    ids=["some-larger-fit", "tensor-none-larger", "all-fit", "none-fits"],
+)
+def test_the_answer_in_words_by_hand(amount, strategy, said):
+    spec = values_budget(amount, strategy)
+    assert budget.summary(budget.answer(budget.demand(SEED, "float32"), spec), spec) == said
+
+
+def test_llama2_70b_with_adam_fits_on_8_and_its_powers_of_two_and_says_why_not_12():
+    """The sentence a capacity planner reads, on the model from the issue: 80 GiB a device, bfloat16."""
+    spec = budget.Budget(amount=80 * 2**30, training="adam")
+    answer = budget.answer(budget.demand(count_params(ModelConfig(preset="llama2-70b")), "bfloat16", "adam"), spec)
+    assert answer.fits_above == (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+    assert budget.summary(answer, spec) == (
+        "Fits on 8 devices (data=8), 68,976,648,196 bytes (64.24 GiB) each. Of the 4,088 larger counts up to 4,096, "
+        "9 also fit (16, 32, 64, 128, 256, 512, 1,024, 2,048 and 4,096); the other 4,079 do not, e.g. 12, 24 and "
+        "48: fsdp keeps an array whole on every device when the count divides none of its dimensions, so 12 "
+        "devices would hold 551,813,185,540 bytes (513.92 GiB) each."
+    )
+
+
+def test_a_long_list_is_cut_and_says_so():
+    counts = tuple(range(1, 20))
+    assert budget._counts_text(counts) == "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, …"
+    assert budget._counts_text((3,)) == "3" and budget._counts_text((3, 5)) == "3 and 5"

@@ -169,7 +169,7 @@ def test_layout_vs_ideal_bars_start_at_a_baseline_on_the_log_axis():
     assert "log" in x["axis"]["title"]
     assert rule["encoding"]["x"]["field"] == "ideal_share"
     assert bars["encoding"]["y"]["sort"] == ["replicated", "fsdp", "tensor"]
-    assert "red: fsdp" in spec["title"]["subtitle"] and "(values, log)" in spec["title"]["text"]
+    assert "red: fsdp" in " ".join(spec["title"]["subtitle"]) and "(values, log)" in spec["title"]["text"]
     assert spec["description"]
 
 
@@ -212,8 +212,11 @@ def test_layout_sweep_is_log_log_lines_with_the_layout_marked():
     assert tips["Values per device (exact)"] == "values_text"
     marked = spec["datasets"][spec["layer"][2]["data"]["name"]]
     assert marked == [{"devices": 4, "values_per_device": 18.0, "values_text": "18", "series": "this layout"}]
-    assert "red: this layout" in spec["title"]["subtitle"]
+    assert spec["title"]["subtitle"] == ["Meshes data=N (tensor: model=N)", "Dashed: the ideal share; red: this layout"]
     assert spec["description"]
+    # The plot keeps its height and only the width fits the column: fitting both squeezed the plot
+    # under the two-row legend and cut the title off at the top.
+    assert spec["height"] == 260 and spec["autosize"] == {"type": "fit-x", "contains": "padding"}
 
 
 def test_layout_sweep_ticks_cover_a_layout_beyond_the_sweep():
@@ -290,15 +293,25 @@ def test_compare_sweep_has_one_line_per_scenario_and_marks_each_own_count(compar
     assert [(row["name"], row["num_shards"]) for row in marks] == [("seed <b>", 2), ("mnist", 1024)]
 
 
-def test_budget_sweep_draws_the_budget_and_leaves_impossible_counts_out(comparison_tables):
+def test_budget_sweep_draws_the_counts_a_team_buys_not_every_count_searched(comparison_tables):
     _, _, held = comparison_tables
     spec = charts.budget_sweep(held, 10, "values").to_dict()
-    lines, rule = spec["layer"]
+    trend, points, rule = spec["layer"]
     assert rule["mark"]["type"] == "rule" and spec["datasets"][rule["data"]["name"]][0]["budget"] == 10.0
-    rows = spec["datasets"][lines["data"]["name"]]
-    seed = {row["devices"]: row["held"] for row in rows if row["name"] == "seed <b>"}
-    assert (seed[1], seed[2], seed[3], seed[4]) == (20.0, 10.0, 20.0, 5.0)
-    assert "Fullest device (values" in lines["encoding"]["y"]["axis"]["title"]
+    rows = spec["datasets"][points["data"]["name"]]
+    seed = {row["devices"]: (row["held"], row["verdict"]) for row in rows if row["name"] == "seed <b>"}
+    # up to 64: 1, 2, 3, 4, 6, 8 ... 48, 64 and the ideal share's 2 shards; never 5, 7 or 63
+    assert sorted(seed) == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]
+    assert seed[2] == (10.0, "Fits the budget") and seed[3] == (20.0, "Over the budget")
+    assert points["mark"]["type"] == "point" and points["encoding"]["shape"]["field"] == "verdict"
+    assert points["encoding"]["shape"]["scale"]["range"] == ["circle", "cross"]
+    assert points["encoding"]["size"]["condition"]["test"] == "datum.is_answer"
+    # the line joins the powers of two only: a line through 3 or 6 would draw the spikes again
+    line_counts = {row["devices"] for row in spec["datasets"][trend["data"]["name"]] if row["name"] == "seed <b>"}
+    assert line_counts == {1, 2, 4, 8, 16, 32, 64} and trend["mark"]["type"] == "line"
+    assert "Fullest device (values" in points["encoding"]["y"]["axis"]["title"]
+    assert points["encoding"]["x"]["axis"]["values"] == [1, 2, 4, 8, 16, 32, 64]
+    assert "Dot: fits; cross: over the budget" in " ".join(spec["title"]["subtitle"])
 
 
 def test_compare_line_charts_fit_the_width_only(comparison_tables):
@@ -341,14 +354,14 @@ def test_save_time_by_processes_is_a_line_per_figure_over_categories():
     encoding = spec["layer"][0]["encoding"]
     assert encoding["x"]["field"] == "num_processes" and encoding["x"]["type"] == "ordinal"
     assert encoding["y"]["scale"]["zero"] is True
-    assert encoding["color"]["scale"]["domain"] == ["save", "restore"]
+    assert encoding["color"]["scale"]["domain"] == ["Save", "Restore"]
     assert spec["title"]["text"] == "Save time against processes (s)"
     assert spec["description"]
     rows = next(iter(spec["datasets"].values()))
     assert {(row["num_processes"], row["figure"], row["seconds_text"]) for row in rows} >= {
-        (1, "save", "0.500 s"),
-        (4, "save", "1.250 s"),
-        (2, "restore", "0.500 s"),
+        (1, "Save", "0.500 s"),
+        (4, "Save", "1.250 s"),
+        (2, "Restore", "0.500 s"),
     }
     assert len(rows) == 6
 
@@ -368,7 +381,7 @@ def test_per_process_charts_group_one_bar_per_process_from_zero(builder, field, 
     encoding = spec["encoding"]
     assert encoding["x"]["field"] == "num_processes" and encoding["x"]["type"] == "ordinal"
     assert encoding["xOffset"]["field"] == "process_name"
-    assert encoding["xOffset"]["sort"] == ["process 0", "process 1", "process 2", "process 3"]
+    assert encoding["xOffset"]["sort"] == ["Process 0", "Process 1", "Process 2", "Process 3"]
     assert encoding["y"]["field"] == field and encoding["y"]["scale"]["zero"] is True
     assert spec["title"]["text"] == title and spec["description"]
     rows = next(iter(spec["datasets"].values()))
@@ -379,3 +392,40 @@ def test_per_process_charts_group_one_bar_per_process_from_zero(builder, field, 
         assert exact[(4, 2)] == "999,999 bytes (976.56 KiB)"
     else:
         assert exact[(1, 0)] == "419,430,400 bytes (400.00 MiB)"
+
+
+def test_every_title_subtitle_and_legend_label_starts_in_upper_case(report, comparison_tables):
+    """A chart's words are captions too: each line of a title or subtitle starts with a capital or a
+    digit (names the reader types, such as fsdp or data=N, go after it), and so do legend labels
+    that are words rather than names (Save, Process 0, Ideal share)."""
+    from dcsim import layout
+    from dcsim.ui import layout_widgets
+
+    table, sweep, held = comparison_tables
+    payloads = tables.payload_frame(report.total_params)
+    payloads["raw_bytes_text"] = payloads["raw_bytes"].map(units.bytes_exact)
+    runs, per_process = sweep_frames()
+    layout_sweep = layout_widgets.sweep_frame(count_params(DENSE_8_8))
+    built = [
+        charts.params_by_layer(tables.layers_frame(report)),
+        charts.params_by_group(tables.layers_frame(report).rename(columns={"path": "group"})),
+        charts.share_sweep(tables.share_sweep_frame(report.total_params, 4), 4),
+        charts.raw_bytes_by_dtype(payloads),
+        charts.raw_bytes_by_layer(tables.layer_bytes_frame(report)),
+        charts.checkpoint_sizes(checkpoint_sizes_frame("float32", 4_000_000), "float32"),
+        charts.layout_vs_ideal(layout_widgets.strategy_frame(DENSE_8_8, layout.parse_mesh("data=4"), ()), "fsdp"),
+        charts.layout_sweep(layout_sweep, 4, 18),
+        charts.compare_bars(table),
+        charts.compare_sweep(sweep, table),
+        charts.budget_sweep(held, 10, "values"),
+        charts.save_time_by_processes(runs),
+        charts.bytes_per_process(per_process),
+        charts.memory_per_process(per_process),
+    ]
+    for chart in built:
+        title = chart.to_dict()["title"]
+        subtitle = title.get("subtitle", [])
+        for line in [title["text"], *([subtitle] if isinstance(subtitle, str) else subtitle)]:
+            assert line[0].isupper() or line[0].isdigit(), line
+    assert set(layout_sweep["series"]) >= {"Ideal share"}
+    assert charts.save_time_by_processes(runs).to_dict()["layer"][0]["encoding"]["color"]["sort"] == ["Save", "Restore"]

@@ -41,9 +41,13 @@ def test_the_table_shows_both_scenarios_and_both_budget_answers(capsys, two_file
     assert lines[2].split()[1:] == ["<b>wide</b>", "Dense", "8", "→", "4", "3", "bfloat16", "36", "12", "72", "16",
                                     "1.8", "(9/5)", "-8"]  # fmt: skip
     assert "  seed: needs 20 values in all\n    ideal share (an average): 3 shards\n" in out
-    assert "real layout (JAX's sharding rules, fsdp): 4 devices (data=4, 5 values each)" in out
-    # past 4, no device count divides a dimension of 4, so every device holds all 20 again
-    assert "4,092 larger counts do not fit (5, 6, 7, 8, 9, 10," in out
+    # the page's own sentence (dcsim.budget.summary): past 4, no count divides a dimension of 4, so every
+    # device holds all 20 again
+    assert (
+        "real layout (JAX's sharding rules, fsdp): Fits on 4 devices (data=4), 5 values each. None of the 4,092 "
+        "larger counts up to 4,096 fits, e.g. 6, 8 and 12: fsdp keeps an array whole on every device when the "
+        "count divides none of its dimensions, so 6 devices would hold 20 values each.\n"
+    ) in out
     assert "every N from 1 to 4,096 was searched" in out
     assert "NOT the checkpoint size" in out
 
@@ -57,6 +61,8 @@ def test_json_carries_the_comparison_the_table_and_the_answers(capsys, two_file)
     assert record["table"][1]["ideal_share_text"] == "12"
     seed = record["budget_answers"][0]
     assert (seed["ideal_shards"], seed["devices"], seed["mesh"], seed["per_device"]) == (3, 4, "data=4", 5)
+    assert seed["larger_device_counts_that_fit"] == [] and len(seed["larger_device_counts_that_fail"]) == 4092
+    assert seed["summary"].startswith("Fits on 4 devices (data=4), 5 values each. None of the 4,092 larger")
 
 
 def test_csv_is_the_table_with_exact_integers(capsys, two_file):

@@ -290,3 +290,25 @@ def test_three_deep_distinct_stacks_do_not_fit_in_a_link_but_do_in_json():
     )
     assert not compare.fits_in_link(compare.query_string(compare.encode(big)))
     assert compare.Comparison.from_json(big.to_json()) == big
+
+
+def test_the_budget_tables_say_how_many_larger_counts_fit_and_show_the_counts_bought():
+    comparison = compare.Comparison(
+        scenarios=(compare.Scenario(name="seed", config=ModelConfig()),), budget=budget.Budget(amount=10, unit="values")
+    )
+    answers = [budget.answer(budget.demand(count_params(ModelConfig()), "float32"), comparison.budget, up_to=64)]
+    table = compare.budget_frame(comparison, answers)
+    row = table.iloc[0]
+    assert (row["devices"], row["larger_searched"], row["larger_that_fit"], row["larger_that_fail"]) == (2, 62, 1, 61)
+    assert row["summary"] == budget.summary(answers[0], comparison.budget)
+    held = compare.held_frame(comparison, answers)
+    assert list(held["devices"]) == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]
+    two, three = held.iloc[1], held.iloc[2]
+    assert (two["mesh"], two["held_text"], two["verdict"], two["is_answer"]) == (
+        "data=2",
+        "10 values",
+        "Fits the budget",
+        True,
+    )
+    assert two["note"] == "the fewest devices that fit; the ideal share's shard count"  # 20 / 10 = 2 as well
+    assert (three["verdict"], three["on_trend"], three["is_answer"]) == ("Over the budget", False, False)

@@ -103,16 +103,45 @@ def test_array_table_statuses_and_csv():
     assert csv[1] == "Dense_0/kernel,split,8x8,\"P('data',)\",4x8,32,1,64,rule */kernel=data"
 
 
+def test_flagged_reasons_are_written_once_for_arrays_of_one_shape():
+    report = count_params(dense(8, 5, 5, 5))  # Dense_1 and Dense_2 share their shapes (5x5, 5)
+    table = lw.array_table(report, lw.lay_out(report, layout.parse_mesh("model=2"), "tensor"))
+    reasons = lw.flagged_reasons(table)
+    # Dense_0/kernel 8x5 and every 5-wide array cannot split over model=2: one reason a shape.
+    assert list(reasons["num_arrays"]) == [1, 3, 2]
+    assert list(reasons["paths"])[1] == ["Dense_0/bias", "Dense_1/bias", "Dense_2/bias"]
+    texts = [lw.reason_text(reason, len(table)) for reason in reasons.itertuples()]
+    assert texts[0].startswith("✖ Cannot be placed, 1 of 6 arrays (Dense_0/kernel): The array (shape 8x5)")
+    assert "`Dense_0/kernel`" not in texts[0]  # named in the list, not in the sentence
+    assert texts[1].startswith("✖ Cannot be placed, 3 of 6 arrays (Dense_0/bias, Dense_1/bias, Dense_2/bias): ")
+    assert "dimension 0 has size 5" in texts[1]
+
+
+def test_a_reason_for_every_array_names_none_and_a_fallback_says_why_once():
+    report = count_params(DENSE_8_8)
+    refused = lw.array_table(report, lw.lay_out(report, layout.parse_mesh("data=4"), "tensor"))
+    (reason,) = lw.flagged_reasons(refused).itertuples()
+    assert lw.reason_text(reason, 2).startswith("✖ Not laid out, all 2 arrays: The tensor strategy splits")
+    fallback = lw.array_table(report, lw.lay_out(report, layout.parse_mesh("data=3"), "fsdp"))
+    texts = [lw.reason_text(reason, 2) for reason in lw.flagged_reasons(fallback).itertuples()]
+    assert texts == [
+        "⚠ Replicated (fallback), 1 of 2 arrays (Dense_0/kernel): No dimension of 8x8 splits evenly into 3 parts.",
+        "⚠ Replicated (fallback), 1 of 2 arrays (Dense_0/bias): No dimension of 8 splits evenly into 3 parts.",
+    ]
+    split = lw.array_table(report, lw.lay_out(report, layout.parse_mesh("data=2"), "fsdp"))
+    assert lw.flagged_reasons(split).empty
+
+
 def test_sweep_by_hand():
     sweep = lw.sweep_frame(count_params(DENSE_8_8))
     values = {(row.devices, row.series): row.values_text for row in sweep.itertuples()}
-    assert values[(1, "ideal share")] == "72"
+    assert values[(1, "Ideal share")] == "72"
     assert values[(4, "replicated (data=N)")] == "72"
     assert values[(4, "fsdp (data=N)")] == "18"  # kernel 2x8 + bias 2
     assert values[(8, "tensor (model=N)")] == "9"  # kernel 8x1 + bias 1
     assert (16, "tensor (model=N)") not in values  # 8 columns do not split 16 ways
     assert values[(16, "fsdp (data=N)")] == "72"  # nothing splits 16 ways: replicated
-    assert values[(4096, "ideal share")] == "0.017578125 (9/512)"
+    assert values[(4096, "Ideal share")] == "0.017578125 (9/512)"
     assert sweep["devices"].max() == 4096
 
 

@@ -3,6 +3,8 @@
 import subprocess
 import textwrap
 
+import pytest
+
 from dcsim import workers
 from dcsim.workers import WorkerJob, run_workers
 
@@ -46,3 +48,53 @@ def test_a_stage_still_being_written_is_not_reported_yet(tmp_path):
     progress.write_text("start\nsaving\n")
     assert workers._read_progress(progress) == ["start", "saving"]
     assert workers._read_progress(tmp_path / "missing.txt") == []
+
+
+SLOW_STARTER = textwrap.dedent(
+    """
+    import json, sys, time
+    request, result, progress = sys.argv[1:4]
+    asked = json.load(open(request))
+    time.sleep(asked["start"])  # as an interpreter importing JAX on a busy machine
+    with open(progress, "a") as out:
+        out.write("up\\n")
+        out.flush()
+        time.sleep(asked["work"])
+        out.write("done\\n")
+    json.dump({"ok": True}, open(result, "w"))
+    """
+)
+
+
+def slow_job(tmp_path, name, start, work):
+    (tmp_path / "slowstarter.py").write_text(SLOW_STARTER)
+    folder = tmp_path / name
+    folder.mkdir()
+    return WorkerJob(
+        name=name,
+        module="slowstarter",
+        request={"start": start, "work": work},
+        folder=folder,
+        env={"PYTHONPATH": str(tmp_path)},
+    )
+
+
+def test_the_time_limit_counts_from_when_every_worker_is_up(tmp_path):
+    """Starting slowly is not hanging: a group whose start-up alone takes longer than the time
+    limit still finishes, as long as its work fits the limit once every worker is up."""
+    jobs = [slow_job(tmp_path, "first", 0.5, 0.1), slow_job(tmp_path, "second", 2.5, 0.1)]
+    assert run_workers(jobs, timeout_seconds=1.5, start_seconds=30) == [{"ok": True}, {"ok": True}]
+
+
+def test_a_worker_that_never_comes_up_is_ended_at_the_start_allowance(tmp_path):
+    jobs = [slow_job(tmp_path, "quick", 0, 0.1), slow_job(tmp_path, "stuck", 30, 0)]
+    with pytest.raises(workers.WorkerTimeout, match=r"time limit of 1\.5 s passed before the stuck had started") as err:
+        run_workers(jobs, timeout_seconds=30, start_seconds=1.5)
+    assert err.value.starting and err.value.workers == ("stuck",)
+
+
+def test_work_past_the_limit_is_ended_once_every_worker_is_up(tmp_path):
+    jobs = [slow_job(tmp_path, "hangs", 0, 30)]
+    with pytest.raises(workers.WorkerTimeout, match=r"time limit of 1\.5 s passed before the hangs finished") as err:
+        run_workers(jobs, timeout_seconds=1.5, start_seconds=30)
+    assert not err.value.starting

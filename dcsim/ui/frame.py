@@ -76,7 +76,7 @@ def link_problems() -> None:
 
 
 def describe(config: ModelConfig) -> str:
-    """A one-line summary such as ``input 4 → 4`` or ``GPT-2 small (num_layers=6)``: the model
+    """A one-line summary such as ``Dense stack, input 4 → 4`` or ``GPT-2 small (num_layers=6)``: the model
     under the name a person knows it by (a file's model under the file's name, never a preset's)."""
     if not config.is_dense:
         changed = ", ".join(f"{name}={presets.value_text(value)}" for name, value in config.overrides)
@@ -85,7 +85,7 @@ def describe(config: ModelConfig) -> str:
     widths = " → ".join(f"{layer.features:,}{'' if layer.use_bias else ' (no bias)'}" for layer in config.layers[:6])
     if len(config.layers) > 6:
         widths += f" → … ({len(config.layers):,} layers)"
-    return f"input {config.input_dim:,} → {widths}"
+    return f"Dense stack, input {config.input_dim:,} → {widths}"  # a caption of its own in the sidebar
 
 
 def upload_box() -> None:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 from fractions import Fraction
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from dcsim import layout, units
+from dcsim import charts, layout, units
 from dcsim.config import ModelConfig, show
 from dcsim.count import ParamReport
 from dcsim.ui import cache
@@ -35,11 +36,11 @@ SWEEP_DEVICES = tuple(2**power for power in range(13))  # 1 to 4,096 devices
 # Each strategy swept over a one-axis mesh it can use: tensor needs the axis named `model`.
 SWEEP_MESHES = (("replicated", "data"), ("fsdp", "data"), ("tensor", layout.TENSOR_AXIS))
 
-STRATEGY_HELP = {
-    "replicated": "every device holds every array whole",
-    "fsdp": "each array split along its largest evenly dividing dimension over all devices",
-    "tensor": "each array's last dimension split over the `model` axis, copied over the others",
-    "custom": "your PATTERN=SPEC rules, first match wins; unmatched arrays are replicated",
+STRATEGY_HELP = {  # shown under the strategy's name, so each says what it does as a sentence
+    "replicated": "Every device holds every array whole.",
+    "fsdp": "Each array is split along its largest evenly dividing dimension over all devices.",
+    "tensor": "Each array's last dimension is split over the `model` axis and copied over the others.",
+    "custom": "Your PATTERN=SPEC rules, first match wins; unmatched arrays are replicated.",
 }
 
 # Status of a row in the per-array table.
@@ -48,6 +49,7 @@ REPLICATED = "replicated"
 FALLBACK = "replicated (fallback)"
 IMPOSSIBLE = "cannot be placed"
 NOT_LAID_OUT = "not laid out"
+STATUS_COLUMN_WIDTH = 190  # pixels: "⚠ replicated (fallback)", the longest status, with its padding
 
 
 def rule_lines(text: str) -> list[str]:
@@ -223,7 +225,7 @@ def sweep_frame(report: ParamReport) -> pd.DataFrame:
         records.append(
             {
                 "devices": devices,
-                "series": "ideal share",
+                "series": charts.IDEAL_SERIES,
                 "values_per_device": float(share),
                 "values_text": units.share(share),
             }
@@ -260,6 +262,50 @@ def mesh_frame(mesh: layout.MeshSpec) -> pd.DataFrame:
 
 
 _FLAGS = {FALLBACK: "⚠ ", IMPOSSIBLE: "✖ ", NOT_LAID_OUT: "✖ "}
+MAX_PATHS_NAMED = 3  # arrays named in a reason; the table lists every one
+MAX_REASONS_SHOWN = 12  # distinct reasons written out under the table; the rest are in its Why column
+
+
+def flagged_reasons(table: pd.DataFrame) -> pd.DataFrame:
+    """The reasons behind the flagged rows of ``array_table``, once each: status, note,
+    num_arrays and paths (the first ``MAX_PATHS_NAMED``), in the order they first appear.
+
+    A reason is one sentence for many arrays (every block repeats the same shapes), and it is
+    long; a table cell cuts it, so the page writes these out in full under the table.
+    """
+    flagged = table[table["status"].isin(list(_FLAGS))]
+    # The engine names the array in its message; named generically, arrays of one shape share one.
+    pairs = zip(flagged["path"], flagged["note"], strict=True)
+    generic = [note.replace(f"`{path}`", "the array") for path, note in pairs]
+    flagged = flagged.assign(note=generic)
+    groups = flagged.groupby(["status", "note"], sort=False)["path"]
+    return pd.DataFrame(
+        [
+            {"status": status, "note": note, "num_arrays": len(paths), "paths": list(paths[:MAX_PATHS_NAMED])}
+            for (status, note), paths in groups
+        ],
+        columns=["status", "note", "num_arrays", "paths"],
+    )
+
+
+def reason_text(reason: Any, num_arrays: int) -> str:
+    """A row of ``flagged_reasons`` in words, e.g. ``⚠ Replicated (fallback), 80 of 723 arrays
+    (block_0/attn/query/kernel, …): no dimension of 8192x64x128 splits evenly into 3 parts.``"""
+    count = (
+        f"all {units.count(num_arrays)}"
+        if reason.num_arrays == num_arrays
+        else (f"{units.count(reason.num_arrays)} of {units.count(num_arrays)}")
+    )
+    named = (
+        ""
+        if reason.num_arrays == num_arrays
+        else (" (" + ", ".join(reason.paths) + (", …" if reason.num_arrays > len(reason.paths) else "") + ")")
+    )
+    note = reason.note.removeprefix("replicated: ") if reason.status == FALLBACK else reason.note
+    return (
+        f"{_FLAGS[reason.status]}{reason.status.capitalize()}, {count} arrays{named}: "
+        f"{note[:1].upper()}{note[1:]}{'' if note.endswith('.') else '.'}"
+    )
 
 
 def table_text(table: pd.DataFrame) -> pd.DataFrame:
