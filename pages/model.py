@@ -94,48 +94,50 @@ report = cache.count(config)
 # visitor's answer then does not wait for Altair to load.
 from dcsim import charts  # noqa: E402
 
-layers_table = tables.layers_frame(report)
-if not config.is_dense:
-    st.subheader("Where the parameters are")
-    groups = breakdown.breakdown_frame(report)
-    table_col, chart_col = st.columns([3, 2])
-    with table_col:
-        widgets.share_table(groups, group="Group")
-        st.caption(
-            "Embeddings: token, position and token-type tables and an untied output projection; blocks: the "
-            "repeated transformer or residual blocks; norms: final norms outside the blocks; head: classifier, "
-            "pooler or output layer."
-        )
-    with chart_col:
-        st.altair_chart(charts.params_by_group(groups), width="stretch")
-    if report.other:
-        st.markdown("**Other variables** (not parameters, not in the total)")
-        st.dataframe(widgets.text_counts(breakdown.other_frame(report), "num_values"), hide_index=True)
-    # The long views of a big model (80 blocks: 80 bars, 723 arrays) are drawn only when opened.
-    depth_box = st.expander("By module, rolled up to a depth", key="model.depth_open", on_change="rerun")
-    if depth_box.open:
-        with depth_box:
-            depth = st.radio("Roll up to depth", (1, 2, 3), horizontal=True, key=state.seed_widget("depth", 1))
-            rolled = breakdown.depth_frame(report, depth)
-            table_col, chart_col = st.columns([3, 2])
-            with table_col:
-                widgets.share_table(rolled, path="Module", group="Group")
-            with chart_col:
-                if len(rolled) <= 120:
-                    st.altair_chart(charts.params_by_layer(rolled, title="Parameters per module"), width="stretch")
-                else:
-                    st.caption(f"{len(rolled):,} modules at this depth: too many bars to read; see the table.")
-    layers_box = st.expander(
-        f"Every layer that owns parameters ({len(layers_table):,})", key="model.layers_open", on_change="rerun"
-    )
-    show_layers = bool(layers_box.open)
-else:
-    st.subheader("Parameters per layer")
-    layers_box = st.container()
-    show_layers = True
 
-if show_layers:
-    with layers_box:
+def opened(label: str, key: str):
+    """An expander whose content is drawn only while it is open, or None while it is closed.
+
+    The views below the form are drawn only when opened: a first visit's figures are painted once
+    every script its elements need has loaded, and the grid and chart libraries behind these
+    tables and charts were most of that wait (Llama 2 70B: 80 bars, 723 arrays)."""
+    box = st.expander(label, key=key, on_change="rerun")
+    return box if box.open else None
+
+
+st.subheader("Where the parameters are")
+layers_table = tables.layers_frame(report)
+if not config.is_dense and (box := opened("By group: embeddings, blocks, norms, head", "model.groups_open")):
+    with box:
+        groups = breakdown.breakdown_frame(report)
+        table_col, chart_col = st.columns([3, 2])
+        with table_col:
+            widgets.share_table(groups, group="Group")
+            st.caption(
+                "Embeddings: token, position and token-type tables and an untied output projection; blocks: the "
+                "repeated transformer or residual blocks; norms: final norms outside the blocks; head: classifier, "
+                "pooler or output layer."
+            )
+        with chart_col:
+            st.altair_chart(charts.params_by_group(groups), width="stretch")
+        if report.other:
+            st.markdown("**Other variables** (not parameters, not in the total)")
+            st.dataframe(widgets.text_counts(breakdown.other_frame(report), "num_values"), hide_index=True)
+if not config.is_dense and (box := opened("By module, rolled up to a depth", "model.depth_open")):
+    with box:
+        depth = st.radio("Roll up to depth", (1, 2, 3), horizontal=True, key=state.seed_widget("depth", 1))
+        rolled = breakdown.depth_frame(report, depth)
+        table_col, chart_col = st.columns([3, 2])
+        with table_col:
+            widgets.share_table(rolled, path="Module", group="Group")
+        with chart_col:
+            if len(rolled) <= 120:
+                st.altair_chart(charts.params_by_layer(rolled, title="Parameters per module"), width="stretch")
+            else:
+                st.caption(f"{len(rolled):,} modules at this depth: too many bars to read; see the table.")
+layers_label = "Every layer that owns parameters" if not config.is_dense else "Parameters per layer"
+if box := opened(f"{layers_label} ({len(layers_table):,})", "model.layers_open"):
+    with box:
         table_col, chart_col = st.columns([3, 2])
         with table_col:
             widgets.share_table(layers_table, path="Layer")
@@ -143,10 +145,8 @@ if show_layers:
         with chart_col:
             if len(layers_table) <= 120:
                 st.altair_chart(charts.params_by_layer(layers_table), width="stretch")
-
-arrays_box = st.expander(f"Every parameter array ({len(report.arrays):,})", key="model.arrays_open", on_change="rerun")
-if arrays_box.open:
-    with arrays_box:
+if box := opened(f"Every parameter array ({len(report.arrays):,})", "model.arrays_open"):
+    with box:
         st.dataframe(
             widgets.text_counts(tables.arrays_frame(report), "num_params"),
             hide_index=True,

@@ -219,6 +219,24 @@ def open_app(query: dict[str, str] | None = None, page: str | None = None) -> ap
     return at
 
 
+def uploader(at: app_test.AppTest):
+    """The sidebar's file picker, its box opened first (it is drawn only while open)."""
+    if not at.sidebar.get("file_uploader"):
+        at.session_state["frame.upload_open"] = True
+        at.run()
+        assert not at.exception
+    return at.sidebar.get("file_uploader")[0]
+
+
+def open_views(at: app_test.AppTest, *keys: str) -> app_test.AppTest:
+    """Open the Model page's views drawn only when open (``model.groups_open``...) and run."""
+    for key in keys:
+        at.session_state[key] = True
+    at.run()
+    assert not at.exception
+    return at
+
+
 def processes_mentioning(text: str) -> list[int]:
     """Live processes whose command line contains ``text`` (a worker's argv names its folder)."""
     found = []

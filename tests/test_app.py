@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import open_app
+from conftest import open_app, open_views, uploader
 from dcsim.config import DenseLayer, ModelConfig
 
 PAGES = ["pages/model.py", "pages/shards.py", "pages/bytes.py"]
@@ -206,6 +206,8 @@ def test_bytes_page_labels_every_view_not_the_checkpoint_size():
 def test_downloads_are_offered_on_every_page():
     for page in PAGES:
         at = open_app(page=page)
+        if page == "pages/model.py":  # its per-layer table is drawn when its view is opened
+            open_views(at, "model.layers_open")
         labels = [button.label for button in at.get("download_button")]
         assert "Download configuration (JSON)" in labels
         assert any("CSV" in label for label in labels)
@@ -213,7 +215,7 @@ def test_downloads_are_offered_on_every_page():
 
 def test_uploading_a_configuration_restores_it(app):
     config = ModelConfig(input_dim=784, layers=(DenseLayer(features=512),) * 2 + (DenseLayer(features=10),))
-    app.sidebar.get("file_uploader")[0].set_value(("model.json", config.to_json().encode(), "application/json"))
+    uploader(app).set_value(("model.json", config.to_json().encode(), "application/json"))
     app.run()
     assert not app.exception
     assert metrics(app)["Total parameters"] == "669,706"
@@ -234,7 +236,7 @@ def test_uploading_a_configuration_restores_it(app):
     ids=["junk", "zero-width", "unknown-key", "newer", "oversized", "not-utf8"],
 )
 def test_a_bad_upload_is_refused_with_the_reason(app, content, message):
-    app.sidebar.get("file_uploader")[0].set_value(("bad.json", content, "application/json"))
+    uploader(app).set_value(("bad.json", content, "application/json"))
     app.run()
     assert not app.exception
     error = shown(app.sidebar.get("error")[0])
@@ -256,6 +258,8 @@ def test_a_link_of_the_older_version_still_opens():
 )
 def test_a_preset_link_shows_the_published_count_and_the_non_embedding_count(preset, total, non_embedding):
     at = open_app({"preset": preset})
+    assert not at.dataframe  # the views below the form are drawn when opened
+    open_views(at, "model.groups_open")
     values = metrics(at)
     assert (values["Total parameters"], values["Non-embedding parameters"]) == (total, non_embedding)
     assert "matches the published" in all_text(at)
@@ -286,7 +290,7 @@ def test_a_bad_hyperparameter_explains_the_rule_and_keeps_the_last_answer():
 
 
 def test_resnet_batchnorm_statistics_are_shown_apart():
-    at = open_app({"preset": "resnet50"})
+    at = open_views(open_app({"preset": "resnet50"}), "model.groups_open")
     assert metrics(at)["Total parameters"] == "25,557,032"
     assert "not parameters, not in the total" in all_text(at)
     other = next(frame.value for frame in at.dataframe if "collection" in frame.value.columns)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import open_app
+from conftest import open_app, open_views, uploader
 
 HF = Path(__file__).parent / "data" / "hf"
 
@@ -35,7 +35,7 @@ def every_text(at) -> str:
 
 
 def upload(at, name: str, content: bytes):
-    at.sidebar.get("file_uploader")[0].set_value((name, content, "application/json")).run()
+    uploader(at).set_value((name, content, "application/json")).run()
     assert not at.exception
     return at
 
@@ -172,3 +172,27 @@ def test_a_shard_change_with_a_refused_hyperparameter_still_applies():
     assert "must divide" in shown(at.error[0])
     number_input(at, "Number of checkpoint shards").set_value(4).run()
     assert metrics(at)["Ideal share per shard (4 shards)"] == "31,109,952"
+
+
+@pytest.mark.parametrize(
+    ("query", "views", "tables", "charts"),
+    [
+        ({}, ("model.layers_open", "model.arrays_open"), 3, 1),  # the layer editor is a grid too
+        (
+            {"preset": "llama2-70b"},
+            ("model.groups_open", "model.depth_open", "model.layers_open", "model.arrays_open"),
+            4,
+            2,
+        ),
+    ],
+    ids=["dense", "llama2-70b"],
+)
+def test_the_views_below_the_form_are_drawn_when_opened(query, views, tables, charts):
+    at = open_app(query)
+    assert len(at.dataframe) == (1 if not query else 0)  # the Dense stack's layer editor only
+    assert not at.get("vega_lite_chart")
+    labels = [box.label for box in at.expander]
+    assert any(label.startswith("Every parameter array") for label in labels)
+    open_views(at, *views)
+    assert len(at.dataframe) == tables
+    assert len(at.get("vega_lite_chart")) == charts  # Llama 2 70B's 723 layers get a table, not 723 bars

@@ -91,11 +91,11 @@ def test_editing_a_layer_row_changes_the_count_and_the_link(server, page):
 
 def test_switching_pages_keeps_the_configuration(server, page):
     open_page(page, f"{server}/?input_dim=784&layers=512x2_10&shards=3")
-    page.get_by_role("link", name="Shards").click()
+    page.get_by_role("link", name="Shards", exact=True).click()
     expect(page).to_have_url(re.compile(r"/shards\?"))
     expect(metric(page, "Total parameters")).to_have_text("669,706")
     expect(metric(page, "Ideal share per shard")).to_have_text("223,235.333…")
-    page.get_by_role("link", name="Bytes").click()
+    page.get_by_role("link", name="Bytes", exact=True).click()
     expect(metric(page, "Raw float32 payload").first).to_have_text("2,678,824 bytes (2.55 MiB)")
     expect(page).to_have_url(re.compile(r"/bytes\?.*layers=512x2_10"))
 
@@ -143,6 +143,7 @@ def test_a_hugging_face_config_opens_and_its_link_reopens_it(server, browser, pa
 
 def test_per_layer_csv_download(server, page):
     open_page(page, f"{server}/?input_dim=784&layers=512x2_10")
+    page.get_by_text("Parameters per layer (3)").click()  # the view is drawn when opened
     with page.expect_download() as download:
         page.get_by_role("button", name="Download per-layer table (CSV)").click()
     lines = Path(download.value.path()).read_text().splitlines()

@@ -130,7 +130,7 @@ def test_a_restart_loses_nothing_a_link_holds(browser):
             field.press("Enter")
             wait_for_app(page)
         expect(metric(page, "Total parameters")).to_have_text("1,204")  # (300 + 1) x 4
-        page.get_by_role("link", name="Checkpoint").first.click()
+        page.get_by_role("link", name="Checkpoint", exact=True).click()
         wait_for_app(page)
         dtype = page.get_by_role("combobox", name="Storage dtype")
         dtype.click()
@@ -154,7 +154,7 @@ def test_a_restart_loses_nothing_a_link_holds(browser):
             for label, value in before.items():
                 expect(metric(page, label)).to_have_text(value)
             expect(share_link(page)).to_have_text(link)
-            page.get_by_role("link", name="Model").first.click()
+            page.get_by_role("link", name="Model", exact=True).click()
             wait_for_app(page)
             expect(metric(page, "Ideal share per shard (7 shards)")).to_have_text("172")  # 1,204 / 7
         finally:

@@ -173,8 +173,11 @@ def test_a_refused_file_is_explained_where_a_phone_shows_it(server, browser, tmp
     phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True).new_page()
     try:
         open_page(phone, server)
+        phone.get_by_role("button", name="Expand sidebar").click()
+        phone.get_by_text("Open a configuration file").click()
         phone.locator('[data-testid="stSidebar"] input[type="file"]').set_input_files(bad)
         wait_for_app(phone)
+        phone.get_by_role("button", name="Collapse sidebar").click()  # as a phone's reader reads on
         error = phone.get_by_test_id("stMain").get_by_text("This file was not opened")
         expect(error).to_be_visible()
         expect(error).to_contain_text("gemma2")

@@ -137,11 +137,11 @@ def test_hostile_layout_links_warn_and_fall_back(server, page, query):
 def test_switching_pages_keeps_the_layout_settings(server, page):
     open_page(page, server + GOLDEN_LINK)
     choose_strategy(page, "replicated")
-    page.get_by_role("link", name="Model").first.click()
+    page.get_by_role("link", name="Model", exact=True).click()
     expect(page).to_have_url(re.compile(r"/model\?|/\?"))
     wait_for_app(page)
     assert "mesh" not in query_of(page)
-    page.get_by_role("link", name="Layout").click()
+    page.get_by_role("link", name="Layout", exact=True).click()
     expect(page).to_have_url(re.compile(r"/layout\?.*strategy=replicated"))
     expect(metric(page, "Values per device")).to_have_text("72")
     expect(mesh_box(page)).to_have_value("data=4")

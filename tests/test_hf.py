@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import open_app
+from conftest import open_app, uploader
 from dcsim import hf, presets
 from dcsim.cli import main
 from dcsim.config import MAX_CONFIG_BYTES, ModelConfig
@@ -250,7 +250,7 @@ def test_the_cli_refuses_an_unsupported_file_in_one_line(tmp_path, capsys):
 
 def test_the_upload_box_opens_a_hugging_face_file():
     at = open_app({"shards": "8"})
-    at.sidebar.get("file_uploader")[0].set_value(("config.json", hf_file("mistral-7b"), "application/json")).run()
+    uploader(at).set_value(("config.json", hf_file("mistral-7b"), "application/json")).run()
     assert not at.exception and not at.sidebar.get("error")
     metrics = {metric.label: metric.value for metric in at.metric}
     assert metrics["Total parameters"] == "7,241,732,096"
@@ -270,7 +270,7 @@ def test_the_upload_box_opens_a_hugging_face_file():
 def test_the_upload_box_refuses_an_unsupported_hugging_face_file():
     at = open_app()
     bad = edited("llama-2-7b", attention_bias=True)
-    at.sidebar.get("file_uploader")[0].set_value(("config.json", bad, "application/json")).run()
+    uploader(at).set_value(("config.json", bad, "application/json")).run()
     assert not at.exception
     error = at.sidebar.get("error")[0].value.replace("\\", "")
     assert error.startswith("This file was not opened: Hugging Face config.json: `attention_bias` is true and")

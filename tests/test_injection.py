@@ -19,7 +19,7 @@ from urllib.parse import quote
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import open_app
+from conftest import open_app, uploader
 from dcsim import checkpoint, cli
 from dcsim.config import ModelConfig
 from dcsim.ui.frame import plain
@@ -104,7 +104,7 @@ def _uploaded(field: str):
             "hf model_type": {"model_type": value},
             "hf field": {"model_type": "llama", "vocab_size": value},  # the first field read
         }.get(field, {field: value})
-        at.file_uploader[0].set_value(("x.json", json.dumps(document).encode(), "application/json")).run()
+        uploader(at).set_value(("x.json", json.dumps(document).encode(), "application/json")).run()
         return at
 
     return upload

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import open_app
+from conftest import open_app, uploader
 from dcsim import cli
 from dcsim.ui import cache, layout_widgets
 from dcsim.ui import checkpoint as measuring
@@ -75,7 +75,7 @@ def _edit(rows: dict) -> str:
 
 def _upload(content: bytes) -> str:
     at = open_app()
-    at.file_uploader[0].set_value(("model.json", content, "application/json")).run()
+    uploader(at).set_value(("model.json", content, "application/json")).run()
     assert not at.exception
     (alert,) = at.sidebar.get("error")  # the page repeats it in the main area for a phone
     assert alert.value in [error.value for error in at.main.get("error")]
@@ -200,7 +200,7 @@ def test_the_server_caps_uploads_as_the_upload_box_does():
     """``max_upload_size`` on the widget is a cap the browser enforces; only the server's own
     ``server.maxUploadSize`` stops a client that skips it before the bytes are in memory."""
     settings = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
-    box = open_app().file_uploader[0]
+    box = uploader(open_app())
     assert settings["server"]["maxUploadSize"] == box.proto.max_upload_size_mb == 1
     assert "1 MB" in readme_limits()["uploaded file"]["limit"]
 

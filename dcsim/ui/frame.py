@@ -91,8 +91,22 @@ def describe(config: ModelConfig) -> str:
 def upload_box() -> None:
     """Restore a configuration from a JSON file the dashboard or the CLI wrote, or open a Hugging
     Face config.json under its own name. A refused file is explained in the sidebar and, for a
-    phone's reader whose sidebar is folded away, at the top of the page (``upload_problem``)."""
-    with st.sidebar.expander("Open a configuration file", icon=":material/upload_file:"):
+    phone's reader whose sidebar is folded away, at the top of the page (``upload_problem``).
+
+    The box is drawn only while it is open: its file picker is a script of its own that a first
+    visit would otherwise load before its first figures. What a file was opened as stays said
+    under the box while that model is shown."""
+    box = st.sidebar.expander(
+        "Open a configuration file", icon=":material/upload_file:", key="frame.upload_open", on_change="rerun"
+    )
+    done = st.session_state.get(UPLOAD_DONE)
+    opened_note = done[2] if isinstance(done, tuple) and done[1] == state.config().architecture() else None
+    if not box.open:
+        st.session_state.pop(UPLOAD_ERROR, None)
+        if opened_note:
+            st.sidebar.info(plain(opened_note), icon=":material/info:")
+        return
+    with box:
         uploaded = st.file_uploader(
             "Configuration JSON",
             type="json",
@@ -104,12 +118,10 @@ def upload_box() -> None:
                 f"at most {hf.MAX_HF_CONFIG_BYTES // 1024} KiB)."
             ),
         )
-        done = st.session_state.get(UPLOAD_DONE)
         if uploaded is None:
             st.session_state.pop(UPLOAD_ERROR, None)
-            # What a Hugging Face file was opened as stays said while that model is shown.
-            if isinstance(done, tuple) and done[2] is not None and done[1] == state.config().architecture():
-                st.info(plain(done[2]), icon=":material/info:")
+            if opened_note:
+                st.info(plain(opened_note), icon=":material/info:")
             return
         if isinstance(done, tuple) and done[0] == uploaded.file_id:
             st.success(plain(done[2] or "Configuration opened."))
