@@ -94,20 +94,9 @@ report = cache.count(config)
 # visitor's answer then does not wait for Altair to load.
 from dcsim import charts  # noqa: E402
 
-
-def opened(label: str, key: str):
-    """An expander whose content is drawn only while it is open, or None while it is closed.
-
-    The views below the form are drawn only when opened: a first visit's figures are painted once
-    every script its elements need has loaded, and the grid and chart libraries behind these
-    tables and charts were most of that wait (Llama 2 70B: 80 bars, 723 arrays)."""
-    box = st.expander(label, key=key, on_change="rerun")
-    return box if box.open else None
-
-
 st.subheader("Where the parameters are")
 layers_table = tables.layers_frame(report)
-if not config.is_dense and (box := opened("By group: embeddings, blocks, norms, head", "model.groups_open")):
+if not config.is_dense and (box := widgets.opened("By group: embeddings, blocks, norms, head", "model.groups_open")):
     with box:
         groups = breakdown.breakdown_frame(report)
         table_col, chart_col = st.columns([3, 2])
@@ -123,7 +112,7 @@ if not config.is_dense and (box := opened("By group: embeddings, blocks, norms, 
         if report.other:
             st.markdown("**Other variables** (not parameters, not in the total)")
             st.dataframe(widgets.text_counts(breakdown.other_frame(report), "num_values"), hide_index=True)
-if not config.is_dense and (box := opened("By module, rolled up to a depth", "model.depth_open")):
+if not config.is_dense and (box := widgets.opened("By module, rolled up to a depth", "model.depth_open")):
     with box:
         depth = st.radio("Roll up to depth", (1, 2, 3), horizontal=True, key=state.seed_widget("depth", 1))
         rolled = breakdown.depth_frame(report, depth)
@@ -136,7 +125,7 @@ if not config.is_dense and (box := opened("By module, rolled up to a depth", "mo
             else:
                 st.caption(f"{len(rolled):,} modules at this depth: too many bars to read; see the table.")
 layers_label = "Every layer that owns parameters" if not config.is_dense else "Parameters per layer"
-if box := opened(f"{layers_label} ({len(layers_table):,})", "model.layers_open"):
+if box := widgets.opened(f"{layers_label} ({len(layers_table):,})", "model.layers_open"):
     with box:
         table_col, chart_col = st.columns([3, 2])
         with table_col:
@@ -145,7 +134,7 @@ if box := opened(f"{layers_label} ({len(layers_table):,})", "model.layers_open")
         with chart_col:
             if len(layers_table) <= 120:
                 st.altair_chart(charts.params_by_layer(layers_table), width="stretch")
-if box := opened(f"Every parameter array ({len(report.arrays):,})", "model.arrays_open"):
+if box := widgets.opened(f"Every parameter array ({len(report.arrays):,})", "model.arrays_open"):
     with box:
         st.dataframe(
             widgets.text_counts(tables.arrays_frame(report), "num_params"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -163,6 +164,18 @@ def wait_for_app(page) -> None:
     page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
 
 
+def open_editor(page) -> None:
+    """Open the Model page's editor, the Dense layers or a family's hyperparameters, as a person does
+    before editing: it is drawn only when open."""
+    from playwright.sync_api import expect
+
+    label = re.compile(r"^Edit the Dense layers \(|: edit its \d+ hyperparameters$")
+    summary = page.get_by_test_id("stMain").get_by_text(label)
+    summary.click()
+    wait_for_app(page)
+    expect(page.get_by_test_id("stMain").get_by_test_id("stExpanderDetails").first).to_be_visible()
+
+
 def share_link(page):
     """The sidebar's link to this view (a markdown link showing the whole address)."""
     return page.locator('[data-testid="stSidebar"] [data-testid="stMarkdownContainer"] a[href^="http"]')
@@ -207,11 +220,20 @@ def _apptest_runs_the_router(monkeypatch):
 APP = str(ROOT / "app.py")
 
 
-def open_app(query: dict[str, str] | None = None, page: str | None = None) -> app_test.AppTest:
-    """Run the app in AppTest as a link opens it: ``query`` in the URL, ``page`` first (a deep link)."""
+# The Model page's editors, each in an expander drawn only when open (dcsim.ui.model).
+EDITORS = ("model.edit_layers", "model.edit_hparams")
+
+
+def open_app(query: dict[str, str] | None = None, page: str | None = None, *, editors: bool = True) -> app_test.AppTest:
+    """Run the app in AppTest as a link opens it: ``query`` in the URL, ``page`` first (a deep link).
+
+    ``editors`` opens the Model page's editors (the Dense layers, a family's hyperparameters), as a
+    person does before editing; a visitor's first view has them closed (``editors=False``)."""
     at = app_test.AppTest.from_file(APP, default_timeout=60)
     for key, value in (query or {}).items():
         at.query_params[key] = value
+    for key in EDITORS if editors else ():
+        at.session_state[key] = True
     if page:
         at.switch_page(page)
     at.run()

@@ -196,3 +196,29 @@ def test_the_views_below_the_form_are_drawn_when_opened(query, views, tables, ch
     open_views(at, *views)
     assert len(at.dataframe) == tables
     assert len(at.get("vega_lite_chart")) == charts  # Llama 2 70B's 723 layers get a table, not 723 bars
+
+
+@pytest.mark.parametrize(
+    ("query", "label", "field"),
+    [
+        ({}, "Edit the Dense layers (1)", None),
+        ({"preset": "llama2-70b"}, "Llama 2 70B (8 KV heads): edit its 13 hyperparameters", "num_kv_heads"),
+    ],
+    ids=["dense", "llama2-70b"],
+)
+def test_the_editors_are_closed_on_a_first_visit_and_open_on_a_click(query, label, field):
+    """A first view is the answer and the settings; the layer grid and the hyperparameter fields are
+    drawn once their expander is opened (their scripts would delay the first figures)."""
+    at = open_app(query, editors=False)
+    assert "Total parameters" in metrics(at)
+    assert at.expander[0].label.replace("\\", "") == label  # markdown escapes removed
+    assert not at.dataframe
+    widgets = {widget.label for widget in at.number_input}
+    assert "Number of checkpoint shards" in widgets
+    assert field is None or field not in widgets
+    open_views(at, "model.edit_layers" if field is None else "model.edit_hparams")
+    if field is None:
+        assert len(at.dataframe) == 1
+    else:
+        assert field in {widget.label for widget in at.number_input}
+    assert metrics(at) == metrics(open_app(query, editors=False))  # opening changes no figure

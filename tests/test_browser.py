@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from conftest import share_link, streamlit_server, wait_for_app
+from conftest import open_editor, share_link, streamlit_server, wait_for_app
 from dcsim.config import DenseLayer, ModelConfig
 
 pytestmark = pytest.mark.browser
@@ -71,6 +71,7 @@ def test_the_copy_box_holds_the_link_of_this_view(server, page):
 
 def test_editing_a_layer_row_changes_the_count_and_the_link(server, page):
     open_page(page, server)
+    open_editor(page)
     grid = page.locator('[data-testid="stDataFrame"]').first
     expect(grid.locator('[role="gridcell"]').first).to_be_attached()
     grid.scroll_into_view_if_needed()  # mouse clicks land on the viewport, and the grid sits below the answer
@@ -192,6 +193,7 @@ def test_a_preset_link_opens_and_a_hyperparameter_change_updates_count_and_link(
     open_page(page, f"{server}/?preset=gpt2-small")
     expect(metric(page, "Total parameters")).to_have_text("124,439,808")
     expect(metric(page, "Non-embedding parameters")).to_have_text("85,056,000")
+    open_editor(page)
     layers = page.get_by_role("spinbutton", name="num_layers")
     layers.fill("6")
     layers.press("Enter")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from conftest import type_into, wait_for_app
+from conftest import open_editor, type_into, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -43,7 +43,12 @@ def answer_on_screen(page) -> list[tuple[str, str]]:
 
 
 def captions(page) -> list[str]:
-    return page.locator('[data-testid="stMain"] [data-testid="stCaptionContainer"]').all_inner_texts()
+    """The main area's captions outside expanders: an open editor is this visit's, not the link's."""
+    return page.evaluate(
+        """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stCaptionContainer"]')]
+            .filter(caption => !caption.closest('[data-testid="stExpander"]'))
+            .map(caption => caption.innerText)"""
+    )
 
 
 def shows_total(page, total: str) -> None:
@@ -116,6 +121,7 @@ def test_one_preset_to_another_shows_only_the_second(server, browser, page):
 
 def test_an_invalid_edit_then_a_valid_one_leaves_one_answer(server, browser, page):
     open_page(page, f"{server}/?preset=gpt2-small")
+    open_editor(page)
     set_number(page, "num_heads", "7")  # 7 does not divide d_model 768
     main = page.get_by_test_id("stMain")
     expect(main.get_by_text("last valid configuration")).to_be_visible()
@@ -187,6 +193,7 @@ def test_a_refused_file_is_explained_where_a_phone_shows_it(server, browser, tmp
 
 def test_widening_gpt2_small_takes_its_mlp_along(server, browser, page):
     open_page(page, f"{server}/?preset=gpt2-small")
+    open_editor(page)
     set_number(page, "num_layers", "24")
     set_number(page, "d_model", "2048")
     expect(page.get_by_role("spinbutton", name="ffn_dim")).to_have_value("8192")

@@ -31,6 +31,10 @@ EDIT_ERROR = "dcsim.model.edit_error"
 SETTINGS = ("num_shards", "dtype", "batch_size", "seed")
 MODEL_KEY = state.WIDGET_PREFIX + "preset"
 _EDITOR_BASE = "dcsim.layers_base"
+# The editors' expanders: drawn only while open (``widgets.opened``), so a first visit's answer
+# does not wait for the data grid's and the input widgets' scripts to load.
+EDIT_LAYERS = "model.edit_layers"
+EDIT_HPARAMS = "model.edit_hparams"
 _EDITOR_COLUMNS = ("features", "use_bias")
 # The hyperparameter form's values as of the last run, and the values a person set in it, by
 # widget prefix. Both live under the widgets' prefix, so a model from outside the widgets (an
@@ -391,10 +395,17 @@ def form(config: ModelConfig) -> None:
             widgets.number(
                 "Input dimension D", "input_dim", dense, on_change=edited, help="The width of each input example."
             )
-        st.markdown("**Dense layers**, in order (add rows at the bottom; select rows to delete them)")
-        layers_editor(dense)
+        label = f"Edit the Dense layers ({len(dense.layers):,})"
+        if box := widgets.opened(label, EDIT_LAYERS):
+            with box:
+                st.caption("In order, Dense_0 first: add rows at the bottom; select rows to delete them.")
+                layers_editor(dense)
     else:
         base = _family_base(config, choice)
-        st.markdown(f"**{frame.plain(presets.model_title(base))}**: hyperparameters (change any; the count follows)")
-        hparam_form(base)
+        shown = len(presets.applicable(base.family, presets.resolved_hparams(base)))
+        title = frame.plain(presets.model_title(base))
+        if box := widgets.opened(f"{title}: edit its {shown} hyperparameters", EDIT_HPARAMS):
+            with box:
+                st.caption("Change any; the count follows. A value derived from another follows it until you set it.")
+                hparam_form(base)
     st.button("Reset to the seed example", icon=":material/restart_alt:", on_click=reset)

@@ -52,6 +52,17 @@ def download(label: str, data: pd.DataFrame | str, file_name: str, where: Any = 
     )
 
 
+def opened(label: str, key: str) -> Any:
+    """An expander whose content is drawn only while it is open: the expander, or None while it is
+    closed (its open state is ``st.session_state[key]``, and opening it reruns the page).
+
+    A first visit's figures are painted once every script the run's elements need has loaded, so
+    what is drawn only when opened does not delay them: the grid and chart libraries behind big
+    tables and charts, and the editors under the Model page's form."""
+    box = st.expander(label, key=key, on_change="rerun")
+    return box if box.open else None
+
+
 def share_table(frame: pd.DataFrame, **labels: str) -> None:
     """A table of parameter counts with ``num_arrays``, ``num_params`` and ``percent_of_total``
     (``tables.layers_frame``, ``breakdown.breakdown_frame``, ``breakdown.depth_frame``), counts as
