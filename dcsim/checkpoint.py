@@ -30,11 +30,11 @@ from typing import Any
 import pandas as pd
 from jax.sharding import PartitionSpec
 
-from dcsim import payload
+from dcsim import payload, prestart
 from dcsim.config import ModelConfig, as_int, number_from_text, show
 from dcsim.count import ParamReport, count_params
 from dcsim.layout import MeshSpec, Rule, compute_layout, parse_mesh, spec_text
-from dcsim.workers import WorkerFailed, WorkerJob, WorkerTimeout, run_workers
+from dcsim.workers import WorkerFailed, WorkerJob, WorkerTimeout, run_workers, worker_xla_flags
 
 STORAGE_DTYPES = ("float32", "bfloat16")
 MAX_PARAMS_ENV = "DCSIM_CHECKPOINT_MAX_PARAMS"
@@ -391,29 +391,9 @@ def _report(plan: CheckpointPlan, result: dict[str, Any]) -> CheckpointReport:
     )
 
 
-# XLA's backend optimisation level for the child's programs, unless the caller chose one. The
-# concrete init is one program run once, so its compile time is what the measurement waits for:
-# ResNet-18's init compiled in 4.6 s at XLA's default level 3 and in 2.0 s at level 1, and ran
-# as fast (0.11 s against 0.13 s) with the same values (the random bits do not depend on it). Level
-# 0 compiled barely faster and ran six times slower, a cost that grows with the model.
-OPT_LEVEL_FLAG = "--xla_backend_optimization_level"
-WORKER_OPT_LEVEL = 1
-
-
-def _worker_flags(flags_text: str, num_devices: int | None) -> str:
-    """The child's ``XLA_FLAGS``: the caller's, with our device count (``None``: no count, set
-    later by the child) and ``WORKER_OPT_LEVEL`` unless the caller set a level of their own."""
-    flags = [flag for flag in flags_text.split() if "xla_force_host_platform_device_count" not in flag]
-    if not any(flag.split("=")[0] == OPT_LEVEL_FLAG for flag in flags):
-        flags.append(f"{OPT_LEVEL_FLAG}={WORKER_OPT_LEVEL}")
-    if num_devices is not None:
-        flags.append(f"--xla_force_host_platform_device_count={num_devices}")
-    return " ".join(flags)
-
-
 def _worker_env(num_devices: int) -> dict[str, str]:
     # Keep the caller's other XLA flags; the device count must be ours.
-    return {"XLA_FLAGS": _worker_flags(os.environ.get("XLA_FLAGS", ""), num_devices), "JAX_PLATFORMS": "cpu"}
+    return {"XLA_FLAGS": worker_xla_flags(os.environ.get("XLA_FLAGS", ""), num_devices), "JAX_PLATFORMS": "cpu"}
 
 
 # Room kept free beyond the payload: metadata files, the worker's own files, and a margin so a
@@ -443,18 +423,43 @@ def check_free_space(plan: CheckpointPlan, folder: str | Path | None = None) -> 
         )
 
 
-def run_checkpoint(plan: CheckpointPlan, *, on_progress: Callable[[str], None] | None = None) -> CheckpointReport:
+def run_checkpoint(
+    plan: CheckpointPlan,
+    *,
+    on_progress: Callable[[str], None] | None = None,
+    prestarted: prestart.Prestarted | None = None,
+) -> CheckpointReport:
     """Run a planned measurement in a child process; ``on_progress(stage)`` sees each of ``STAGES``.
+
+    ``prestarted``: a child already started by ``dcsim.prestart`` and waiting for its request, used
+    instead of starting one if it is still alive; this function ends it and removes its folder on
+    every path, used or not.
 
     Raises ``CheckpointNoSpace`` if the temporary disk cannot hold the checkpoint (nothing started),
     ``CheckpointTimeout`` past the plan's time limit and ``CheckpointFailed`` if the child fails;
     the child's process group is ended and the temporary folder removed either way.
     """
-    check_free_space(plan)
+    if prestarted is not None and not prestarted.alive():
+        prestarted.discard()
+        prestarted = None
     try:
-        folder = Path(tempfile.mkdtemp(prefix="dcsim-checkpoint-"))
-    except OSError as err:
-        raise CheckpointFailed(f"no temporary folder could be made for the checkpoint: {err}") from None
+        check_free_space(plan)
+        try:
+            folder = prestarted.folder if prestarted else Path(tempfile.mkdtemp(prefix=prestart.FOLDER_PREFIX))
+        except OSError as err:
+            raise CheckpointFailed(f"no temporary folder could be made for the checkpoint: {err}") from None
+        return _run_in(plan, folder, on_progress, prestarted)
+    finally:
+        if prestarted is not None:
+            prestarted.discard()
+
+
+def _run_in(
+    plan: CheckpointPlan,
+    folder: Path,
+    on_progress: Callable[[str], None] | None,
+    prestarted: prestart.Prestarted | None,
+) -> CheckpointReport:
     try:
         job = WorkerJob(
             name="checkpoint measurement",
@@ -467,6 +472,7 @@ def run_checkpoint(plan: CheckpointPlan, *, on_progress: Callable[[str], None] |
             },
             folder=folder,
             env=_worker_env(plan.mesh.num_devices),
+            started=None if prestarted is None else prestarted.process,
         )
         progress = None if on_progress is None else (lambda _name, stage: on_progress(stage))
         try:
@@ -494,18 +500,27 @@ def measure_checkpoint(
     max_params: int | None = None,
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     on_progress: Callable[[str], None] | None = None,
+    prestarted: prestart.Prestarted | None = None,
 ) -> CheckpointReport:
-    """Plan (validate, check the ceiling) and run one measurement: ``run_checkpoint(plan_checkpoint(...))``."""
-    plan = plan_checkpoint(
-        config,
-        dtype=dtype,
-        mesh=mesh,
-        strategy=strategy,
-        rules=rules,
-        max_params=max_params,
-        timeout_seconds=timeout_seconds,
-    )
-    return run_checkpoint(plan, on_progress=on_progress)
+    """Plan (validate, check the ceiling) and run one measurement: ``run_checkpoint(plan_checkpoint(...))``.
+
+    ``prestarted`` as for ``run_checkpoint``; it is ended and its folder removed also when the
+    plan is refused."""
+    try:
+        plan = plan_checkpoint(
+            config,
+            dtype=dtype,
+            mesh=mesh,
+            strategy=strategy,
+            rules=rules,
+            max_params=max_params,
+            timeout_seconds=timeout_seconds,
+        )
+    except BaseException:
+        if prestarted is not None:
+            prestarted.discard()
+        raise
+    return run_checkpoint(plan, on_progress=on_progress, prestarted=prestarted)
 
 
 # --- what the front ends show ---------------------------------------------------------------------

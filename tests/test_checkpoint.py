@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given
 
 from conftest import processes_mentioning
-from dcsim import checkpoint
+from dcsim import checkpoint, workers
 from dcsim.checkpoint import (
     CheckpointBusy,
     CheckpointFailed,
@@ -434,7 +434,7 @@ def test_worker_environment_keeps_other_xla_flags(monkeypatch):
     env = checkpoint._worker_env(8)
     assert env["XLA_FLAGS"].split() == [
         "--xla_cpu_enable_fast_math=false",
-        f"--xla_backend_optimization_level={checkpoint.WORKER_OPT_LEVEL}",
+        f"--xla_backend_optimization_level={workers.WORKER_OPT_LEVEL}",
         "--xla_force_host_platform_device_count=8",
     ]
     assert env["JAX_PLATFORMS"] == "cpu"
