@@ -34,7 +34,6 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 from flax import traverse_util
-from flax.core import scope as flax_scope
 from jax.sharding import NamedSharding, PartitionSpec
 
 from dcsim import models, prestart
@@ -160,67 +159,6 @@ def _fault(stage: str) -> None:
 # --- the steps both workers share (this one and ``dcsim.multiprocess_worker``) --------------------
 
 
-class _Created(NamedTuple):
-    """One parameter as Flax created it during an abstract init: how to make it again for real."""
-
-    path: tuple[str, ...]
-    init_fn: Callable[..., Any]
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    root: Any  # the rng the scope's key was folded from (must be the init's own key)
-    suffix: tuple[Any, ...]  # what Flax folds into it (``LazyRng``)
-    value: Any  # the abstract value the initializer returned
-
-
-def _record_params(module: Any, key: jax.Array, inputs: tuple[Any, ...]) -> tuple[Any, list[_Created], list[Any]]:
-    """``eval_shape`` of ``module.init`` that records, for every parameter, its initializer, its
-    arguments and the suffix Flax folds into the init's key to make the parameter's key."""
-    created: list[_Created] = []
-    roots: list[Any] = []
-    param = flax_scope.Scope.param
-
-    def recording_param(self: Any, name: str, init_fn: Callable[..., Any], *init_args: Any, **init_kwargs: Any) -> Any:
-        lazy = self.rngs.get("params")
-        counter = self.rng_counters.get("params", 0) + 1  # what ``make_rng("params")`` is about to use
-
-        def recorder(rng: Any, *args: Any, **kwargs: Any) -> Any:
-            value = init_fn(rng, *args, **kwargs)
-            if isinstance(lazy, flax_scope.LazyRng):
-                path = (*self.path, name)
-                created.append(_Created(path, init_fn, args, kwargs, lazy.rng, (*lazy.suffix, counter), value))
-            return value
-
-        return param(self, name, recorder, *init_args, **init_kwargs)
-
-    def init(root: Any, *arrays: Any) -> Any:
-        roots.append(root)
-        return module.init(root, *arrays)["params"]
-
-    flax_scope.Scope.param = recording_param
-    try:
-        abstract = jax.eval_shape(init, key, *inputs)
-    finally:
-        flax_scope.Scope.param = param
-    return abstract, created, roots
-
-
-def _replayable(flat_abstract: dict[tuple[str, ...], Any], created: list[_Created], roots: list[Any]) -> bool:
-    """Whether every parameter was made once, by an initializer of the init's own key and static
-    arguments, as one plain array of the final shape: then replaying the initializers alone gives
-    exactly what ``module.init`` gives. Anything else (a data-dependent init, boxed metadata, a
-    lifted transform's own keys) takes the whole ``module.init`` instead."""
-    if len(roots) != 1 or len(created) != len(flat_abstract) or {c.path for c in created} != set(flat_abstract):
-        return False
-    for made in created:
-        if made.root is not roots[0] or not isinstance(made.value, jax.ShapeDtypeStruct | jax.core.Tracer):
-            return False
-        if made.value.shape != flat_abstract[made.path].shape:
-            return False
-        if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves((made.args, made.kwargs))):
-            return False
-    return True
-
-
 def init_params(
     config: ModelConfig, dtype: Any, mesh: jax.sharding.Mesh, specs: dict[str, list[Any]]
 ) -> tuple[Any, Any]:
@@ -229,43 +167,23 @@ def init_params(
     ``specs`` maps each parameter path (``Dense_0/kernel``) to its PartitionSpec as JSON. Returns
     the parameters and their shardings (the same tree). On a mesh that spans several processes,
     each process materialises only the shards of its own devices.
-
-    The values are ``module.init``'s, bit for bit: each parameter comes from its own Flax
-    initializer called with the key Flax derives for it. But the compiled program holds only those
-    initializers, not the model's forward pass that ``module.init`` also runs (to learn the shapes,
-    which an abstract pass has already told): for ResNet-18 that is fewer than half the compile.
     """
     module, inputs = models.build(config)
-    key = jax.random.PRNGKey(config.seed)
-    abstract, created, roots = _record_params(module, key, inputs)
+    abstract = jax.eval_shape(module.init, jax.random.PRNGKey(config.seed), *inputs)["params"]
     flat_specs = {tuple(path.split("/")): _spec(entries) for path, entries in specs.items()}
     flat_abstract = traverse_util.flatten_dict(abstract)
     if set(flat_specs) != set(flat_abstract):
         raise RuntimeError("the PartitionSpecs do not name the model's parameter arrays")
     shardings = traverse_util.unflatten_dict({key: NamedSharding(mesh, spec) for key, spec in flat_specs.items()})
 
-    if _replayable(flat_abstract, created, roots):
-
-        def init(root: jax.Array) -> Any:
-            return traverse_util.unflatten_dict(
-                {
-                    made.path: made.init_fn(
-                        flax_scope._fold_in_static(root, made.suffix), *made.args, **made.kwargs
-                    ).astype(dtype)
-                    for made in created
-                }
-            )
-
-    else:
-
-        def init(root: jax.Array) -> Any:
-            # Zeros as traced constants: no input array outlives the init. Parameters only: the
-            # `params` collection is what `total_params` counts and what this measurement saves.
-            params = module.init(root, *(jnp.zeros(x.shape, x.dtype) for x in inputs))["params"]
-            return jax.tree.map(lambda leaf: leaf.astype(dtype), params)
+    def init(key: jax.Array) -> Any:
+        # Zeros as traced constants: no input array outlives the init. Parameters only: the
+        # `params` collection is what `total_params` counts and what this measurement saves.
+        params = module.init(key, *(jnp.zeros(x.shape, x.dtype) for x in inputs))["params"]
+        return jax.tree.map(lambda leaf: leaf.astype(dtype), params)
 
     # Born sharded: each device materialises only its own shards, never a whole replica first.
-    params = jax.jit(init, out_shardings=shardings)(key)
+    params = jax.jit(init, out_shardings=shardings)(jax.random.PRNGKey(config.seed))
     jax.block_until_ready(params)
     return params, shardings
 

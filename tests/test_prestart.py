@@ -1,5 +1,4 @@
-"""The checkpoint child started before the parent imports JAX (``dcsim.prestart``), and the
-child's initialisation that replays Flax's initializers (``checkpoint_worker.init_params``)."""
+"""The checkpoint child started before the parent imports JAX (``dcsim.prestart``)."""
 
 from __future__ import annotations
 
@@ -167,70 +166,3 @@ def test_a_waiting_child_whose_parent_dies_exits_and_removes_its_folder(tmp_path
         time.sleep(0.2)
     assert processes_mentioning(folder) == []
     assert not Path(folder).exists()
-
-
-INIT_SCRIPT = """
-import jax, numpy as np
-from flax import traverse_util
-from dcsim import checkpoint_worker as worker
-from dcsim.checkpoint import _spec_json, plan_checkpoint
-from dcsim.cli import build_parser, config_from_args
-
-assert jax.device_count() == 4
-for argv in {cases!r}:
-    config = config_from_args(build_parser().parse_args(["checkpoint", *argv]))
-    plan = plan_checkpoint(config, mesh="data=4", strategy="fsdp")
-    specs = {{path: _spec_json(spec) for path, spec in plan.specs.items()}}
-    mesh = jax.make_mesh((4,), ("data",))
-    replays = []
-    replayable = worker._replayable
-    worker._replayable = lambda *a: replays.append(replayable(*a)) or replays[-1]
-    replayed, _ = worker.init_params(config, np.float32, mesh, specs)
-    worker._replayable = lambda *a: False  # the whole module.init, as before
-    whole, _ = worker.init_params(config, np.float32, mesh, specs)
-    worker._replayable = replayable
-    assert replays == [True], (argv, replays)
-    flat, flat_whole = traverse_util.flatten_dict(replayed), traverse_util.flatten_dict(whole)
-    assert set(flat) == set(flat_whole) and len(flat) > 1
-    assert worker.same_tree(whole, replayed), argv
-    for path, leaf in flat.items():
-        # Born sharded: the requested spec, each device holding only its own piece.
-        assert leaf.sharding.spec == plan.specs["/".join(path)], path
-        for shard in leaf.addressable_shards:
-            assert shard.data.shape == leaf.sharding.shard_shape(leaf.shape), path
-    # Real values: some array is random (not constant), none is NaN.
-    assert any(float(np.std(np.asarray(leaf))) > 0 for leaf in flat.values()), argv
-    assert not any(np.isnan(np.asarray(leaf)).any() for leaf in flat.values()), argv
-    print("ok", " ".join(argv), len(flat))
-"""
-
-
-def test_the_init_replays_flax_initializers_bit_for_bit_born_sharded():
-    cases = [
-        ["--preset", "mlp-mnist"],
-        ["--preset", "resnet18", "--set", "num_classes=10"],
-        [
-            "--preset",
-            "gpt2-small",
-            "--set",
-            "num_layers=2",
-            "--set",
-            "d_model=64",
-            "--set",
-            "num_heads=4",
-            "--set",
-            "num_kv_heads=4",
-        ],
-        ["--preset", "vit-b16", "--set", "num_layers=1", "--set", "d_model=64", "--set", "num_heads=4"],
-    ]
-    done = subprocess.run(
-        [sys.executable, "-c", INIT_SCRIPT.format(cases=cases)],
-        capture_output=True,
-        text=True,
-        env=_env(XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu"),
-        cwd=ROOT,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.count("ok ") == len(cases), done.stdout
