@@ -6,11 +6,41 @@ exercise's function (``simulate``). It never imports Streamlit and never prints;
 (``dcsim.cli``) and the dashboard (``app.py``, ``pages/``) sit at its edge.
 """
 
-from dcsim.config import DenseLayer, ModelConfig
-from dcsim.count import ArrayRow, LayerRow, ParamReport, count_module, count_params
-from dcsim.presets import FAMILY_SCHEMAS, PRESETS, HParam, Preset
-from dcsim.shares import IdealShare, ideal_share
-from dcsim.simulate import distributed_checkpoint_simulate
+import importlib
+from typing import Any
+
+# Loaded on first use (PEP 562), so that ``python -m dcsim`` can act before JAX is imported:
+# ``dcsim.__main__`` starts the checkpoint child first, and its interpreter start and imports
+# then overlap the parent's (see ``dcsim.prestart``).
+_EXPORTS = {
+    "DenseLayer": "dcsim.config",
+    "ModelConfig": "dcsim.config",
+    "ArrayRow": "dcsim.count",
+    "LayerRow": "dcsim.count",
+    "ParamReport": "dcsim.count",
+    "count_module": "dcsim.count",
+    "count_params": "dcsim.count",
+    "FAMILY_SCHEMAS": "dcsim.presets",
+    "PRESETS": "dcsim.presets",
+    "HParam": "dcsim.presets",
+    "Preset": "dcsim.presets",
+    "IdealShare": "dcsim.shares",
+    "ideal_share": "dcsim.shares",
+    "distributed_checkpoint_simulate": "dcsim.simulate",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'dcsim' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "FAMILY_SCHEMAS",

@@ -30,11 +30,11 @@ from typing import Any
 import pandas as pd
 from jax.sharding import PartitionSpec
 
-from dcsim import payload
+from dcsim import payload, prestart
 from dcsim.config import ModelConfig, as_int, number_from_text, show
 from dcsim.count import ParamReport, count_params
 from dcsim.layout import MeshSpec, Rule, compute_layout, parse_mesh, spec_text
-from dcsim.workers import WorkerFailed, WorkerJob, WorkerTimeout, run_workers
+from dcsim.workers import WorkerFailed, WorkerJob, WorkerTimeout, run_workers, worker_xla_flags
 
 STORAGE_DTYPES = ("float32", "bfloat16")
 MAX_PARAMS_ENV = "DCSIM_CHECKPOINT_MAX_PARAMS"
@@ -393,11 +393,7 @@ def _report(plan: CheckpointPlan, result: dict[str, Any]) -> CheckpointReport:
 
 def _worker_env(num_devices: int) -> dict[str, str]:
     # Keep the caller's other XLA flags; the device count must be ours.
-    flags = [
-        flag for flag in os.environ.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in flag
-    ]
-    flags.append(f"--xla_force_host_platform_device_count={num_devices}")
-    return {"XLA_FLAGS": " ".join(flags), "JAX_PLATFORMS": "cpu"}
+    return {"XLA_FLAGS": worker_xla_flags(os.environ.get("XLA_FLAGS", ""), num_devices), "JAX_PLATFORMS": "cpu"}
 
 
 # Room kept free beyond the payload: metadata files, the worker's own files, and a margin so a
@@ -427,18 +423,43 @@ def check_free_space(plan: CheckpointPlan, folder: str | Path | None = None) -> 
         )
 
 
-def run_checkpoint(plan: CheckpointPlan, *, on_progress: Callable[[str], None] | None = None) -> CheckpointReport:
+def run_checkpoint(
+    plan: CheckpointPlan,
+    *,
+    on_progress: Callable[[str], None] | None = None,
+    prestarted: prestart.Prestarted | None = None,
+) -> CheckpointReport:
     """Run a planned measurement in a child process; ``on_progress(stage)`` sees each of ``STAGES``.
+
+    ``prestarted``: a child already started by ``dcsim.prestart`` and waiting for its request, used
+    instead of starting one if it is still alive; this function ends it and removes its folder on
+    every path, used or not.
 
     Raises ``CheckpointNoSpace`` if the temporary disk cannot hold the checkpoint (nothing started),
     ``CheckpointTimeout`` past the plan's time limit and ``CheckpointFailed`` if the child fails;
     the child's process group is ended and the temporary folder removed either way.
     """
-    check_free_space(plan)
+    if prestarted is not None and not prestarted.alive():
+        prestarted.discard()
+        prestarted = None
     try:
-        folder = Path(tempfile.mkdtemp(prefix="dcsim-checkpoint-"))
-    except OSError as err:
-        raise CheckpointFailed(f"no temporary folder could be made for the checkpoint: {err}") from None
+        check_free_space(plan)
+        try:
+            folder = prestarted.folder if prestarted else Path(tempfile.mkdtemp(prefix=prestart.FOLDER_PREFIX))
+        except OSError as err:
+            raise CheckpointFailed(f"no temporary folder could be made for the checkpoint: {err}") from None
+        return _run_in(plan, folder, on_progress, prestarted)
+    finally:
+        if prestarted is not None:
+            prestarted.discard()
+
+
+def _run_in(
+    plan: CheckpointPlan,
+    folder: Path,
+    on_progress: Callable[[str], None] | None,
+    prestarted: prestart.Prestarted | None,
+) -> CheckpointReport:
     try:
         job = WorkerJob(
             name="checkpoint measurement",
@@ -451,6 +472,7 @@ def run_checkpoint(plan: CheckpointPlan, *, on_progress: Callable[[str], None] |
             },
             folder=folder,
             env=_worker_env(plan.mesh.num_devices),
+            started=None if prestarted is None else prestarted.process,
         )
         progress = None if on_progress is None else (lambda _name, stage: on_progress(stage))
         try:
@@ -478,18 +500,27 @@ def measure_checkpoint(
     max_params: int | None = None,
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     on_progress: Callable[[str], None] | None = None,
+    prestarted: prestart.Prestarted | None = None,
 ) -> CheckpointReport:
-    """Plan (validate, check the ceiling) and run one measurement: ``run_checkpoint(plan_checkpoint(...))``."""
-    plan = plan_checkpoint(
-        config,
-        dtype=dtype,
-        mesh=mesh,
-        strategy=strategy,
-        rules=rules,
-        max_params=max_params,
-        timeout_seconds=timeout_seconds,
-    )
-    return run_checkpoint(plan, on_progress=on_progress)
+    """Plan (validate, check the ceiling) and run one measurement: ``run_checkpoint(plan_checkpoint(...))``.
+
+    ``prestarted`` as for ``run_checkpoint``; it is ended and its folder removed also when the
+    plan is refused."""
+    try:
+        plan = plan_checkpoint(
+            config,
+            dtype=dtype,
+            mesh=mesh,
+            strategy=strategy,
+            rules=rules,
+            max_params=max_params,
+            timeout_seconds=timeout_seconds,
+        )
+    except BaseException:
+        if prestarted is not None:
+            prestarted.discard()
+        raise
+    return run_checkpoint(plan, on_progress=on_progress, prestarted=prestarted)
 
 
 # --- what the front ends show ---------------------------------------------------------------------

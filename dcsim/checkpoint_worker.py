@@ -36,7 +36,7 @@ import orbax.checkpoint as ocp
 from flax import traverse_util
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dcsim import models
+from dcsim import models, prestart
 from dcsim.config import ModelConfig
 
 # Test-only: make the worker fail after its save, to prove the parent still cleans up.
@@ -243,7 +243,7 @@ def same_tree(saved: Any, restored: Any) -> bool:
     )
 
 
-def measure(request: dict[str, Any], workdir: Path, progress: Any) -> dict[str, Any]:
+def measure(request: dict[str, Any], workdir: Path, progress: Any, *, set_device_count: bool = False) -> dict[str, Any]:
     peaks: dict[str, int] = {}
 
     def stage(name: str) -> None:
@@ -256,6 +256,10 @@ def measure(request: dict[str, Any], workdir: Path, progress: Any) -> dict[str, 
     dtype = jnp.dtype(request["dtype"])
     axes = [(str(name), int(size)) for name, size in request["mesh"]]
     num_devices = int(np.prod([size for _, size in axes]))
+    if set_device_count:
+        # Pre-started (``dcsim.prestart``): the mesh was unknown when this process started; JAX's
+        # backend has not started yet, so the device count can still be set.
+        jax.config.update("jax_num_cpu_devices", num_devices)
     if jax.device_count() != num_devices:
         raise RuntimeError(
             f"asked for {num_devices} CPU devices, JAX has {jax.device_count()} (XLA_FLAGS not applied?)"
@@ -307,12 +311,37 @@ def measure(request: dict[str, Any], workdir: Path, progress: Any) -> dict[str, 
     }
 
 
+WAIT_FLAG = "--wait"
+_WAIT_POLL_SECONDS = 0.01
+
+
+def wait_for_request(path: Path, *, wait_seconds: float) -> bool:
+    """Wait (pre-started by ``dcsim.prestart``) until the request file exists; ``False`` if the
+    parent died or ``wait_seconds`` passed first. Nothing of JAX's backend has started yet."""
+    # The parent's pid as the parent gave it: by the time this runs (after the imports) the parent
+    # may already be gone and this process adopted by another.
+    parent = int(os.environ.get(prestart.PARENT_ENV) or os.getppid())
+    deadline = time.monotonic() + wait_seconds
+    while not path.exists():
+        if os.getppid() != parent or time.monotonic() > deadline:
+            return False
+        time.sleep(_WAIT_POLL_SECONDS)
+    return True
+
+
 def main(argv: list[str]) -> int:
-    request_path, result_path, progress_path = (Path(arg) for arg in argv)
+    waiting = bool(argv) and argv[0] == WAIT_FLAG
+    request_path, result_path, progress_path = (Path(arg) for arg in argv[waiting:])
+    if waiting and not wait_for_request(request_path, wait_seconds=prestart.WAIT_SECONDS):
+        # Never used: the folder is ours alone (the parent made it for this child).
+        shutil.rmtree(request_path.parent, ignore_errors=True)
+        return 3
     _apply_size_limit()
     try:
         with open(progress_path, "a") as progress:
-            result = measure(json.loads(request_path.read_text()), result_path.parent, progress)
+            result = measure(
+                json.loads(request_path.read_text()), result_path.parent, progress, set_device_count=waiting
+            )
         code = 0
     except Exception as err:
         details = traceback.format_exc()
@@ -330,4 +359,9 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_code = main(sys.argv[1:])
+    # The result is written and the checkpoint folder removed: skip the interpreter's teardown
+    # (JAX's and Orbax's exit handlers), which the parent would otherwise wait for.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)

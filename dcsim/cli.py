@@ -29,6 +29,7 @@ from dcsim import (
     optimizer,
     payload,
     presets,
+    prestart,
     shares,
     tables,
     units,
@@ -512,7 +513,9 @@ def _checkpoint(args: argparse.Namespace) -> str:
     if args.processes is not None or args.processes_sweep is not None:
         return _checkpoint_processes(args)
     config = config_from_args(args)
-    report = checkpoint.measure_checkpoint(config, dtype=config.dtype, **_measurement_options(args))
+    report = checkpoint.measure_checkpoint(
+        config, dtype=config.dtype, prestarted=prestart.pending(), **_measurement_options(args)
+    )
     if args.format == "json":
         return json.dumps(checkpoint.checkpoint_record(report), indent=2) + "\n"
     return render_checkpoint_table(report)

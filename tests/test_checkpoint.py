@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given
 
 from conftest import processes_mentioning
-from dcsim import checkpoint
+from dcsim import checkpoint, workers
 from dcsim.checkpoint import (
     CheckpointBusy,
     CheckpointFailed,
@@ -432,6 +432,23 @@ def test_cli_environment_ceiling_refuses(capsys, monkeypatch):
 def test_worker_environment_keeps_other_xla_flags(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false --xla_force_host_platform_device_count=3")
     env = checkpoint._worker_env(8)
-    assert env["XLA_FLAGS"].split() == ["--xla_cpu_enable_fast_math=false", "--xla_force_host_platform_device_count=8"]
+    assert env["XLA_FLAGS"].split() == [
+        "--xla_cpu_enable_fast_math=false",
+        f"--xla_backend_optimization_level={workers.WORKER_OPT_LEVEL}",
+        "--xla_force_host_platform_device_count=8",
+    ]
     assert env["JAX_PLATFORMS"] == "cpu"
     assert os.environ["XLA_FLAGS"].endswith("=3")  # the caller's own environment is untouched
+
+
+def test_worker_environment_lowers_the_optimisation_level_only_if_the_caller_did_not(monkeypatch):
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    assert checkpoint._worker_env(2)["XLA_FLAGS"].split() == [
+        "--xla_backend_optimization_level=1",
+        "--xla_force_host_platform_device_count=2",
+    ]
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=3")
+    assert checkpoint._worker_env(2)["XLA_FLAGS"].split() == [
+        "--xla_backend_optimization_level=3",
+        "--xla_force_host_platform_device_count=2",
+    ]

@@ -1,0 +1,168 @@
+"""The checkpoint child started before the parent imports JAX (``dcsim.prestart``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, processes_mentioning
+from dcsim import checkpoint, prestart, workers
+from dcsim.checkpoint import CheckpointFailed, measure_checkpoint
+from dcsim.checkpoint_worker import FAULT_ENV
+from dcsim.config import DenseLayer, ModelConfig
+
+SMALL = ModelConfig(input_dim=64, layers=(DenseLayer(features=32), DenseLayer(features=8)))
+
+
+@pytest.fixture
+def own_tmp(tmp_path, monkeypatch):
+    """Point tempfile at an empty folder, so "nothing left behind" is checkable."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    yield tmp_path
+    prestart.discard()
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ) | extra
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+@pytest.mark.parametrize(
+    "argv, wanted",
+    [
+        (["checkpoint"], True),
+        (["checkpoint", "--preset", "resnet18", "--mesh", "data=4", "--strategy", "fsdp"], True),
+        (["checkpoint", "--processes", "2"], False),
+        (["checkpoint", "--processes=2"], False),
+        (["checkpoint", "--processes-sweep", "1,2"], False),
+        (["checkpoint", "--help"], False),
+        (["count", "--preset", "resnet18"], False),
+        ([], False),
+    ],
+)
+def test_only_a_single_process_checkpoint_starts_a_child_early(argv, wanted):
+    assert prestart.wanted(argv) is wanted
+
+
+def test_the_waiting_child_gets_no_device_count_and_keeps_the_callers_flags():
+    flags = workers.worker_xla_flags("--xla_cpu_enable_fast_math=false --xla_force_host_platform_device_count=3", None)
+    assert flags.split() == ["--xla_cpu_enable_fast_math=false", "--xla_backend_optimization_level=1"]
+
+
+def test_a_prestarted_child_measures_on_the_requested_mesh_and_leaves_nothing(own_tmp):
+    waiting = prestart.start()
+    assert waiting is not None and waiting.folder.parent == own_tmp and waiting.alive()
+    stages = []
+    report = measure_checkpoint(
+        SMALL, mesh="data=4", strategy="fsdp", prestarted=prestart.pending(), on_progress=stages.append
+    )
+    # The device count came with the request: the child started before the mesh was known.
+    assert report.num_devices == 4
+    assert report.restore_verified is True
+    assert dict(report.partition_specs)["Dense_0/kernel"] == "data"
+    assert stages == list(checkpoint.STAGES)
+    assert waiting.process.returncode is not None  # ended and reaped
+    assert list(own_tmp.iterdir()) == []
+
+
+def test_a_prestarted_child_is_ended_when_the_plan_is_refused(own_tmp):
+    waiting = prestart.start()
+    with pytest.raises(ValueError, match="ceiling of 5 values"):
+        measure_checkpoint(SMALL, max_params=5, prestarted=waiting)
+    assert waiting.process.returncode is not None
+    assert list(own_tmp.iterdir()) == []
+
+
+def test_a_prestarted_child_that_fails_is_ended_and_cleaned_up(own_tmp, monkeypatch):
+    monkeypatch.setenv(FAULT_ENV, "save:raise")  # the child inherits the environment it starts with
+    waiting = prestart.start()
+    with pytest.raises(CheckpointFailed, match="fault injected after save"):
+        measure_checkpoint(SMALL, prestarted=waiting)
+    assert waiting.process.returncode is not None
+    assert list(own_tmp.iterdir()) == []
+
+
+def test_a_dead_prestarted_child_is_replaced_by_a_fresh_one(own_tmp):
+    waiting = prestart.start()
+    os.killpg(waiting.process.pid, signal.SIGKILL)
+    waiting.process.wait(timeout=30)
+    assert prestart.pending() is None  # seen dead: discarded, its folder removed
+    report = measure_checkpoint(SMALL, prestarted=waiting)
+    assert report.restore_verified is True
+    assert list(own_tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--max-params", "5"], "over the checkpoint measurement's ceiling of 5 values"),
+        (["--mesh", "data=x"], "mesh"),
+    ],
+    ids=["ceiling-refused", "bad-mesh"],
+)
+def test_the_cli_ends_its_prestarted_child_on_a_refusal(tmp_path, argv, message):
+    done = subprocess.run(
+        [sys.executable, "-m", "dcsim", "checkpoint", "--preset", "mlp-mnist", *argv],
+        capture_output=True,
+        text=True,
+        env=_env(TMPDIR=str(tmp_path)),
+        cwd=tmp_path,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert processes_mentioning(str(tmp_path)) == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_cli_measures_through_its_prestarted_child_and_leaves_nothing(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "dcsim", "checkpoint", "--preset", "mlp-mnist", "--mesh", "data=2", "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=_env(TMPDIR=str(tmp_path)),
+        cwd=tmp_path,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"restore_verified": true' in done.stdout and '"num_devices": 2' in done.stdout
+    assert processes_mentioning(str(tmp_path)) == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_waiting_child_whose_parent_dies_exits_and_removes_its_folder(tmp_path):
+    parent = textwrap.dedent(
+        """
+        import os
+        from dcsim import prestart
+        waiting = prestart.start()
+        print(waiting.process.pid, waiting.folder, flush=True)
+        os._exit(0)  # no discard, no atexit: as if killed
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", parent],
+        capture_output=True,
+        text=True,
+        env=_env(TMPDIR=str(tmp_path)),
+        timeout=120,
+        check=True,
+    )
+    _pid, folder = done.stdout.split()
+    assert Path(folder).parent == tmp_path
+    deadline = time.monotonic() + 120  # a bound for a busy machine, not a speed requirement
+    while (Path(folder).exists() or processes_mentioning(folder)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_mentioning(folder) == []
+    assert not Path(folder).exists()
