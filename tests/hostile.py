@@ -382,8 +382,12 @@ def open_page(page: str, query: str, timeout: float = 60):
     finished AppTest and the page settings it read."""
     from streamlit.testing.v1 import AppTest
 
+    from dcsim.ui.model import EDIT_HPARAMS, EDIT_LAYERS
+
     at = AppTest.from_file(str(APP), default_timeout=timeout)
     at.query_params.update(as_params(query))
+    for key in (EDIT_LAYERS, EDIT_HPARAMS):  # the Model page's editors open: every field within reach
+        at.session_state[key] = True
     at.switch_page(page)
     with SettingRecorder().installed() as recorder:
         at.run()
