@@ -36,6 +36,19 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _checkpoint_cli(tmp_path, *argv: str) -> subprocess.CompletedProcess:
+    """``python -m dcsim checkpoint --preset mlp-mnist ARGV`` with its temporary files in ``tmp_path``."""
+    return subprocess.run(
+        [sys.executable, "-m", "dcsim", "checkpoint", "--preset", "mlp-mnist", *argv],
+        capture_output=True,
+        text=True,
+        env=_env(TMPDIR=str(tmp_path)),
+        cwd=tmp_path,
+        timeout=300,
+        check=False,
+    )
+
+
 @pytest.mark.parametrize(
     "argv, wanted",
     [
@@ -110,15 +123,7 @@ def test_a_dead_prestarted_child_is_replaced_by_a_fresh_one(own_tmp):
     ids=["ceiling-refused", "bad-mesh"],
 )
 def test_the_cli_ends_its_prestarted_child_on_a_refusal(tmp_path, argv, message):
-    done = subprocess.run(
-        [sys.executable, "-m", "dcsim", "checkpoint", "--preset", "mlp-mnist", *argv],
-        capture_output=True,
-        text=True,
-        env=_env(TMPDIR=str(tmp_path)),
-        cwd=tmp_path,
-        timeout=300,
-        check=False,
-    )
+    done = _checkpoint_cli(tmp_path, *argv)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert processes_mentioning(str(tmp_path)) == []
@@ -126,15 +131,7 @@ def test_the_cli_ends_its_prestarted_child_on_a_refusal(tmp_path, argv, message)
 
 
 def test_the_cli_measures_through_its_prestarted_child_and_leaves_nothing(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-m", "dcsim", "checkpoint", "--preset", "mlp-mnist", "--mesh", "data=2", "--format", "json"],
-        capture_output=True,
-        text=True,
-        env=_env(TMPDIR=str(tmp_path)),
-        cwd=tmp_path,
-        timeout=300,
-        check=False,
-    )
+    done = _checkpoint_cli(tmp_path, "--mesh", "data=2", "--format", "json")
     assert done.returncode == 0, done.stderr
     assert '"restore_verified": true' in done.stdout and '"num_devices": 2' in done.stdout
     assert processes_mentioning(str(tmp_path)) == []
