@@ -34,7 +34,14 @@ from dcsim import payload, prestart
 from dcsim.config import ModelConfig, as_int, number_from_text, show
 from dcsim.count import ParamReport, count_params
 from dcsim.layout import MeshSpec, Rule, compute_layout, parse_mesh, spec_text
-from dcsim.workers import WorkerFailed, WorkerJob, WorkerTimeout, run_workers, worker_xla_flags
+from dcsim.workers import (
+    WorkerFailed,
+    WorkerJob,
+    WorkerTimeout,
+    compilation_cache_env,
+    run_workers,
+    worker_xla_flags,
+)
 
 STORAGE_DTYPES = ("float32", "bfloat16")
 MAX_PARAMS_ENV = "DCSIM_CHECKPOINT_MAX_PARAMS"
@@ -299,6 +306,9 @@ class CheckpointReport:
       files: every file, sorted by path.
       init_seconds, save_seconds, restore_seconds: the concrete initialisation, the save until
         it was committed, the restore until every array was ready.
+      compilation_cache: whether XLA's persistent compilation cache served the init program:
+        ``hit`` (read back, not compiled), ``miss`` (compiled) or ``off`` (no cache; see
+        ``dcsim.workers.compilation_cache_env``). A hit is why the same measurement is faster again.
       restore_verified: every restored array equals the saved one bit for bit, on the same
         sharding.
       baseline_rss_bytes: the child's peak resident memory after its imports, before any work.
@@ -331,6 +341,7 @@ class CheckpointReport:
     peak_rss_before_stage: tuple[tuple[str, int], ...]
     jax_version: str
     orbax_version: str
+    compilation_cache: str = "off"
 
     @property
     def num_device_shards(self) -> int:
@@ -383,6 +394,7 @@ def _report(plan: CheckpointPlan, result: dict[str, Any]) -> CheckpointReport:
         save_seconds=float(result["save_seconds"]),
         restore_seconds=float(result["restore_seconds"]),
         restore_verified=bool(result["restore_verified"]),
+        compilation_cache=str(result.get("compilation_cache", "off")),
         baseline_rss_bytes=int(result["baseline_rss_bytes"]),
         peak_rss_bytes=int(result["peak_rss_bytes"]),
         peak_rss_before_stage=tuple((stage, int(peak)) for stage, peak in result["peak_rss_before_stage"].items()),
@@ -471,7 +483,7 @@ def _run_in(
                 "specs": {path: _spec_json(spec) for path, spec in plan.specs.items()},
             },
             folder=folder,
-            env=_worker_env(plan.mesh.num_devices),
+            env=_worker_env(plan.mesh.num_devices) | compilation_cache_env(),
             started=None if prestarted is None else prestarted.process,
         )
         progress = None if on_progress is None else (lambda _name, stage: on_progress(stage))
@@ -578,6 +590,7 @@ def checkpoint_record(report: CheckpointReport) -> dict[str, Any]:
         "save_seconds": report.save_seconds,
         "restore_seconds": report.restore_seconds,
         "restore_verified": report.restore_verified,
+        "compilation_cache": report.compilation_cache,
         "baseline_rss_bytes": report.baseline_rss_bytes,
         "peak_rss_bytes": report.peak_rss_bytes,
         "peak_rss_before_stage": dict(report.peak_rss_before_stage),

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 from flax import traverse_util
+from jax import monitoring
 from jax.sharding import NamedSharding, PartitionSpec
 
 from dcsim import models, prestart
@@ -161,11 +162,12 @@ def _fault(stage: str) -> None:
 
 def init_params(
     config: ModelConfig, dtype: Any, mesh: jax.sharding.Mesh, specs: dict[str, list[Any]]
-) -> tuple[Any, Any]:
+) -> tuple[Any, Any, str]:
     """The model's ``params``, initialised for real in ``dtype`` and born sharded on ``mesh``.
 
     ``specs`` maps each parameter path (``Dense_0/kernel``) to its PartitionSpec as JSON. Returns
-    the parameters and their shardings (the same tree). On a mesh that spans several processes,
+    the parameters, their shardings (the same tree) and whether XLA's compilation cache served the
+    init program (``hit``, ``miss`` or ``off``). On a mesh that spans several processes,
     each process materialises only the shards of its own devices.
     """
     module, inputs = models.build(config)
@@ -182,10 +184,39 @@ def init_params(
         params = module.init(key, *(jnp.zeros(x.shape, x.dtype) for x in inputs))["params"]
         return jax.tree.map(lambda leaf: leaf.astype(dtype), params)
 
+    key = jax.random.PRNGKey(config.seed)
     # Born sharded: each device materialises only its own shards, never a whole replica first.
-    params = jax.jit(init, out_shardings=shardings)(jax.random.PRNGKey(config.seed))
+    with _compilation_cache_events() as events:
+        params = jax.jit(init, out_shardings=shardings)(key)
     jax.block_until_ready(params)
-    return params, shardings
+    return params, shardings, _cache_status(events)
+
+
+_CACHE_HIT, _CACHE_MISS = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
+
+
+@contextlib.contextmanager
+def _compilation_cache_events() -> Iterator[list[str]]:
+    """JAX's persistent compilation cache's hits and misses while the block runs."""
+    seen: list[str] = []
+
+    def listen(event: str, **_: Any) -> None:
+        if event in (_CACHE_HIT, _CACHE_MISS):
+            seen.append(event)
+
+    monitoring.register_event_listener(listen)
+    try:
+        yield seen
+    finally:
+        monitoring.unregister_event_listener(listen)
+
+
+def _cache_status(events: list[str]) -> str:
+    """``hit`` (the init program was read from the cache), ``miss`` (compiled; kept if it took a
+    second or more) or ``off`` (no cache: see ``dcsim.workers.compilation_cache_env``)."""
+    if not jax.config.jax_compilation_cache_dir:
+        return "off"
+    return "hit" if _CACHE_HIT in events else "miss"
 
 
 class Initialised(NamedTuple):
@@ -196,6 +227,7 @@ class Initialised(NamedTuple):
     init_seconds: float
     raw_payload_bytes: int  # every value once, in the storage dtype
     device_bytes: int  # what this process's devices hold, replicas included
+    compilation_cache: str  # hit, miss or off: see ``_cache_status``
 
 
 def init_and_weigh(
@@ -203,12 +235,12 @@ def init_and_weigh(
 ) -> Initialised:
     """``init_params``, timed, with the raw payload and the bytes this process's devices hold."""
     started = time.perf_counter()
-    params, shardings = init_params(config, dtype, mesh, specs)
+    params, shardings, compilation_cache = init_params(config, dtype, mesh, specs)
     init_seconds = time.perf_counter() - started
     leaves = traverse_util.flatten_dict(params).values()
     raw_payload_bytes = sum(int(leaf.size) * leaf.dtype.itemsize for leaf in leaves)
     device_bytes = sum(int(shard.data.nbytes) for leaf in leaves for shard in leaf.addressable_shards)
-    return Initialised(params, shardings, init_seconds, raw_payload_bytes, device_bytes)
+    return Initialised(params, shardings, init_seconds, raw_payload_bytes, device_bytes, compilation_cache)
 
 
 def save_params(path: Path, params: Any, *, while_writing: Callable[[], None] | None = None) -> None:
@@ -269,9 +301,8 @@ def measure(request: dict[str, Any], workdir: Path, progress: Any, *, set_device
     mesh = jax.make_mesh([size for _, size in axes], [name for name, _ in axes])
 
     stage("initialising")
-    params, shardings, init_seconds, raw_payload_bytes, device_bytes = init_and_weigh(
-        config, dtype, mesh, request["specs"]
-    )
+    initialised = init_and_weigh(config, dtype, mesh, request["specs"])
+    params, shardings = initialised.params, initialised.shardings
 
     folder = Path(tempfile.mkdtemp(prefix="save-", dir=workdir))
     try:
@@ -297,10 +328,11 @@ def measure(request: dict[str, Any], workdir: Path, progress: Any, *, set_device
     stage("done")
     return {
         "num_devices": num_devices,
-        "raw_payload_bytes": int(raw_payload_bytes),
-        "device_bytes": int(device_bytes),
+        "raw_payload_bytes": int(initialised.raw_payload_bytes),
+        "device_bytes": int(initialised.device_bytes),
         "files": files,
-        "init_seconds": init_seconds,
+        "init_seconds": initialised.init_seconds,
+        "compilation_cache": initialised.compilation_cache,
         "save_seconds": save_seconds,
         "restore_seconds": restore_seconds,
         "restore_verified": bool(verified),

@@ -488,7 +488,8 @@ def render_checkpoint_table(report: checkpoint.CheckpointReport) -> str:
         "",
         _frame_text(checkpoint.file_groups_frame(report)),
         "",
-        f"init {report.init_seconds:.3f} s · save {report.save_seconds:.3f} s · restore {report.restore_seconds:.3f} s",
+        f"init {report.init_seconds:.3f} s (XLA compilation cache: {report.compilation_cache}) · "
+        f"save {report.save_seconds:.3f} s · restore {report.restore_seconds:.3f} s",
         f"restore verified bit for bit: {'yes' if report.restore_verified else 'NO'}",
         f"child peak memory {units.binary_bytes(report.peak_rss_bytes)} "
         f"(idle baseline {units.binary_bytes(report.baseline_rss_bytes)})",

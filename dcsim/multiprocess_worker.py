@@ -146,9 +146,8 @@ def measure(request: dict[str, Any], progress: Any) -> dict[str, Any]:
     mesh = jax.make_mesh([size for _, size in axes], [name for name, _ in axes])
 
     stage("initialising")
-    params, shardings, init_seconds, raw_payload_bytes, device_bytes = init_and_weigh(
-        config, dtype, mesh, request["specs"]
-    )
+    initialised = init_and_weigh(config, dtype, mesh, request["specs"])
+    params, shardings = initialised.params, initialised.shardings
     # Everyone starts the save together, so the group's save time is the save, not a peer's init.
     multihost_utils.sync_global_devices("dcsim: before save")
 
@@ -181,10 +180,10 @@ def measure(request: dict[str, Any], progress: Any) -> dict[str, Any]:
         "num_processes": num_processes,
         "num_devices": num_devices,
         "num_local_devices": jax.local_device_count(),
-        "raw_payload_bytes": int(raw_payload_bytes),
-        "device_bytes": int(device_bytes),
+        "raw_payload_bytes": int(initialised.raw_payload_bytes),
+        "device_bytes": int(initialised.device_bytes),
         "files": files,
-        "init_seconds": init_seconds,
+        "init_seconds": initialised.init_seconds,
         "save_seconds": save_ended - save_started,
         "restore_seconds": restore_ended - restore_started,
         "save_started": save_started,

@@ -83,6 +83,7 @@ def start() -> Prestarted | None:
         "XLA_FLAGS": workers.worker_xla_flags(os.environ.get("XLA_FLAGS", ""), None),
         "JAX_PLATFORMS": "cpu",
         PARENT_ENV: str(os.getpid()),
+        **workers.compilation_cache_env(),
     }
     try:
         with open(folder / "stderr.txt", "wb") as stderr:

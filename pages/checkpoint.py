@@ -17,6 +17,11 @@ frame.require_router()
 # Pixels: the widest label ("Restored bit for bit" and its help icon, about 130) fits, and five fit a
 # laptop's row (5 x 140 + gaps = 764 of 820 at 1280 wide), two a phone's (296 of 358 at 390 wide).
 METRIC_WIDTH = 140
+CACHE_WORDS = {
+    "hit": "hit, the program was read back instead of compiled",
+    "miss": "miss, the program was compiled (and kept for next time if that took a second or more)",
+    "off": "off",
+}
 JUST_MEASURED = "dcsim.checkpoint.just_measured"
 MESH_KEY = state.WIDGET_PREFIX + "checkpoint.mesh"
 VALID_MESH = "dcsim.checkpoint.valid_mesh"
@@ -276,7 +281,12 @@ if kept:
         ),
         ("Save", f"{result.save_seconds:.2f} s", "From the call to save until the checkpoint was committed."),
         ("Restore", f"{result.restore_seconds:.2f} s", "From the call to restore until every array was ready."),
-        ("Initialisation", f"{result.init_seconds:.2f} s", "The concrete initialisation of the parameters."),
+        (
+            "Initialisation",
+            f"{result.init_seconds:.2f} s",
+            "The concrete initialisation of the parameters, compiling its program included. XLA's "
+            f"compilation cache: {CACHE_WORDS.get(result.compilation_cache, result.compilation_cache)}.",
+        ),
         ("Devices", units.count(result.num_devices), f"Virtual CPU devices: mesh {result.mesh}, {result.strategy}."),
     ]:
         figures.metric(label, value, help=explanation, width=METRIC_WIDTH)

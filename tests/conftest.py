@@ -6,12 +6,15 @@ must mean the browser tests ran.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -37,6 +40,12 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-quic",
 ]
+# XLA's compilation cache for the checkpoint workers (``dcsim.workers.compilation_cache_env``):
+# one folder for the run, removed after it, instead of the user's own ~/.cache.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ and "DCSIM_COMPILATION_CACHE" not in os.environ:
+    _XLA_CACHE = tempfile.mkdtemp(prefix="dcsim-test-xla-")
+    os.environ["DCSIM_COMPILATION_CACHE"] = _XLA_CACHE
+    atexit.register(shutil.rmtree, _XLA_CACHE, ignore_errors=True)
 SERVER_START_SECONDS = 90
 # Playwright's 5 s default for `expect` is tight on two shared cores under a full test run; a
 # waiting expect costs nothing when the page is quick, so leave a busy CI machine room.

@@ -101,6 +101,26 @@ def test_dense_1024_is_saved_measured_restored_and_removed(own_tmp, mesh, strate
     assert ("Storage dtype:" in explanation) == (dtype != "float32")
 
 
+def test_the_same_measurement_again_reads_its_init_program_from_xlas_cache(own_tmp, monkeypatch):
+    cache = own_tmp.parent / f"{own_tmp.name}-xla"
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    monkeypatch.setenv(workers.COMPILATION_CACHE_ENV, str(cache))
+    # JAX keeps only programs that took a second to compile; this small one must be kept too.
+    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    first = measure_checkpoint(DENSE_1024, mesh="data=2", strategy="fsdp")
+    again = measure_checkpoint(DENSE_1024, mesh="data=2", strategy="fsdp")
+    other = measure_checkpoint(DENSE_1024, mesh="data=2", strategy="fsdp", dtype="bfloat16")
+    assert (first.compilation_cache, again.compilation_cache, other.compilation_cache) == ("miss", "hit", "miss")
+    assert first.restore_verified and again.restore_verified and other.restore_verified
+    assert again.device_bytes == first.device_bytes and again.raw_payload_bytes == first.raw_payload_bytes
+    assert checkpoint.checkpoint_record(again)["compilation_cache"] == "hit"
+    assert any(path.name.startswith("jit_init-") for path in cache.iterdir())
+    assert list(own_tmp.iterdir()) == []
+
+    monkeypatch.setenv(workers.COMPILATION_CACHE_ENV, "off")
+    assert measure_checkpoint(DENSE_1024, mesh="data=2", strategy="fsdp").compilation_cache == "off"
+
+
 @pytest.mark.parametrize(
     "fault, error, message",
     [

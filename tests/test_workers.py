@@ -98,3 +98,52 @@ def test_work_past_the_limit_is_ended_once_every_worker_is_up(tmp_path):
     with pytest.raises(workers.WorkerTimeout, match=r"time limit of 1\.5 s passed before the hangs finished") as err:
         run_workers(jobs, timeout_seconds=1.5, start_seconds=30)
     assert not err.value.starting
+
+
+# --- XLA's compilation cache for the checkpoint workers ------------------------------------------
+
+
+@pytest.fixture
+def cache_env(monkeypatch):
+    """No cache setting of the caller's, so each test sets the one it is about."""
+    for name in (workers.COMPILATION_CACHE_ENV, "JAX_COMPILATION_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize("word", ["off", "OFF", " 0 ", "false", "no", "none"])
+def test_the_compilation_cache_can_be_turned_off(cache_env, word):
+    cache_env.setenv(workers.COMPILATION_CACHE_ENV, word)
+    assert workers.compilation_cache_folder() is None
+    assert workers.compilation_cache_env() == {}
+
+
+def test_the_compilation_cache_goes_where_it_is_told_bounded_and_private(cache_env, tmp_path):
+    folder = tmp_path / "nested" / "xla"
+    cache_env.setenv(workers.COMPILATION_CACHE_ENV, str(folder))
+    assert workers.compilation_cache_env() == {
+        "JAX_COMPILATION_CACHE_DIR": str(folder),
+        "JAX_COMPILATION_CACHE_MAX_SIZE": str(256 * 2**20),
+    }
+    assert folder.is_dir() and folder.stat().st_mode & 0o777 == 0o700
+
+
+def test_the_compilation_cache_defaults_to_the_users_cache_folder(cache_env, tmp_path):
+    cache_env.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert workers.compilation_cache_env()["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path / "dcsim" / "xla")
+    cache_env.delenv("XDG_CACHE_HOME")
+    cache_env.setenv("HOME", str(tmp_path / "home"))
+    assert workers.compilation_cache_folder() == tmp_path / "home" / ".cache" / "dcsim" / "xla"
+
+
+def test_the_callers_own_jax_cache_is_left_alone(cache_env, tmp_path):
+    cache_env.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "theirs"))
+    cache_env.setenv(workers.COMPILATION_CACHE_ENV, str(tmp_path / "ours"))
+    assert workers.compilation_cache_env() == {}
+    assert not (tmp_path / "ours").exists()
+
+
+def test_a_cache_folder_that_cannot_be_made_leaves_the_cache_off(cache_env, tmp_path):
+    (tmp_path / "a-file").write_text("not a folder")
+    cache_env.setenv(workers.COMPILATION_CACHE_ENV, str(tmp_path / "a-file" / "xla"))
+    assert workers.compilation_cache_env() == {}
