@@ -35,6 +35,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import traverse_util
 from jax import monitoring
+from jax.extend.core import jaxpr_as_fun
 from jax.sharding import NamedSharding, PartitionSpec
 
 from dcsim import models, prestart
@@ -160,29 +161,59 @@ def _fault(stage: str) -> None:
 # --- the steps both workers share (this one and ``dcsim.multiprocess_worker``) --------------------
 
 
-def init_params(
-    config: ModelConfig, dtype: Any, mesh: jax.sharding.Mesh, specs: dict[str, list[Any]]
-) -> tuple[Any, Any, str]:
-    """The model's ``params``, initialised for real in ``dtype`` and born sharded on ``mesh``.
+class TracedInit(NamedTuple):
+    """A model's init program traced to a jaxpr (shapes only, no values): ``trace_init``'s result."""
 
-    ``specs`` maps each parameter path (``Dense_0/kernel``) to its PartitionSpec as JSON. Returns
-    the parameters, their shardings (the same tree) and whether XLA's compilation cache served the
-    init program (``hit``, ``miss`` or ``off``). On a mesh that spans several processes,
-    each process materialises only the shards of its own devices.
-    """
+    config: dict[str, Any]  # the ``ModelConfig.to_dict()`` it was traced for
+    dtype: str
+    jaxpr: Any  # the ClosedJaxpr from the key to the flat list of parameter arrays
+    params: Any  # the parameters' tree of ShapeDtypeStructs
+
+    def matches(self, config: ModelConfig, dtype: Any) -> bool:
+        return self.config == config.to_dict() and self.dtype == str(jnp.dtype(dtype))
+
+
+def trace_init(config: ModelConfig, dtype: Any) -> TracedInit:
+    """Trace the model's init, in ``dtype``, to a jaxpr: shapes only, no array is made and JAX's
+    backend need not have started (so a pre-started child can do it while it waits for the mesh)."""
     module, inputs = models.build(config)
-    abstract = jax.eval_shape(module.init, jax.random.PRNGKey(config.seed), *inputs)["params"]
-    flat_specs = {tuple(path.split("/")): _spec(entries) for path, entries in specs.items()}
-    flat_abstract = traverse_util.flatten_dict(abstract)
-    if set(flat_specs) != set(flat_abstract):
-        raise RuntimeError("the PartitionSpecs do not name the model's parameter arrays")
-    shardings = traverse_util.unflatten_dict({key: NamedSharding(mesh, spec) for key, spec in flat_specs.items()})
 
     def init(key: jax.Array) -> Any:
         # Zeros as traced constants: no input array outlives the init. Parameters only: the
         # `params` collection is what `total_params` counts and what this measurement saves.
         params = module.init(key, *(jnp.zeros(x.shape, x.dtype) for x in inputs))["params"]
         return jax.tree.map(lambda leaf: leaf.astype(dtype), params)
+
+    key = jax.eval_shape(jax.random.PRNGKey, config.seed)
+    jaxpr, params = jax.make_jaxpr(init, return_shape=True)(key)
+    return TracedInit(config.to_dict(), str(jnp.dtype(dtype)), jaxpr, params)
+
+
+def init_params(
+    config: ModelConfig,
+    dtype: Any,
+    mesh: jax.sharding.Mesh,
+    specs: dict[str, list[Any]],
+    traced: TracedInit | None = None,
+) -> tuple[Any, Any, str]:
+    """The model's ``params``, initialised for real in ``dtype`` and born sharded on ``mesh``.
+
+    ``specs`` maps each parameter path (``Dense_0/kernel``) to its PartitionSpec as JSON;
+    ``traced``, ``trace_init``'s result if it was traced already (for another model or dtype it is
+    traced again). Returns the parameters, their shardings (the same tree) and whether XLA's
+    compilation cache served the init program (``hit``, ``miss`` or ``off``). On a mesh that spans
+    several processes, each process materialises only the shards of its own devices.
+    """
+    if traced is None or not traced.matches(config, dtype):
+        traced = trace_init(config, dtype)
+    flat_specs = {tuple(path.split("/")): _spec(entries) for path, entries in specs.items()}
+    if set(flat_specs) != set(traverse_util.flatten_dict(traced.params)):
+        raise RuntimeError("the PartitionSpecs do not name the model's parameter arrays")
+    shardings = traverse_util.unflatten_dict({key: NamedSharding(mesh, spec) for key, spec in flat_specs.items()})
+    program, tree = jaxpr_as_fun(traced.jaxpr), jax.tree.structure(traced.params)
+
+    def init(key: jax.Array) -> Any:  # the traced program, replayed: the same values as tracing again
+        return jax.tree.unflatten(tree, program(key))
 
     key = jax.random.PRNGKey(config.seed)
     # Born sharded: each device materialises only its own shards, never a whole replica first.
@@ -231,11 +262,15 @@ class Initialised(NamedTuple):
 
 
 def init_and_weigh(
-    config: ModelConfig, dtype: Any, mesh: jax.sharding.Mesh, specs: dict[str, list[Any]]
+    config: ModelConfig,
+    dtype: Any,
+    mesh: jax.sharding.Mesh,
+    specs: dict[str, list[Any]],
+    traced: TracedInit | None = None,
 ) -> Initialised:
     """``init_params``, timed, with the raw payload and the bytes this process's devices hold."""
     started = time.perf_counter()
-    params, shardings, compilation_cache = init_params(config, dtype, mesh, specs)
+    params, shardings, compilation_cache = init_params(config, dtype, mesh, specs, traced)
     init_seconds = time.perf_counter() - started
     leaves = traverse_util.flatten_dict(params).values()
     raw_payload_bytes = sum(int(leaf.size) * leaf.dtype.itemsize for leaf in leaves)
@@ -275,7 +310,14 @@ def same_tree(saved: Any, restored: Any) -> bool:
     )
 
 
-def measure(request: dict[str, Any], workdir: Path, progress: Any, *, set_device_count: bool = False) -> dict[str, Any]:
+def measure(
+    request: dict[str, Any],
+    workdir: Path,
+    progress: Any,
+    *,
+    set_device_count: bool = False,
+    traced: TracedInit | None = None,
+) -> dict[str, Any]:
     peaks: dict[str, int] = {}
 
     def stage(name: str) -> None:
@@ -301,7 +343,7 @@ def measure(request: dict[str, Any], workdir: Path, progress: Any, *, set_device
     mesh = jax.make_mesh([size for _, size in axes], [name for name, _ in axes])
 
     stage("initialising")
-    initialised = init_and_weigh(config, dtype, mesh, request["specs"])
+    initialised = init_and_weigh(config, dtype, mesh, request["specs"], traced)
     params, shardings = initialised.params, initialised.shardings
 
     folder = Path(tempfile.mkdtemp(prefix="save-", dir=workdir))
@@ -347,24 +389,45 @@ WAIT_FLAG = "--wait"
 _WAIT_POLL_SECONDS = 0.01
 
 
-def wait_for_request(path: Path, *, wait_seconds: float) -> bool:
-    """Wait (pre-started by ``dcsim.prestart``) until the request file exists; ``False`` if the
-    parent died or ``wait_seconds`` passed first. Nothing of JAX's backend has started yet."""
+class Waited(NamedTuple):
+    """How ``wait_for_request`` ended: whether the request came, and the init it traced meanwhile."""
+
+    requested: bool
+    traced: TracedInit | None
+
+
+def wait_for_request(path: Path, *, wait_seconds: float) -> Waited:
+    """Wait (pre-started by ``dcsim.prestart``) until the request file exists; not ``requested``
+    if the parent died or ``wait_seconds`` passed first. Nothing of JAX's backend has started yet.
+
+    If the parent previews the model first (``prestart.PREVIEW_FILE`` beside the request: the
+    configuration and dtype, written as soon as it has them, before its own count and layout),
+    its init is traced while the parent plans, so the request finds it done. A preview that
+    cannot be traced is left for the request to trace again and report.
+    """
     # The parent's pid as the parent gave it: by the time this runs (after the imports) the parent
     # may already be gone and this process adopted by another.
     parent = int(os.environ.get(prestart.PARENT_ENV) or os.getppid())
     deadline = time.monotonic() + wait_seconds
+    preview, previewed, traced = path.parent / prestart.PREVIEW_FILE, False, None
     while not path.exists():
         if os.getppid() != parent or time.monotonic() > deadline:
-            return False
+            return Waited(False, None)
+        if not previewed and preview.exists():
+            previewed = True
+            with contextlib.suppress(Exception):  # the request will trace it again and say what failed
+                shown = json.loads(preview.read_text())
+                traced = trace_init(ModelConfig.from_dict(shown["config"]), shown["dtype"])
+            continue
         time.sleep(_WAIT_POLL_SECONDS)
-    return True
+    return Waited(True, traced)
 
 
 def main(argv: list[str]) -> int:
     waiting = bool(argv) and argv[0] == WAIT_FLAG
     request_path, result_path, progress_path = (Path(arg) for arg in argv[waiting:])
-    if waiting and not wait_for_request(request_path, wait_seconds=prestart.WAIT_SECONDS):
+    waited = wait_for_request(request_path, wait_seconds=prestart.WAIT_SECONDS) if waiting else Waited(True, None)
+    if not waited.requested:
         # Never used: the folder is ours alone (the parent made it for this child).
         shutil.rmtree(request_path.parent, ignore_errors=True)
         return 3
@@ -372,7 +435,11 @@ def main(argv: list[str]) -> int:
     try:
         with open(progress_path, "a") as progress:
             result = measure(
-                json.loads(request_path.read_text()), result_path.parent, progress, set_device_count=waiting
+                json.loads(request_path.read_text()),
+                result_path.parent,
+                progress,
+                set_device_count=waiting,
+                traced=waited.traced,
             )
         code = 0
     except Exception as err:

@@ -514,9 +514,10 @@ def _checkpoint(args: argparse.Namespace) -> str:
     if args.processes is not None or args.processes_sweep is not None:
         return _checkpoint_processes(args)
     config = config_from_args(args)
-    report = checkpoint.measure_checkpoint(
-        config, dtype=config.dtype, prestarted=prestart.pending(), **_measurement_options(args)
-    )
+    waiting = prestart.pending()
+    if waiting is not None:  # the child traces the init while this process counts and lays it out
+        waiting.preview(config.to_dict(), config.dtype)
+    report = checkpoint.measure_checkpoint(config, dtype=config.dtype, prestarted=waiting, **_measurement_options(args))
     if args.format == "json":
         return json.dumps(checkpoint.checkpoint_record(report), indent=2) + "\n"
     return render_checkpoint_table(report)

@@ -23,16 +23,20 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from dcsim import workers
 
 WORKER_MODULE = "dcsim.checkpoint_worker"
+# The model and dtype, shown to the waiting child ahead of the request (``Prestarted.preview``).
+PREVIEW_FILE = "preview.json"
 FOLDER_PREFIX = "dcsim-checkpoint-"
 # The longest the child waits for its request; the parent plans in seconds, even for a model at
 # the ceiling, so this only bounds a parent that hangs.
@@ -59,6 +63,15 @@ class Prestarted:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def preview(self, config: Mapping[str, Any], dtype: str) -> None:
+        """Show the child the model (``ModelConfig.to_dict()``) and dtype before the request, so it
+        traces the init while the parent counts and lays it out. Only shapes: the child makes no
+        array until the request, which comes after the ceiling check. Written whole, then named."""
+        partial = self.folder / f"{PREVIEW_FILE}.partial"
+        with contextlib.suppress(OSError):  # no preview: the child traces when the request comes
+            partial.write_text(json.dumps({"config": dict(config), "dtype": dtype}))
+            partial.replace(self.folder / PREVIEW_FILE)
 
     def discard(self) -> None:
         """End the child's process group and remove its folder (again: a no-op)."""

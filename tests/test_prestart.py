@@ -9,13 +9,15 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
+from flax.traverse_util import flatten_dict
 
 from conftest import ROOT, processes_mentioning
-from dcsim import checkpoint, prestart, workers
+from dcsim import checkpoint, checkpoint_worker, models, prestart, workers
 from dcsim.checkpoint import CheckpointFailed, measure_checkpoint
 from dcsim.checkpoint_worker import FAULT_ENV
 from dcsim.config import DenseLayer, ModelConfig
@@ -86,6 +88,67 @@ def test_a_prestarted_child_measures_on_the_requested_mesh_and_leaves_nothing(ow
     assert stages == list(checkpoint.STAGES)
     assert waiting.process.returncode is not None  # ended and reaped
     assert list(own_tmp.iterdir()) == []
+
+
+def test_a_previewed_child_measures_the_request_not_the_preview(own_tmp):
+    waiting = prestart.start()
+    # A preview of another dtype: the child's early trace does not match and is traced again.
+    waiting.preview(SMALL.to_dict(), "bfloat16")
+    report = measure_checkpoint(SMALL, mesh="data=2", strategy="fsdp", prestarted=waiting)
+    assert report.dtype == "float32" and report.raw_payload_bytes == 4 * report.total_params
+    assert report.restore_verified is True
+    assert list(own_tmp.iterdir()) == []
+
+
+def _request_later(folder: Path, preview: str | None) -> threading.Thread:
+    def write() -> None:
+        if preview is not None:
+            (folder / prestart.PREVIEW_FILE).write_text(preview)
+        time.sleep(0.3)
+        (folder / "request.json").write_text("{}")
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    return thread
+
+
+def test_the_waiting_child_traces_a_previewed_init_before_its_request(tmp_path):
+    preview = json.dumps({"config": SMALL.to_dict(), "dtype": "bfloat16"})
+    thread = _request_later(tmp_path, preview)
+    waited = checkpoint_worker.wait_for_request(tmp_path / "request.json", wait_seconds=60)
+    thread.join()
+    assert waited.requested and waited.traced is not None
+    assert waited.traced.matches(SMALL, "bfloat16") and not waited.traced.matches(SMALL, "float32")
+    shapes = {key: (leaf.shape, str(leaf.dtype)) for key, leaf in flatten_dict(waited.traced.params).items()}
+    assert shapes == {
+        ("Dense_0", "kernel"): ((64, 32), "bfloat16"),
+        ("Dense_0", "bias"): ((32,), "bfloat16"),
+        ("Dense_1", "kernel"): ((32, 8), "bfloat16"),
+        ("Dense_1", "bias"): ((8,), "bfloat16"),
+    }
+
+
+@pytest.mark.parametrize("preview", [None, "{not json", json.dumps({"config": {"input_dim": -3}, "dtype": "float32"})])
+def test_no_preview_or_a_bad_one_still_waits_for_the_request(tmp_path, preview):
+    thread = _request_later(tmp_path, preview)
+    waited = checkpoint_worker.wait_for_request(tmp_path / "request.json", wait_seconds=60)
+    thread.join()
+    assert waited == checkpoint_worker.Waited(True, None)
+
+
+def test_the_replayed_trace_initialises_the_same_values_as_a_fresh_one():
+    import jax
+
+    mesh = jax.make_mesh((1,), ("data",))
+    specs = {"Dense_0/kernel": [], "Dense_0/bias": [], "Dense_1/kernel": [], "Dense_1/bias": []}
+    traced = checkpoint_worker.trace_init(SMALL, "float32")
+    early, _, _ = checkpoint_worker.init_params(SMALL, "float32", mesh, specs, traced)
+    again, _, _ = checkpoint_worker.init_params(SMALL, "float32", mesh, specs)
+    assert jax.tree.all(jax.tree.map(lambda a, b: bool((a == b).all()), early, again))
+    # Flax's own init, outside any trace: the values a user of the model gets for this seed.
+    module, inputs = models.build(SMALL)
+    direct = module.init(jax.random.PRNGKey(SMALL.seed), *(jax.numpy.zeros(x.shape, x.dtype) for x in inputs))
+    assert jax.tree.all(jax.tree.map(lambda a, b: bool((a == b).all()), early, direct["params"]))
 
 
 def test_a_prestarted_child_is_ended_when_the_plan_is_refused(own_tmp):
