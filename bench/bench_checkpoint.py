@@ -18,8 +18,8 @@ import os
 import sys
 import time
 
-from dcsim.checkpoint import measure_checkpoint
-from dcsim.config import DenseLayer, ModelConfig
+from dcsim.checkpoint.measurement import measure_checkpoint
+from dcsim.model.config import DenseLayer, ModelConfig
 
 MiB = 2**20
 INPUT_DIM = 1024

@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jax
 
-from dcsim import budget, layout
-from dcsim.config import ModelConfig
-from dcsim.count import count_params
+from dcsim.model.config import ModelConfig
+from dcsim.model.count import count_params
+from dcsim.sharding import budget, layout
 
 CONFIG = ModelConfig(preset="llama2-70b")
 

@@ -121,8 +121,8 @@ def bench_concrete(widths: list[int]) -> None:
 
 
 def bench_depth(repeats: int) -> None:
-    from dcsim.config import DenseLayer, ModelConfig
-    from dcsim.count import count_params
+    from dcsim.model.config import DenseLayer, ModelConfig
+    from dcsim.model.count import count_params
 
     print("\n## Counting cost against depth and width, in process (median of repeats)\n")
     print("| layers | width 8 | width 65,536 |")

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
 from conftest import CHROMIUM, CHROMIUM_ARGS, _free_port  # noqa: E402
-from dcsim import units  # noqa: E402
+from dcsim.report import units  # noqa: E402
 
 TOTAL = 20  # the seed example's parameter count: the landing page's default
 
@@ -98,7 +98,7 @@ PRESETS = ("gpt2-small", "llama2-70b", "resnet152", "bert-large", "vit-l16", "ll
 def preset_switches(browser, url: str) -> list[tuple[str, float]]:
     """Seconds from choosing a preset in the Model select box to its published count on screen
     (each preset's first visit: nothing cached)."""
-    from dcsim.presets import PRESETS as TABLE
+    from dcsim.model.presets import PRESETS as TABLE
 
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(url)

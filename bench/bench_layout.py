@@ -31,8 +31,9 @@ sys.path.insert(0, str(ROOT))
 
 import jax  # noqa: E402
 
-from dcsim import cli, layout  # noqa: E402
-from dcsim.count import ArrayRow, ParamReport  # noqa: E402
+from dcsim import cli  # noqa: E402
+from dcsim.model.count import ArrayRow, ParamReport  # noqa: E402
+from dcsim.sharding import layout  # noqa: E402
 
 # llama2-70b (Touvron et al. 2023): d_model 8192, 80 layers, 64 query heads and 8 key/value heads
 # of 128, MLP 28672, vocabulary 32000, untied output head.

@@ -39,9 +39,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 from conftest import CHROMIUM, CHROMIUM_ARGS, streamlit_server, wait_for_app  # noqa: E402
-from dcsim import layout, links  # noqa: E402
-from dcsim.config import DenseLayer, ModelConfig  # noqa: E402
-from dcsim.count import count_params  # noqa: E402
+from dcsim import links  # noqa: E402
+from dcsim.model.config import DenseLayer, ModelConfig  # noqa: E402
+from dcsim.model.count import count_params  # noqa: E402
+from dcsim.sharding import layout  # noqa: E402
 
 WIDTH = 8192
 MODELS = (

@@ -44,9 +44,10 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
 
 from conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
-from dcsim import links, units  # noqa: E402
-from dcsim.config import DenseLayer, ModelConfig  # noqa: E402
-from dcsim.count import count_params  # noqa: E402
+from dcsim import links  # noqa: E402
+from dcsim.model.config import DenseLayer, ModelConfig  # noqa: E402
+from dcsim.model.count import count_params  # noqa: E402
+from dcsim.report import units  # noqa: E402
 
 SHARDS_LABEL = "Number of checkpoint shards"
 TOTAL_LABEL = "Total parameters"

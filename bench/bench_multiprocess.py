@@ -4,7 +4,7 @@ Run from the repository root (prints Markdown; the recorded figures are in bench
 
     PYTHONPATH=. python bench/bench_multiprocess.py --repeats 3
 
-Each run is one full ``dcsim.multiprocess.measure_multiprocess``: P fresh processes join JAX's
+Each run is one full ``dcsim.checkpoint.multiprocess.measure_multiprocess``: P fresh processes join JAX's
 distributed runtime on 127.0.0.1 (gloo collectives), initialise a Dense(10,240) on input dimension
 1,024 (10,496,000 values, 41,984,000 raw float32 bytes) born sharded on a mesh of 4 virtual CPU
 devices, save it with Orbax into one folder, restore and compare. The single-process measurement
@@ -25,9 +25,9 @@ import statistics
 import sys
 import time
 
-from dcsim.checkpoint import measure_checkpoint
-from dcsim.config import DenseLayer, ModelConfig
-from dcsim.multiprocess import measure_multiprocess
+from dcsim.checkpoint.measurement import measure_checkpoint
+from dcsim.checkpoint.multiprocess import measure_multiprocess
+from dcsim.model.config import DenseLayer, ModelConfig
 
 MiB = 2**20
 CONFIG = ModelConfig(input_dim=1024, layers=(DenseLayer(features=10_240),))  # 10,496,000 values

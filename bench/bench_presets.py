@@ -83,12 +83,12 @@ def timed(function) -> tuple[float, object]:
 
 
 def in_process(repeats: int) -> None:
-    from dcsim import models
-    from dcsim.config import ModelConfig
-    from dcsim.count import count_module, count_params
+    from dcsim.model import modules
+    from dcsim.model.config import ModelConfig
+    from dcsim.model.count import count_module, count_params
 
     def full_unrolled(config: ModelConfig) -> object:
-        module, inputs = models.build(config)
+        module, inputs = modules.build(config)
         return count_module(module, *inputs)
 
     print("### In process: llama2-70b against the same 80 blocks at tiny widths\n")
@@ -135,9 +135,9 @@ def cli(repeats: int) -> None:
 
 
 def switching() -> None:
-    from dcsim.config import ModelConfig
-    from dcsim.count import count_params
-    from dcsim.presets import PRESETS
+    from dcsim.model.config import ModelConfig
+    from dcsim.model.count import count_params
+    from dcsim.model.presets import PRESETS
 
     print("### Switching presets in one process (each counted in turn, two rounds)\n")
     print("| preset | blocks | first round | second round |")

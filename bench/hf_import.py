@@ -7,7 +7,7 @@ Each model's published configuration (written out here: the Hub is not reachable
 transformers saves it (``config.to_json_string()``, every field a real config.json has), and the
 model class is built under ``accelerate.init_empty_weights`` and counted with ``num_parameters()``
 after ``tie_weights()``. The files go to ``tests/data/hf/``, the counts to
-``tests/data/hf/counts.json``; ``tests/test_hf.py`` opens every file with ``dcsim.hf`` and requires
+``tests/data/hf/counts.json``; ``tests/test_hf.py`` opens every file with ``dcsim.model.hf`` and requires
 dcsim's count to equal transformers'. Prints a Markdown table; bench/README.md records a run.
 """
 

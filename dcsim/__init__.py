@@ -11,21 +11,21 @@ from typing import Any
 
 # Loaded on first use (PEP 562), so that ``python -m dcsim`` can act before JAX is imported:
 # ``dcsim.__main__`` starts the checkpoint child first, and its interpreter start and imports
-# then overlap the parent's (see ``dcsim.prestart``).
+# then overlap the parent's (see ``dcsim.checkpoint.prestart``).
 _EXPORTS = {
-    "DenseLayer": "dcsim.config",
-    "ModelConfig": "dcsim.config",
-    "ArrayRow": "dcsim.count",
-    "LayerRow": "dcsim.count",
-    "ParamReport": "dcsim.count",
-    "count_module": "dcsim.count",
-    "count_params": "dcsim.count",
-    "FAMILY_SCHEMAS": "dcsim.presets",
-    "PRESETS": "dcsim.presets",
-    "HParam": "dcsim.presets",
-    "Preset": "dcsim.presets",
-    "IdealShare": "dcsim.shares",
-    "ideal_share": "dcsim.shares",
+    "DenseLayer": "dcsim.model.config",
+    "ModelConfig": "dcsim.model.config",
+    "ArrayRow": "dcsim.model.count",
+    "LayerRow": "dcsim.model.count",
+    "ParamReport": "dcsim.model.count",
+    "count_module": "dcsim.model.count",
+    "count_params": "dcsim.model.count",
+    "FAMILY_SCHEMAS": "dcsim.model.presets",
+    "PRESETS": "dcsim.model.presets",
+    "HParam": "dcsim.model.presets",
+    "Preset": "dcsim.model.presets",
+    "IdealShare": "dcsim.sharding.shares",
+    "ideal_share": "dcsim.sharding.shares",
     "distributed_checkpoint_simulate": "dcsim.simulate",
 }
 

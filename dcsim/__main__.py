@@ -1,7 +1,7 @@
 """``python -m dcsim``: see ``dcsim.cli``.
 
 A single-process ``checkpoint`` starts its child before anything imports JAX, so the child's
-start-up overlaps the parent's (``dcsim.prestart``); the child is ended on the way out unless the
+start-up overlaps the parent's (``dcsim.checkpoint.prestart``); the child is ended on the way out unless the
 measurement used it.
 
 That same command then leaves without the interpreter's teardown: by the time ``main`` returns the
@@ -15,7 +15,7 @@ import contextlib
 import os
 import sys
 
-from dcsim import prestart
+from dcsim.checkpoint import prestart
 
 
 def _leave_now(code: int) -> None:

@@ -18,26 +18,15 @@ from typing import NoReturn
 
 import pandas as pd
 
-from dcsim import (
-    breakdown,
-    budget,
-    checkpoint,
-    compare,
-    hf,
-    layout,
-    multiprocess,
-    optimizer,
-    payload,
-    presets,
-    prestart,
-    shares,
-    tables,
-    units,
-)
-from dcsim.config import DTYPES, ModelConfig, parse_int, parse_widths
-from dcsim.count import ParamReport, count_params
-from dcsim.payload import CHECKPOINT_DIFFERS
-from dcsim.presets import resolved_hparams
+from dcsim import compare
+from dcsim.checkpoint import measurement, multiprocess, prestart
+from dcsim.model import breakdown, hf, optimizer, presets
+from dcsim.model.config import DTYPES, ModelConfig, parse_int, parse_widths
+from dcsim.model.count import ParamReport, count_params
+from dcsim.model.presets import resolved_hparams
+from dcsim.report import tables, units
+from dcsim.sharding import budget, layout, payload, shares
+from dcsim.sharding.payload import CHECKPOINT_DIFFERS
 
 EXIT_INTERNAL = 1
 EXIT_USAGE = 2
@@ -451,14 +440,14 @@ def _add_checkpoint_command(commands: argparse._SubParsersAction) -> None:
     command.add_argument(
         "--max-params",
         metavar="N",
-        help=f"ceiling on the values all devices hold, replicas included (default {checkpoint.DEFAULT_MAX_PARAMS:,}, "
-        f"or ${checkpoint.MAX_PARAMS_ENV})",
+        help=f"ceiling on the values all devices hold, replicas included (default {measurement.DEFAULT_MAX_PARAMS:,}, "
+        f"or ${measurement.MAX_PARAMS_ENV})",
     )
     command.add_argument(
         "--timeout",
         metavar="SECONDS",
-        default=checkpoint.DEFAULT_TIMEOUT_SECONDS,
-        help=f"time limit (default {checkpoint.DEFAULT_TIMEOUT_SECONDS:g})",
+        default=measurement.DEFAULT_TIMEOUT_SECONDS,
+        help=f"time limit (default {measurement.DEFAULT_TIMEOUT_SECONDS:g})",
     )
     command.add_argument(
         "--processes",
@@ -476,9 +465,9 @@ def _add_checkpoint_command(commands: argparse._SubParsersAction) -> None:
     command.set_defaults(run=_checkpoint)
 
 
-def render_checkpoint_table(report: checkpoint.CheckpointReport) -> str:
+def render_checkpoint_table(report: measurement.CheckpointReport) -> str:
     """The ``checkpoint`` result for people: sizes beside the raw estimates, files, timings, why."""
-    sizes = checkpoint.sizes_frame(report)
+    sizes = measurement.sizes_frame(report)
     sizes.insert(2, "size", [units.binary_bytes(n) for n in sizes["num_bytes"]])
     lines = [
         f"checkpoint of {units.count(report.total_params)} parameters as {report.dtype}, mesh {report.mesh} "
@@ -486,7 +475,7 @@ def render_checkpoint_table(report: checkpoint.CheckpointReport) -> str:
         "",
         _frame_text(sizes),
         "",
-        _frame_text(checkpoint.file_groups_frame(report)),
+        _frame_text(measurement.file_groups_frame(report)),
         "",
         f"init {report.init_seconds:.3f} s (XLA compilation cache: {report.compilation_cache}) · "
         f"save {report.save_seconds:.3f} s · restore {report.restore_seconds:.3f} s",
@@ -494,7 +483,7 @@ def render_checkpoint_table(report: checkpoint.CheckpointReport) -> str:
         f"child peak memory {units.binary_bytes(report.peak_rss_bytes)} "
         f"(idle baseline {units.binary_bytes(report.baseline_rss_bytes)})",
         "",
-        *checkpoint.explain(report),
+        *measurement.explain(report),
     ]
     return "\n".join(lines) + "\n"
 
@@ -505,8 +494,10 @@ def _measurement_options(args: argparse.Namespace) -> dict[str, object]:
         "mesh": args.mesh,
         "strategy": args.strategy or ("custom" if args.rule else "replicated"),
         "rules": layout.parse_rules(args.rule),
-        "max_params": None if args.max_params is None else checkpoint.parse_max_params(args.max_params, "--max-params"),
-        "timeout_seconds": checkpoint.check_timeout(args.timeout, "--timeout"),
+        "max_params": None
+        if args.max_params is None
+        else measurement.parse_max_params(args.max_params, "--max-params"),
+        "timeout_seconds": measurement.check_timeout(args.timeout, "--timeout"),
     }
 
 
@@ -517,9 +508,11 @@ def _checkpoint(args: argparse.Namespace) -> str:
     waiting = prestart.pending()
     if waiting is not None:  # the child traces the init while this process counts and lays it out
         waiting.preview(config.to_dict(), config.dtype)
-    report = checkpoint.measure_checkpoint(config, dtype=config.dtype, prestarted=waiting, **_measurement_options(args))
+    report = measurement.measure_checkpoint(
+        config, dtype=config.dtype, prestarted=waiting, **_measurement_options(args)
+    )
     if args.format == "json":
-        return json.dumps(checkpoint.checkpoint_record(report), indent=2) + "\n"
+        return json.dumps(measurement.checkpoint_record(report), indent=2) + "\n"
     return render_checkpoint_table(report)
 
 
@@ -676,7 +669,7 @@ def render_processes_table(report: multiprocess.MultiprocessReport) -> str:
         _frame_text(multiprocess.file_places_frame(report)),
         "",
         *multiprocess.explain_processes(report),
-        *checkpoint.explain(totals),
+        *measurement.explain(totals),
         "",
         multiprocess.MULTIHOST_NOTE,
     ]
@@ -715,7 +708,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, TypeError, ValueError) as err:
         print(f"dcsim: error: {one_line(str(err))}", file=sys.stderr)
         return EXIT_USAGE
-    except checkpoint.CheckpointFailed as err:
+    except measurement.CheckpointFailed as err:
         print(f"dcsim: checkpoint failed: {one_line(str(err))}", file=sys.stderr)
         return EXIT_INTERNAL
     except KeyboardInterrupt:

@@ -2,7 +2,7 @@
 
 Teams compare the model they have with the one they want, at several shard counts, against a
 per-device budget. A ``Comparison`` holds up to ``MAX_SCENARIOS`` named ``Scenario``s, which one is
-the baseline, and the budget question (``dcsim.budget``). It travels three ways, each checked here:
+the baseline, and the budget question (``dcsim.sharding.budget``). It travels three ways, each checked here:
 
 - **JSON** (``"format": "dcsim.comparison"``, version 1): each scenario is its configuration's
   JSON object (``ModelConfig.to_dict``) plus ``name`` and ``dtype``; unknown keys are refused by
@@ -27,20 +27,14 @@ from urllib.parse import urlencode
 
 import pandas as pd
 
-from dcsim import budget as budgets
-from dcsim import links, optimizer, payload, presets, shares, units
-from dcsim.config import (
-    CONFIG_FORMAT,
-    CONFIG_VERSION,
-    MODEL_KEYS,
-    ModelConfig,
-    as_int,
-    json_kind,
-    load_json,
-    reject_unknown,
-    show,
-)
-from dcsim.count import ParamReport
+from dcsim import links
+from dcsim.inputs import as_int, json_kind, load_json, reject_unknown, show
+from dcsim.model import optimizer, presets
+from dcsim.model.config import CONFIG_FORMAT, CONFIG_VERSION, MODEL_KEYS, ModelConfig
+from dcsim.model.count import ParamReport
+from dcsim.report import units
+from dcsim.sharding import budget as budgets
+from dcsim.sharding import payload, shares
 
 MAX_SCENARIOS = 8
 MAX_NAME_CHARS = 64
@@ -361,7 +355,7 @@ def budget_frame(comparison: Comparison, answers: Sequence[budgets.Answer]) -> p
     ``ideal_shards`` (ideal share, an average), ``ideal_share_text``, ``devices`` (real layout,
     JAX's sharding rules; missing when no N up to 4,096 fits), ``per_device``, ``larger_searched``
     (how many N above the answer were searched), ``larger_that_fit`` and ``larger_that_fail`` (how
-    many of them fit and do not), and ``summary`` (``dcsim.budget.summary``: the answer in words)."""
+    many of them fit and do not), and ``summary`` (``dcsim.sharding.budget.summary``: the answer in words)."""
     budget = comparison.budget
     return pd.DataFrame(
         {
@@ -383,7 +377,7 @@ def budget_frame(comparison: Comparison, answers: Sequence[budgets.Answer]) -> p
 
 def held_frame(comparison: Comparison, answers: Sequence[budgets.Answer]) -> pd.DataFrame:
     """What the fullest device holds under the real layout at the device counts worth showing
-    (``dcsim.budget.shown_counts``: the counts a team buys, the answer, the ideal share's count),
+    (``dcsim.sharding.budget.shown_counts``: the counts a team buys, the answer, the ideal share's count),
     per scenario: ``name``, ``devices``, ``mesh``, ``held`` (float, missing where the layout is
     impossible), ``held_text`` (exact), ``verdict`` (fits the budget, over the budget, cannot be
     laid out), ``is_answer`` (the fewest devices that fit), ``on_trend`` (a power of two: the

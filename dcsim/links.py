@@ -27,8 +27,9 @@ import re
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlencode
 
-from dcsim import presets
-from dcsim.config import (
+from dcsim.inputs import show
+from dcsim.model import presets
+from dcsim.model.config import (
     MAX_LAYERS,
     MAX_MODEL_TYPE_CHARS,
     MAX_NAME_CHARS,
@@ -38,7 +39,6 @@ from dcsim.config import (
     check_dtype,
     check_field,
     parse_int,
-    show,
 )
 
 LINK_VERSION = 2

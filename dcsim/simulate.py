@@ -7,7 +7,7 @@ allocates nothing.
 
 Its result is a floating JAX array, float32 unless 64-bit mode is on, so large counts round
 ((4096 + 1) x 16385 = 67,129,345 comes back as 67,129,344). That is the contract; dcsim's own
-views use the exact integer report of ``dcsim.count`` instead.
+views use the exact integer report of ``dcsim.model.count`` instead.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dcsim.config import FIELD_LIMITS, as_int
+from dcsim.inputs import as_int
+from dcsim.model.config import FIELD_LIMITS
 
 _, _MAX_SEED, _SEED_RULE = FIELD_LIMITS["seed"]
 # The largest dimension XLA can describe (its shapes are int64).

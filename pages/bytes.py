@@ -3,8 +3,10 @@ checkpoint size."""
 
 import streamlit as st
 
-from dcsim import breakdown, charts, optimizer, payload, tables, units
-from dcsim.config import show
+from dcsim.inputs import show
+from dcsim.model import breakdown, optimizer
+from dcsim.report import charts, tables, units
+from dcsim.sharding import payload
 from dcsim.ui import cache, frame, state, widgets
 
 frame.require_router()

@@ -6,9 +6,11 @@ import json
 
 import streamlit as st
 
-from dcsim import charts, checkpoint, multiprocess, payload, units
-from dcsim.config import show
-from dcsim.layout import parse_mesh
+from dcsim.checkpoint import measurement, multiprocess
+from dcsim.inputs import show
+from dcsim.report import charts, units
+from dcsim.sharding import payload
+from dcsim.sharding.layout import parse_mesh
 from dcsim.ui import cache, frame, state, widgets
 from dcsim.ui import checkpoint as measuring
 
@@ -95,7 +97,7 @@ mesh_text = mesh_col.selectbox(
     on_change=check_mesh,
     help=(
         "Virtual CPU devices in the child process, as AXIS=SIZE[,AXIS=SIZE...]: pick one or type a mesh "
-        f"such as data=2,model=2 (at most {checkpoint.MAX_DEVICES} devices)."
+        f"such as data=2,model=2 (at most {measurement.MAX_DEVICES} devices)."
     ),
 )
 strategy = strategy_col.selectbox(
@@ -156,7 +158,7 @@ if refusal:
     st.error(frame.plain(f"This model cannot be measured here: {refusal}."), icon=":material/block:")
     st.caption(
         "The ceiling keeps this server's measurement under about 1 GB of memory. Whoever runs this server can "
-        f"raise it with the environment variable `{checkpoint.MAX_PARAMS_ENV}` (see the hosting notes in the "
+        f"raise it with the environment variable `{measurement.MAX_PARAMS_ENV}` (see the hosting notes in the "
         "README); the plan, the ideal share and the layout above need no measurement."
     )
 elif plan is not None:
@@ -216,8 +218,8 @@ if clicked and plan is not None:
         )
 
         def show_stage(stage: str) -> None:
-            done = checkpoint.STAGES.index(stage) if stage in checkpoint.STAGES else 0
-            bar.progress(done / (len(checkpoint.STAGES) - 1), text=STAGE_TEXT.get(stage, stage))
+            done = measurement.STAGES.index(stage) if stage in measurement.STAGES else 0
+            bar.progress(done / (len(measurement.STAGES) - 1), text=STAGE_TEXT.get(stage, stage))
             status.update(label=f"{STAGE_TEXT.get(stage, stage)}…")
 
         group_stages: dict[int, str] = {}
@@ -303,7 +305,7 @@ if kept:
         f"JAX {result.jax_version}, orbax-checkpoint {result.orbax_version}."
     )
 
-    sizes = checkpoint.sizes_frame(result)
+    sizes = measurement.sizes_frame(result)
     st.dataframe(
         sizes.assign(num_bytes=sizes["num_bytes"].map(units.bytes_exact)),
         hide_index=True,
@@ -316,10 +318,10 @@ if kept:
     st.altair_chart(charts.checkpoint_sizes(sizes, result.dtype), width="stretch")
 
     st.subheader("Why they differ")
-    st.markdown("\n".join(f"- {frame.plain(line)}" for line in checkpoint.explain(result)))
+    st.markdown("\n".join(f"- {frame.plain(line)}" for line in measurement.explain(result)))
 
     st.subheader("Files")
-    groups = checkpoint.file_groups_frame(result)
+    groups = measurement.file_groups_frame(result)
     st.dataframe(
         groups.assign(
             num_files=groups["num_files"].map(units.count), num_bytes=groups["num_bytes"].map(units.bytes_exact)
@@ -331,7 +333,7 @@ if kept:
             "num_bytes": st.column_config.TextColumn("Bytes"),
         },
     )
-    files = checkpoint.files_frame(result)
+    files = measurement.files_frame(result)
     with st.expander(f"Every file ({result.num_files:,})"):
         st.dataframe(
             files.assign(num_bytes=files["num_bytes"].map(units.count)),
@@ -348,7 +350,7 @@ if kept:
     widgets.download("Files (CSV)", files, "dcsim-checkpoint-files.csv", where=files_csv)
     widgets.download(
         "Whole measurement (JSON)",
-        json.dumps(checkpoint.checkpoint_record(result), indent=2),
+        json.dumps(measurement.checkpoint_record(result), indent=2),
         "dcsim-checkpoint.json",
         where=record_json,
     )

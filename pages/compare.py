@@ -3,7 +3,10 @@
 import pandas as pd
 import streamlit as st
 
-from dcsim import budget, charts, compare, optimizer, payload, units
+from dcsim import compare
+from dcsim.model import optimizer
+from dcsim.report import charts, units
+from dcsim.sharding import budget, payload
 from dcsim.ui import compare as cs
 from dcsim.ui import frame, state, widgets
 

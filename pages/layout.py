@@ -5,7 +5,8 @@ import json
 
 import streamlit as st
 
-from dcsim import charts, layout, payload, shares, units
+from dcsim.report import charts, units
+from dcsim.sharding import layout, payload, shares
 from dcsim.ui import cache, frame, state, widgets
 from dcsim.ui import layout_widgets as lw
 

@@ -2,8 +2,10 @@
 
 import streamlit as st
 
-from dcsim import breakdown, payload, presets, shares, tables, units
-from dcsim.config import ModelConfig
+from dcsim.model import breakdown, presets
+from dcsim.model.config import ModelConfig
+from dcsim.report import tables, units
+from dcsim.sharding import payload, shares
 from dcsim.ui import cache, frame, state, widgets
 from dcsim.ui import model as model_form
 
@@ -92,7 +94,7 @@ report = cache.count(config)
 
 # Imported after the numbers above have gone to the browser: on a fresh server the first
 # visitor's answer then does not wait for Altair to load.
-from dcsim import charts  # noqa: E402
+from dcsim.report import charts  # noqa: E402
 
 st.subheader("Where the parameters are")
 layers_table = tables.layers_frame(report)

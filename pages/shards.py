@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from dcsim import charts, payload, shares, tables, units
+from dcsim.report import charts, tables, units
+from dcsim.sharding import payload, shares
 from dcsim.ui import cache, frame, state, widgets
 
 frame.require_router()

@@ -33,7 +33,8 @@ import re
 from pathlib import Path
 from urllib.parse import parse_qs, quote
 
-from dcsim import links, presets
+from dcsim import links
+from dcsim.model import presets
 from dcsim.ui.state import CONFIG
 
 ROOT = Path(__file__).resolve().parent.parent

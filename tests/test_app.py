@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import open_app, open_views, uploader
-from dcsim.config import DenseLayer, ModelConfig
+from dcsim.model.config import DenseLayer, ModelConfig
 
 PAGES = ["pages/model.py", "pages/shards.py", "pages/bytes.py"]
 EDITOR = "w.layers.0"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import open_app
-from dcsim import presets
+from dcsim.model import presets
 
 PAGES = ["pages/model.py", "pages/shards.py", "pages/bytes.py", "pages/layout.py", "pages/checkpoint.py"]
 LINKS = {

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dcsim import checkpoint
-from dcsim.checkpoint_worker import FAULT_ENV
-from dcsim.config import DenseLayer, ModelConfig
-from dcsim.layout import parse_mesh
+from dcsim.checkpoint import measurement
+from dcsim.checkpoint.worker import FAULT_ENV
+from dcsim.model.config import DenseLayer, ModelConfig
+from dcsim.sharding.layout import parse_mesh
 from dcsim.ui import checkpoint as measuring
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -31,7 +31,7 @@ RUN = "Save, measure and restore"
 @pytest.fixture(autouse=True)
 def fresh_server(monkeypatch):
     """Every test starts as a fresh server would: nothing measured, the default ceiling."""
-    monkeypatch.delenv(checkpoint.MAX_PARAMS_ENV, raising=False)
+    monkeypatch.delenv(measurement.MAX_PARAMS_ENV, raising=False)
     monkeypatch.delenv(FAULT_ENV, raising=False)
     measuring._reports.clear()
     measuring._plan.clear()
@@ -137,7 +137,7 @@ def test_measuring_dense_1024_shows_a_verified_report_kept_for_reruns_and_other_
     def must_not_run(*args, **kwargs):
         raise AssertionError("a kept report was measured again")
 
-    monkeypatch.setattr(checkpoint, "run_checkpoint", must_not_run)
+    monkeypatch.setattr(measurement, "run_checkpoint", must_not_run)
     at.run()
     at.switch_page("pages/model.py").run()
     at.switch_page(PAGE).run()
@@ -155,7 +155,7 @@ def test_measuring_dense_1024_shows_a_verified_report_kept_for_reruns_and_other_
         DENSE_1024_CONFIG, measuring.Settings(dtype="float32", mesh=ONE, strategy="replicated")
     )
     again = dataclasses.replace(kept.report, save_seconds=98.76)
-    monkeypatch.setattr(checkpoint, "run_checkpoint", lambda plan, on_progress: (on_progress("done"), again)[1])
+    monkeypatch.setattr(measurement, "run_checkpoint", lambda plan, on_progress: (on_progress("done"), again)[1])
     button(at).click().run()
     assert metrics(at)["Save"] == "98.76 s"
     other.run()
@@ -224,7 +224,7 @@ def test_a_model_over_the_ceiling_is_refused_before_anything_runs(query, message
 
 
 def test_the_ceiling_follows_the_server_environment(monkeypatch):
-    monkeypatch.setenv(checkpoint.MAX_PARAMS_ENV, "10")
+    monkeypatch.setenv(measurement.MAX_PARAMS_ENV, "10")
     at = open_page()  # 20 parameters
     assert "ceiling of 10 values" in shown(at.error[0])
     assert button(at).proto.disabled
@@ -276,8 +276,8 @@ def test_settings_from_a_link_and_a_typed_mesh():
 
 
 def test_a_disk_without_room_is_refused_with_the_figures(monkeypatch):
-    real_usage = checkpoint.shutil.disk_usage
-    monkeypatch.setattr(checkpoint.shutil, "disk_usage", lambda path: real_usage(path)._replace(free=1_000_000))
+    real_usage = measurement.shutil.disk_usage
+    monkeypatch.setattr(measurement.shutil, "disk_usage", lambda path: real_usage(path)._replace(free=1_000_000))
     at = open_page(DENSE_1024)
     button(at).click().run()
     assert not at.exception

@@ -6,7 +6,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from dcsim import compare
-from dcsim.config import DenseLayer, ModelConfig
+from dcsim.model.config import DenseLayer, ModelConfig
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 PAGE = "pages/compare.py"

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dcsim import checkpoint
-from dcsim.checkpoint_worker import FAULT_ENV
-from dcsim.multiprocess_worker import FAULT_PROCESS_ENV
+from dcsim.checkpoint import measurement
+from dcsim.checkpoint.multiprocess_worker import FAULT_PROCESS_ENV
+from dcsim.checkpoint.worker import FAULT_ENV
 from dcsim.ui import checkpoint as measuring
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -27,7 +27,7 @@ SWEEP = "Sweep 1, 2 and 4 processes"
 @pytest.fixture(autouse=True)
 def fresh_server(monkeypatch):
     """Every test starts as a fresh server would: nothing measured, the default ceiling, no faults."""
-    for name in (checkpoint.MAX_PARAMS_ENV, FAULT_ENV, FAULT_PROCESS_ENV):
+    for name in (measurement.MAX_PARAMS_ENV, FAULT_ENV, FAULT_PROCESS_ENV):
         monkeypatch.delenv(name, raising=False)
     measuring._reports.clear()
     measuring._sweeps.clear()

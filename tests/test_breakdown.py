@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from dcsim import breakdown
-from dcsim.config import DenseLayer, ModelConfig
-from dcsim.count import count_params
+from dcsim.model import breakdown
+from dcsim.model.config import DenseLayer, ModelConfig
+from dcsim.model.count import count_params
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,7 +60,7 @@ def test_other_frame_lists_batchnorm_statistics_apart():
     assert breakdown.breakdown_frame(report)["num_params"].sum() == report.total_params
 
 
-@pytest.mark.parametrize("module", ["dcsim/config.py", "dcsim/presets.py"])
+@pytest.mark.parametrize("module", ["dcsim/inputs.py", "dcsim/model/config.py", "dcsim/model/presets.py"])
 def test_schema_modules_stay_pure_python(module):
     # The links codec and the dashboard's forms read these cheaply: no JAX, Flax or optax import.
     tree = ast.parse((ROOT / module).read_text())

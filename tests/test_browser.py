@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import open_editor, share_link, streamlit_server, wait_for_app
-from dcsim.config import DenseLayer, ModelConfig
+from dcsim.model.config import DenseLayer, ModelConfig
 
 pytestmark = pytest.mark.browser
 

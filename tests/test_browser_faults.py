@@ -20,8 +20,8 @@ import pytest
 from playwright.sync_api import expect
 
 from conftest import _free_port, processes_mentioning, share_link, streamlit_server, wait_for_app
-from dcsim.checkpoint import TIMEOUT_ENV
-from dcsim.checkpoint_worker import FAULT_FILE_ENV
+from dcsim.checkpoint.measurement import TIMEOUT_ENV
+from dcsim.checkpoint.worker import FAULT_FILE_ENV
 
 pytestmark = pytest.mark.browser
 

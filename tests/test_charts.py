@@ -4,9 +4,9 @@ import dataclasses
 
 import pytest
 
-from dcsim import charts, tables, units
-from dcsim.config import DenseLayer, ModelConfig
-from dcsim.count import count_params
+from dcsim.model.config import DenseLayer, ModelConfig
+from dcsim.model.count import count_params
+from dcsim.report import charts, tables, units
 
 MNIST = ModelConfig(input_dim=784, layers=(DenseLayer(features=512), DenseLayer(features=512), DenseLayer(features=10)))
 
@@ -80,7 +80,7 @@ def test_raw_bytes_charts_say_they_are_not_the_checkpoint_size(report):
 
 def checkpoint_sizes_frame(dtype, disk_bytes):
     """``checkpoint.sizes_frame`` of a hand-made report: Dense(1024) on 1024, 1,049,600 values."""
-    from dcsim.checkpoint import CheckpointFile, CheckpointReport, sizes_frame
+    from dcsim.checkpoint.measurement import CheckpointFile, CheckpointReport, sizes_frame
 
     values = 1024 * 1024 + 1024
     files = (
@@ -150,7 +150,7 @@ DENSE_8_8 = ModelConfig(input_dim=8, layers=(DenseLayer(features=8),))
 
 
 def layout_strategies(mesh_text):
-    from dcsim import layout
+    from dcsim.sharding import layout
     from dcsim.ui import layout_widgets
 
     return layout_widgets.strategy_frame(DENSE_8_8, layout.parse_mesh(mesh_text), ())
@@ -188,7 +188,7 @@ def test_layout_vs_ideal_tooltips_are_exact_and_refused_strategies_have_no_bar()
 
 
 def test_layout_vs_ideal_baseline_goes_below_a_share_under_one():
-    from dcsim import layout
+    from dcsim.sharding import layout
     from dcsim.ui import layout_widgets
 
     strategies = layout_widgets.strategy_frame(DENSE_8_8, layout.parse_mesh("data=4096"), ())
@@ -246,7 +246,8 @@ def test_layout_bars_baseline_lies_below_every_figure(low, high, baseline):
 
 @pytest.fixture(scope="module")
 def comparison_tables():
-    from dcsim import budget, compare
+    from dcsim import compare
+    from dcsim.sharding import budget
 
     comparison = compare.Comparison(
         scenarios=(
@@ -326,7 +327,7 @@ def test_compare_line_charts_fit_the_width_only(comparison_tables):
 
 
 def sweep_frames():
-    """A sweep's two frames as dcsim.multiprocess builds them, with figures chosen by hand."""
+    """A sweep's two frames as dcsim.checkpoint.multiprocess builds them, with figures chosen by hand."""
     import pandas as pd
 
     sweep = pd.DataFrame(
@@ -398,7 +399,7 @@ def test_every_title_subtitle_and_legend_label_starts_in_upper_case(report, comp
     """A chart's words are captions too: each line of a title or subtitle starts with a capital or a
     digit (names the reader types, such as fsdp or data=N, go after it), and so do legend labels
     that are words rather than names (Save, Process 0, Ideal share)."""
-    from dcsim import layout
+    from dcsim.sharding import layout
     from dcsim.ui import layout_widgets
 
     table, sweep, held = comparison_tables

@@ -22,8 +22,8 @@ import pytest
 from hypothesis import given
 
 from conftest import processes_mentioning
-from dcsim import checkpoint, workers
-from dcsim.checkpoint import (
+from dcsim.checkpoint import measurement, workers
+from dcsim.checkpoint.measurement import (
     CheckpointBusy,
     CheckpointFailed,
     CheckpointNoSpace,
@@ -32,9 +32,9 @@ from dcsim.checkpoint import (
     measure_checkpoint,
     plan_checkpoint,
 )
-from dcsim.checkpoint_worker import FAULT_ENV
+from dcsim.checkpoint.worker import FAULT_ENV
 from dcsim.cli import main
-from dcsim.config import DenseLayer, ModelConfig
+from dcsim.model.config import DenseLayer, ModelConfig
 
 DENSE_1024 = ModelConfig(input_dim=1024, layers=(DenseLayer(features=1024),))
 DENSE_1024_VALUES = 1024 * 1024 + 1024  # kernel + bias: 1,049,600
@@ -78,10 +78,10 @@ def test_dense_1024_is_saved_measured_restored_and_removed(own_tmp, mesh, strate
     assert {"array data", "commit marker"} <= set(groups)
     # The arrays' chunks are the bulk: a few percent either side of the payload, nowhere near 2x.
     assert 0.5 * raw_payload < groups["array data"].num_bytes < 1.5 * raw_payload
-    assert stages == list(checkpoint.STAGES)
+    assert stages == list(measurement.STAGES)
     assert report.peak_rss_bytes >= report.baseline_rss_bytes > 0
     peaks = dict(report.peak_rss_before_stage)
-    assert list(peaks) == list(checkpoint.STAGES)
+    assert list(peaks) == list(measurement.STAGES)
     assert report.baseline_rss_bytes <= peaks["initialising"] <= peaks["saving"] <= report.peak_rss_bytes
     assert report.save_seconds > 0 and report.restore_seconds > 0
     specs = dict(report.partition_specs)
@@ -89,13 +89,13 @@ def test_dense_1024_is_saved_measured_restored_and_removed(own_tmp, mesh, strate
     assert list(own_tmp.iterdir()) == []  # the temporary folder is gone
 
     # The builders the CLI and the page share read the same figures.
-    record = checkpoint.checkpoint_record(report)
+    record = measurement.checkpoint_record(report)
     assert json.loads(json.dumps(record)) == record
-    sizes = dict(zip(*checkpoint.sizes_frame(report)[["figure", "num_bytes"]].T.values, strict=True))
+    sizes = dict(zip(*measurement.sizes_frame(report)[["figure", "num_bytes"]].T.values, strict=True))
     assert {key: sizes[key] for key in sizes} == {key: record[key] for key in sizes}
-    assert checkpoint.files_frame(report)["num_bytes"].sum() == report.disk_bytes
-    assert checkpoint.file_groups_frame(report)["num_files"].sum() == report.num_files
-    explanation = " ".join(checkpoint.explain(report))
+    assert measurement.files_frame(report)["num_bytes"].sum() == report.disk_bytes
+    assert measurement.file_groups_frame(report)["num_files"].sum() == report.num_files
+    explanation = " ".join(measurement.explain(report))
     assert f"raw payload of {raw_payload:,}" in explanation
     assert ("Replicas:" in explanation) == (device_bytes > raw_payload)
     assert ("Storage dtype:" in explanation) == (dtype != "float32")
@@ -113,7 +113,7 @@ def test_the_same_measurement_again_reads_its_init_program_from_xlas_cache(own_t
     assert (first.compilation_cache, again.compilation_cache, other.compilation_cache) == ("miss", "hit", "miss")
     assert first.restore_verified and again.restore_verified and other.restore_verified
     assert again.device_bytes == first.device_bytes and again.raw_payload_bytes == first.raw_payload_bytes
-    assert checkpoint.checkpoint_record(again)["compilation_cache"] == "hit"
+    assert measurement.checkpoint_record(again)["compilation_cache"] == "hit"
     assert any(path.name.startswith("jit_init-") for path in cache.iterdir())
     assert list(own_tmp.iterdir()) == []
 
@@ -198,7 +198,7 @@ def test_a_full_temporary_disk_is_named_and_leaves_nothing(own_tmp, monkeypatch)
 
 def test_a_disk_without_room_is_refused_before_anything_is_written(own_tmp, monkeypatch):
     plan = plan_checkpoint(DENSE_1024)
-    needed = checkpoint.disk_bytes_needed(plan)
+    needed = measurement.disk_bytes_needed(plan)
     assert needed > DENSE_1024_FLOAT32_BYTES
     real_usage = shutil.disk_usage
 
@@ -206,15 +206,15 @@ def test_a_disk_without_room_is_refused_before_anything_is_written(own_tmp, monk
         assert Path(path) == own_tmp  # the folder the measurement would write in
         return real_usage(path)._replace(free=needed - 1)
 
-    monkeypatch.setattr(checkpoint.shutil, "disk_usage", usage)
+    monkeypatch.setattr(measurement.shutil, "disk_usage", usage)
     started = []
-    monkeypatch.setattr(checkpoint, "run_workers", lambda *args, **kwargs: started.append(args))
+    monkeypatch.setattr(measurement, "run_workers", lambda *args, **kwargs: started.append(args))
     with pytest.raises(
         CheckpointNoSpace,
         match=rf"temporary folder {re.escape(str(own_tmp))} has {needed - 1:,} bytes free and this checkpoint "
         rf"needs about {needed:,} \(its raw float32 payload of 4,198,400 bytes .*nothing was written",
     ):
-        checkpoint.run_checkpoint(plan)
+        measurement.run_checkpoint(plan)
     assert started == [] and list(own_tmp.iterdir()) == []
 
 
@@ -222,7 +222,7 @@ def test_no_temporary_folder_is_a_failure_not_a_traceback(own_tmp, monkeypatch):
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(checkpoint.tempfile, "mkdtemp", full)
+    monkeypatch.setattr(measurement.tempfile, "mkdtemp", full)
     with pytest.raises(CheckpointFailed, match=r"no temporary folder could be made .*No space left on device"):
         measure_checkpoint(DENSE_1024)
 
@@ -277,43 +277,43 @@ def test_config_must_be_a_model_config():
 
 @pytest.mark.parametrize(
     "env, ceiling",
-    [(None, checkpoint.DEFAULT_MAX_PARAMS), ("1000", 1000), ("30_000_000", 30_000_000), ("3e7", 30_000_000)],
+    [(None, measurement.DEFAULT_MAX_PARAMS), ("1000", 1000), ("30_000_000", 30_000_000), ("3e7", 30_000_000)],
     ids=["unset", "plain", "underscores", "exponent"],
 )
 def test_the_ceiling_comes_from_the_environment(monkeypatch, env, ceiling):
     if env is None:
-        monkeypatch.delenv(checkpoint.MAX_PARAMS_ENV, raising=False)
+        monkeypatch.delenv(measurement.MAX_PARAMS_ENV, raising=False)
     else:
-        monkeypatch.setenv(checkpoint.MAX_PARAMS_ENV, env)
-    assert checkpoint.default_max_params() == ceiling
+        monkeypatch.setenv(measurement.MAX_PARAMS_ENV, env)
+    assert measurement.default_max_params() == ceiling
     assert plan_checkpoint(ModelConfig()).max_params == ceiling
     assert plan_checkpoint(ModelConfig(), max_params=25).max_params == 25  # an explicit ceiling wins
 
 
 @pytest.mark.parametrize(
     "env, seconds",
-    [(None, checkpoint.DEFAULT_TIMEOUT_SECONDS), ("", 120.0), ("2.5", 2.5)],
+    [(None, measurement.DEFAULT_TIMEOUT_SECONDS), ("", 120.0), ("2.5", 2.5)],
     ids=["unset", "empty", "set"],
 )
 def test_a_server_time_limit_comes_from_the_environment(monkeypatch, env, seconds):
     if env is None:
-        monkeypatch.delenv(checkpoint.TIMEOUT_ENV, raising=False)
+        monkeypatch.delenv(measurement.TIMEOUT_ENV, raising=False)
     else:
-        monkeypatch.setenv(checkpoint.TIMEOUT_ENV, env)
-    assert checkpoint.default_timeout_seconds() == seconds
+        monkeypatch.setenv(measurement.TIMEOUT_ENV, env)
+    assert measurement.default_timeout_seconds() == seconds
 
 
 @pytest.mark.parametrize("env", ["0", "soon", "1e9"])
 def test_a_bad_environment_time_limit_is_named(monkeypatch, env):
-    monkeypatch.setenv(checkpoint.TIMEOUT_ENV, env)
+    monkeypatch.setenv(measurement.TIMEOUT_ENV, env)
     with pytest.raises(
         ValueError, match=rf"`DCSIM_CHECKPOINT_TIMEOUT_SECONDS` must be a number of seconds .*got '{env}'"
     ):
-        checkpoint.default_timeout_seconds()
+        measurement.default_timeout_seconds()
 
 
 def test_a_bad_environment_ceiling_is_named(monkeypatch):
-    monkeypatch.setenv(checkpoint.MAX_PARAMS_ENV, "lots")
+    monkeypatch.setenv(measurement.MAX_PARAMS_ENV, "lots")
     with pytest.raises(ValueError, match=r"`DCSIM_CHECKPOINT_MAX_PARAMS` must be a positive integer, got 'lots'"):
         plan_checkpoint(ModelConfig())
 
@@ -360,7 +360,7 @@ def test_the_ceiling_refuses_exactly_the_layouts_that_hold_more(widths, devices,
     ids=lambda value: value.replace("/", "|") if isinstance(value, str) else None,
 )
 def test_file_kinds(path, kind):
-    assert checkpoint.file_kind(path) == kind
+    assert measurement.file_kind(path) == kind
 
 
 # --- one measurement at a time --------------------------------------------------------------------
@@ -444,14 +444,14 @@ def test_cli_failure_is_one_line_exit_1(own_tmp, capsys):
 
 
 def test_cli_environment_ceiling_refuses(capsys, monkeypatch):
-    monkeypatch.setenv(checkpoint.MAX_PARAMS_ENV, "19")
+    monkeypatch.setenv(measurement.MAX_PARAMS_ENV, "19")
     assert main(["checkpoint"]) == 2
     assert "over the checkpoint measurement's ceiling of 19 values" in capsys.readouterr().err
 
 
 def test_worker_environment_keeps_other_xla_flags(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false --xla_force_host_platform_device_count=3")
-    env = checkpoint._worker_env(8)
+    env = measurement._worker_env(8)
     assert env["XLA_FLAGS"].split() == [
         "--xla_cpu_enable_fast_math=false",
         f"--xla_backend_optimization_level={workers.WORKER_OPT_LEVEL}",
@@ -463,12 +463,12 @@ def test_worker_environment_keeps_other_xla_flags(monkeypatch):
 
 def test_worker_environment_lowers_the_optimisation_level_only_if_the_caller_did_not(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    assert checkpoint._worker_env(2)["XLA_FLAGS"].split() == [
+    assert measurement._worker_env(2)["XLA_FLAGS"].split() == [
         "--xla_backend_optimization_level=1",
         "--xla_force_host_platform_device_count=2",
     ]
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=3")
-    assert checkpoint._worker_env(2)["XLA_FLAGS"].split() == [
+    assert measurement._worker_env(2)["XLA_FLAGS"].split() == [
         "--xla_backend_optimization_level=3",
         "--xla_force_host_platform_device_count=2",
     ]

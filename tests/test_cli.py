@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from dcsim.cli import main
-from dcsim.config import ModelConfig
+from dcsim.model.config import ModelConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,9 +9,11 @@ import hypothesis.strategies as hs
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from dcsim import budget, compare, hf, links
-from dcsim.config import DenseLayer, ModelConfig, Origin
-from dcsim.count import count_params
+from dcsim import compare, links
+from dcsim.model import hf
+from dcsim.model.config import DenseLayer, ModelConfig, Origin
+from dcsim.model.count import count_params
+from dcsim.sharding import budget
 
 HF = Path(__file__).parent / "data" / "hf"
 

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from dcsim.config import (
+from dcsim.inputs import as_int
+from dcsim.model.config import (
     MAX_CONFIG_BYTES,
     MAX_LAYERS,
     MAX_SEED,
     DenseLayer,
     ModelConfig,
-    as_int,
     parse_int,
     parse_widths,
 )

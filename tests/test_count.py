@@ -10,9 +10,9 @@ import pytest
 from flax import traverse_util
 from hypothesis import given, settings
 
-from dcsim import models
-from dcsim.config import DenseLayer, ModelConfig
-from dcsim.count import abstract_variables, count_module, count_params, report_from_variables
+from dcsim.model import modules
+from dcsim.model.config import DenseLayer, ModelConfig
+from dcsim.model.count import abstract_variables, count_module, count_params, report_from_variables
 
 
 def dense_stack(input_dim, *widths, use_bias=True, **fields):
@@ -73,7 +73,7 @@ small_configs = hs.builds(
 @given(small_configs)
 @settings(max_examples=25, deadline=None)
 def test_abstract_and_concrete_initialisation_agree(config):
-    module, inputs = models.build(config)
+    module, inputs = modules.build(config)
     zeros = [jnp.zeros(spec.shape, spec.dtype) for spec in inputs]
     concrete = module.init(jax.random.PRNGKey(config.seed), *zeros)
     assert report_from_variables(concrete) == count_params(config)
@@ -119,7 +119,7 @@ def test_counting_allocates_no_values():
     # A concrete init of this stack would need over 34 GB, more than the machine has: counting it
     # finishes only because every leaf is a shape, never an array.
     config = dense_stack(65_536, 65_536, 65_536)
-    module, inputs = models.build(config)
+    module, inputs = modules.build(config)
     leaves = traverse_util.flatten_dict(abstract_variables(module, *inputs)).values()
     assert all(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in leaves)
     assert count_params(config).total_params == 2 * 4_295_032_832

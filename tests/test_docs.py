@@ -31,13 +31,13 @@ from pathlib import Path
 
 import pytest
 
-from dcsim import hf
 from dcsim.compare import Comparison
-from dcsim.config import ModelConfig
+from dcsim.model import hf
+from dcsim.model.config import ModelConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ("README.md", "docs/*.md", "examples/README.md")
-_COMMAND = re.compile(r"python -m dcsim(\s|$)")  # not python -m dcsim.checkpoint_worker
+_COMMAND = re.compile(r"python -m dcsim(\s|$)")  # not python -m dcsim.checkpoint.worker
 PROMPT = "$ "
 RUN_LANGUAGES = ("sh", "bash", "shell")
 OUTPUT_LANGUAGE = "console"
@@ -162,7 +162,7 @@ def test_extractor_reads_each_kind_of_block():
             "python -m dcsim count   # a comment",
             "python -m pip install -r requirements.txt",
             "cd examples && python -m dcsim presets",
-            "python -m dcsim.checkpoint_worker",
+            "python -m dcsim.checkpoint.worker",
             "```",
             "```console",
             "$ python -m dcsim count --shards 3",

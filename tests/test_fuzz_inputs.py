@@ -13,9 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dcsim import checkpoint, cli, layout, presets
-from dcsim.config import MAX_CONFIG_BYTES, ModelConfig
-from dcsim.count import ArrayRow, ParamReport
+from dcsim import cli
+from dcsim.checkpoint import measurement
+from dcsim.model import presets
+from dcsim.model.config import MAX_CONFIG_BYTES, ModelConfig
+from dcsim.model.count import ArrayRow, ParamReport
+from dcsim.sharding import layout
 
 HOSTILE = [
     "", " ", "0", "-1", "1e400", "nan", "-inf", "2.5", "4294967296", "1048577", "9" * 40, "1" * 5000, "٣",
@@ -65,7 +68,7 @@ def argvs(draw):
     return argv
 
 
-class NotRun(checkpoint.CheckpointFailed):
+class NotRun(measurement.CheckpointFailed):
     """The fuzz plans checkpoints (every refusal is checked) but never starts a child."""
 
 
@@ -76,7 +79,7 @@ def _not_run(plan, **_):
 @settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(argv=argvs())
 def test_any_command_line_answers_or_refuses_in_one_line(argv, capsys, monkeypatch):
-    monkeypatch.setattr(checkpoint, "run_checkpoint", _not_run)
+    monkeypatch.setattr(measurement, "run_checkpoint", _not_run)
     capsys.readouterr()
     code = cli.main(argv)
     out, err = capsys.readouterr()

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import open_app, uploader
-from dcsim import hf, presets
 from dcsim.cli import main
-from dcsim.config import MAX_CONFIG_BYTES, ModelConfig
-from dcsim.count import count_params
+from dcsim.model import hf, presets
+from dcsim.model.config import MAX_CONFIG_BYTES, ModelConfig
+from dcsim.model.count import count_params
 
 DATA = Path(__file__).parent / "data" / "hf"
 COUNTS = json.loads((DATA / "counts.json").read_text())

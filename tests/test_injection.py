@@ -20,8 +20,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import open_app, uploader
-from dcsim import checkpoint, cli
-from dcsim.config import ModelConfig
+from dcsim import cli
+from dcsim.checkpoint import measurement
+from dcsim.model.config import ModelConfig
 from dcsim.ui.frame import plain
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -260,13 +261,13 @@ def test_checkpoint_folders_are_private_temporary_and_named_by_dcsim(monkeypatch
         (job,) = jobs
         folder = Path(job.folder)
         seen.append((folder, stat.S_IMODE(folder.stat().st_mode), json.dumps(job.request)))
-        raise checkpoint.WorkerFailed("stopped by the test")
+        raise measurement.WorkerFailed("stopped by the test")
 
-    monkeypatch.setattr(checkpoint, "run_workers", inspect)
+    monkeypatch.setattr(measurement, "run_workers", inspect)
     hostile = ModelConfig(preset="resnet18", overrides={"stage_blocks": (1, 1, 1, 1)}, seed=7)
-    plan = checkpoint.plan_checkpoint(hostile, mesh="data=2", strategy="fsdp", max_params=10**9)
-    with pytest.raises(checkpoint.CheckpointFailed):
-        checkpoint.run_checkpoint(plan)
+    plan = measurement.plan_checkpoint(hostile, mesh="data=2", strategy="fsdp", max_params=10**9)
+    with pytest.raises(measurement.CheckpointFailed):
+        measurement.run_checkpoint(plan)
     ((folder, mode, request),) = seen
     assert mode == 0o700  # tempfile.mkdtemp: only this user can list, read or write it
     assert folder.parent == Path(tempfile.gettempdir())

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from jax.sharding import AbstractMesh, PartitionSpec
 
 from dcsim.cli import main
-from dcsim.config import DenseLayer, ModelConfig
-from dcsim.count import ArrayRow, ParamReport, count_params
-from dcsim.layout import (
+from dcsim.model.config import DenseLayer, ModelConfig
+from dcsim.model.count import ArrayRow, ParamReport, count_params
+from dcsim.sharding.layout import (
     MAX_MESH_DEVICES,
     LayoutError,
     MeshSpec,

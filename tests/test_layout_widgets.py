@@ -7,9 +7,9 @@ import hypothesis.strategies as hs
 import pytest
 from hypothesis import given, settings
 
-from dcsim import layout
-from dcsim.config import DenseLayer, ModelConfig
-from dcsim.count import count_params
+from dcsim.model.config import DenseLayer, ModelConfig
+from dcsim.model.count import count_params
+from dcsim.sharding import layout
 from dcsim.ui import layout_widgets as lw
 
 

@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
-from dcsim import links, presets
-from dcsim.config import MAX_LAYERS, DenseLayer, ModelConfig, parse_int
+from dcsim import links
+from dcsim.model import presets
+from dcsim.model.config import MAX_LAYERS, DenseLayer, ModelConfig, parse_int
 
 layers = st.lists(
     st.builds(DenseLayer, features=st.integers(1, 2**20), use_bias=st.booleans()), min_size=1, max_size=MAX_LAYERS

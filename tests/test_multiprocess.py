@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from dcsim import checkpoint, multiprocess
-from dcsim.checkpoint import CheckpointFailed, CheckpointTimeout
-from dcsim.checkpoint_worker import FAULT_ENV
+from dcsim.checkpoint import measurement, multiprocess
+from dcsim.checkpoint.measurement import CheckpointFailed, CheckpointTimeout
+from dcsim.checkpoint.multiprocess import measure_multiprocess, plan_multiprocess, plan_sweep
+from dcsim.checkpoint.multiprocess_worker import FAULT_PROCESS_ENV
+from dcsim.checkpoint.worker import FAULT_ENV
 from dcsim.cli import main
-from dcsim.config import DenseLayer, ModelConfig
-from dcsim.multiprocess import measure_multiprocess, plan_multiprocess, plan_sweep
-from dcsim.multiprocess_worker import FAULT_PROCESS_ENV
+from dcsim.model.config import DenseLayer, ModelConfig
 
 DENSE_1024 = ModelConfig(input_dim=1024, layers=(DenseLayer(features=1024),))
 DENSE_1024_FLOAT32_BYTES = 4_198_400  # (1024 x 1024 + 1024) x 4
@@ -326,7 +326,7 @@ def test_bad_process_lists_are_named(text, message):
 def test_which_process_wrote_a_file(path, process, place):
     assert multiprocess.file_process(path) == process
     assert multiprocess.file_place(path) == place
-    assert checkpoint.file_kind(path)  # every path still has a kind
+    assert measurement.file_kind(path)  # every path still has a kind
 
 
 # --- the command line -------------------------------------------------------------------------------

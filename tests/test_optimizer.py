@@ -4,9 +4,9 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from dcsim import models, optimizer
-from dcsim.config import ModelConfig
-from dcsim.count import count_params
+from dcsim.model import modules, optimizer
+from dcsim.model.config import ModelConfig
+from dcsim.model.count import count_params
 
 MNIST = ModelConfig(preset="mlp-mnist")
 P = 669_706
@@ -46,7 +46,7 @@ def test_abstract_state_matches_a_concrete_init(name):
         preset="gpt2-small",
         overrides={"vocab_size": 130, "d_model": 8, "num_layers": 1, "num_heads": 2, "num_kv_heads": 2, "ffn_dim": 16},
     )
-    module, inputs = models.build(config)
+    module, inputs = modules.build(config)
     params = module.init(jax.random.PRNGKey(0), *[jnp.zeros(s.shape, s.dtype) for s in inputs])["params"]
     concrete = optimizer.state_of(name, params)
     assert concrete == optimizer.state_of(name, optimizer.abstract_params(config))
@@ -54,7 +54,7 @@ def test_abstract_state_matches_a_concrete_init(name):
 
 def test_abstract_params_are_the_full_init_tree():
     config = ModelConfig(preset="resnet50", overrides={"stage_blocks": (3, 1)})
-    module, inputs = models.build(config)
+    module, inputs = modules.build(config)
     full = jax.eval_shape(module.init, jax.random.PRNGKey(0), *inputs)["params"]
     assert optimizer.abstract_params(config) == full
 

@@ -9,10 +9,10 @@ import jax.numpy as jnp
 import pytest
 from hypothesis import given, settings
 
-from dcsim import breakdown, models, presets
-from dcsim.config import ModelConfig
-from dcsim.count import count_module, count_params, report_from_variables
-from dcsim.presets import resolved_hparams
+from dcsim.model import breakdown, modules, presets
+from dcsim.model.config import ModelConfig
+from dcsim.model.count import count_module, count_params, report_from_variables
+from dcsim.model.presets import resolved_hparams
 
 
 @pytest.mark.parametrize("name", list(presets.PRESETS), ids=list(presets.PRESETS))
@@ -148,7 +148,7 @@ TINY = {
 @pytest.mark.parametrize("preset", list(TINY), ids=list(TINY))
 def test_abstract_and_concrete_initialisation_agree(preset):
     config = ModelConfig(preset=preset, overrides=TINY[preset], seed=3)
-    module, inputs = models.build(config)
+    module, inputs = modules.build(config)
     zeros = [jnp.zeros(spec.shape, spec.dtype) for spec in inputs]
     concrete = module.init(jax.random.PRNGKey(config.seed), *zeros)
     report = count_params(config)
@@ -176,7 +176,7 @@ def test_counting_traces_two_blocks_a_run_and_equals_the_full_unrolled_init(pres
     # count_params traces each run of identical blocks up to its second block and repeats that
     # block's rows; every row, name and order must be what initialising the whole model gives.
     config = ModelConfig(preset=preset, overrides=FULL_INIT[preset])
-    module, inputs = models.build(config)
+    module, inputs = modules.build(config)
     full = count_module(module, *inputs)
     assert count_params(config) == full
     assert full.layers[-1].path in ("final_norm", "lm_head", "head", "pooler", "block_2/mlp_norm")

@@ -1,4 +1,4 @@
-"""The checkpoint child started before the parent imports JAX (``dcsim.prestart``)."""
+"""The checkpoint child started before the parent imports JAX (``dcsim.checkpoint.prestart``)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ import pytest
 from flax.traverse_util import flatten_dict
 
 from conftest import ROOT, processes_mentioning
-from dcsim import checkpoint, checkpoint_worker, models, prestart, workers
-from dcsim.checkpoint import CheckpointFailed, measure_checkpoint
-from dcsim.checkpoint_worker import FAULT_ENV
-from dcsim.config import DenseLayer, ModelConfig
+from dcsim.checkpoint import measurement, prestart, worker, workers
+from dcsim.checkpoint.measurement import CheckpointFailed, measure_checkpoint
+from dcsim.checkpoint.worker import FAULT_ENV
+from dcsim.model import modules
+from dcsim.model.config import DenseLayer, ModelConfig
 
 SMALL = ModelConfig(input_dim=64, layers=(DenseLayer(features=32), DenseLayer(features=8)))
 
@@ -85,7 +86,7 @@ def test_a_prestarted_child_measures_on_the_requested_mesh_and_leaves_nothing(ow
     assert report.num_devices == 4
     assert report.restore_verified is True
     assert dict(report.partition_specs)["Dense_0/kernel"] == "data"
-    assert stages == list(checkpoint.STAGES)
+    assert stages == list(measurement.STAGES)
     assert waiting.process.returncode is not None  # ended and reaped
     assert list(own_tmp.iterdir()) == []
 
@@ -115,7 +116,7 @@ def _request_later(folder: Path, preview: str | None) -> threading.Thread:
 def test_the_waiting_child_traces_a_previewed_init_before_its_request(tmp_path):
     preview = json.dumps({"config": SMALL.to_dict(), "dtype": "bfloat16"})
     thread = _request_later(tmp_path, preview)
-    waited = checkpoint_worker.wait_for_request(tmp_path / "request.json", wait_seconds=60)
+    waited = worker.wait_for_request(tmp_path / "request.json", wait_seconds=60)
     thread.join()
     assert waited.requested and waited.traced is not None
     assert waited.traced.matches(SMALL, "bfloat16") and not waited.traced.matches(SMALL, "float32")
@@ -131,9 +132,9 @@ def test_the_waiting_child_traces_a_previewed_init_before_its_request(tmp_path):
 @pytest.mark.parametrize("preview", [None, "{not json", json.dumps({"config": {"input_dim": -3}, "dtype": "float32"})])
 def test_no_preview_or_a_bad_one_still_waits_for_the_request(tmp_path, preview):
     thread = _request_later(tmp_path, preview)
-    waited = checkpoint_worker.wait_for_request(tmp_path / "request.json", wait_seconds=60)
+    waited = worker.wait_for_request(tmp_path / "request.json", wait_seconds=60)
     thread.join()
-    assert waited == checkpoint_worker.Waited(True, None)
+    assert waited == worker.Waited(True, None)
 
 
 def test_the_replayed_trace_initialises_the_same_values_as_a_fresh_one():
@@ -141,12 +142,12 @@ def test_the_replayed_trace_initialises_the_same_values_as_a_fresh_one():
 
     mesh = jax.make_mesh((1,), ("data",))
     specs = {"Dense_0/kernel": [], "Dense_0/bias": [], "Dense_1/kernel": [], "Dense_1/bias": []}
-    traced = checkpoint_worker.trace_init(SMALL, "float32")
-    early, _, _ = checkpoint_worker.init_params(SMALL, "float32", mesh, specs, traced)
-    again, _, _ = checkpoint_worker.init_params(SMALL, "float32", mesh, specs)
+    traced = worker.trace_init(SMALL, "float32")
+    early, _, _ = worker.init_params(SMALL, "float32", mesh, specs, traced)
+    again, _, _ = worker.init_params(SMALL, "float32", mesh, specs)
     assert jax.tree.all(jax.tree.map(lambda a, b: bool((a == b).all()), early, again))
     # Flax's own init, outside any trace: the values a user of the model gets for this seed.
-    module, inputs = models.build(SMALL)
+    module, inputs = modules.build(SMALL)
     direct = module.init(jax.random.PRNGKey(SMALL.seed), *(jax.numpy.zeros(x.shape, x.dtype) for x in inputs))
     assert jax.tree.all(jax.tree.map(lambda a, b: bool((a == b).all()), early, direct["params"]))
 
@@ -231,7 +232,7 @@ def test_a_waiting_child_whose_parent_dies_exits_and_removes_its_folder(tmp_path
     parent = textwrap.dedent(
         """
         import os
-        from dcsim import prestart
+        from dcsim.checkpoint import prestart
         waiting = prestart.start()
         print(waiting.process.pid, waiting.folder, flush=True)
         os._exit(0)  # no discard, no atexit: as if killed

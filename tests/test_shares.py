@@ -6,7 +6,7 @@ import hypothesis.strategies as hs
 import pytest
 from hypothesis import given
 
-from dcsim.shares import ideal_share, powers_of_two, sweep
+from dcsim.sharding.shares import ideal_share, powers_of_two, sweep
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,8 @@
 """Tables and records that every front end renders."""
 
-from dcsim.config import DenseLayer, ModelConfig
-from dcsim.count import count_params
-from dcsim.tables import arrays_frame, count_record, layers_frame, payload_frame
+from dcsim.model.config import DenseLayer, ModelConfig
+from dcsim.model.count import count_params
+from dcsim.report.tables import arrays_frame, count_record, layers_frame, payload_frame
 
 CONFIG = ModelConfig(input_dim=9, layers=(DenseLayer(features=4), DenseLayer(features=2)), num_shards=3)
 

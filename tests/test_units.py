@@ -4,7 +4,7 @@ from fractions import Fraction
 
 import pytest
 
-from dcsim import units
+from dcsim.report import units
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ import textwrap
 
 import pytest
 
-from dcsim import workers
-from dcsim.workers import WorkerJob, run_workers
+from dcsim.checkpoint import workers
+from dcsim.checkpoint.workers import WorkerJob, run_workers
 
 WORKER = textwrap.dedent(
     """

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dcsim import optimizer
-from dcsim.config import ModelConfig
-from dcsim.count import ParamReport, count_params
-from dcsim.optimizer import OptimizerState
+from dcsim.model import optimizer
+from dcsim.model.config import ModelConfig
+from dcsim.model.count import ParamReport, count_params
+from dcsim.model.optimizer import OptimizerState
 
 MAX_CACHED_COUNTS = 512
 MAX_CACHED_OPTIMIZER_STATES = 64
@@ -28,7 +28,7 @@ def _count(config_json: str) -> ParamReport:
 
 
 def count(config: ModelConfig) -> ParamReport:
-    """``dcsim.count.count_params``, cached per configuration."""
+    """``dcsim.model.count.count_params``, cached per configuration."""
     return _count(config.architecture().to_json())
 
 
@@ -38,5 +38,5 @@ def _optimizer_state(config_json: str, name: str) -> OptimizerState:
 
 
 def optimizer_state(config: ModelConfig, name: str) -> OptimizerState:
-    """``dcsim.optimizer.state_of`` for the configuration's parameters, cached per pair."""
+    """``dcsim.model.optimizer.state_of`` for the configuration's parameters, cached per pair."""
     return _optimizer_state(config.architecture().to_json(), name)

@@ -19,11 +19,19 @@ from typing import Any, TypeVar
 import pandas as pd
 import streamlit as st
 
-from dcsim import checkpoint, multiprocess, units
-from dcsim.checkpoint import CheckpointBusy, CheckpointFailed, CheckpointPlan, CheckpointReport, CheckpointTimeout
-from dcsim.config import ModelConfig, show
-from dcsim.layout import MeshSpec, parse_mesh
-from dcsim.multiprocess import MultiprocessPlan, MultiprocessReport
+from dcsim.checkpoint import measurement, multiprocess
+from dcsim.checkpoint.measurement import (
+    CheckpointBusy,
+    CheckpointFailed,
+    CheckpointPlan,
+    CheckpointReport,
+    CheckpointTimeout,
+)
+from dcsim.checkpoint.multiprocess import MultiprocessPlan, MultiprocessReport
+from dcsim.inputs import show
+from dcsim.model.config import ModelConfig
+from dcsim.report import units
+from dcsim.sharding.layout import MeshSpec, parse_mesh
 from dcsim.ui import frame
 
 # The strategies that need no rules and no particular axis names.
@@ -39,7 +47,7 @@ MAX_CACHED_PLANS = 128
 # A second request waits this long for the running measurement, then is told to come back.
 WAIT_SECONDS = 2.0
 # The operator's DCSIM_CHECKPOINT_TIMEOUT_SECONDS, read once when the server imports this.
-TIMEOUT_SECONDS = checkpoint.default_timeout_seconds()
+TIMEOUT_SECONDS = measurement.default_timeout_seconds()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -78,9 +86,9 @@ def parse_setting(name: str, text: str) -> str | int:
         return text
     if name == "mesh":
         mesh = parse_mesh(text)
-        if mesh.num_devices > checkpoint.MAX_DEVICES:
+        if mesh.num_devices > measurement.MAX_DEVICES:
             raise ValueError(
-                f"a checkpoint measurement runs on at most {checkpoint.MAX_DEVICES} virtual devices, "
+                f"a checkpoint measurement runs on at most {measurement.MAX_DEVICES} virtual devices, "
                 f"got {mesh.num_devices:,} ({mesh.text})"
             )
         return mesh.text
@@ -88,9 +96,9 @@ def parse_setting(name: str, text: str) -> str | int:
 
 
 @st.cache_resource
-def measurement_lock() -> checkpoint.MeasurementLock:
+def measurement_lock() -> measurement.MeasurementLock:
     """The lock every session of this server measures under."""
-    return checkpoint.MeasurementLock()
+    return measurement.MeasurementLock()
 
 
 def _key(config: ModelConfig, settings: Settings) -> str:
@@ -109,7 +117,7 @@ def _plan(key: str) -> CheckpointPlan | MultiprocessPlan:
     config = ModelConfig.from_dict(request["config"])
     processes = int(request.get("processes", "1"))
     if processes == 1:
-        return checkpoint.plan_checkpoint(config, **kwargs)
+        return measurement.plan_checkpoint(config, **kwargs)
     return multiprocess.plan_multiprocess(config, processes=processes, **kwargs)
 
 
@@ -172,7 +180,7 @@ def measure(config: ModelConfig, settings: Settings, *, on_progress: Callable[[s
     if isinstance(planned, MultiprocessPlan):
         raise TypeError("these settings start a group of processes: use measure_group")
     with measurement_lock().hold(wait_seconds=WAIT_SECONDS):
-        report = checkpoint.run_checkpoint(
+        report = measurement.run_checkpoint(
             dataclasses.replace(planned, timeout_seconds=TIMEOUT_SECONDS), on_progress=on_progress
         )
     _reports.clear(key)  # "measure again" replaces the kept report
@@ -307,7 +315,7 @@ _SHOWN = {
 
 
 def shown_table(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """A ``dcsim.multiprocess`` frame as text every viewer reads the same (exact bytes, seconds to
+    """A ``dcsim.checkpoint.multiprocess`` frame as text every viewer reads the same (exact bytes, seconds to
     the millisecond), with its column labels for ``st.dataframe``. Bytes in these per-process
     tables are exact counts without the binary reading, so nine columns fit a laptop's width."""
     shown = table.assign(**{name: table[name].map(_SHOWN[name][1]) for name in table.columns})
@@ -322,7 +330,7 @@ def shown_table(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
 
 
 def sweep_side_by_side(sweep: pd.DataFrame) -> pd.DataFrame:
-    """``dcsim.multiprocess.sweep_frame`` turned on its side: one row per figure, one column per
+    """``dcsim.checkpoint.multiprocess.sweep_frame`` turned on its side: one row per figure, one column per
     process count, so three runs read side by side on any screen."""
     columns = {f"{count} process{'es' * (count != 1)}": index for index, count in enumerate(sweep["num_processes"])}
     figures = [name for name in sweep.columns if name != "num_processes"]

@@ -15,10 +15,11 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from dcsim import budget, compare
+from dcsim import compare
 from dcsim.compare import Comparison, Scenario
-from dcsim.config import ModelConfig
-from dcsim.count import ParamReport
+from dcsim.model.config import ModelConfig
+from dcsim.model.count import ParamReport
+from dcsim.sharding import budget
 from dcsim.ui import cache, state
 
 COMPARISON = "dcsim.comparison"

@@ -12,8 +12,10 @@ from urllib.parse import urlencode
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
-from dcsim import hf, links, presets, units
-from dcsim.config import MAX_CONFIG_BYTES, ModelConfig
+from dcsim import links
+from dcsim.model import hf, presets
+from dcsim.model.config import MAX_CONFIG_BYTES, ModelConfig
+from dcsim.report import units
 from dcsim.ui import cache, state, widgets
 
 UPLOAD_DONE = "dcsim.upload_done"

@@ -1,7 +1,7 @@
 """The Layout page's settings, tables and cached layout computations.
 
 Settings arrive as text (a link's ``mesh``, ``strategy`` and ``rules``, or the page's widgets) and
-are parsed by ``dcsim.layout`` only: this module never decides what a mesh or a rule may be. In a
+are parsed by ``dcsim.sharding.layout`` only: this module never decides what a mesh or a rule may be. In a
 link, rules are one ``PATTERN=SPEC`` per line, joined by a newline (``%0A``): a pattern is
 printable text, so a newline can never be part of one, and the text area shows the same lines.
 
@@ -20,9 +20,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dcsim import charts, layout, units
-from dcsim.config import ModelConfig, show
-from dcsim.count import ParamReport
+from dcsim.inputs import show
+from dcsim.model.config import ModelConfig
+from dcsim.model.count import ParamReport
+from dcsim.report import charts, units
+from dcsim.sharding import layout
 from dcsim.ui import cache
 
 RULES_SEPARATOR = "\n"

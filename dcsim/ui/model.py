@@ -21,8 +21,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dcsim import presets
-from dcsim.config import FIELD_LIMITS, MAX_LAYERS, DenseLayer, ModelConfig
+from dcsim.model import presets
+from dcsim.model.config import FIELD_LIMITS, MAX_LAYERS, DenseLayer, ModelConfig
 from dcsim.ui import frame, state, widgets
 
 DENSE = "dense"

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import streamlit as st
 
 from dcsim import links
-from dcsim.config import ModelConfig
+from dcsim.model.config import ModelConfig
 
 CONFIG = "dcsim.config"
 PROBLEMS = "dcsim.link_problems"

@@ -2,7 +2,7 @@
 configuration (``dcsim.ui.state``).
 
 Browser-side limits (``min_value``, ``max_value``) are a convenience only: every value is checked
-again here by ``dcsim.config`` before it becomes the configuration, and a rejected value is
+again here by ``dcsim.model.config`` before it becomes the configuration, and a rejected value is
 reported with its rule while the last valid configuration stays in use.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dcsim import units
-from dcsim.config import DTYPES, FIELD_LIMITS, ModelConfig
+from dcsim.model.config import DTYPES, FIELD_LIMITS, ModelConfig
+from dcsim.report import units
 from dcsim.ui import state
 
 

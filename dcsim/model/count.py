@@ -19,8 +19,8 @@ import flax.linen as nn
 import jax
 from flax import traverse_util
 
-from dcsim import families, models, presets
-from dcsim.config import ModelConfig
+from dcsim.model import families, modules, presets
+from dcsim.model.config import ModelConfig
 
 PARAMS = "params"
 
@@ -143,12 +143,12 @@ def count_params(config: ModelConfig) -> ParamReport:
     """Count the parameters of a configuration by abstractly initialising its Flax modules.
 
     A preset's runs of identical blocks are traced up to their second block and that block's rows
-    repeated for the rest (``dcsim.families.traced_hparams``): tracing then costs the same for 80
+    repeated for the rest (``dcsim.model.families.traced_hparams``): tracing then costs the same for 80
     blocks as for 2, and every row is the one the full init gives (the tests compare the two).
     """
     family = config.family
     if family is None:
-        module, inputs = models.build(config)
+        module, inputs = modules.build(config)
         return count_module(module, *inputs, seed=config.seed)
     hparams, runs = families.traced_hparams(family, presets.resolved_hparams(config))
     module, inputs = families.build_family(family, hparams, config.batch_size)

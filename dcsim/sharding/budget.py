@@ -6,7 +6,7 @@ Two answers, never mixed up:
   ceil(total / B) in exact integer arithmetic, and it says nothing about how arrays really split.
 - **real layout (JAX's sharding rules)**: the smallest device count N from 1 to 4,096 on a one-axis
   mesh (``data=N``; ``model=N`` for the tensor strategy) whose every device holds at most B under
-  the chosen strategy, as ``dcsim.layout`` lays it out. It is not monotone: fsdp on 3 devices may
+  the chosen strategy, as ``dcsim.sharding.layout`` lays it out. It is not monotone: fsdp on 3 devices may
   replicate what 4 devices split, and 5 devices may replicate again. So every N is searched, and
   the larger counts that fail after the smallest fit are reported.
 
@@ -29,9 +29,11 @@ from typing import Any
 import jax
 from flax import traverse_util
 
-from dcsim import layout, optimizer, payload, units
-from dcsim.config import as_int, show
-from dcsim.count import ParamReport
+from dcsim.inputs import as_int, show
+from dcsim.model import optimizer
+from dcsim.model.count import ParamReport
+from dcsim.report import units
+from dcsim.sharding import layout, payload
 
 BUDGET_UNITS = ("bytes", "values")
 BUDGET_STRATEGIES = ("fsdp", "replicated", "tensor")
@@ -94,7 +96,7 @@ class Budget:
     Attributes:
       amount: the budget, an exact int of ``unit``.
       unit: ``bytes`` (each value in its scenario's dtype) or ``values``.
-      training: None for the parameters alone; an optimizer name (``dcsim.optimizer.OPTIMIZERS``)
+      training: None for the parameters alone; an optimizer name (``dcsim.model.optimizer.OPTIMIZERS``)
         to add the gradients (same as the parameters) and that optimizer's state.
       strategy: the layout strategy of the real answer: fsdp, replicated or tensor.
     """

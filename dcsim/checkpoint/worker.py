@@ -1,4 +1,4 @@
-"""The child side of the checkpoint measurement: ``python -m dcsim.checkpoint_worker REQUEST RESULT PROGRESS``.
+"""The child side of the checkpoint measurement: ``python -m dcsim.checkpoint.worker REQUEST RESULT PROGRESS``.
 
 It runs in a fresh process that ``dcsim.checkpoint`` starts with ``XLA_FLAGS`` already asking for
 the virtual CPU devices, so the mesh exists before JAX starts. It initialises the configured model
@@ -38,8 +38,9 @@ from jax import monitoring
 from jax.extend.core import jaxpr_as_fun
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dcsim import models, prestart
-from dcsim.config import ModelConfig
+from dcsim.checkpoint import prestart
+from dcsim.model import modules
+from dcsim.model.config import ModelConfig
 
 # Test-only: make the worker fail after its save, to prove the parent still cleans up.
 FAULT_ENV = "DCSIM_CHECKPOINT_TEST_FAULT"
@@ -158,7 +159,7 @@ def _fault(stage: str) -> None:
         time.sleep(3600)
 
 
-# --- the steps both workers share (this one and ``dcsim.multiprocess_worker``) --------------------
+# --- the steps both workers share (this one and ``dcsim.checkpoint.multiprocess_worker``) --------------------
 
 
 class TracedInit(NamedTuple):
@@ -176,7 +177,7 @@ class TracedInit(NamedTuple):
 def trace_init(config: ModelConfig, dtype: Any) -> TracedInit:
     """Trace the model's init, in ``dtype``, to a jaxpr: shapes only, no array is made and JAX's
     backend need not have started (so a pre-started child can do it while it waits for the mesh)."""
-    module, inputs = models.build(config)
+    module, inputs = modules.build(config)
 
     def init(key: jax.Array) -> Any:
         # Zeros as traced constants: no input array outlives the init. Parameters only: the
@@ -244,7 +245,7 @@ def _compilation_cache_events() -> Iterator[list[str]]:
 
 def _cache_status(events: list[str]) -> str:
     """``hit`` (the init program was read from the cache), ``miss`` (compiled; kept if it took a
-    second or more) or ``off`` (no cache: see ``dcsim.workers.compilation_cache_env``)."""
+    second or more) or ``off`` (no cache: see ``dcsim.checkpoint.workers.compilation_cache_env``)."""
     if not jax.config.jax_compilation_cache_dir:
         return "off"
     return "hit" if _CACHE_HIT in events else "miss"
@@ -331,7 +332,7 @@ def measure(
     axes = [(str(name), int(size)) for name, size in request["mesh"]]
     num_devices = int(np.prod([size for _, size in axes]))
     if set_device_count:
-        # Pre-started (``dcsim.prestart``): the mesh was unknown when this process started; JAX's
+        # Pre-started (``dcsim.checkpoint.prestart``): the mesh was unknown when this process started; JAX's
         # backend has not started yet, so the device count can still be set.
         jax.config.update("jax_num_cpu_devices", num_devices)
     if jax.device_count() != num_devices:
@@ -397,7 +398,7 @@ class Waited(NamedTuple):
 
 
 def wait_for_request(path: Path, *, wait_seconds: float) -> Waited:
-    """Wait (pre-started by ``dcsim.prestart``) until the request file exists; not ``requested``
+    """Wait (pre-started by ``dcsim.checkpoint.prestart``) until the request file exists; not ``requested``
     if the parent died or ``wait_seconds`` passed first. Nothing of JAX's backend has started yet.
 
     If the parent previews the model first (``prestart.PREVIEW_FILE`` beside the request: the

@@ -1,6 +1,6 @@
 """The Flax modules dcsim counts.
 
-Counting initialises these real modules (abstractly, see ``dcsim.count``) rather than applying a
+Counting initialises these real modules (abstractly, see ``dcsim.model.count``) rather than applying a
 formula, so what dcsim reports is what Flax would allocate.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 
-from dcsim import families, presets
-from dcsim.config import DenseLayer, ModelConfig
+from dcsim.model import families, presets
+from dcsim.model.config import DenseLayer, ModelConfig
 
 
 class DenseStack(nn.Module):

@@ -1,6 +1,6 @@
 """Where a model's parameters sit: by role (embeddings, blocks, norms, head) and by depth.
 
-The grouping reads the module paths that ``dcsim.families`` gives (``embed/token``,
+The grouping reads the module paths that ``dcsim.model.families`` gives (``embed/token``,
 ``block_3/attn/query``, ``final_norm``, ``lm_head``), so it is a view of the exact per-array rows,
 never a separate estimate: every frame here sums to the report's total.
 """
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dcsim.config import ModelConfig, as_int
-from dcsim.count import ArrayRow, ParamReport
+from dcsim.inputs import as_int
+from dcsim.model.config import ModelConfig
+from dcsim.model.count import ArrayRow, ParamReport
 
 GROUPS = ("embeddings", "stem", "blocks", "norms", "head", "other")
 _BLOCK_PREFIXES = ("block_", "stage_", "hidden_", "Dense_")

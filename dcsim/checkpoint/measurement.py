@@ -2,7 +2,7 @@
 
 The raw payload (values x bytes per value) is an estimate; this module shows from evidence what a
 real checkpoint of the same parameters writes. The measurement runs in a child process
-(``dcsim.checkpoint_worker``, started through ``dcsim.workers``), never in the caller's: the
+(``dcsim.checkpoint.worker``, started through ``dcsim.checkpoint.workers``), never in the caller's: the
 virtual CPU devices of a mesh must be configured before JAX starts, a concrete initialisation
 costs memory that a long-lived server must not keep, and a child can be ended if it overruns.
 
@@ -30,11 +30,8 @@ from typing import Any
 import pandas as pd
 from jax.sharding import PartitionSpec
 
-from dcsim import payload, prestart
-from dcsim.config import ModelConfig, as_int, number_from_text, show
-from dcsim.count import ParamReport, count_params
-from dcsim.layout import MeshSpec, Rule, compute_layout, parse_mesh, spec_text
-from dcsim.workers import (
+from dcsim.checkpoint import prestart
+from dcsim.checkpoint.workers import (
     WorkerFailed,
     WorkerJob,
     WorkerTimeout,
@@ -42,6 +39,11 @@ from dcsim.workers import (
     run_workers,
     worker_xla_flags,
 )
+from dcsim.inputs import as_int, number_from_text, show
+from dcsim.model.config import ModelConfig
+from dcsim.model.count import ParamReport, count_params
+from dcsim.sharding import payload
+from dcsim.sharding.layout import MeshSpec, Rule, compute_layout, parse_mesh, spec_text
 
 STORAGE_DTYPES = ("float32", "bfloat16")
 MAX_PARAMS_ENV = "DCSIM_CHECKPOINT_MAX_PARAMS"
@@ -52,7 +54,7 @@ TIMEOUT_ENV = "DCSIM_CHECKPOINT_TIMEOUT_SECONDS"
 MAX_TIMEOUT_SECONDS = 3600.0
 # Each virtual device costs the child threads and memory; the page offers far fewer.
 MAX_DEVICES = 64
-WORKER_MODULE = "dcsim.checkpoint_worker"
+WORKER_MODULE = "dcsim.checkpoint.worker"
 
 STAGES = ("initialising", "saving", "measuring", "restoring", "verifying", "done")
 
@@ -170,8 +172,8 @@ class CheckpointPlan:
       report: its abstract parameter count.
       dtype: the storage dtype, ``float32`` or ``bfloat16``.
       mesh: the mesh of virtual CPU devices.
-      strategy: the sharding strategy's name (``dcsim.layout.STRATEGIES``).
-      specs: per parameter path (``Dense_0/kernel``), its PartitionSpec from ``dcsim.layout``.
+      strategy: the sharding strategy's name (``dcsim.sharding.layout.STRATEGIES``).
+      specs: per parameter path (``Dense_0/kernel``), its PartitionSpec from ``dcsim.sharding.layout``.
       stored_values: values all devices hold together, replicas included (at least the total).
       max_params: the ceiling ``stored_values`` was checked against.
       timeout_seconds: the child's time limit.
@@ -201,7 +203,7 @@ def plan_checkpoint(
     """Validate a measurement and check the parameter ceiling, allocating nothing.
 
     ``mesh`` is ``"AXIS=SIZE[,...]"`` or a ``MeshSpec`` (one device by default); ``strategy`` and
-    ``rules`` are ``dcsim.layout``'s, which decides every PartitionSpec.
+    ``rules`` are ``dcsim.sharding.layout``'s, which decides every PartitionSpec.
 
     Raises ``ValueError``/``TypeError`` naming what was wrong; the ceiling refusal states the
     ceiling, the model's size and how to raise it.
@@ -296,7 +298,7 @@ class CheckpointReport:
       total_params: values in its ``params`` collection (the arrays saved), exact.
       dtype: the storage dtype the arrays were saved in.
       strategy: the sharding strategy; mesh: its mesh as ``axis=size,...``; num_devices: devices.
-      partition_specs: ``(path, spec)`` per array, the spec in ``dcsim.layout.spec_text`` form
+      partition_specs: ``(path, spec)`` per array, the spec in ``dcsim.sharding.layout.spec_text`` form
         (empty: replicated).
       raw_payload_bytes: the arrays' bytes in the storage dtype (values x bytes per value).
       raw_float32_bytes: the same values in float32, the dashboard's headline estimate.
@@ -308,7 +310,7 @@ class CheckpointReport:
         it was committed, the restore until every array was ready.
       compilation_cache: whether XLA's persistent compilation cache served the init program:
         ``hit`` (read back, not compiled), ``miss`` (compiled) or ``off`` (no cache; see
-        ``dcsim.workers.compilation_cache_env``). A hit is why the same measurement is faster again.
+        ``dcsim.checkpoint.workers.compilation_cache_env``). A hit is why the same measurement is faster again.
       restore_verified: every restored array equals the saved one bit for bit, on the same
         sharding.
       baseline_rss_bytes: the child's peak resident memory after its imports, before any work.
@@ -443,7 +445,7 @@ def run_checkpoint(
 ) -> CheckpointReport:
     """Run a planned measurement in a child process; ``on_progress(stage)`` sees each of ``STAGES``.
 
-    ``prestarted``: a child already started by ``dcsim.prestart`` and waiting for its request, used
+    ``prestarted``: a child already started by ``dcsim.checkpoint.prestart`` and waiting for its request, used
     instead of starting one if it is still alive; this function ends it and removes its folder on
     every path, used or not.
 

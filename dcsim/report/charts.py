@@ -1,4 +1,4 @@
-"""Altair charts, built by pure functions from the tables in ``dcsim.tables``.
+"""Altair charts, built by pure functions from the tables in ``dcsim.report.tables``.
 
 Each builder takes a DataFrame and returns an ``alt.Chart`` (tested on ``chart.to_dict()``); pages
 only render them, with Streamlit's theme. Every chart has a title with its unit, tooltips with
@@ -15,7 +15,7 @@ import math
 import altair as alt
 import pandas as pd
 
-from dcsim import units
+from dcsim.report import units
 
 # Counts on axes read 1.2B, not 1.2G (d3's SI prefix for 10**9 is G).
 COUNT_LABELS = "replace(format(datum.value, '~s'), 'G', 'B')"
@@ -549,7 +549,7 @@ def budget_sweep(held: pd.DataFrame, budget: float, unit: str) -> alt.LayerChart
 def save_time_by_processes(sweep: pd.DataFrame) -> alt.LayerChart:
     """The group's save and restore wall time against the number of processes.
 
-    ``sweep`` is ``dcsim.multiprocess.sweep_frame`` (``num_processes``, ``save_seconds``,
+    ``sweep`` is ``dcsim.checkpoint.multiprocess.sweep_frame`` (``num_processes``, ``save_seconds``,
     ``restore_seconds``). The processes are categories on the x axis (1, 2, 4 are not a scale a
     reader should interpolate along); seconds from zero, so a flat line reads as no speed-up.
     """
@@ -619,7 +619,7 @@ def _per_process_bars(
 
 def bytes_per_process(per_process: pd.DataFrame) -> alt.Chart:
     """Bytes each process wrote, grouped by the number of processes
-    (``dcsim.multiprocess.sweep_processes_frame``)."""
+    (``dcsim.checkpoint.multiprocess.sweep_processes_frame``)."""
     return _per_process_bars(
         per_process,
         field="num_bytes",

@@ -21,9 +21,10 @@ import optax
 import pandas as pd
 from flax import traverse_util
 
-from dcsim import payload
-from dcsim.config import ModelConfig, show
-from dcsim.count import count_params
+from dcsim.inputs import show
+from dcsim.model.config import ModelConfig
+from dcsim.model.count import count_params
+from dcsim.sharding import payload
 
 # Learning rates and decay constants change no shape; these are the libraries' usual defaults.
 OPTIMIZERS: MappingProxyType[str, tuple[str, Callable[[], optax.GradientTransformation]]] = MappingProxyType(
@@ -94,7 +95,7 @@ def abstract_params(config: ModelConfig) -> Any:
     """The ``params`` tree of a configuration, every leaf a ``jax.ShapeDtypeStruct``.
 
     Rebuilt from ``count_params``'s rows, which are the full init's arrays (a preset's repeated
-    blocks are traced once, see ``dcsim.count.count_params``), so llama2-70b's 80 blocks cost what
+    blocks are traced once, see ``dcsim.model.count.count_params``), so llama2-70b's 80 blocks cost what
     two do here too."""
     report = count_params(config)
     flat = {tuple(row.path.split("/")): jax.ShapeDtypeStruct(row.shape, row.dtype) for row in report.arrays}

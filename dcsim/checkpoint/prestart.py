@@ -4,7 +4,7 @@
 planning (the abstract count and the layout) before it starts its child, and the child spends
 another second or more starting Python and importing JAX, Flax and Orbax. ``dcsim.__main__``
 therefore starts the child first, through this module, which imports no JAX: the child imports
-while the parent imports and plans, then waits for its request file (``dcsim.checkpoint_worker
+while the parent imports and plans, then waits for its request file (``dcsim.checkpoint.worker
 --wait``). The parent validates everything exactly as before and only then writes the request;
 nothing is initialised before the ceiling check.
 
@@ -32,9 +32,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dcsim import workers
+from dcsim.checkpoint import workers
 
-WORKER_MODULE = "dcsim.checkpoint_worker"
+WORKER_MODULE = "dcsim.checkpoint.worker"
 # The model and dtype, shown to the waiting child ahead of the request (``Prestarted.preview``).
 PREVIEW_FILE = "preview.json"
 FOLDER_PREFIX = "dcsim-checkpoint-"

@@ -33,7 +33,7 @@ from typing import Any
 
 # The folder that holds the dcsim package, so ``python -m dcsim...`` finds this same copy of it
 # whatever the caller's working directory.
-_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _POLL_SECONDS = 0.05
 _STDERR_TAIL_CHARS = 600
 
@@ -134,13 +134,13 @@ class WorkerJob:
 
     Attributes:
       name: how messages name it, e.g. ``"checkpoint worker"`` or ``"process 1 of 4"``.
-      module: the module run with ``python -m``, e.g. ``"dcsim.checkpoint_worker"``.
+      module: the module run with ``python -m``, e.g. ``"dcsim.checkpoint.worker"``.
       request: the JSON-ready request the worker reads.
       folder: an existing folder the caller owns and removes; the request, result, progress
         and stderr files live there, and the worker may write its own files inside it.
       env: variables set in the worker's environment on top of the caller's.
       started: a worker already running in ``folder`` that waits for its request file (see
-        ``dcsim.prestart``); ``run_workers`` writes the request and adopts it instead of starting
+        ``dcsim.checkpoint.prestart``); ``run_workers`` writes the request and adopts it instead of starting
         one (``env`` is then unused: its environment was fixed when it started), and ends its
         process group like any other's.
     """

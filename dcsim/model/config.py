@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import numbers
 import re
-from collections.abc import Callable
-from fractions import Fraction
 from typing import Any
+
+from dcsim.inputs import (
+    as_bool,
+    as_int,
+    check_text,
+    json_kind,
+    load_json,
+    number_from_text,
+    reject_unknown,
+    show,
+)
+from dcsim.model import presets
 
 # Limits. They keep every configuration cheap to count and to draw; none is a limit of Flax.
 MAX_LAYERS = 256
@@ -38,7 +46,7 @@ FIELD_LIMITS: dict[str, tuple[int, int, str]] = {
 }
 
 # Storage dtypes of the byte figures (bytes per shard, raw payloads), float32 first: Flax's default
-# parameter dtype and the headline raw estimate. ``dcsim.payload`` knows their sizes.
+# parameter dtype and the headline raw estimate. ``dcsim.sharding.payload`` knows their sizes.
 DTYPES = ("float32", "bfloat16", "float16", "int8", "float64")
 DEFAULT_DTYPE = "float32"
 MAX_NAME_CHARS = 100  # a model's name from a file: a Hub id or a class name, with room to spare
@@ -48,94 +56,12 @@ _MODEL_TYPE_TEXT = re.compile(r"[a-z0-9_]+")
 CONFIG_FORMAT = "dcsim.config"
 CONFIG_VERSION = 1
 
-_SHOWN_CHARS = 60
-
-
-def show(value: Any) -> str:
-    """A short, safe rendering of a user's value for an error message."""
-    text = repr(value) if isinstance(value, (str, bytes)) else str(value)
-    if len(text) > _SHOWN_CHARS:
-        text = f"{text[:_SHOWN_CHARS]}… ({len(text):,} characters)"
-    return text
-
-
-def _rule(minimum: int, maximum: int | None) -> str:
-    if maximum is not None:
-        return f"an integer from {minimum:,} to {maximum:,}"
-    return "a positive integer" if minimum == 1 else f"an integer of at least {minimum:,}"
-
-
-def as_int(
-    value: Any,
-    name: str,
-    *,
-    minimum: int = 1,
-    maximum: int | None = None,
-    why: str = "",
-    shown: str | None = None,
-) -> int:
-    """Return ``value`` as a Python int, or raise with a message a person can act on.
-
-    Accepts Python and NumPy integers, integer-valued floats (``4.0``), and 0-d arrays of either
-    (NumPy or JAX). Rejects bools and strings (``TypeError``), and fractional, non-finite or
-    out-of-range numbers (``ValueError``). ``shown`` is how to quote the value in a message when
-    it arrived as text (``'1e400'`` rather than the ``inf`` it parsed to).
-    """
-    rule = _rule(minimum, maximum) + (f" ({why})" if why else "")
-    if shown is None:
-        shown = value
-    if hasattr(value, "ndim") and hasattr(value, "item"):
-        if value.ndim != 0:
-            raise TypeError(f"`{name}` must be a scalar, got an array of shape {tuple(value.shape)}")
-        value = value.item()
-        if not isinstance(shown, str):
-            shown = value
-    if isinstance(value, bool):
-        raise TypeError(f"`{name}` must be {rule}, got the bool {value}")
-    if isinstance(value, numbers.Integral):
-        number = int(value)
-    elif isinstance(value, numbers.Real):
-        exact = Fraction(value) if isinstance(value, Fraction) else None
-        if exact is None:
-            as_float = float(value)
-            if not math.isfinite(as_float):
-                raise ValueError(f"`{name}` must be {rule}, got {show(shown)}")
-            exact = Fraction(as_float)
-        if exact.denominator != 1:
-            raise ValueError(f"`{name}` must be {rule}, got {show(shown)}")
-        number = exact.numerator
-    else:
-        kind = "" if isinstance(value, str) else f"{type(value).__name__} "
-        raise TypeError(f"`{name}` must be {rule}, got {kind}{show(shown)}")
-    if number < minimum or (maximum is not None and number > maximum):
-        raise ValueError(f"`{name}` must be {rule}, got {show(shown)}")
-    return number
-
 
 def check_field(value: Any, field: str, name: str | None = None, shown: str | None = None) -> int:
     """Check an integer configuration field against ``FIELD_LIMITS``; ``name`` is what the
     person typed it as (``--shards``), the field's own name by default."""
     minimum, maximum, why = FIELD_LIMITS[field]
     return as_int(value, name or field, minimum=minimum, maximum=maximum, why=why, shown=shown)
-
-
-# ASCII digits only: Python's int() and float() also take other scripts' digits ("٣" is 3) and
-# underscores ("1_0" is 10), which a link should not carry and a person did not mean.
-_INT_TEXT = re.compile(r"[+-]?[0-9]+")
-_FLOAT_TEXT = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
-
-
-def number_from_text(text: str) -> Any:
-    """A person's typed number as an int (``"2"``) or a float (``"2.0"``, ``"1e3"``, ``"1e400"``
-    is inf), or the text itself when it is no number; ``as_int`` then says what is wrong."""
-    if _INT_TEXT.fullmatch(text):
-        try:
-            return int(text)
-        except ValueError:  # more digits than Python converts: as a float it is inf, and refused
-            return float(text)
-    if _FLOAT_TEXT.fullmatch(text):
-        return float(text)
-    return text
 
 
 def parse_int(text: str, field: str, name: str | None = None) -> int:
@@ -152,15 +78,6 @@ def parse_widths(text: str, name: str = "features", *, use_bias: bool = True) ->
     return tuple(DenseLayer(features=parse_int(width, "features", name), use_bias=use_bias) for width in widths)
 
 
-def as_bool(value: Any, name: str) -> bool:
-    """Return ``value`` as a bool; only true bools (Python or NumPy) are accepted."""
-    if hasattr(value, "ndim") and hasattr(value, "item") and value.ndim == 0:
-        value = value.item()
-    if not isinstance(value, bool):
-        raise TypeError(f"`{name}` must be true or false, got {type(value).__name__} {show(value)}")
-    return value
-
-
 def check_dtype(value: Any, name: str = "dtype") -> str:
     """A storage dtype name from ``DTYPES``."""
     if not isinstance(value, str) or value not in DTYPES:
@@ -168,26 +85,11 @@ def check_dtype(value: Any, name: str = "dtype") -> str:
     return value
 
 
-def check_text(value: Any, name: str, max_chars: int) -> str:
-    """Printable text of 1 to ``max_chars`` characters, stripped: no control or formatting
-    characters (a right-to-left override, a newline) that could disguise what is shown."""
-    if not isinstance(value, str):
-        raise TypeError(f"`{name}` must be text, got {type(value).__name__} {show(value)}")
-    stripped = value.strip()
-    if not stripped:
-        raise ValueError(f"`{name}` must not be empty")
-    if len(stripped) > max_chars:
-        raise ValueError(f"`{name}` may be at most {max_chars:,} characters, got {len(stripped):,}")
-    if not stripped.isprintable():
-        raise ValueError(f"`{name}` must be printable text (no control characters), got {show(stripped)}")
-    return stripped
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Origin:
     """Where a model that is not a preset came from: a Hugging Face ``config.json``.
 
-    Such a model is a family (``dcsim.presets.FAMILIES``) with hyperparameters, shown under the
+    Such a model is a family (``dcsim.model.presets.FAMILIES``) with hyperparameters, shown under the
     name the file gives it, never under a preset's: a Gemma file is not "Llama 2 7B with changes".
 
     Attributes:
@@ -210,8 +112,6 @@ class Origin:
                 f"`model_type` must be lower-case letters, digits and _ (gemma, gpt_neox), got {show(model_type)}"
             )
         object.__setattr__(self, "model_type", model_type)
-        # Imported here: dcsim.presets builds on this module's checks.
-        from dcsim import presets
 
         presets.schema(self.family)
         object.__setattr__(self, "edited", as_bool(self.edited, "edited"))
@@ -257,7 +157,7 @@ class ModelConfig:
       num_shards: how many checkpoint shards the ideal share divides the total by.
       dtype: the storage dtype of the byte figures (bytes per shard, raw payload), one of
         ``DTYPES``; the raw float32 estimate is always shown beside it. It never changes a count.
-      preset: the name of an architecture preset (``dcsim.presets.PRESETS``), or None. With a
+      preset: the name of an architecture preset (``dcsim.model.presets.PRESETS``), or None. With a
         preset or an origin, ``input_dim`` and ``layers`` are not used.
       overrides: hyperparameters changed from the preset's (or, with an origin, from its family's
         defaults), as sorted (name, value) pairs; a mapping is accepted and normalised.
@@ -295,8 +195,6 @@ class ModelConfig:
         object.__setattr__(self, "layers", layers)
 
     def _check_preset(self) -> None:
-        # Imported here: dcsim.presets builds on this module's checks (as_int, as_bool, show).
-        from dcsim import presets
 
         if self.origin is not None:
             if not isinstance(self.origin, Origin):
@@ -327,7 +225,7 @@ class ModelConfig:
             return self.origin.family
         if self.preset is None:
             return None
-        from dcsim import presets
+        from dcsim.model import presets
 
         return presets.PRESETS[self.preset].family
 
@@ -402,74 +300,12 @@ class ModelConfig:
         return cls.from_dict(load_json(text, "configuration", MAX_CONFIG_BYTES))
 
 
-def json_size(text: str | bytes) -> int:
-    """A document's size in UTF-8 bytes, as a file has it."""
-    return len(text) if isinstance(text, bytes) else _utf8_size(text)
-
-
-def load_json(text: str | bytes, what: str, max_bytes: int, parse_constant: Callable[[str], Any] | None = None) -> Any:
-    """Parse a JSON document a person supplied: at most ``max_bytes`` of UTF-8, repeated keys
-    refused; ``what`` names the document in every message ("configuration"). ``parse_constant``
-    is ``json.loads``'s hook for ``NaN`` and ``Infinity``."""
-    # No character takes less than a byte, so a text longer than the limit in characters is
-    # refused before it is encoded.
-    size = len(text) if isinstance(text, bytes) or len(text) > max_bytes else _utf8_size(text)
-    if size > max_bytes:
-        raise ValueError(f"a {what} file may be at most {max_bytes:,} bytes, got {size:,}")
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise ValueError(f"a {what} file must be UTF-8 text: {err.reason} at byte {err.start}") from None
-    try:
-        return json.loads(text, object_pairs_hook=no_duplicate_keys(what), parse_constant=parse_constant)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"the {what} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}") from None
-    except RecursionError:
-        raise ValueError(f"the {what} JSON is nested too deeply") from None
-    except ValueError as err:  # e.g. an integer literal longer than Python converts
-        raise ValueError(f"the {what} is not valid JSON: {err}") from None
-
-
-def _utf8_size(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
 _DENSE_DEFAULTS = (4, (DenseLayer(features=4),))
 _CONFIG_FIELDS = ("input_dim", "batch_size", "seed", "num_shards", "dtype", "layers")
 MODEL_KEYS = (*_CONFIG_FIELDS, "preset", "origin", "overrides")  # a configuration's JSON fields, envelope aside
 _CONFIG_KEYS = ("format", "version", *MODEL_KEYS)
 _ORIGIN_KEYS = ("name", "model_type", "family", "edited")
 _LAYER_KEYS = ("features", "use_bias")
-
-
-def json_kind(value: Any) -> str:
-    """How a message names a parsed JSON value's kind: "an object", "an array", "a number"..."""
-    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number")
-
-
-def reject_unknown(data: dict, valid: tuple[str, ...], where: str) -> None:
-    """Refuse a JSON object's unknown keys by name, listing the valid ones."""
-    unknown = [key for key in data if key not in valid]
-    if unknown:
-        names = ", ".join(show(key) for key in unknown[:5])
-        raise ValueError(f"unknown {where} field {names}; valid fields: {', '.join(valid)}")
-
-
-def no_duplicate_keys(what: str) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
-    """A ``json.loads`` ``object_pairs_hook`` refusing a repeated key, which plain JSON parsing
-    would silently resolve to the last value; ``what`` names the document in the message."""
-
-    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        data: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in data:
-                raise ValueError(f"the {what} repeats the field {show(key)}")
-            data[key] = value
-        return data
-
-    return hook
 
 
 def _origin_from_json(origin: Any) -> Origin:

@@ -12,7 +12,8 @@ from fractions import Fraction
 
 import jax.numpy as jnp
 
-from dcsim.config import DTYPES, MAX_SHARDS, as_int
+from dcsim.inputs import as_int
+from dcsim.model.config import DTYPES, MAX_SHARDS
 
 # float32 first: it is Flax's default parameter dtype and the headline figure.
 RAW_DTYPES = DTYPES

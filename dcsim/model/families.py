@@ -6,12 +6,12 @@ Modules are named so that paths read like the architecture: ``embed/token``, ``b
 ``block_3/mlp/gate``, ``final_norm``, ``lm_head``, ``stage_2/block_1/conv_1``.
 
 Every ``__call__`` takes positional inputs only, with defaults for flags (``train=False``), because
-``dcsim.models.build`` returns ``(module, inputs)`` and everything initialises with
+``dcsim.model.modules.build`` returns ``(module, inputs)`` and everything initialises with
 ``module.init(key, *inputs)``.
 
 Blocks are unrolled, one named submodule each (not ``nn.scan``): the variables tree is then exactly
 the one a training script would checkpoint and shard, with one row per block. Tracing costs about
-25 ms a block whatever its width, so counting (``dcsim.count.count_params``) traces each run of
+25 ms a block whatever its width, so counting (``dcsim.model.count.count_params``) traces each run of
 identical blocks only up to its second block and repeats that block's rows, renamed, for the rest
 (``traced_hparams``): exact by construction, because the blocks of a run are built from the same
 hyperparameters, and checked against the full unrolled init by the tests.
@@ -28,7 +28,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from dcsim import presets
+from dcsim.model import presets
 
 # The sequence the transformers are initialised on. Its length changes no count; it only has to fit
 # the learned position table.
@@ -358,7 +358,7 @@ class MLP(nn.Module):
 def build_family(
     family: str, hparams: Mapping[str, Any], batch_size: int = 1
 ) -> tuple[nn.Module, tuple[jax.ShapeDtypeStruct, ...]]:
-    """The module of ``family`` with ``hparams`` (already checked, see ``dcsim.presets.resolve``)
+    """The module of ``family`` with ``hparams`` (already checked, see ``dcsim.model.presets.resolve``)
     and the abstract inputs it initialises on."""
     h = dict(hparams)
     tokens = jax.ShapeDtypeStruct((batch_size, min(INIT_SEQUENCE, h.get("max_positions", 1))), jnp.int32)
@@ -397,7 +397,7 @@ TRACED_PER_RUN = 2
 
 def traced_hparams(family: str, hparams: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[Repeat, ...]]:
     """``hparams`` with every run of identical blocks cut to its first ``TRACED_PER_RUN`` blocks,
-    and the runs to expand back to full length (see ``dcsim.count.expand_repeats``)."""
+    and the runs to expand back to full length (see ``dcsim.model.count.expand_repeats``)."""
     h = dict(hparams)
     if family == "resnet":
         runs = tuple(

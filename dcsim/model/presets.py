@@ -1,6 +1,6 @@
 """Architecture presets: one table of published models, and the hyperparameter schema they share.
 
-Every preset names a model family (built from real Flax modules in ``dcsim.families``), its full
+Every preset names a model family (built from real Flax modules in ``dcsim.model.families``), its full
 hyperparameters, the parameter count it is published with and where that figure comes from. The
 tests initialise every preset abstractly and assert the published figure exactly, so a row here is
 a claim the suite checks, not a number copied in.
@@ -19,7 +19,7 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
-from dcsim.config import as_bool, as_int, number_from_text, show
+from dcsim.inputs import as_bool, as_int, number_from_text, show
 
 # Limits keep every preset cheap to trace (tracing cost grows with the number of blocks) and every
 # count inside int64, which the tables use. None of them is a limit of Flax.

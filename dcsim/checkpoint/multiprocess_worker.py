@@ -1,10 +1,11 @@
-"""One process of a multi-process checkpoint: ``python -m dcsim.multiprocess_worker REQUEST RESULT PROGRESS``.
+"""One process of a multi-process checkpoint:
+``python -m dcsim.checkpoint.multiprocess_worker REQUEST RESULT PROGRESS``.
 
-``dcsim.multiprocess`` starts P of these at once, as a real multi-host job runs one per host. Each
+``dcsim.checkpoint.multiprocess`` starts P of these at once, as a real multi-host job runs one per host. Each
 joins JAX's distributed runtime (process 0 runs the coordinator, on 127.0.0.1 and a port the
 parent chose for this run), so the P processes see one global mesh with N/P virtual CPU devices
 each, and CPU collectives run over gloo, also on loopback. Then each does what the single-process
-worker does, with the same functions (``dcsim.checkpoint_worker``): initialise the parameters
+worker does, with the same functions (``dcsim.checkpoint.worker``): initialise the parameters
 born sharded, so it materialises only its own devices' shards; save them with Orbax's
 ``StandardCheckpointer`` into the one folder the parent owns (Orbax writes
 ``ocdbt.process_<id>/`` per process and process 0 commits); restore onto the same shardings and
@@ -33,7 +34,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
-from dcsim.checkpoint_worker import (
+from dcsim.checkpoint.worker import (
     _fault,
     _files,
     _peak_rss_bytes,
@@ -42,7 +43,7 @@ from dcsim.checkpoint_worker import (
     same_tree,
     save_params,
 )
-from dcsim.config import ModelConfig
+from dcsim.model.config import ModelConfig
 
 LOOPBACK = "127.0.0.1"
 # Test-only: which process the checkpoint worker's fault hook (FAULT_ENV) applies to.

@@ -43,9 +43,9 @@ from typing import Any
 import pandas as pd
 from jax.sharding import AbstractMesh, NamedSharding, PartitionSpec
 
-from dcsim import payload, shares
-from dcsim.config import as_int, number_from_text, show
-from dcsim.count import ArrayRow, ParamReport
+from dcsim.inputs import as_int, number_from_text, show
+from dcsim.model.count import ArrayRow, ParamReport
+from dcsim.sharding import payload, shares
 
 # Limits. They keep a mesh or a rule set that arrives in a link cheap to parse and to lay out;
 # none is a limit of JAX.
@@ -465,7 +465,7 @@ def _place(row: ArrayRow, mesh: MeshSpec, jax_mesh: AbstractMesh, strategy: str,
 
 def _placements(report: ParamReport, mesh: MeshSpec, strategy: str, rules: Sequence[Rule]) -> list[_Placement]:
     if not isinstance(report, ParamReport):
-        raise TypeError(f"a report must be a dcsim.count.ParamReport, got {type(report).__name__}")
+        raise TypeError(f"a report must be a dcsim.model.count.ParamReport, got {type(report).__name__}")
     checked = _check_strategy(mesh, strategy, rules)
     jax_mesh = abstract_mesh(mesh)
     placements, problems = [], []
@@ -743,7 +743,7 @@ def _number(value: Fraction | None) -> tuple[float | None, str | None]:
 
 def layout_record(layout: LayoutReport) -> dict[str, Any]:
     """The layout as one JSON-ready object. Exact fractions come as a float plus an exact string
-    (``ideal_share`` and ``ideal_share_fraction``), as ``dcsim.tables.count_record`` does."""
+    (``ideal_share`` and ``ideal_share_fraction``), as ``dcsim.report.tables.count_record`` does."""
     share = layout.ideal_share
     gap, gap_fraction = _number(layout.gap)
     ratio, ratio_fraction = _number(layout.gap_ratio)

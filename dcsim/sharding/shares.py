@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 from fractions import Fraction
 
-from dcsim.config import MAX_SHARDS, as_int
+from dcsim.inputs import as_int
+from dcsim.model.config import MAX_SHARDS
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -2,7 +2,7 @@
 
 Teams usually meet a model as the ``config.json`` next to its weights. dcsim reads the fields that
 decide the parameter count and builds the same configuration from its own families
-(``dcsim.families``), so the count still comes from initialising Flax modules. The result is a
+(``dcsim.model.families``), so the count still comes from initialising Flax modules. The result is a
 family with hyperparameters and an ``Origin`` naming the model as the file does
 (``GemmaForCausalLM (gemma, from config.json)``), never a preset's name; it travels in a link like
 any other configuration.
@@ -22,19 +22,9 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dcsim import presets
-from dcsim.config import (
-    MAX_CONFIG_BYTES,
-    MAX_NAME_CHARS,
-    ModelConfig,
-    Origin,
-    as_bool,
-    as_int,
-    json_kind,
-    json_size,
-    load_json,
-    show,
-)
+from dcsim.inputs import as_bool, as_int, json_kind, json_size, load_json, show
+from dcsim.model import presets
+from dcsim.model.config import MAX_CONFIG_BYTES, MAX_NAME_CHARS, ModelConfig, Origin
 
 # A config.json with a classifier's label names (ViT's 1,000 ImageNet classes, twice: id2label and
 # label2id) runs to about 70 KB, past the 64 KiB of a dcsim configuration file.

@@ -11,9 +11,10 @@ from typing import Any
 
 import pandas as pd
 
-from dcsim import payload, shares, units
-from dcsim.config import ModelConfig
-from dcsim.count import ParamReport
+from dcsim.model.config import ModelConfig
+from dcsim.model.count import ParamReport
+from dcsim.report import units
+from dcsim.sharding import payload, shares
 
 
 def arrays_frame(report: ParamReport) -> pd.DataFrame:

@@ -2,13 +2,13 @@
 
 Real distributed checkpoints are written by one process per host, each holding only its own
 shards, coordinated by JAX's distributed runtime and Orbax. This module runs that very engine as P
-child processes (``dcsim.multiprocess_worker``) on loopback: each joins ``jax.distributed`` with a
+child processes (``dcsim.checkpoint.multiprocess_worker``) on loopback: each joins ``jax.distributed`` with a
 coordinator on 127.0.0.1 and a port chosen for the run, holds N/P of the mesh's N virtual CPU
 devices, and saves into one temporary folder; then each restores and compares its own shards.
 
 It reuses the single-process measurement's pieces: ``dcsim.checkpoint`` plans (validation and the
 parameter ceiling, for the group's whole mesh), builds the group's totals as a ``CheckpointReport``
-and explains them; ``dcsim.workers`` runs the group, so a failure or a hang of any one process
+and explains them; ``dcsim.checkpoint.workers`` runs the group, so a failure or a hang of any one process
 ends every process at once. The temporary folder is always removed. A server wraps a group in the
 same ``MeasurementLock`` as a single measurement: one at a time, whatever its size.
 """
@@ -28,8 +28,8 @@ from typing import Any
 
 import pandas as pd
 
-from dcsim import checkpoint, units
-from dcsim.checkpoint import (
+from dcsim.checkpoint import measurement
+from dcsim.checkpoint.measurement import (
     DEFAULT_TIMEOUT_SECONDS,
     CheckpointFailed,
     CheckpointPlan,
@@ -37,19 +37,21 @@ from dcsim.checkpoint import (
     CheckpointTimeout,
     plan_checkpoint,
 )
-from dcsim.config import ModelConfig, number_from_text, show
-from dcsim.layout import MeshSpec, Rule
-from dcsim.workers import WorkerFailed, WorkerJob, WorkerTimeout, run_workers
+from dcsim.checkpoint.workers import WorkerFailed, WorkerJob, WorkerTimeout, run_workers
+from dcsim.inputs import number_from_text, show
+from dcsim.model.config import ModelConfig
+from dcsim.report import units
+from dcsim.sharding.layout import MeshSpec, Rule
 
-WORKER_MODULE = "dcsim.multiprocess_worker"
+WORKER_MODULE = "dcsim.checkpoint.multiprocess_worker"
 # Each process imports JAX, Flax and Orbax (about 300 MB before any work): a bound on the group.
 MAX_PROCESSES = 8
 SWEEP_PROCESSES = (1, 2, 4)
-STAGES = ("connecting", *checkpoint.STAGES)
+STAGES = ("connecting", *measurement.STAGES)
 # A port taken between the probe and the coordinator's bind: try again on a fresh one this often.
 PORT_ATTEMPTS = 3
 CONNECT_TIMEOUT_SECONDS = 60  # at least; see ``_jobs``
-PORT_TAKEN = "coordinator port taken"  # dcsim.multiprocess_worker.PORT_TAKEN, without importing JAX
+PORT_TAKEN = "coordinator port taken"  # dcsim.checkpoint.multiprocess_worker.PORT_TAKEN, without importing JAX
 
 MULTIHOST_NOTE = (
     "What this means for a real multi-host save: each host writes only the shards its devices hold, "
@@ -242,7 +244,7 @@ def _group_report(plan: MultiprocessPlan, results: list[dict[str, Any]]) -> Mult
         raise CheckpointFailed("the processes' results do not name processes 0 to P-1 once each")
     files = results[0]["files"]
     highest = max(results, key=lambda result: int(result["peak_rss_bytes"]))
-    totals = checkpoint._report(
+    totals = measurement._report(
         plan.checkpoint,
         {
             "files": files,
@@ -256,7 +258,7 @@ def _group_report(plan: MultiprocessPlan, results: list[dict[str, Any]]) -> Mult
             "baseline_rss_bytes": highest["baseline_rss_bytes"],
             "peak_rss_bytes": highest["peak_rss_bytes"],
             "peak_rss_before_stage": {
-                stage: peak for stage, peak in highest["peak_rss_before_stage"].items() if stage in checkpoint.STAGES
+                stage: peak for stage, peak in highest["peak_rss_before_stage"].items() if stage in measurement.STAGES
             },
             "versions": results[0]["versions"],
         },
@@ -299,7 +301,7 @@ def _jobs(plan: MultiprocessPlan, folder: Path, port: int) -> list[WorkerJob]:
         "config": base.config.to_dict(),
         "dtype": base.dtype,
         "mesh": [list(axis) for axis in base.mesh.axes],
-        "specs": {path: checkpoint._spec_json(spec) for path, spec in base.specs.items()},
+        "specs": {path: measurement._spec_json(spec) for path, spec in base.specs.items()},
         "num_processes": plan.num_processes,
         "port": port,
         "checkpoint": str(folder / "checkpoint"),
@@ -317,7 +319,7 @@ def _jobs(plan: MultiprocessPlan, folder: Path, port: int) -> list[WorkerJob]:
                 module=WORKER_MODULE,
                 request=request | {"process_id": process_id},
                 folder=own,
-                env=checkpoint._worker_env(plan.devices_per_process),
+                env=measurement._worker_env(plan.devices_per_process),
             )
         )
     return jobs
@@ -573,7 +575,7 @@ def multiprocess_record(report: MultiprocessReport) -> dict[str, Any]:
     """The group measurement as one JSON-ready object: the single-process record for the totals,
     plus the processes, the files by place and the machine (keys in the README)."""
     return {
-        **checkpoint.checkpoint_record(report.checkpoint),
+        **measurement.checkpoint_record(report.checkpoint),
         "num_processes": report.num_processes,
         "devices_per_process": report.devices_per_process,
         "save_wall_seconds": report.checkpoint.save_seconds,
