@@ -1,6 +1,6 @@
 """The command line: ``python -m dcsim count ...`` for scripts and quick checks.
 
-Every subcommand shares one set of model flags and one glossary of JSON keys (see the README).
+Every subcommand shares one set of model flags and one glossary of JSON keys (docs/cli.md).
 Bad input prints one line on stderr and exits 2; nothing here prints a traceback at a person.
 """
 
@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pandas as pd
 
@@ -45,7 +45,7 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
-def _model_flags() -> argparse.ArgumentParser:
+def _model_flags() -> _Parser:
     flags = _Parser(add_help=False)
     group = flags.add_argument_group("model (flags given override the --config file's fields)")
     group.add_argument(
@@ -133,7 +133,7 @@ def _read_config(path: str) -> ModelConfig:
 def config_from_args(args: argparse.Namespace) -> ModelConfig:
     """The configuration the model flags describe: the --config file's, then each given flag."""
     config = _read_config(args.config) if args.config else ModelConfig()
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}
     for flag, field in (
         ("input_dim", "input_dim"),
         ("batch", "batch_size"),
@@ -153,7 +153,7 @@ def config_from_args(args: argparse.Namespace) -> ModelConfig:
     return dataclasses.replace(config, layers=layers, **changes, **_preset_changes(args, config))
 
 
-def _preset_changes(args: argparse.Namespace, config: ModelConfig) -> dict[str, object]:
+def _preset_changes(args: argparse.Namespace, config: ModelConfig) -> dict[str, Any]:
     """``preset``, ``origin`` and ``overrides`` from --preset and --set, over the --config file's
     (a preset, or a Hugging Face file's model, which --set edits under its own name)."""
     preset, origin, overrides = config.preset, config.origin, dict(config.overrides)
@@ -163,9 +163,9 @@ def _preset_changes(args: argparse.Namespace, config: ModelConfig) -> dict[str, 
             overrides = {}
         preset, origin = args.preset, None
     family = presets.get_preset(preset).family if preset is not None else origin.family if origin else None
-    if args.set and family is None:
-        raise UsageError("`--set` changes a preset's hyperparameters; choose a preset with --preset NAME")
     for item in args.set:
+        if family is None:
+            raise UsageError("`--set` changes a preset's hyperparameters; choose a preset with --preset NAME")
         name, equals, text = item.partition("=")
         if not equals:
             raise UsageError(f"`--set` takes KEY=VALUE, e.g. num_layers=6, got {item!r}")
@@ -488,7 +488,7 @@ def render_checkpoint_table(report: measurement.CheckpointReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _measurement_options(args: argparse.Namespace) -> dict[str, object]:
+def _measurement_options(args: argparse.Namespace) -> dict[str, Any]:
     """The checkpoint flags as ``measure_checkpoint`` / ``plan_sweep`` keywords, each checked."""
     return {
         "mesh": args.mesh,

@@ -260,8 +260,8 @@ def model_text(config: ModelConfig) -> str:
 # --- tables -------------------------------------------------------------------------------------
 
 
-def _ratio(value: int, base: int) -> Fraction | None:
-    return Fraction(value, base) if base else None
+def _ratio(value: int, base: int) -> Fraction:
+    return Fraction(value, base)  # a baseline's total and raw bytes are at least 1
 
 
 def comparison_frame(comparison: Comparison, reports: Sequence[ParamReport]) -> pd.DataFrame:

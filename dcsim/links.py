@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import urlencode
 
 from dcsim.inputs import show
@@ -150,7 +151,7 @@ def _decode_origin(params: Mapping[str, Sequence[str]], problems: list[str]) -> 
     except (TypeError, ValueError) as err:
         problems.append(f"Link: `{FAMILY_KEY}`: {err}.")
         return None
-    fields: dict[str, object] = {"family": family, "model_type": "unknown", "name": ""}
+    fields: dict[str, Any] = {"family": family, "model_type": "unknown", "name": ""}
     for key, limit in ((MODEL_TYPE_KEY, MAX_MODEL_TYPE_CHARS), (NAME_KEY, MAX_NAME_CHARS)):
         if key not in params:
             continue
@@ -228,7 +229,7 @@ def _decode_model(params: Mapping[str, Sequence[str]], config: ModelConfig, prob
             if name in refused
         )
 
-    parsed: dict[str, object] = {}
+    parsed: dict[str, Any] = {}
     for name in (name for name in names if name in valid):
         key = HPARAM_PREFIX + name
         try:
@@ -239,20 +240,20 @@ def _decode_model(params: Mapping[str, Sequence[str]], config: ModelConfig, prob
     # tied values at once (d_model=1 with num_heads=1) must be tried whole first: one at a time,
     # in the link's order, would refuse a configuration the link was written from.
     try:
-        config = dataclasses.replace(config, overrides=parsed)
+        config = dataclasses.replace(config, overrides=tuple(parsed.items()))
     except (TypeError, ValueError):
         pass
     else:
         report()
         return config
     # Else keep as many as fit, in passes until none more does; report the rest.
-    overrides: dict[str, object] = {}
+    overrides: dict[str, Any] = {}
     pending = dict(parsed)
     while pending:
         added = False
         for name, value in list(pending.items()):
             try:
-                config = dataclasses.replace(config, overrides={**overrides, name: value})
+                config = dataclasses.replace(config, overrides=tuple({**overrides, name: value}.items()))
             except (TypeError, ValueError) as err:
                 refused[name] = err
                 continue
@@ -316,7 +317,7 @@ def decode(params: Mapping[str, Sequence[str]]) -> Decoded:
                     ),
                 )
 
-    fields: dict[str, object] = {}
+    fields: dict[str, Any] = {}
     for key, field in SCALAR_KEYS.items():
         if key not in params:
             continue

@@ -10,7 +10,6 @@ from dcsim.checkpoint import measurement, multiprocess
 from dcsim.inputs import show
 from dcsim.report import charts, units
 from dcsim.sharding import payload
-from dcsim.sharding.layout import parse_mesh
 from dcsim.ui import cache, frame, state, widgets
 from dcsim.ui import checkpoint as measuring
 
@@ -122,12 +121,7 @@ if mesh_problem:
 
 settings = None
 try:
-    settings = measuring.Settings(
-        dtype=config.dtype,
-        mesh=parse_mesh(measuring.parse_setting("mesh", str(mesh_text or ""))),
-        strategy=measuring.parse_setting("strategy", strategy),
-        processes=measuring.parse_setting("processes", str(processes)),
-    )
+    settings = measuring.Settings.parse(config.dtype, str(mesh_text or ""), strategy, str(processes))
 except (TypeError, ValueError) as err:
     st.error(frame.plain(f"These settings cannot be used: {err}."), icon=":material/error:")
     state.set_page_params({"strategy": strategy, "processes": str(processes)})
@@ -158,17 +152,17 @@ if refusal:
     st.error(frame.plain(f"This model cannot be measured here: {refusal}."), icon=":material/block:")
     st.caption(
         "The ceiling keeps this server's measurement under about 1 GB of memory. Whoever runs this server can "
-        f"raise it with the environment variable `{measurement.MAX_PARAMS_ENV}` (see the hosting notes in the "
-        "README); the plan, the ideal share and the layout above need no measurement."
+        f"raise it with the environment variable `{measurement.MAX_PARAMS_ENV}` (see docs/checkpoint.md "
+        "in the repository); the plan, the ideal share and the layout above need no measurement."
     )
-elif plan is not None:
+elif plan is not None and settings is not None:
     single_plan = plan.checkpoint if isinstance(plan, multiprocess.MultiprocessPlan) else plan
     held = (
         ""
         if single_plan.stored_values == report.total_params
         else f" ({units.count(single_plan.stored_values)} held by the devices together, replicas included)"
     )
-    group = (
+    group_text = (
         f", {plan.num_processes} processes of {plan.devices_per_process:,} device(s) each"
         if isinstance(plan, multiprocess.MultiprocessPlan)
         else ""
@@ -177,14 +171,14 @@ elif plan is not None:
         frame.plain(
             f"Within this server's ceiling of {units.count(single_plan.max_params)} values{held}: "
             f"ready to measure on {settings.mesh.num_devices:,} virtual device(s) ({settings.mesh.text}, "
-            f"{settings.strategy}{group})."
+            f"{settings.strategy}{group_text})."
         ),
         icon=":material/check_circle:",
     )
 
 # --- the measurement: a child process, one at a time per server --------------------------------------
 
-kept = measuring.cached_report(config, settings) if plan is not None else None
+kept = measuring.cached_report(config, settings) if plan is not None and settings is not None else None
 lock = measuring.measurement_lock()
 if plan is not None and lock.busy:
     st.info(
@@ -206,8 +200,9 @@ clicked = st.button(
     + f" (counted once started: importing JAX has {measuring.TIMEOUT_SECONDS:g} s of its own)"
     + "; the temporary checkpoint is deleted afterwards.",
 )
-if clicked and plan is not None:
-    group_size = settings.processes
+if clicked and plan is not None and settings is not None:
+    chosen = settings  # the lambdas below see it narrowed
+    group_size = chosen.processes
     label = "Measuring in a child process…" if group_size == 1 else f"Measuring in {group_size} processes at once…"
     with st.status(label, expanded=True) as status:
         bar = st.progress(
@@ -234,9 +229,9 @@ if clicked and plan is not None:
             status,
             "measurement",
             lambda: (
-                measuring.measure(config, settings, on_progress=show_stage)
+                measuring.measure(config, chosen, on_progress=show_stage)
                 if group_size == 1
-                else measuring.measure_group(config, settings, on_progress=show_group_stage)
+                else measuring.measure_group(config, chosen, on_progress=show_group_stage)
             ),
         )
         if measured is not None:
@@ -400,6 +395,7 @@ sweep_clicked = st.button(
     "the temporary checkpoints are deleted afterwards.",
 )
 if sweep_clicked and plan is not None and settings is not None:
+    chosen = settings  # the lambda below sees it narrowed
     with st.status("Sweeping…", expanded=True) as status:
         bar = st.progress(0.0, text=f"Starting {measuring.SWEEP_PROCESSES[0]} process(es)")
         sweep_stages: dict[tuple[int, int], str] = {}
@@ -411,7 +407,7 @@ if sweep_clicked and plan is not None and settings is not None:
             status.update(label=f"Sweeping: {num_processes} process(es)…")
 
         swept = measuring.run_in_status(
-            status, "sweep", lambda: measuring.measure_sweep(config, settings, on_progress=show_sweep_stage)
+            status, "sweep", lambda: measuring.measure_sweep(config, chosen, on_progress=show_sweep_stage)
         )
         if swept is not None:
             kept_sweep = swept

@@ -1,4 +1,4 @@
-"""The code stays ruff-clean: part of the test command so CI enforces it."""
+"""The code stays ruff-clean and type-checks: part of the test command so CI enforces it."""
 
 import subprocess
 import sys
@@ -12,4 +12,10 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("command", [["check", "."], ["format", "--check", "."]], ids=["lint", "format"])
 def test_ruff(command):
     result = subprocess.run([sys.executable, "-m", "ruff", *command], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_finds_no_type_errors():
+    """mypy over dcsim/, pages/ and app.py (its settings are in pyproject.toml), with no errors."""
+    result = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -44,7 +44,6 @@ from dcsim.model.config import ModelConfig
 
 # Test-only: make the worker fail after its save, to prove the parent still cleans up.
 FAULT_ENV = "DCSIM_CHECKPOINT_TEST_FAULT"
-FAULTS = ("raise", "kill", "hang")
 # Test-only: a file holding the fault, read when each worker starts, so a test can switch faults on
 # and off in a running server (whose environment is fixed) between two measurements.
 FAULT_FILE_ENV = "DCSIM_CHECKPOINT_TEST_FAULT_FILE"
@@ -125,7 +124,7 @@ def _apply_size_limit() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (int(size), int(size)))
 
 
-def _disk_full(err: BaseException) -> bool:
+def _disk_full(err: BaseException | None) -> bool:
     """Whether an error, or one it was raised from, is a write refused for lack of space."""
     seen: set[int] = set()
     while err is not None and id(err) not in seen:
@@ -246,7 +245,7 @@ def _compilation_cache_events() -> Iterator[list[str]]:
 def _cache_status(events: list[str]) -> str:
     """``hit`` (the init program was read from the cache), ``miss`` (compiled; kept if it took a
     second or more) or ``off`` (no cache: see ``dcsim.checkpoint.workers.compilation_cache_env``)."""
-    if not jax.config.jax_compilation_cache_dir:
+    if not getattr(jax.config, "jax_compilation_cache_dir", None):  # a flag JAX sets up at run time
         return "off"
     return "hit" if _CACHE_HIT in events else "miss"
 

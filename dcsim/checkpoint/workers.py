@@ -300,9 +300,11 @@ def run_workers(
             codes = [process.poll() for process in processes]
             # Workers that depend on each other fail together: when one is killed, its peers soon
             # report a lost connection. A worker killed by a signal is the cause, so it is read first.
-            for index in sorted(range(len(jobs)), key=lambda i: not (codes[i] is not None and codes[i] < 0)):
-                if codes[index] is not None and results[index] is None:
-                    results[index] = _read_result(jobs[index], codes[index])
+            killed = {index for index, code in enumerate(codes) if code is not None and code < 0}
+            for index in sorted(range(len(jobs)), key=lambda i: i not in killed):
+                code = codes[index]
+                if code is not None and results[index] is None:
+                    results[index] = _read_result(jobs[index], code)
             if all(result is not None for result in results):
                 report_progress()  # the stages written between this round's read and the exits
                 return [result for result in results if result is not None]

@@ -225,8 +225,6 @@ class ModelConfig:
             return self.origin.family
         if self.preset is None:
             return None
-        from dcsim.model import presets
-
         return presets.PRESETS[self.preset].family
 
     def architecture(self) -> ModelConfig:

@@ -282,6 +282,7 @@ class ResidualBlock(nn.Module):
         def norm(name: str) -> nn.Module:
             return nn.BatchNorm(use_running_average=not train, name=name)
 
+        shapes: tuple[tuple[int, int, int], ...]
         if self.bottleneck:
             shapes = ((self.features, 1, 1), (self.features, 3, self.strides), (4 * self.features, 1, 1))
         else:

@@ -79,7 +79,7 @@ class _Fields:
     def take(self, name: str, key: str, default: Any = _MISSING) -> int:
         """The integer field ``key`` as the hyperparameter ``name``, within that one's range."""
         spec = presets.hparam(self.family, name, self.family)
-        self.hparams[name] = self._int(key, default, spec.minimum, spec.maximum)
+        self.hparams[name] = self._int(key, default, spec.low, spec.high)
         self.source[name] = key
         return self.hparams[name]
 
@@ -275,7 +275,7 @@ def from_hf_config(data: Any, base: ModelConfig | None = None) -> Imported:
             seed=base.seed,
             batch_size=base.batch_size,
             origin=origin,
-            overrides=overrides,
+            overrides=tuple(overrides.items()),
         )
     except ValueError as err:  # hyperparameters taken together, named as dcsim names them
         renamed = ", ".join(f"{name} is {key}" for name, key in fields.source.items() if name != key)

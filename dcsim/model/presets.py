@@ -34,6 +34,12 @@ MAX_STAGE_BLOCKS = 64
 KINDS = ("int", "bool", "choice", "ints")
 
 
+def _bound(value: int | None, name: str) -> int:
+    if value is None:  # a schema entry without its range: a bug in the table below, not in input
+        raise TypeError(f"the hyperparameter `{name}` has no range")
+    return value
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class HParam:
     """One hyperparameter of a family, with what a form needs to offer it.
@@ -58,6 +64,21 @@ class HParam:
     choices: tuple[str, ...] = ()
     max_length: int | None = None
 
+    @property
+    def low(self) -> int:
+        """The smallest ``int`` (or ``ints`` entry) allowed."""
+        return _bound(self.minimum, self.name)
+
+    @property
+    def high(self) -> int:
+        """The largest ``int`` (or ``ints`` entry) allowed."""
+        return _bound(self.maximum, self.name)
+
+    @property
+    def longest(self) -> int:
+        """The most entries an ``ints`` list may hold."""
+        return _bound(self.max_length, self.name)
+
     def rule(self) -> str:
         """What a valid value looks like, for error messages and help text."""
         if self.kind == "int":
@@ -74,7 +95,7 @@ class HParam:
         """``value`` as this hyperparameter's normal form (``ints`` become a tuple), or raise."""
         name = self.name
         if self.kind == "int":
-            return as_int(value, name, minimum=self.minimum, maximum=self.maximum)
+            return as_int(value, name, minimum=self.low, maximum=self.high)
         if self.kind == "bool":
             return as_bool(value, name)
         if self.kind == "choice":
@@ -85,18 +106,17 @@ class HParam:
             return value
         if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
             raise TypeError(f"`{name}` must be {self.rule()}, got {type(value).__name__} {show(value)}")
-        if not 1 <= len(value) <= self.max_length:
+        if not 1 <= len(value) <= self.longest:
             raise ValueError(f"`{name}` must be {self.rule()}, got {len(value):,} entries")
         return tuple(
-            as_int(entry, f"{name}[{index}]", minimum=self.minimum, maximum=self.maximum)
-            for index, entry in enumerate(value)
+            as_int(entry, f"{name}[{index}]", minimum=self.low, maximum=self.high) for index, entry in enumerate(value)
         )
 
     def parse(self, text: str) -> Any:
         """A value typed as text (``--set num_layers=6``, ``tied_embeddings=false``, ``3,4,6,3``)."""
         text = text.strip()
         if self.kind == "int":
-            return as_int(number_from_text(text), self.name, minimum=self.minimum, maximum=self.maximum, shown=text)
+            return as_int(number_from_text(text), self.name, minimum=self.low, maximum=self.high, shown=text)
         if self.kind == "bool":
             lowered = text.lower()
             if lowered not in ("true", "false"):
@@ -105,15 +125,15 @@ class HParam:
         if self.kind == "choice":
             return self.check(text)
         entries = text.split(",")
-        if len(entries) > self.max_length:
+        if len(entries) > self.longest:
             return self.check(entries)  # the length message, before converting thousands of entries
         return self.check(
             [
                 as_int(
                     number_from_text(entry.strip()),
                     f"{self.name}[{index}]",
-                    minimum=self.minimum,
-                    maximum=self.maximum,
+                    minimum=self.low,
+                    maximum=self.high,
                     shown=entry,
                 )
                 for index, entry in enumerate(entries)
@@ -588,7 +608,7 @@ def follow(family: str, before: Mapping[str, Any], after: Mapping[str, Any], pin
         if rule.kind == "ratio":
             scaled = round(Fraction(before[rule.name] * new_source, old_source))
             spec = hparam(family, rule.name, family)
-            result[rule.name] = min(max(scaled, spec.minimum), spec.maximum)
+            result[rule.name] = min(max(scaled, spec.low), spec.high)
         elif before[rule.name] == old_source:
             result[rule.name] = new_source
     return result

@@ -24,6 +24,14 @@ BYTE_LABELS = "format(datum.value, '~s') + 'B'"
 SHARE_LABELS = f"datum.value >= 1000 ? {COUNT_LABELS} : format(datum.value, '~g')"
 
 
+def _as_layer(chart: alt.LayerChart | alt.FacetChart) -> alt.LayerChart:
+    """A layered chart after ``.properties(...)``, typed as the ``LayerChart`` it is (Altair's
+    annotations allow a ``FacetChart`` there)."""
+    if not isinstance(chart, alt.LayerChart):
+        raise TypeError(f"expected a layered chart, got {type(chart).__name__}")
+    return chart
+
+
 def decades(low: float, high: float) -> list[float]:
     """The powers of ten from just below ``low`` to just above ``high``: a log axis's ticks
     (Vega-Lite's own pick, thinned for overlap, shows odd labels like 70k next to 600k)."""
@@ -110,9 +118,11 @@ def share_sweep(sweep: pd.DataFrame, num_shards: int) -> alt.LayerChart:
         .mark_point(size=160, filled=True, color="#d1242f")
         .encode(x="num_shards:Q", y="ideal_share:Q", tooltip=base.encoding.tooltip)
     )
-    return alt.layer(base.mark_line(), base.mark_point(filled=True), marked).properties(
-        title=alt.Title("Ideal share per shard", subtitle=f"Total / shards, log-log; red: {num_shards:,} shards"),
-        description="Line chart of the ideal share per shard falling as the number of shards doubles.",
+    return _as_layer(
+        alt.layer(base.mark_line(), base.mark_point(filled=True), marked).properties(
+            title=alt.Title("Ideal share per shard", subtitle=f"Total / shards, log-log; red: {num_shards:,} shards"),
+            description="Line chart of the ideal share per shard falling as the number of shards doubles.",
+        )
     )
 
 
@@ -257,14 +267,16 @@ def layout_vs_ideal(strategies: pd.DataFrame, chosen: str) -> alt.LayerChart:
             tooltip=[alt.Tooltip("ideal_share_text:N", title="Ideal share (exact): total / devices")],
         )
     )
-    return alt.layer(bars, rule).properties(
-        height=alt.Step(36),
-        title=alt.Title(
-            "Values per device by strategy (values, log)",
-            subtitle=[f"This mesh; red: {chosen}", "Dashed: the ideal share (total / devices)"],
-        ),
-        description="Bar chart of the values each device holds under each layout strategy on this mesh, "
-        "on a log axis, with a dashed line at the ideal share.",
+    return _as_layer(
+        alt.layer(bars, rule).properties(
+            height=alt.Step(36),
+            title=alt.Title(
+                "Values per device by strategy (values, log)",
+                subtitle=[f"This mesh; red: {chosen}", "Dashed: the ideal share (total / devices)"],
+            ),
+            description="Bar chart of the values each device holds under each layout strategy on this mesh, "
+            "on a log axis, with a dashed line at the ideal share.",
+        )
     )
 
 
@@ -332,14 +344,16 @@ def layout_sweep(
             .encode(x="devices:Q", y="values_per_device:Q", tooltip=tooltip)
         )
         subtitle[1] += "; red: this layout"
-    return alt.layer(*layers).properties(
-        height=260,
-        # Fit the width only: fitting the height too (Streamlit's default) squeezed the plot under the
-        # two-row legend until the title was cut off at the top.
-        autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
-        title=alt.Title("Values per device by device count (log-log)", subtitle=subtitle),
-        description="Line chart of the values each device holds under each strategy as the number of devices "
-        "doubles from 1 to 4,096, beside the ideal share, on log-log axes.",
+    return _as_layer(
+        alt.layer(*layers).properties(
+            height=260,
+            # Fit the width only: fitting the height too (Streamlit's default) squeezed the plot under the
+            # two-row legend until the title was cut off at the top.
+            autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
+            title=alt.Title("Values per device by device count (log-log)", subtitle=subtitle),
+            description="Line chart of the values each device holds under each strategy as the number of devices "
+            "doubles from 1 to 4,096, beside the ideal share, on log-log axes.",
+        )
     )
 
 
@@ -445,16 +459,18 @@ def compare_sweep(sweep: pd.DataFrame, table: pd.DataFrame) -> alt.LayerChart:
             tooltip=tooltip,
         )
     )
-    return alt.layer(base.mark_line(), marked).properties(
-        height=300,
-        # Fit the width only: fitting the height too squeezed the plot under a two-row legend.
-        autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
-        title=alt.Title(
-            "Ideal share per shard across shard counts",
-            subtitle="Total / shards, log-log; diamond: each scenario's own",
-        ),
-        description="Line chart of each scenario's ideal share per shard as the number of shards doubles from 1 "
-        "to 4,096, one line per scenario, on log-log axes.",
+    return _as_layer(
+        alt.layer(base.mark_line(), marked).properties(
+            height=300,
+            # Fit the width only: fitting the height too squeezed the plot under a two-row legend.
+            autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
+            title=alt.Title(
+                "Ideal share per shard across shard counts",
+                subtitle="Total / shards, log-log; diamond: each scenario's own",
+            ),
+            description="Line chart of each scenario's ideal share per shard as the number of shards doubles from 1 "
+            "to 4,096, one line per scenario, on log-log axes.",
+        )
     )
 
 
@@ -526,20 +542,22 @@ def budget_sweep(held: pd.DataFrame, budget: float, unit: str) -> alt.LayerChart
         .mark_rule(strokeDash=[6, 4], strokeWidth=2, color="#d1242f")
         .encode(y="budget:Q", tooltip=[alt.Tooltip("text:N", title="Budget per device")])
     )
-    return alt.layer(trend, points, rule).properties(
-        height=300,
-        autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
-        title=alt.Title(
-            "Fullest device against the budget (log-log)",
-            subtitle=[
-                "Counts a team buys: 1, 2, 3, 4, 6, 8, 12, 16, 24 …",
-                "Dot: fits; cross: over the budget; large: the fewest that fit",
-                "Red dashed: the budget",
-            ],
-        ),
-        description="What the fullest device holds under JAX's real layout at the device counts a team would buy "
-        "(powers of two and three times a power of two) and at each scenario's answer, one colour a scenario, "
-        "circles where it fits the budget and crosses where it does not, with the budget as a dashed line.",
+    return _as_layer(
+        alt.layer(trend, points, rule).properties(
+            height=300,
+            autosize=alt.AutoSizeParams(type="fit-x", contains="padding"),
+            title=alt.Title(
+                "Fullest device against the budget (log-log)",
+                subtitle=[
+                    "Counts a team buys: 1, 2, 3, 4, 6, 8, 12, 16, 24 …",
+                    "Dot: fits; cross: over the budget; large: the fewest that fit",
+                    "Red dashed: the budget",
+                ],
+            ),
+            description="What the fullest device holds under JAX's real layout at the device counts a team would buy "
+            "(powers of two and three times a power of two) and at each scenario's answer, one colour a scenario, "
+            "circles where it fits the budget and crosses where it does not, with the budget as a dashed line.",
+        )
     )
 
 
@@ -576,11 +594,13 @@ def save_time_by_processes(sweep: pd.DataFrame) -> alt.LayerChart:
             alt.Tooltip("seconds_text:N", title="Wall time"),
         ],
     )
-    return alt.layer(base.mark_line(), base.mark_point(filled=True, size=60)).properties(
-        title=alt.Title(
-            "Save time against processes (s)", subtitle="From the first process starting to the last finishing"
-        ),
-        description="Line chart of the group's save and restore wall time in seconds for each number of processes.",
+    return _as_layer(
+        alt.layer(base.mark_line(), base.mark_point(filled=True, size=60)).properties(
+            title=alt.Title(
+                "Save time against processes (s)", subtitle="From the first process starting to the last finishing"
+            ),
+            description="Line chart of the group's save and restore wall time in seconds for each number of processes.",
+        )
     )
 
 

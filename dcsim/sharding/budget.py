@@ -169,8 +169,8 @@ def demand(report: ParamReport, dtype: str, training: str | None = None) -> Dema
     if training is not None:
         flat = {tuple(row.path.split("/")): jax.ShapeDtypeStruct(row.shape, dtype) for row in report.arrays}
         state = optimizer.state_of(training, traverse_util.unflatten_dict(flat))
-        for row in state.arrays:
-            groups[(tuple(row.shape), row.dtype, not row.shape)] += 1
+        for entry in state.arrays:
+            groups[(tuple(entry.shape), entry.dtype, not entry.shape)] += 1
     return Demand(groups=tuple((shape, dt, count, whole) for (shape, dt, whole), count in groups.items()))
 
 
@@ -315,7 +315,7 @@ def summary(answer: Answer, budget: Budget) -> str:
     lists past ``MAX_FAILURES_LISTED`` counts end in ``…`` (``fails_above`` has them all).
     """
     axis, unit, searched = budget.mesh_axis, budget.unit, answer.searched
-    if answer.devices is None:
+    if answer.devices is None or answer.per_device is None:  # both None or neither
         placed = [(value, n) for n, value in enumerate(answer.held, start=1) if value is not None]
         if not placed:
             return f"The {budget.strategy} strategy cannot lay this model out on any mesh {axis}=N up to {searched:,}."

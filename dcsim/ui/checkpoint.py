@@ -14,7 +14,7 @@ import dataclasses
 import datetime
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pandas as pd
 import streamlit as st
@@ -58,6 +58,16 @@ class Settings:
     mesh: MeshSpec
     strategy: str
     processes: int = 1
+
+    @classmethod
+    def parse(cls, dtype: str, mesh: str, strategy: str, processes: str) -> Settings:
+        """The page's settings from its widgets' or a link's text, each checked by ``parse_setting``."""
+        return cls(
+            dtype=dtype,
+            mesh=parse_mesh(str(parse_setting("mesh", mesh))),
+            strategy=str(parse_setting("strategy", strategy)),
+            processes=int(parse_setting("processes", processes)),
+        )
 
     def params(self) -> dict[str, str]:
         """The page's own settings as URL parameters (the dtype is the configuration's ``dtype``)."""
@@ -293,7 +303,8 @@ def _seconds(value: float) -> str:
     return f"{value:.3f} s"
 
 
-_SHOWN = {
+# Each figure's column label, its text for the screen and its column width.
+_SHOWN: dict[str, tuple[str, Callable[[Any], str], Literal["small", "medium", "large"] | None]] = {
     "num_processes": ("Processes", units.count, "small"),
     "process": ("Process", units.count, "small"),
     "num_devices": ("Devices", units.count, "small"),

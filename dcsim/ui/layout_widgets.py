@@ -25,6 +25,7 @@ from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport
 from dcsim.report import charts, units
 from dcsim.sharding import layout
+from dcsim.sharding.layout import LayoutReport
 from dcsim.ui import cache
 
 RULES_SEPARATOR = "\n"
@@ -92,10 +93,10 @@ class Outcome:
       placed: the arrays that can be placed, laid out on their own, when only some cannot.
     """
 
-    layout: layout.LayoutReport | None = None
+    layout: LayoutReport | None = None
     error: str | None = None
     problems: tuple[tuple[str, str], ...] = ()
-    placed: layout.LayoutReport | None = None
+    placed: LayoutReport | None = None
 
 
 def lay_out(report: ParamReport, mesh: layout.MeshSpec, strategy: str, rules: tuple[layout.Rule, ...] = ()) -> Outcome:
@@ -126,10 +127,6 @@ def cached_layout(
     )
 
 
-def _fraction_text(value: Fraction | None) -> str:
-    return "n/a" if value is None else units.share(value)
-
-
 def array_table(report: ParamReport, outcome: Outcome) -> pd.DataFrame:
     """One row per parameter array, in model order: path, status, shape, partition_spec,
     shard_shape, values_per_shard, replication_factor, stored_values, note.
@@ -144,7 +141,7 @@ def array_table(report: ParamReport, outcome: Outcome) -> pd.DataFrame:
     records = []
     for array in report.arrays:
         row = rows.get(array.path)
-        record = {"path": array.path, "shape": "x".join(map(str, array.shape)) or "scalar"}
+        record: dict[str, Any] = {"path": array.path, "shape": "x".join(map(str, array.shape)) or "scalar"}
         if row is not None:
             if row.replicated_fallback:
                 status = FALLBACK
@@ -314,7 +311,7 @@ def table_text(table: pd.DataFrame) -> pd.DataFrame:
     """``array_table`` for the screen: counts as exact text with separators (blank where an array
     has no layout), flagged statuses marked with a sign."""
 
-    def counts(value: object) -> str:
+    def counts(value: Any) -> str:
         return "" if pd.isna(value) else units.count(int(value))
 
     return table.assign(

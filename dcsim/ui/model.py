@@ -81,6 +81,11 @@ def _family_base(config: ModelConfig, choice: str) -> ModelConfig:
 # --- the callback ------------------------------------------------------------------------------
 
 
+def on_edit() -> None:
+    """The form's widgets' callback: ``edited``, whose answer a callback has no use for."""
+    edited()
+
+
 def edited() -> bool:
     """Make the form's values the configuration, or keep the last valid one with the reason.
     Returns whether the configuration or the reason changed."""
@@ -218,7 +223,7 @@ def _editor(key: str, base: pd.DataFrame) -> None:
         num_rows="dynamic",
         hide_index=False,
         width="stretch",
-        on_change=edited,
+        on_change=on_edit,
         column_config={
             "_index": st.column_config.NumberColumn("#", help="Layer order: Dense_0 first"),
             "features": st.column_config.NumberColumn(
@@ -253,14 +258,15 @@ def model_choice(config: ModelConfig) -> str:
         return f"{row.title} · {row.family} · {row.published_params:,} published"
 
     state.seed_widget("preset", choice_of(config))
-    return st.selectbox(
+    chosen = st.selectbox(
         "Model",
         options,
         format_func=label,
         key=MODEL_KEY,
-        on_change=edited,
+        on_change=on_edit,
         help="A preset reproduces a published count.",
     )
+    return DENSE if chosen is None else chosen  # None only for a select box with no choice made
 
 
 def _hparam_values(base: ModelConfig) -> tuple[dict[str, Any], str | None]:
@@ -369,23 +375,23 @@ def form(config: ModelConfig) -> None:
             "Number of checkpoint shards",
             "num_shards",
             config,
-            on_change=edited,
+            on_change=on_edit,
             help="The ideal share divides the total by this count: an average, not a layout.",
         )
-        widgets.dtype_choice(config, on_change=edited)
+        widgets.dtype_choice(config, on_change=on_edit)
     with right:
         widgets.number(
             "Batch size B",
             "batch_size",
             config,
-            on_change=edited,
+            on_change=on_edit,
             help="Every example shares the same kernels and biases: the batch size never changes a count.",
         )
         widgets.number(
             "Seed",
             "seed",
             config,
-            on_change=edited,
+            on_change=on_edit,
             help="The PRNG seed of the initialisation (0 to 4,294,967,295): it changes values, never their number.",
         )
         st.caption("Batch size and seed change no count: they are kept so a link reproduces the exact run.")
@@ -393,7 +399,7 @@ def form(config: ModelConfig) -> None:
         dense = _dense_base(config)
         with left:
             widgets.number(
-                "Input dimension D", "input_dim", dense, on_change=edited, help="The width of each input example."
+                "Input dimension D", "input_dim", dense, on_change=on_edit, help="The width of each input example."
             )
         label = f"Edit the Dense layers ({len(dense.layers):,})"
         if box := widgets.opened(label, EDIT_LAYERS):
@@ -402,6 +408,7 @@ def form(config: ModelConfig) -> None:
                 layers_editor(dense)
     else:
         base = _family_base(config, choice)
+        assert base.family is not None  # a preset's or an opened file's model: a family's
         shown = len(presets.applicable(base.family, presets.resolved_hparams(base)))
         title = frame.plain(presets.model_title(base))
         if box := widgets.opened(f"{title}: edit its {shown} hyperparameters", EDIT_HPARAMS):
