@@ -20,6 +20,8 @@ from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.sharding.layout import parse_mesh
 from dcsim.ui import checkpoint as measuring
 
+pytestmark = pytest.mark.slow  # measures real checkpoints from the page
+
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 PAGE = "pages/checkpoint.py"
 DENSE_1024 = {"v": "1", "input_dim": "1024", "layers": "1024"}

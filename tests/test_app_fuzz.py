@@ -7,6 +7,8 @@ import random
 import hostile
 import pytest
 
+pytestmark = pytest.mark.slow  # runs every page against hundreds of hostile links
+
 PAGES = hostile.pages_from_app()
 CASES_PER_PAGE = 32  # about 0.25 s a case on an idle 2-core machine: about 40 s in all
 SEED = 8

@@ -17,6 +17,19 @@ from dcsim.checkpoint.multiprocess_worker import FAULT_PROCESS_ENV
 from dcsim.checkpoint.worker import FAULT_ENV
 from dcsim.ui import checkpoint as measuring
 
+pytestmark = pytest.mark.slow  # measures real checkpoints from several processes
+
+
+def _must_not_run(what: str):
+    """A stand-in for a measurement that must not run: it raises ``AssertionError``, which
+    Streamlit records as the run's exception (``pytest.fail`` there would be swallowed)."""
+
+    def fail(*args, **kwargs):
+        raise AssertionError(f"{what}: the kept report should have been shown")
+
+    return fail
+
+
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 PAGE = "pages/checkpoint.py"
 DENSE_1024 = {"v": "1", "input_dim": "1024", "layers": "1024"}
@@ -97,8 +110,9 @@ def test_a_two_process_measurement_shows_each_process_and_the_group(monkeypatch)
     assert at.query_params["processes"] == "2"
 
     # A rerun shows the kept group report: nothing runs.
-    monkeypatch.setattr(measuring.multiprocess, "run_multiprocess", lambda *a, **k: pytest.fail("measured again"))
+    monkeypatch.setattr(measuring.multiprocess, "run_multiprocess", _must_not_run("measured again"))
     at.run()
+    assert not at.exception  # the stub raises inside the script, where Streamlit records it
     assert "Across 2 processes" in [header.value for header in at.subheader]
     assert any("cached: nothing was run now" in text for text in texts(at, "caption"))
 
@@ -140,8 +154,9 @@ def test_a_sweep_over_1_2_and_4_processes_draws_its_charts(monkeypatch):
     assert "CPU core(s)" in note
     assert button(at, "Sweep again")
 
-    monkeypatch.setattr(measuring.multiprocess, "run_sweep", lambda *a, **k: pytest.fail("swept again"))
+    monkeypatch.setattr(measuring.multiprocess, "run_sweep", _must_not_run("swept again"))
     at.run()
+    assert not at.exception
     assert len(at.get("vega_lite_chart")) == 3
     assert any("cached: nothing was run now" in text for text in texts(at, "caption"))
 

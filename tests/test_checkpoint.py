@@ -36,6 +36,8 @@ from dcsim.checkpoint.worker import FAULT_ENV
 from dcsim.cli import main
 from dcsim.model.config import DenseLayer, ModelConfig
 
+pytestmark = pytest.mark.slow  # measures real checkpoints in child processes
+
 DENSE_1024 = ModelConfig(input_dim=1024, layers=(DenseLayer(features=1024),))
 DENSE_1024_VALUES = 1024 * 1024 + 1024  # kernel + bias: 1,049,600
 DENSE_1024_FLOAT32_BYTES = 4_198_400

@@ -70,6 +70,7 @@ small_configs = hs.builds(
 )
 
 
+@pytest.mark.slow  # a concrete initialisation
 @given(small_configs)
 @settings(max_examples=25, deadline=None)
 def test_abstract_and_concrete_initialisation_agree(config):

@@ -26,6 +26,8 @@ from dcsim.checkpoint.worker import FAULT_ENV
 from dcsim.cli import main
 from dcsim.model.config import DenseLayer, ModelConfig
 
+pytestmark = pytest.mark.slow  # starts groups of JAX processes
+
 DENSE_1024 = ModelConfig(input_dim=1024, layers=(DenseLayer(features=1024),))
 DENSE_1024_FLOAT32_BYTES = 4_198_400  # (1024 x 1024 + 1024) x 4
 LOOPBACK_HEX = "0100007F"  # 127.0.0.1 as /proc/net/tcp writes it

@@ -23,6 +23,8 @@ from dcsim.checkpoint.worker import FAULT_ENV
 from dcsim.model import modules
 from dcsim.model.config import DenseLayer, ModelConfig
 
+pytestmark = pytest.mark.slow  # starts checkpoint children and the CLI
+
 SMALL = ModelConfig(input_dim=64, layers=(DenseLayer(features=32), DenseLayer(features=8)))
 
 

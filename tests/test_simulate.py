@@ -61,6 +61,7 @@ def test_initialises_a_real_default_dense_layer(monkeypatch):
     assert seen == [(4, True, (3, 4))]
 
 
+@pytest.mark.slow  # a concrete initialisation
 @given(
     batch=hs.integers(1, 8),
     input_dim=hs.integers(1, 64),
