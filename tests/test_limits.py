@@ -1,7 +1,7 @@
-"""Every limit in the README's "Limits" table, pushed one past through the path the server takes
-(a link, a widget value, an upload, a click; the CLI for its own flags), with the message the
-README promises. The table is read from the README, so a row without a probe, a probe without a
-row, or a message that drifted from the code fails here (issue 8)."""
+"""Every limit in the Limits table (docs/limits.md), pushed one past through the path the server
+takes (a link, a widget value, an upload, a click; the CLI for its own flags), with the message the
+table promises. The table is read from the docs, so a row without a probe, a probe without a row,
+or a message that drifted from the code fails here (issue 8)."""
 
 from __future__ import annotations
 
@@ -25,11 +25,10 @@ EDITOR = "w.layers.0"
 
 
 def readme_limits() -> dict[str, dict[str, str]]:
-    """The README's Limits table: what -> {limit, where, message} (cells as written)."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("\n## Limits\n", 1)[1].split("\n## ", 1)[0]
+    """The Limits table of docs/limits.md: what -> {limit, where, message} (cells as written)."""
+    text = (ROOT / "docs" / "limits.md").read_text()
     rows = {}
-    for line in section.splitlines():
+    for line in text.splitlines():
         cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
         if len(cells) != 4 or cells[0] in ("what", "---"):
             continue
@@ -38,7 +37,7 @@ def readme_limits() -> dict[str, dict[str, str]]:
 
 
 def promised(cell: str) -> str | None:
-    """The message a README cell quotes (its code span), or None for a cell that says what
+    """The message a table cell quotes (its code span), or None for a cell that says what
     happens instead (a recomputed cache entry shows nothing)."""
     match = re.fullmatch(r"(`+) ?(.*?) ?\1(?: .*)?", cell)
     return match.group(2) if match else None
@@ -185,9 +184,9 @@ def test_every_row_of_the_readme_table_is_checked_here():
 @pytest.mark.parametrize("what", sorted(PROBES))
 def test_past_each_limit_the_server_shows_the_readme_message(what, capsys, monkeypatch, tmp_path):
     expected = promised(readme_limits()[what]["message"])
-    assert expected, f"the README row {what!r} quotes no message"
+    assert expected, f"the docs/limits.md row {what!r} quotes no message"
     actual = PROBES[what](capsys=capsys, monkeypatch=monkeypatch, tmp_path=tmp_path)
-    assert matches(expected, actual), f"README: {expected}\nactual: {actual}"
+    assert matches(expected, actual), f"docs/limits.md: {expected}\nactual: {actual}"
 
 
 @pytest.mark.parametrize("what", sorted(CACHES))

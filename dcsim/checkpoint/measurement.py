@@ -574,7 +574,7 @@ def _percent(part: int, whole: int) -> str:
 
 
 def checkpoint_record(report: CheckpointReport) -> dict[str, Any]:
-    """The measurement as one JSON-ready object (keys in the README glossary)."""
+    """The measurement as one JSON-ready object (keys in docs/checkpoint.md)."""
     return {
         "total_params": report.total_params,
         "dtype": report.dtype,

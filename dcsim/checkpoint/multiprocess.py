@@ -573,7 +573,7 @@ def explain_processes(report: MultiprocessReport) -> tuple[str, ...]:
 
 def multiprocess_record(report: MultiprocessReport) -> dict[str, Any]:
     """The group measurement as one JSON-ready object: the single-process record for the totals,
-    plus the processes, the files by place and the machine (keys in the README)."""
+    plus the processes, the files by place and the machine (keys in docs/checkpoint.md)."""
     return {
         **measurement.checkpoint_record(report.checkpoint),
         "num_processes": report.num_processes,

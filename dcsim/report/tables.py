@@ -1,7 +1,7 @@
 """Plain tables and records built once and rendered by every front end.
 
 The CLI prints them, the dashboard draws them, and both read the same column names, which are the
-JSON keys of the README's glossary. Counts stay Python ints (pandas ``object`` columns would be
+JSON keys of the glossary in docs/cli.md. Counts stay Python ints (pandas ``object`` columns would be
 needed past 2**63; int64 holds every count a configuration within the limits can reach).
 """
 
@@ -98,7 +98,7 @@ def bytes_frame(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def count_record(config: ModelConfig, report: ParamReport) -> dict[str, Any]:
-    """The ``count`` result as one JSON-ready object (keys documented in the README glossary)."""
+    """The ``count`` result as one JSON-ready object (keys in the glossary of docs/cli.md)."""
     share = shares.ideal_share(report.total_params, config.num_shards)
     per_shard = payload.bytes_per_shard(report.total_params, config.num_shards, config.dtype)
     return {
