@@ -2,6 +2,7 @@
 show from that evidence how the checkpoint differs from the raw estimate; optionally from several
 processes at once on JAX's distributed runtime, as several hosts save one checkpoint."""
 
+import functools
 import json
 
 import streamlit as st
@@ -51,18 +52,9 @@ frame.page_link("pages/model.py", label="Edit the model on the Model page", icon
 # The storage dtype is the configuration's (``dtype`` in every page's link); these are the page's own.
 DEFAULTS = {"mesh": measuring.DEFAULT_MESH, "strategy": "replicated", "processes": "1"}
 for name, default in DEFAULTS.items():
-    key = state.WIDGET_PREFIX + f"checkpoint.{name}"
-    if key in st.session_state:
+    if state.WIDGET_PREFIX + f"checkpoint.{name}" in st.session_state:
         continue
-    text, problem = state.page_setting(name, default)
-    if problem:
-        st.warning(frame.plain(problem), icon=":material/link_off:")
-        text = default
-    try:
-        value = measuring.parse_setting(name, text)
-    except (TypeError, ValueError) as err:
-        st.warning(frame.plain(f"Link: `{name}`: {err}; using {default}."), icon=":material/link_off:")
-        value = measuring.parse_setting(name, default)
+    value = frame.setting_from_link(name, default, functools.partial(measuring.parse_setting, name))[1]
     state.seed_widget(f"checkpoint.{name}", value)
     if name == "mesh":
         st.session_state[VALID_MESH] = value

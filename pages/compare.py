@@ -12,7 +12,6 @@ from dcsim.ui import frame, state, widgets
 
 frame.require_router()
 
-LINK_ICON = ":material/link_off:"
 
 st.header("Compare scenarios")
 st.caption(
@@ -21,7 +20,7 @@ st.caption(
 )
 current = cs.comparison()
 for problem in cs.problems():
-    st.warning(frame.plain(problem), icon=LINK_ICON)
+    st.warning(frame.plain(problem), icon=frame.LINK_ICON)
 said = cs.message()
 if said is not None:
     kind, text = said

@@ -13,7 +13,6 @@ from dcsim.ui import layout_widgets as lw
 frame.require_router()
 
 LAST_VALID = "dcsim.layout.last_valid"  # this session's last valid mesh and rules, shown after a bad edit
-LINK_ICON = ":material/link_off:"
 
 
 def seeded(name: str, default: str, parse, limit: int) -> str:
@@ -23,15 +22,7 @@ def seeded(name: str, default: str, parse, limit: int) -> str:
     key = f"{state.WIDGET_PREFIX}layout.{name}"
     if key in st.session_state:
         return key
-    text, problem = state.page_setting(name, default, limit=limit)
-    if problem:
-        st.warning(frame.plain(problem), icon=LINK_ICON)
-    else:
-        try:
-            parse(text)
-        except (TypeError, ValueError) as err:
-            st.warning(frame.plain(f"Link: `{name}`: {err}; using {default!r} instead."), icon=LINK_ICON)
-            text = default
+    text, _ = frame.setting_from_link(name, default, parse, limit=limit)
     st.session_state.setdefault(LAST_VALID, {})[name] = text
     return state.seed_widget(f"layout.{name}", text)
 

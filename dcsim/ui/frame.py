@@ -7,6 +7,8 @@ Streamlit's text elements or inside code spans: never as HTML.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import TypeVar
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -19,6 +21,8 @@ from dcsim.report import units
 from dcsim.ui import cache, state, widgets
 
 UPLOAD_DONE = "dcsim.upload_done"
+LINK_ICON = ":material/link_off:"
+T = TypeVar("T")
 UPLOAD_ERROR = "dcsim.upload_error"
 # Every character with a meaning in CommonMark, GitHub's extensions or Streamlit's own directives
 # (`:red[...]`, `:material/icon:`, `$math$`); commas, quotes and letters pass unchanged.
@@ -71,10 +75,25 @@ def plain(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\g<0>", text)
 
 
+def setting_from_link(name: str, default: str, parse: Callable[[str], T], *, limit: int = 512) -> tuple[str, T]:
+    """Where a page's own setting (``mesh``, ``strategy``...) starts, checked: ``state.page_setting``'s
+    text (the link's, else this session's last, else ``default``) and its value under ``parse``.
+    A value the link had to refuse, or one ``parse`` refuses, is named in a warning and ``default``
+    (which must parse) is used instead. Call it only to seed a widget that has no state yet."""
+    text, problem = state.page_setting(name, default, limit=limit)
+    if problem:
+        st.warning(plain(problem), icon=LINK_ICON)
+    try:
+        return text, parse(text)
+    except (TypeError, ValueError) as err:
+        st.warning(plain(f"Link: `{name}`: {err}; using {default}."), icon=LINK_ICON)
+        return default, parse(default)
+
+
 def link_problems() -> None:
     """Say, once per bad link, which fields were wrong and what was used instead."""
     for problem in state.problems():
-        st.warning(plain(problem), icon=":material/link_off:")
+        st.warning(plain(problem), icon=LINK_ICON)
 
 
 def describe(config: ModelConfig) -> str:
