@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-from dcsim.checkpoint.measurement import measure_checkpoint
+from dcsim.checkpoint.measurement import MeasurementOptions, measure_checkpoint
 from dcsim.model.config import DenseLayer, ModelConfig
 
 MiB = 2**20
@@ -35,7 +35,8 @@ def run(features: int, repeats: int, **kwargs):
     runs = []
     for _ in range(repeats):
         started = time.perf_counter()
-        report = measure_checkpoint(config(features), max_params=10**9, timeout_seconds=600, **kwargs)
+        options = MeasurementOptions(max_params=10**9, timeout_seconds=600, **kwargs)
+        report = measure_checkpoint(config(features), options)
         runs.append((time.perf_counter() - started, report))
         assert report.restore_verified
     runs.sort(key=lambda pair: pair[1].save_seconds + pair[1].restore_seconds)

@@ -25,7 +25,7 @@ import statistics
 import sys
 import time
 
-from dcsim.checkpoint.measurement import measure_checkpoint
+from dcsim.checkpoint.measurement import MeasurementOptions, measure_checkpoint
 from dcsim.checkpoint.multiprocess import measure_multiprocess
 from dcsim.model.config import DenseLayer, ModelConfig
 
@@ -42,7 +42,11 @@ def single(repeats: int, strategy: str) -> str:
     runs, walls = [], []
     for _ in range(repeats):
         started = time.perf_counter()
-        runs.append(measure_checkpoint(CONFIG, mesh=MESH, strategy=strategy, max_params=10**9, timeout_seconds=600))
+        runs.append(
+            measure_checkpoint(
+                CONFIG, MeasurementOptions(mesh=MESH, strategy=strategy, max_params=10**9, timeout_seconds=600)
+            )
+        )
         walls.append(time.perf_counter() - started)
         assert runs[-1].restore_verified
     runs.sort(key=lambda r: r.save_seconds)
@@ -60,7 +64,9 @@ def group(processes: int, repeats: int, strategy: str) -> str:
     for _ in range(repeats):
         started = time.perf_counter()
         report = measure_multiprocess(
-            CONFIG, processes=processes, mesh=MESH, strategy=strategy, max_params=10**9, timeout_seconds=600
+            CONFIG,
+            MeasurementOptions(mesh=MESH, strategy=strategy, max_params=10**9, timeout_seconds=600),
+            processes=processes,
         )
         walls.append(time.perf_counter() - started)
         assert report.checkpoint.restore_verified

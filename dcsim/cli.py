@@ -488,17 +488,17 @@ def render_checkpoint_table(report: measurement.CheckpointReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _measurement_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The checkpoint flags as ``measure_checkpoint`` / ``plan_sweep`` keywords, each checked."""
-    return {
-        "mesh": args.mesh,
-        "strategy": args.strategy or ("custom" if args.rule else "replicated"),
-        "rules": layout.parse_rules(args.rule),
-        "max_params": None
-        if args.max_params is None
-        else measurement.parse_max_params(args.max_params, "--max-params"),
-        "timeout_seconds": measurement.check_timeout(args.timeout, "--timeout"),
-    }
+def _measurement_options(args: argparse.Namespace, dtype: str) -> measurement.MeasurementOptions:
+    """The checkpoint flags as one ``MeasurementOptions``, the flags' own values checked here so a
+    refusal names the flag (``--max-params``, ``--timeout``)."""
+    return measurement.MeasurementOptions(
+        dtype=dtype,
+        mesh=args.mesh,
+        strategy=args.strategy or ("custom" if args.rule else "replicated"),
+        rules=layout.parse_rules(args.rule),
+        max_params=None if args.max_params is None else measurement.parse_max_params(args.max_params, "--max-params"),
+        timeout_seconds=measurement.check_timeout(args.timeout, "--timeout"),
+    )
 
 
 def _checkpoint(args: argparse.Namespace) -> str:
@@ -508,9 +508,7 @@ def _checkpoint(args: argparse.Namespace) -> str:
     waiting = prestart.pending()
     if waiting is not None:  # the child traces the init while this process counts and lays it out
         waiting.preview(config.to_dict(), config.dtype)
-    report = measurement.measure_checkpoint(
-        config, dtype=config.dtype, prestarted=waiting, **_measurement_options(args)
-    )
+    report = measurement.measure_checkpoint(config, _measurement_options(args, config.dtype), prestarted=waiting)
     if args.format == "json":
         return json.dumps(measurement.checkpoint_record(report), indent=2) + "\n"
     return render_checkpoint_table(report)
@@ -630,7 +628,7 @@ def _checkpoint_processes(args: argparse.Namespace) -> str:
     else:
         counts = (multiprocess.check_processes(args.processes, "--processes"),)
     config = config_from_args(args)
-    plans = multiprocess.plan_sweep(config, processes=counts, dtype=config.dtype, **_measurement_options(args))
+    plans = multiprocess.plan_sweep(config, _measurement_options(args, config.dtype), processes=counts)
     reports = multiprocess.run_sweep(plans)
     if args.format == "json":
         if args.processes_sweep is None:

@@ -29,6 +29,7 @@ from dcsim.checkpoint.measurement import (
     CheckpointNoSpace,
     CheckpointTimeout,
     MeasurementLock,
+    MeasurementOptions,
     measure_checkpoint,
     plan_checkpoint,
 )
@@ -61,7 +62,9 @@ def own_tmp(tmp_path, monkeypatch):
 )
 def test_dense_1024_is_saved_measured_restored_and_removed(own_tmp, mesh, strategy, dtype, raw_payload, device_bytes):
     stages = []
-    report = measure_checkpoint(DENSE_1024, mesh=mesh, strategy=strategy, dtype=dtype, on_progress=stages.append)
+    report = measure_checkpoint(
+        DENSE_1024, MeasurementOptions(mesh=mesh, strategy=strategy, dtype=dtype), on_progress=stages.append
+    )
 
     assert report.total_params == DENSE_1024_VALUES
     assert report.raw_float32_bytes == DENSE_1024_FLOAT32_BYTES
@@ -109,9 +112,9 @@ def test_the_same_measurement_again_reads_its_init_program_from_xlas_cache(own_t
     monkeypatch.setenv(workers.COMPILATION_CACHE_ENV, str(cache))
     # JAX keeps only programs that took a second to compile; this small one must be kept too.
     monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-    first = measure_checkpoint(DENSE_1024, mesh="data=2", strategy="fsdp")
-    again = measure_checkpoint(DENSE_1024, mesh="data=2", strategy="fsdp")
-    other = measure_checkpoint(DENSE_1024, mesh="data=2", strategy="fsdp", dtype="bfloat16")
+    first = measure_checkpoint(DENSE_1024, MeasurementOptions(mesh="data=2", strategy="fsdp"))
+    again = measure_checkpoint(DENSE_1024, MeasurementOptions(mesh="data=2", strategy="fsdp"))
+    other = measure_checkpoint(DENSE_1024, MeasurementOptions(mesh="data=2", strategy="fsdp", dtype="bfloat16"))
     assert (first.compilation_cache, again.compilation_cache, other.compilation_cache) == ("miss", "hit", "miss")
     assert first.restore_verified and again.restore_verified and other.restore_verified
     assert again.device_bytes == first.device_bytes and again.raw_payload_bytes == first.raw_payload_bytes
@@ -120,7 +123,7 @@ def test_the_same_measurement_again_reads_its_init_program_from_xlas_cache(own_t
     assert list(own_tmp.iterdir()) == []
 
     monkeypatch.setenv(workers.COMPILATION_CACHE_ENV, "off")
-    assert measure_checkpoint(DENSE_1024, mesh="data=2", strategy="fsdp").compilation_cache == "off"
+    assert measure_checkpoint(DENSE_1024, MeasurementOptions(mesh="data=2", strategy="fsdp")).compilation_cache == "off"
 
 
 @pytest.mark.parametrize(
@@ -145,7 +148,7 @@ def test_a_failure_after_the_save_still_cleans_up(own_tmp, monkeypatch, fault, e
 
 def test_a_timeout_ends_the_child_and_cleans_up(own_tmp):
     with pytest.raises(CheckpointTimeout, match=r"time limit of 0\.3 s passed .* it was ended"):
-        measure_checkpoint(DENSE_1024, timeout_seconds=0.3)
+        measure_checkpoint(DENSE_1024, MeasurementOptions(timeout_seconds=0.3))
     assert list(own_tmp.iterdir()) == []
     assert processes_mentioning(str(own_tmp)) == []
 
@@ -268,8 +271,13 @@ def test_no_temporary_folder_is_a_failure_not_a_traceback(own_tmp, monkeypatch):
 )
 def test_bad_requests_are_refused_before_anything_runs(own_tmp, kwargs, error, message):
     with pytest.raises(error, match=message):
-        measure_checkpoint(DENSE_1024, **kwargs)
+        measure_checkpoint(DENSE_1024, MeasurementOptions(**kwargs))
     assert list(own_tmp.iterdir()) == []  # refused before the temporary folder existed
+
+
+def test_options_must_be_measurement_options():
+    with pytest.raises(TypeError, match="`options` must be MeasurementOptions, got dict"):
+        plan_checkpoint(DENSE_1024, {"mesh": "data=2"})  # type: ignore[arg-type]
 
 
 def test_config_must_be_a_model_config():
@@ -289,7 +297,9 @@ def test_the_ceiling_comes_from_the_environment(monkeypatch, env, ceiling):
         monkeypatch.setenv(measurement.MAX_PARAMS_ENV, env)
     assert measurement.default_max_params() == ceiling
     assert plan_checkpoint(ModelConfig()).max_params == ceiling
-    assert plan_checkpoint(ModelConfig(), max_params=25).max_params == 25  # an explicit ceiling wins
+    assert (
+        plan_checkpoint(ModelConfig(), MeasurementOptions(max_params=25)).max_params == 25
+    )  # an explicit ceiling wins
 
 
 @pytest.mark.parametrize(
@@ -331,7 +341,9 @@ def test_the_ceiling_refuses_exactly_the_layouts_that_hold_more(widths, devices,
     total = 0
     for previous, width in zip([64, *widths], widths, strict=False):
         total += (previous + 1) * width
-    unbounded = plan_checkpoint(config, mesh=f"data={devices}", strategy=strategy, max_params=10**12)
+    unbounded = plan_checkpoint(
+        config, MeasurementOptions(mesh=f"data={devices}", strategy=strategy, max_params=10**12)
+    )
     held = unbounded.stored_values
     assert unbounded.report.total_params == total
     if strategy == "replicated":
@@ -340,9 +352,11 @@ def test_the_ceiling_refuses_exactly_the_layouts_that_hold_more(widths, devices,
         assert total <= held <= total * devices
     if held > ceiling:
         with pytest.raises(ValueError, match=rf"{total:,} parameters.* ceiling of {ceiling:,} values"):
-            plan_checkpoint(config, mesh=f"data={devices}", strategy=strategy, max_params=ceiling)
+            plan_checkpoint(config, MeasurementOptions(mesh=f"data={devices}", strategy=strategy, max_params=ceiling))
     else:
-        plan = plan_checkpoint(config, mesh=f"data={devices}", strategy=strategy, max_params=ceiling)
+        plan = plan_checkpoint(
+            config, MeasurementOptions(mesh=f"data={devices}", strategy=strategy, max_params=ceiling)
+        )
         assert plan.stored_values == held <= ceiling
 
 

@@ -22,6 +22,7 @@ from streamlit.testing.v1 import AppTest
 from conftest import open_app, uploader
 from dcsim import cli
 from dcsim.checkpoint import measurement
+from dcsim.checkpoint.measurement import MeasurementOptions
 from dcsim.model.config import ModelConfig
 from dcsim.ui.frame import plain
 
@@ -265,7 +266,7 @@ def test_checkpoint_folders_are_private_temporary_and_named_by_dcsim(monkeypatch
 
     monkeypatch.setattr(measurement, "run_workers", inspect)
     hostile = ModelConfig(preset="resnet18", overrides={"stage_blocks": (1, 1, 1, 1)}, seed=7)
-    plan = measurement.plan_checkpoint(hostile, mesh="data=2", strategy="fsdp", max_params=10**9)
+    plan = measurement.plan_checkpoint(hostile, MeasurementOptions(mesh="data=2", strategy="fsdp", max_params=10**9))
     with pytest.raises(measurement.CheckpointFailed):
         measurement.run_checkpoint(plan)
     ((folder, mode, request),) = seen

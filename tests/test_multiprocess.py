@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from dcsim.checkpoint import measurement, multiprocess
-from dcsim.checkpoint.measurement import CheckpointFailed, CheckpointTimeout
+from dcsim.checkpoint.measurement import CheckpointFailed, CheckpointTimeout, MeasurementOptions
 from dcsim.checkpoint.multiprocess import measure_multiprocess, plan_multiprocess, plan_sweep
 from dcsim.checkpoint.multiprocess_worker import FAULT_PROCESS_ENV
 from dcsim.checkpoint.worker import FAULT_ENV
@@ -116,7 +116,9 @@ class Watch:
 
 def test_two_processes_of_two_devices_save_restore_and_leave_nothing(own_tmp):
     watch = Watch(own_tmp)
-    report = measure_multiprocess(DENSE_1024, processes=2, mesh="data=4", strategy="fsdp", on_progress=watch)
+    report = measure_multiprocess(
+        DENSE_1024, MeasurementOptions(mesh="data=4", strategy="fsdp"), processes=2, on_progress=watch
+    )
     totals = report.checkpoint
 
     assert report.num_processes == 2 and report.devices_per_process == 2
@@ -183,7 +185,9 @@ def test_a_process_killed_mid_save_ends_the_group_cleanly(own_tmp, monkeypatch, 
         watch = Watch(own_tmp, kill_at=(1, "saving"))
     started = time.monotonic()
     with pytest.raises(CheckpointFailed) as failure:
-        measure_multiprocess(DENSE_1024, processes=2, mesh="data=4", strategy="fsdp", on_progress=watch)
+        measure_multiprocess(
+            DENSE_1024, MeasurementOptions(mesh="data=4", strategy="fsdp"), processes=2, on_progress=watch
+        )
     message = str(failure.value)
     assert message.startswith("the process 1 of 2 was killed by SIGKILL")
     assert "(while saving)" in message or how != "fault-hook"
@@ -201,7 +205,9 @@ def test_a_hanging_process_is_ended_at_the_group_time_limit(own_tmp, monkeypatch
     monkeypatch.setenv(FAULT_PROCESS_ENV, "1")
     watch = Watch(own_tmp)
     with pytest.raises(CheckpointTimeout) as timeout:
-        measure_multiprocess(DENSE_1024, processes=2, mesh="data=2", timeout_seconds=20, on_progress=watch)
+        measure_multiprocess(
+            DENSE_1024, MeasurementOptions(mesh="data=2", timeout_seconds=20), processes=2, on_progress=watch
+        )
     message = str(timeout.value)
     assert message.startswith("the time limit of 20 s for the group passed (")
     assert "process 1 of 2 was connecting" in message  # where it hung
@@ -267,23 +273,26 @@ def test_a_coordinator_port_taken_after_the_probe_is_retried_on_a_fresh_one(own_
     ids=["3-devices-2-processes", "2-devices-4-processes", "zero", "nine", "fraction", "bool", "ceiling", "dtype"],
 )
 def test_bad_group_requests_are_refused_before_anything_runs(own_tmp, kwargs, error, message):
+    options = MeasurementOptions(**{key: value for key, value in kwargs.items() if key != "processes"})
     with pytest.raises(error, match=message):
-        measure_multiprocess(DENSE_1024, **kwargs)
+        measure_multiprocess(DENSE_1024, options, processes=kwargs["processes"])
     assert list(own_tmp.iterdir()) == []
 
 
 def test_the_ceiling_is_the_whole_groups():
     # 1,049,600 values replicated on 4 devices: 4,198,400 held, however many processes share them.
     for processes in (1, 2, 4):
-        plan = plan_multiprocess(DENSE_1024, processes=processes, mesh="data=4", max_params=4_198_400)
+        plan = plan_multiprocess(
+            DENSE_1024, MeasurementOptions(mesh="data=4", max_params=4_198_400), processes=processes
+        )
         assert plan.checkpoint.stored_values == 4_198_400
         assert plan.devices_per_process == 4 // processes
 
 
 def test_a_sweep_is_planned_whole_before_any_process_starts(own_tmp):
     with pytest.raises(ValueError, match=r"mesh data=2 has 2 device\(s\), not a multiple of 4 processes"):
-        plan_sweep(DENSE_1024, processes=(1, 2, 4), mesh="data=2")
-    plans = plan_sweep(DENSE_1024, mesh="data=4", strategy="fsdp")
+        plan_sweep(DENSE_1024, MeasurementOptions(mesh="data=2"), processes=(1, 2, 4))
+    plans = plan_sweep(DENSE_1024, MeasurementOptions(mesh="data=4", strategy="fsdp"))
     assert [plan.num_processes for plan in plans] == [1, 2, 4]
     assert list(own_tmp.iterdir()) == []
 

@@ -18,7 +18,7 @@ from flax.traverse_util import flatten_dict
 
 from conftest import ROOT, processes_mentioning
 from dcsim.checkpoint import measurement, prestart, worker, workers
-from dcsim.checkpoint.measurement import CheckpointFailed, measure_checkpoint
+from dcsim.checkpoint.measurement import CheckpointFailed, MeasurementOptions, measure_checkpoint
 from dcsim.checkpoint.worker import FAULT_ENV
 from dcsim.model import modules
 from dcsim.model.config import DenseLayer, ModelConfig
@@ -82,7 +82,10 @@ def test_a_prestarted_child_measures_on_the_requested_mesh_and_leaves_nothing(ow
     assert waiting is not None and waiting.folder.parent == own_tmp and waiting.alive()
     stages = []
     report = measure_checkpoint(
-        SMALL, mesh="data=4", strategy="fsdp", prestarted=prestart.pending(), on_progress=stages.append
+        SMALL,
+        MeasurementOptions(mesh="data=4", strategy="fsdp"),
+        prestarted=prestart.pending(),
+        on_progress=stages.append,
     )
     # The device count came with the request: the child started before the mesh was known.
     assert report.num_devices == 4
@@ -97,7 +100,7 @@ def test_a_previewed_child_measures_the_request_not_the_preview(own_tmp):
     waiting = prestart.start()
     # A preview of another dtype: the child's early trace does not match and is traced again.
     waiting.preview(SMALL.to_dict(), "bfloat16")
-    report = measure_checkpoint(SMALL, mesh="data=2", strategy="fsdp", prestarted=waiting)
+    report = measure_checkpoint(SMALL, MeasurementOptions(mesh="data=2", strategy="fsdp"), prestarted=waiting)
     assert report.dtype == "float32" and report.raw_payload_bytes == 4 * report.total_params
     assert report.restore_verified is True
     assert list(own_tmp.iterdir()) == []
@@ -157,7 +160,7 @@ def test_the_replayed_trace_initialises_the_same_values_as_a_fresh_one():
 def test_a_prestarted_child_is_ended_when_the_plan_is_refused(own_tmp):
     waiting = prestart.start()
     with pytest.raises(ValueError, match="ceiling of 5 values"):
-        measure_checkpoint(SMALL, max_params=5, prestarted=waiting)
+        measure_checkpoint(SMALL, MeasurementOptions(max_params=5), prestarted=waiting)
     assert waiting.process.returncode is not None
     assert list(own_tmp.iterdir()) == []
 

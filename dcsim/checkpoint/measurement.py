@@ -164,6 +164,34 @@ def _spec_json(spec: PartitionSpec) -> list[Any]:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class MeasurementOptions:
+    """How a checkpoint measurement runs, grouped once (as Orbax groups a checkpointer's options)
+    for every entry point: ``plan_checkpoint``, ``measure_checkpoint``, the group and sweep
+    planners of ``dcsim.checkpoint.multiprocess``, the CLI and the Checkpoint page.
+
+    Attributes:
+      dtype: the storage dtype, ``float32`` or ``bfloat16``.
+      mesh: ``"AXIS=SIZE[,...]"`` or a ``MeshSpec``; one device when None.
+      strategy, rules: ``dcsim.sharding.layout``'s, which decides every PartitionSpec.
+      max_params: the ceiling on the values all devices hold; the server's (``default_max_params``) when None.
+      timeout_seconds: the child's time limit, counted once it is up.
+
+    Nothing is checked here: ``plan_checkpoint`` checks every field, so a refusal reads the same
+    whichever front end built the options.
+    """
+
+    dtype: str = "float32"
+    mesh: str | MeshSpec | None = None
+    strategy: str = "replicated"
+    rules: Sequence[Rule] = ()
+    max_params: int | None = None
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+
+
+DEFAULT_OPTIONS = MeasurementOptions()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class CheckpointPlan:
     """A validated measurement, ready to run: nothing has been allocated or written yet.
 
@@ -190,31 +218,23 @@ class CheckpointPlan:
     timeout_seconds: float
 
 
-def plan_checkpoint(
-    config: ModelConfig,
-    *,
-    dtype: str = "float32",
-    mesh: str | MeshSpec | None = None,
-    strategy: str = "replicated",
-    rules: Sequence[Rule] = (),
-    max_params: int | None = None,
-    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-) -> CheckpointPlan:
-    """Validate a measurement and check the parameter ceiling, allocating nothing.
-
-    ``mesh`` is ``"AXIS=SIZE[,...]"`` or a ``MeshSpec`` (one device by default); ``strategy`` and
-    ``rules`` are ``dcsim.sharding.layout``'s, which decides every PartitionSpec.
+def plan_checkpoint(config: ModelConfig, options: MeasurementOptions = DEFAULT_OPTIONS) -> CheckpointPlan:
+    """Validate a measurement (``options``: see ``MeasurementOptions``) and check the parameter
+    ceiling, allocating nothing.
 
     Raises ``ValueError``/``TypeError`` naming what was wrong; the ceiling refusal states the
     ceiling, the model's size and how to raise it.
     """
     if not isinstance(config, ModelConfig):
         raise TypeError(f"`config` must be a ModelConfig, got {type(config).__name__}")
+    if not isinstance(options, MeasurementOptions):
+        raise TypeError(f"`options` must be MeasurementOptions, got {type(options).__name__}")
+    dtype, strategy, rules, max_params = options.dtype, options.strategy, options.rules, options.max_params
     if dtype not in STORAGE_DTYPES:
         raise ValueError(f"`dtype` must be one of {', '.join(STORAGE_DTYPES)}, got {show(dtype)}")
     ceiling = default_max_params() if max_params is None else as_int(max_params, "max_params")
-    seconds = check_timeout(timeout_seconds)
-    mesh_spec = _mesh(mesh)
+    seconds = check_timeout(options.timeout_seconds)
+    mesh_spec = _mesh(options.mesh)
     if mesh_spec.num_devices > MAX_DEVICES:
         raise ValueError(
             f"a checkpoint measurement runs on at most {MAX_DEVICES} virtual devices, "
@@ -506,13 +526,8 @@ def _run_in(
 
 def measure_checkpoint(
     config: ModelConfig,
+    options: MeasurementOptions = DEFAULT_OPTIONS,
     *,
-    dtype: str = "float32",
-    mesh: str | MeshSpec | None = None,
-    strategy: str = "replicated",
-    rules: Sequence[Rule] = (),
-    max_params: int | None = None,
-    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     on_progress: Callable[[str], None] | None = None,
     prestarted: prestart.Prestarted | None = None,
 ) -> CheckpointReport:
@@ -521,15 +536,7 @@ def measure_checkpoint(
     ``prestarted`` as for ``run_checkpoint``; it is ended and its folder removed also when the
     plan is refused."""
     try:
-        plan = plan_checkpoint(
-            config,
-            dtype=dtype,
-            mesh=mesh,
-            strategy=strategy,
-            rules=rules,
-            max_params=max_params,
-            timeout_seconds=timeout_seconds,
-        )
+        plan = plan_checkpoint(config, options)
     except BaseException:
         if prestarted is not None:
             prestarted.discard()

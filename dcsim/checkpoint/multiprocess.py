@@ -30,18 +30,19 @@ import pandas as pd
 
 from dcsim.checkpoint import measurement
 from dcsim.checkpoint.measurement import (
-    DEFAULT_TIMEOUT_SECONDS,
+    DEFAULT_OPTIONS,
     CheckpointFailed,
     CheckpointPlan,
     CheckpointReport,
     CheckpointTimeout,
+    MeasurementOptions,
     plan_checkpoint,
 )
 from dcsim.checkpoint.workers import WorkerFailed, WorkerJob, WorkerTimeout, run_workers
 from dcsim.inputs import number_from_text, show
 from dcsim.model.config import ModelConfig
 from dcsim.report import units
-from dcsim.sharding.layout import MeshSpec, Rule
+from dcsim.sharding.layout import MeshSpec
 
 WORKER_MODULE = "dcsim.checkpoint.multiprocess_worker"
 # Each process imports JAX, Flax and Orbax (about 300 MB before any work): a bound on the group.
@@ -102,15 +103,7 @@ class MultiprocessPlan:
 
 
 def plan_multiprocess(
-    config: ModelConfig,
-    *,
-    processes: int,
-    dtype: str = "float32",
-    mesh: str | MeshSpec | None = None,
-    strategy: str = "replicated",
-    rules: Sequence[Rule] = (),
-    max_params: int | None = None,
-    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    config: ModelConfig, options: MeasurementOptions = DEFAULT_OPTIONS, *, processes: int
 ) -> MultiprocessPlan:
     """Validate a group measurement, allocating nothing.
 
@@ -119,15 +112,7 @@ def plan_multiprocess(
     device count P divides, so every process holds the same number of devices.
     """
     num_processes = check_processes(processes)
-    plan = plan_checkpoint(
-        config,
-        dtype=dtype,
-        mesh=mesh,
-        strategy=strategy,
-        rules=rules,
-        max_params=max_params,
-        timeout_seconds=timeout_seconds,
-    )
+    plan = plan_checkpoint(config, options)
     check_divides(plan.mesh, num_processes)
     return MultiprocessPlan(checkpoint=plan, num_processes=num_processes)
 
@@ -410,37 +395,23 @@ def _doing(stage: str | None) -> str:
 
 def measure_multiprocess(
     config: ModelConfig,
+    options: MeasurementOptions = DEFAULT_OPTIONS,
     *,
     processes: int,
-    dtype: str = "float32",
-    mesh: str | MeshSpec | None = None,
-    strategy: str = "replicated",
-    rules: Sequence[Rule] = (),
-    max_params: int | None = None,
-    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     on_progress: Callable[[int, str], None] | None = None,
 ) -> MultiprocessReport:
     """Plan and run one group: ``run_multiprocess(plan_multiprocess(...))``."""
-    plan = plan_multiprocess(
-        config,
-        processes=processes,
-        dtype=dtype,
-        mesh=mesh,
-        strategy=strategy,
-        rules=rules,
-        max_params=max_params,
-        timeout_seconds=timeout_seconds,
-    )
+    plan = plan_multiprocess(config, options, processes=processes)
     return run_multiprocess(plan, on_progress=on_progress)
 
 
 def plan_sweep(
-    config: ModelConfig, *, processes: Sequence[int] = SWEEP_PROCESSES, **kwargs: Any
+    config: ModelConfig, options: MeasurementOptions = DEFAULT_OPTIONS, *, processes: Sequence[int] = SWEEP_PROCESSES
 ) -> tuple[MultiprocessPlan, ...]:
     """One plan per process count, all validated before any runs (the mesh must suit every P)."""
     if not processes:
         raise ValueError("a sweep needs at least one process count")
-    return tuple(plan_multiprocess(config, processes=count, **kwargs) for count in processes)
+    return tuple(plan_multiprocess(config, options, processes=count) for count in processes)
 
 
 def run_sweep(

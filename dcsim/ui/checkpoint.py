@@ -26,6 +26,7 @@ from dcsim.checkpoint.measurement import (
     CheckpointPlan,
     CheckpointReport,
     CheckpointTimeout,
+    MeasurementOptions,
 )
 from dcsim.checkpoint.multiprocess import MultiprocessPlan, MultiprocessReport
 from dcsim.inputs import show
@@ -118,17 +119,17 @@ def _key(config: ModelConfig, settings: Settings) -> str:
 @st.cache_data(max_entries=MAX_CACHED_PLANS, show_spinner=False)
 def _plan(key: str) -> CheckpointPlan | MultiprocessPlan:
     request = json.loads(key)
-    kwargs = {
-        "dtype": request["dtype"],  # the configuration's
-        "mesh": request["mesh"],
-        "strategy": request["strategy"],
-        "timeout_seconds": TIMEOUT_SECONDS,
-    }
+    options = MeasurementOptions(
+        dtype=request["dtype"],  # the configuration's
+        mesh=request["mesh"],
+        strategy=request["strategy"],
+        timeout_seconds=TIMEOUT_SECONDS,
+    )
     config = ModelConfig.from_dict(request["config"])
     processes = int(request.get("processes", "1"))
     if processes == 1:
-        return measurement.plan_checkpoint(config, **kwargs)
-    return multiprocess.plan_multiprocess(config, processes=processes, **kwargs)
+        return measurement.plan_checkpoint(config, options)
+    return multiprocess.plan_multiprocess(config, options, processes=processes)
 
 
 def plan(config: ModelConfig, settings: Settings) -> CheckpointPlan | MultiprocessPlan:
@@ -255,14 +256,10 @@ def cached_sweep(config: ModelConfig, settings: Settings) -> KeptSweep | None:
 
 def plan_sweep(config: ModelConfig, settings: Settings) -> tuple[MultiprocessPlan, ...]:
     """The sweep's plans with the server's ceiling; raises ``ValueError`` before anything runs."""
-    return multiprocess.plan_sweep(
-        config,
-        processes=SWEEP_PROCESSES,
-        dtype=settings.dtype,
-        mesh=settings.mesh,
-        strategy=settings.strategy,
-        timeout_seconds=TIMEOUT_SECONDS,
+    options = MeasurementOptions(
+        dtype=settings.dtype, mesh=settings.mesh, strategy=settings.strategy, timeout_seconds=TIMEOUT_SECONDS
     )
+    return multiprocess.plan_sweep(config, options, processes=SWEEP_PROCESSES)
 
 
 def measure_sweep(
