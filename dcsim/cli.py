@@ -112,15 +112,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _read_config(path: str) -> ModelConfig:
+def _read_file(path: str, what: str, max_bytes: int) -> bytes:
+    """The bytes of the ``what`` file at ``path`` ('-' reads stdin), one past ``max_bytes`` at most:
+    enough for its reader to refuse a file that is too large without reading all of it."""
     try:
         if path == "-":
-            data = sys.stdin.buffer.read(hf.MAX_HF_CONFIG_BYTES + 1)
-        else:
-            with open(path, "rb") as file:
-                data = file.read(hf.MAX_HF_CONFIG_BYTES + 1)
+            return sys.stdin.buffer.read(max_bytes + 1)
+        with open(path, "rb") as file:
+            return file.read(max_bytes + 1)
     except OSError as err:
-        raise UsageError(f"cannot read the configuration file {path!r}: {err.strerror or err}") from None
+        raise UsageError(f"cannot read the {what} file {path!r}: {err.strerror or err}") from None
+
+
+def _read_config(path: str) -> ModelConfig:
+    data = _read_file(path, "configuration", hf.MAX_HF_CONFIG_BYTES)
     try:
         config, note = hf.read_config_file(data)
     except (TypeError, ValueError) as err:
@@ -539,14 +544,7 @@ def _add_compare_command(commands: argparse._SubParsersAction) -> None:
 
 
 def _read_comparison(path: str) -> compare.Comparison:
-    try:
-        if path == "-":
-            data = sys.stdin.buffer.read(compare.MAX_COMPARISON_BYTES + 1)
-        else:
-            with open(path, "rb") as file:
-                data = file.read(compare.MAX_COMPARISON_BYTES + 1)
-    except OSError as err:
-        raise UsageError(f"cannot read the comparison file {path!r}: {err.strerror or err}") from None
+    data = _read_file(path, "comparison", compare.MAX_COMPARISON_BYTES)
     try:
         return compare.Comparison.from_json(data)
     except (TypeError, ValueError) as err:
