@@ -11,6 +11,8 @@ baseline at 1 (``y2``/``x2`` datum) and points or lines need none.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -38,6 +40,19 @@ def decades(low: float, high: float) -> list[float]:
     first = math.floor(math.log10(low))
     last = math.ceil(math.log10(high))
     return [10.0**power for power in range(first, last + 1)]
+
+
+def log_log(x: str, x_title: str, y: str, y_title: str, figures: Sequence[float]) -> dict[str, Any]:
+    """The encodings of a log-log sweep: ``x`` (a count, log base 2) against ``y`` (values, log
+    base 10, a tick each decade of ``figures`` and labelled as counts): ``encode(**log_log(...))``."""
+    return {
+        "x": alt.X(x, scale=alt.Scale(type="log", base=2), axis=alt.Axis(title=x_title)),
+        "y": alt.Y(
+            y,
+            scale=alt.Scale(type="log"),
+            axis=alt.Axis(title=y_title, labelExpr=SHARE_LABELS, values=decades(min(figures), max(figures))),
+        ),
+    }
 
 
 def _count_axis(title: str) -> alt.Axis:
@@ -97,15 +112,12 @@ def share_sweep(sweep: pd.DataFrame, num_shards: int) -> alt.LayerChart:
     (exact, for the tooltip), as ``tables.share_sweep_frame`` builds it.
     """
     base = alt.Chart(sweep).encode(
-        x=alt.X("num_shards:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title="Number of shards (log)")),
-        y=alt.Y(
+        **log_log(
+            "num_shards:Q",
+            "Number of shards (log)",
             "ideal_share:Q",
-            scale=alt.Scale(type="log"),
-            axis=alt.Axis(
-                title="Ideal share per shard (values, log)",
-                labelExpr=SHARE_LABELS,
-                values=decades(sweep["ideal_share"].min(), sweep["ideal_share"].max()),
-            ),
+            "Ideal share per shard (values, log)",
+            [sweep["ideal_share"].min(), sweep["ideal_share"].max()],
         ),
         tooltip=[
             alt.Tooltip("num_shards:Q", title="Shards", format=","),
@@ -304,16 +316,7 @@ def layout_sweep(
         alt.Tooltip("values_text:N", title="Values per device (exact)"),
     ]
     base = alt.Chart(data).encode(
-        x=alt.X("devices:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title="Number of devices (log)")),
-        y=alt.Y(
-            "values_per_device:Q",
-            scale=alt.Scale(type="log"),
-            axis=alt.Axis(
-                title="Values per device (log)",
-                labelExpr=SHARE_LABELS,
-                values=decades(min(figures), max(figures)),
-            ),
-        ),
+        **log_log("devices:Q", "Number of devices (log)", "values_per_device:Q", "Values per device (log)", figures),
         color=alt.Color(
             "series:N",
             title="Layout",
@@ -435,15 +438,8 @@ def compare_sweep(sweep: pd.DataFrame, table: pd.DataFrame) -> alt.LayerChart:
         alt.Tooltip("ideal_share_text:N", title="Ideal share (exact)"),
     ]
     base = alt.Chart(sweep).encode(
-        x=alt.X("num_shards:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title="Number of shards (log)")),
-        y=alt.Y(
-            "ideal_share:Q",
-            scale=alt.Scale(type="log"),
-            axis=alt.Axis(
-                title="Ideal share per shard (values, log)",
-                labelExpr=SHARE_LABELS,
-                values=decades(min(figures), max(figures)),
-            ),
+        **log_log(
+            "num_shards:Q", "Number of shards (log)", "ideal_share:Q", "Ideal share per shard (values, log)", figures
         ),
         color=alt.Color("name:N", title="Scenario", sort=order, legend=alt.Legend(orient="bottom", columns=2)),
         tooltip=tooltip,
