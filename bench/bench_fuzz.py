@@ -25,7 +25,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import hostile  # noqa: E402
 from streamlit.testing.v1 import app_test  # noqa: E402
 
-import conftest  # noqa: E402  (its AppTest patch: the router runs on every rerun, as on a server)
+from dcsim.ui import router  # noqa: E402  (its AppTest patch: the router runs on every rerun, as on a server)
 
 
 def traits(query: str) -> set[str]:
@@ -60,7 +60,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=8)
     args = parser.parse_args()
     logging.getLogger("streamlit").setLevel(logging.ERROR)
-    app_test.PagesManager = conftest._NavigationPagesManager
+    app_test.PagesManager = router.NavigationPagesManager
 
     pages = hostile.pages_from_app()
     page_keys = hostile.discover_page_keys(pages)

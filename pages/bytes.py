@@ -7,9 +7,9 @@ from dcsim.inputs import show
 from dcsim.model import breakdown, optimizer
 from dcsim.report import charts, tables, units
 from dcsim.sharding import payload
-from dcsim.ui import cache, frame, state, widgets
+from dcsim.ui import cache, frame, router, state, widgets
 
-frame.require_router()
+router.require_router()
 
 NOT_CHECKPOINT = "Raw estimate: values x bytes per value. **Not the checkpoint size.**"
 

@@ -11,10 +11,10 @@ from dcsim.checkpoint import measurement, multiprocess
 from dcsim.inputs import show
 from dcsim.report import charts, units
 from dcsim.sharding import payload
-from dcsim.ui import cache, frame, state, widgets
+from dcsim.ui import cache, frame, router, state, widgets
 from dcsim.ui import checkpoint as measuring
 
-frame.require_router()
+router.require_router()
 
 # Pixels: the widest label ("Restored bit for bit" and its help icon, about 130) fits, and five fit a
 # laptop's row (5 x 140 + gaps = 764 of 820 at 1280 wide), two a phone's (296 of 358 at 390 wide).

@@ -8,9 +8,9 @@ from dcsim.model import optimizer
 from dcsim.report import charts, units
 from dcsim.sharding import budget, payload
 from dcsim.ui import compare as cs
-from dcsim.ui import frame, state, widgets
+from dcsim.ui import frame, router, state, widgets
 
-frame.require_router()
+router.require_router()
 
 
 st.header("Compare scenarios")

@@ -7,10 +7,10 @@ import streamlit as st
 
 from dcsim.report import charts, units
 from dcsim.sharding import layout, payload, shares
-from dcsim.ui import cache, frame, state, widgets
+from dcsim.ui import cache, frame, router, state, widgets
 from dcsim.ui import layout_widgets as lw
 
-frame.require_router()
+router.require_router()
 
 LAST_VALID = "dcsim.layout.last_valid"  # this session's last valid mesh and rules, shown after a bad edit
 

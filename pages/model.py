@@ -6,10 +6,10 @@ from dcsim.model import breakdown, presets
 from dcsim.model.config import ModelConfig
 from dcsim.report import tables, units
 from dcsim.sharding import payload, shares
-from dcsim.ui import cache, frame, state, widgets
+from dcsim.ui import cache, frame, router, state, widgets
 from dcsim.ui import model as model_form
 
-frame.require_router()
+router.require_router()
 
 FIGURE_WIDTH = 250  # pixels: a 15-digit count on one line; three to a row beside the sidebar on a laptop
 

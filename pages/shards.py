@@ -4,9 +4,9 @@ import streamlit as st
 
 from dcsim.report import charts, tables, units
 from dcsim.sharding import payload, shares
-from dcsim.ui import cache, frame, state, widgets
+from dcsim.ui import cache, frame, router, state, widgets
 
-frame.require_router()
+router.require_router()
 
 st.header("Ideal share per shard")
 config = state.config()

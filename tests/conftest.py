@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import app_test
+
+from dcsim.ui import router
 
 # Two shared cores make wall-clock deadlines flaky; properties are about values, not speed.
 settings.register_profile("dcsim", deadline=None)
@@ -210,20 +211,9 @@ def type_into(page, box, text: str, then: str = "Tab"):
     return box
 
 
-class _NavigationPagesManager(PagesManager):
-    """AppTest resets ``PagesManager.uses_pages_directory`` before every run; with a ``pages/``
-    folder next to app.py it then reruns the page script alone (multipage v1) instead of app.py,
-    so the shared frame silently stops running after the first run. A real server clears the flag
-    for good once ``st.navigation`` has run (streamlit/commands/navigation.py); do the same."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-
 @pytest.fixture(autouse=True)
 def _apptest_runs_the_router(monkeypatch):
-    monkeypatch.setattr(app_test, "PagesManager", _NavigationPagesManager)
+    monkeypatch.setattr(app_test, "PagesManager", router.NavigationPagesManager)
 
 
 APP = str(ROOT / "app.py")

@@ -12,7 +12,6 @@ from typing import TypeVar
 from urllib.parse import urlencode
 
 import streamlit as st
-from streamlit.runtime.pages_manager import PagesManager
 
 from dcsim import links
 from dcsim.model import hf, presets
@@ -45,21 +44,6 @@ _STYLE = """<style>
 def style() -> None:
     """The frame's few style rules (see ``_STYLE``)."""
     st.html(_STYLE)
-
-
-def require_router() -> None:
-    """Make sure this page runs inside app.py's router, not alone.
-
-    Streamlit decides at server start that an app with a ``pages/`` folder is a version-1
-    multipage app, and keeps deciding so until some run calls ``st.navigation``. So on a fresh
-    server (a restart, a woken Community Cloud app) the first visitor of a shared deep link such
-    as ``/shards?...`` would get ``pages/shards.py`` run alone: no frame, no link handling. A
-    page that finds itself there clears that decision, as ``st.navigation`` itself does, and
-    asks for a rerun, which runs app.py and routes to the same page.
-    """
-    if PagesManager.uses_pages_directory:
-        PagesManager.uses_pages_directory = False
-        st.rerun()
 
 
 def page_link(page: str, **kwargs) -> None:
