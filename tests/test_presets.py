@@ -2,6 +2,7 @@
 checked, changed and carried through the configuration."""
 
 import json
+from urllib.parse import parse_qs
 
 import hypothesis.strategies as hs
 import jax
@@ -9,6 +10,7 @@ import jax.numpy as jnp
 import pytest
 from hypothesis import given, settings
 
+from dcsim import links
 from dcsim.model import breakdown, modules, presets
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import count_module, count_params, report_from_variables
@@ -429,6 +431,45 @@ def test_any_overrides_give_a_config_or_a_clear_error(preset, overrides):
         assert "\n" not in message
     else:
         assert ModelConfig.from_json(config.to_json()) == config
+
+
+# Hyperparameters no cross-field rule ties to another (heads to d_model, patches to the image),
+# so any value in their schema's range is valid on its own: the property below then round-trips
+# real, non-empty overrides instead of refusing most of its draws.
+INDEPENDENT = {
+    "vocab_size", "num_layers", "ffn_dim", "max_positions", "num_classes", "type_vocab_size", "hidden_dim",
+    "input_dim", "tied_embeddings", "use_bias", "gated_mlp", "pooler", "norm", "bottleneck", "stage_blocks",
+}  # fmt: skip
+
+
+@hs.composite
+def presets_with_valid_overrides(draw) -> tuple[str, dict]:
+    preset = draw(hs.sampled_from(sorted(presets.PRESETS)))
+    specs = [spec for spec in presets.schema(presets.PRESETS[preset].family) if spec.name in INDEPENDENT]
+    chosen = draw(hs.lists(hs.sampled_from(specs), min_size=1, max_size=3, unique_by=lambda spec: spec.name))
+    overrides: dict = {}
+    for spec in chosen:
+        if spec.kind == "int":
+            overrides[spec.name] = draw(hs.integers(spec.low, spec.high))
+        elif spec.kind == "bool":
+            overrides[spec.name] = draw(hs.booleans())
+        elif spec.kind == "choice":
+            overrides[spec.name] = draw(hs.sampled_from(spec.choices))
+        else:
+            overrides[spec.name] = draw(hs.lists(hs.integers(spec.low, spec.high), min_size=1, max_size=spec.longest))
+    return preset, overrides
+
+
+@given(presets_with_valid_overrides())
+@settings(max_examples=100, deadline=None)
+def test_valid_overrides_round_trip_through_json_and_a_link(case):
+    preset, overrides = case
+    config = ModelConfig.from_dict({"preset": preset, "overrides": overrides})
+    expected = {name: tuple(value) if isinstance(value, list) else value for name, value in overrides.items()}
+    assert dict(config.overrides) == expected and config.overrides  # the main assertion runs, on real values
+    assert ModelConfig.from_json(config.to_json()) == config
+    decoded = links.decode(parse_qs(links.query_string(config), keep_blank_values=True))
+    assert decoded.problems == () and decoded.config == config
 
 
 def test_head_dim_frees_the_heads_from_dividing_d_model():
