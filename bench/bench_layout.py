@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 import jax  # noqa: E402
 
-from dcsim import cli  # noqa: E402
+from dcsim.cli import layout as layout_command  # noqa: E402
 from dcsim.model.count import ArrayRow, ParamReport  # noqa: E402
 from dcsim.sharding import layout  # noqa: E402
 
@@ -97,7 +97,7 @@ def lay_out_and_render(report: ParamReport, mesh: str, strategy: str, rules: tup
     result = layout.compute_layout(report, layout.parse_mesh(mesh), strategy, layout.parse_rules(rules))
     layout.layout_frame(result)
     layout.layout_record(result)
-    cli.render_layout_table(result)
+    layout_command.render_layout_table(result)
     return result
 
 

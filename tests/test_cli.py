@@ -191,7 +191,7 @@ def test_a_bug_is_one_line_not_a_traceback(capsys, monkeypatch):
     def broken(config):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("dcsim.cli.count_params", broken)
+    monkeypatch.setattr("dcsim.cli.count.count_params", broken)
     code, out, err = run(capsys, "count")
     assert code == 1 and out == ""
     assert err == "dcsim: internal error: RuntimeError: boom (set DCSIM_DEBUG=1 for the traceback)\n"

@@ -1,0 +1,181 @@
+"""``checkpoint``: a real Orbax save, measured and restored in a child process, or from several
+processes on JAX's distributed runtime (``--processes``, ``--processes-sweep``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+
+import pandas as pd
+
+from dcsim.checkpoint import measurement, multiprocess, prestart
+from dcsim.cli.common import UsageError, config_from_args, frame_text, model_flags
+from dcsim.report import units
+from dcsim.sharding import layout
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    command = commands.add_parser(
+        "checkpoint",
+        parents=[model_flags()],
+        help="save the model with Orbax in a temporary folder, measure the files, restore and compare",
+        description="Initialise the model for real, save it with Orbax (OCDBT) into a temporary folder that is "
+        "always removed, measure the files, restore them and compare bit for bit; in a child process with a "
+        "time limit.",
+    )
+    command.add_argument("--mesh", metavar="AXIS=SIZE[,...]", help="mesh of virtual CPU devices (default one)")
+    command.add_argument(
+        "--strategy", choices=layout.STRATEGIES, help="sharding strategy, as for layout (default replicated)"
+    )
+    command.add_argument(
+        "--rule", action="append", default=[], metavar="PATTERN=SPEC", help="custom rule as for layout, repeatable"
+    )
+    command.add_argument(
+        "--max-params",
+        metavar="N",
+        help=f"ceiling on the values all devices hold, replicas included (default {measurement.DEFAULT_MAX_PARAMS:,}, "
+        f"or ${measurement.MAX_PARAMS_ENV})",
+    )
+    command.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        default=measurement.DEFAULT_TIMEOUT_SECONDS,
+        help=f"time limit (default {measurement.DEFAULT_TIMEOUT_SECONDS:g})",
+    )
+    command.add_argument(
+        "--processes",
+        metavar="P",
+        help=f"save from P processes at once on JAX's distributed runtime over loopback, 1 to "
+        f"{multiprocess.MAX_PROCESSES}; each holds N/P of the mesh's N devices",
+    )
+    command.add_argument(
+        "--processes-sweep",
+        metavar="P1,P2,...",
+        help="the same measurement for each process count, side by side, e.g. 1,2,4 (the mesh's device count "
+        "must be a multiple of each)",
+    )
+    command.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
+    command.set_defaults(run=run)
+
+
+def render_checkpoint_table(report: measurement.CheckpointReport) -> str:
+    """The ``checkpoint`` result for people: sizes beside the raw estimates, files, timings, why."""
+    sizes = measurement.sizes_frame(report)
+    sizes.insert(2, "size", [units.binary_bytes(n) for n in sizes["num_bytes"]])
+    lines = [
+        f"checkpoint of {units.count(report.total_params)} parameters as {report.dtype}, mesh {report.mesh} "
+        f"({report.num_devices} device(s)), strategy {report.strategy}, Orbax {report.orbax_version}",
+        "",
+        frame_text(sizes),
+        "",
+        frame_text(measurement.file_groups_frame(report)),
+        "",
+        f"init {report.init_seconds:.3f} s (XLA compilation cache: {report.compilation_cache}) · "
+        f"save {report.save_seconds:.3f} s · restore {report.restore_seconds:.3f} s",
+        f"restore verified bit for bit: {'yes' if report.restore_verified else 'NO'}",
+        f"child peak memory {units.binary_bytes(report.peak_rss_bytes)} "
+        f"(idle baseline {units.binary_bytes(report.baseline_rss_bytes)})",
+        "",
+        *measurement.explain(report),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _measurement_options(args: argparse.Namespace, dtype: str) -> measurement.MeasurementOptions:
+    """The checkpoint flags as one ``MeasurementOptions``, the flags' own values checked here so a
+    refusal names the flag (``--max-params``, ``--timeout``)."""
+    return measurement.MeasurementOptions(
+        dtype=dtype,
+        mesh=args.mesh,
+        strategy=args.strategy or ("custom" if args.rule else "replicated"),
+        rules=layout.parse_rules(args.rule),
+        max_params=None if args.max_params is None else measurement.parse_max_params(args.max_params, "--max-params"),
+        timeout_seconds=measurement.check_timeout(args.timeout, "--timeout"),
+    )
+
+
+def run(args: argparse.Namespace) -> str:
+    if args.processes is not None or args.processes_sweep is not None:
+        return _checkpoint_processes(args)
+    config = config_from_args(args)
+    waiting = prestart.pending()
+    if waiting is not None:  # the child traces the init while this process counts and lays it out
+        waiting.preview(config.to_dict(), config.dtype)
+    report = measurement.measure_checkpoint(config, _measurement_options(args, config.dtype), prestarted=waiting)
+    if args.format == "json":
+        return json.dumps(measurement.checkpoint_record(report), indent=2) + "\n"
+    return render_checkpoint_table(report)
+
+
+def _checkpoint_processes(args: argparse.Namespace) -> str:
+    if args.processes is not None and args.processes_sweep is not None:
+        raise UsageError("--processes and --processes-sweep: choose one")
+    if args.processes_sweep is not None:
+        counts = multiprocess.parse_processes_list(args.processes_sweep, "--processes-sweep")
+    else:
+        counts = (multiprocess.check_processes(args.processes, "--processes"),)
+    config = config_from_args(args)
+    plans = multiprocess.plan_sweep(config, _measurement_options(args, config.dtype), processes=counts)
+    reports = multiprocess.run_sweep(plans)
+    if args.format == "json":
+        if args.processes_sweep is None:
+            return json.dumps(multiprocess.multiprocess_record(reports[0]), indent=2) + "\n"
+        return json.dumps({"sweep": [multiprocess.multiprocess_record(r) for r in reports]}, indent=2) + "\n"
+    if args.processes_sweep is None:
+        return render_processes_table(reports[0])
+    return render_sweep_table(reports)
+
+
+def _seconds_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.assign(**{name: frame[name].map("{:.3f}".format) for name in frame.columns if "seconds" in name})
+
+
+def render_processes_table(report: multiprocess.MultiprocessReport) -> str:
+    """``checkpoint --processes P`` for people: the group's totals, each process, files by place, why."""
+    totals = report.checkpoint
+    processes = _seconds_columns(multiprocess.processes_frame(report))
+    processes["peak_rss"] = [units.binary_bytes(n) for n in processes["peak_rss_bytes"]]
+    processes["restore_verified"] = processes["restore_verified"].map({True: "yes", False: "NO"})
+    lines = [
+        f"checkpoint of {units.count(totals.total_params)} parameters as {totals.dtype}, mesh {totals.mesh}, "
+        f"{report.num_processes} processes x {report.devices_per_process} device(s), strategy {totals.strategy}, "
+        f"Orbax {totals.orbax_version}",
+        "",
+        f"raw payload        {units.bytes_exact(totals.raw_payload_bytes)}",
+        f"on disk            {units.bytes_exact(totals.disk_bytes)} in {units.count(totals.num_files)} files",
+        f"save (group wall)  {totals.save_seconds:.3f} s · restore {totals.restore_seconds:.3f} s",
+        f"restore verified bit for bit on every process: {'yes' if totals.restore_verified else 'NO'}",
+        f"peak memory        {units.binary_bytes(max(p.peak_rss_bytes for p in report.processes))} per process at "
+        f"most, {units.binary_bytes(report.total_peak_rss_bytes)} together",
+        f"machine            {report.cpu_count} CPU core(s), load average {report.load_average:.2f}",
+        "",
+        frame_text(processes),
+        "",
+        frame_text(multiprocess.file_places_frame(report)),
+        "",
+        *multiprocess.explain_processes(report),
+        *measurement.explain(totals),
+        "",
+        multiprocess.MULTIHOST_NOTE,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_sweep_table(reports: Sequence[multiprocess.MultiprocessReport]) -> str:
+    """``checkpoint --processes-sweep`` for people: one row per process count, then each run's processes."""
+    first = reports[0].checkpoint
+    sweep = _seconds_columns(multiprocess.sweep_frame(reports))
+    sweep["restore_verified"] = sweep["restore_verified"].map({True: "yes", False: "NO"})
+    lines = [
+        f"checkpoint of {units.count(first.total_params)} parameters as {first.dtype}, mesh {first.mesh}, "
+        f"strategy {first.strategy}, Orbax {first.orbax_version}; "
+        f"{reports[-1].cpu_count} CPU core(s), load average {reports[-1].load_average:.2f}",
+        "",
+        frame_text(sweep),
+        "",
+        frame_text(_seconds_columns(multiprocess.sweep_processes_frame(reports))),
+        "",
+        multiprocess.MULTIHOST_NOTE,
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,154 @@
+"""What every command shares: the parser with one-line errors, the model flags, reading a
+configuration file, and turning frames into text. See ``dcsim.cli`` for the commands."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from typing import Any, NoReturn
+
+import pandas as pd
+
+from dcsim.model import hf, presets
+from dcsim.model.config import DTYPES, ModelConfig, parse_int, parse_widths
+from dcsim.report import units
+
+PROG = "python -m dcsim"
+
+
+class UsageError(Exception):
+    """A mistake in what the person typed; its message is shown as it is."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (its default prints the whole usage block first)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def model_flags() -> Parser:
+    flags = Parser(add_help=False)
+    group = flags.add_argument_group("model (flags given override the --config file's fields)")
+    group.add_argument(
+        "--config",
+        metavar="FILE",
+        help="configuration JSON as the dashboard downloads it, or a Hugging Face config.json ('-' reads stdin)",
+    )
+    group.add_argument("--input-dim", metavar="D", help="input dimension D (default 4)")
+    group.add_argument("--features", metavar="F1,F2,...", help="widths of the Dense layers in order (default 4)")
+    group.add_argument("--no-bias", action="store_true", help="no bias in any layer (per-layer bias: use --config)")
+    group.add_argument("--batch", metavar="B", help="batch size B; it never changes a count (default 1)")
+    group.add_argument(
+        "--seed", metavar="S", help="PRNG seed, 0 to 4,294,967,295; changes values, not counts (default 0)"
+    )
+    group.add_argument("--shards", metavar="N", help="number of checkpoint shards for the ideal share (default 2)")
+    group.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        help="storage dtype of the byte figures: bytes per shard, raw payload, a checkpoint's arrays (default float32)",
+    )
+    # Presets: an architecture from `python -m dcsim presets`, its hyperparameters changed with --set.
+    group.add_argument("--preset", metavar="NAME", help="an architecture preset instead of the Dense stack")
+    group.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="change one of the preset's hyperparameters, e.g. --set num_layers=6 (repeatable)",
+    )
+    return flags
+
+
+def read_file(path: str, what: str, max_bytes: int) -> bytes:
+    """The bytes of the ``what`` file at ``path`` ('-' reads stdin), one past ``max_bytes`` at most:
+    enough for its reader to refuse a file that is too large without reading all of it."""
+    try:
+        if path == "-":
+            return sys.stdin.buffer.read(max_bytes + 1)
+        with open(path, "rb") as file:
+            return file.read(max_bytes + 1)
+    except OSError as err:
+        raise UsageError(f"cannot read the {what} file {path!r}: {err.strerror or err}") from None
+
+
+def _read_config(path: str) -> ModelConfig:
+    data = read_file(path, "configuration", hf.MAX_HF_CONFIG_BYTES)
+    try:
+        config, note = hf.read_config_file(data)
+    except (TypeError, ValueError) as err:
+        raise UsageError(f"configuration file {path!r}: {err}") from None
+    if note is not None:
+        print(f"dcsim: {note}", file=sys.stderr)
+    return config
+
+
+def config_from_args(args: argparse.Namespace) -> ModelConfig:
+    """The configuration the model flags describe: the --config file's, then each given flag."""
+    config = _read_config(args.config) if args.config else ModelConfig()
+    changes: dict[str, Any] = {}
+    for flag, field in (
+        ("input_dim", "input_dim"),
+        ("batch", "batch_size"),
+        ("seed", "seed"),
+        ("shards", "num_shards"),
+    ):
+        text = getattr(args, flag)
+        if text is not None:
+            changes[field] = parse_int(text, field, "--" + flag.replace("_", "-"))
+    layers = config.layers
+    if args.features is not None:
+        layers = parse_widths(args.features, "--features")
+    if args.no_bias:
+        layers = tuple(dataclasses.replace(layer, use_bias=False) for layer in layers)
+    if args.dtype is not None:
+        changes["dtype"] = args.dtype
+    return dataclasses.replace(config, layers=layers, **changes, **_preset_changes(args, config))
+
+
+def _preset_changes(args: argparse.Namespace, config: ModelConfig) -> dict[str, Any]:
+    """``preset``, ``origin`` and ``overrides`` from --preset and --set, over the --config file's
+    (a preset, or a Hugging Face file's model, which --set edits under its own name)."""
+    preset, origin, overrides = config.preset, config.origin, dict(config.overrides)
+    if args.preset is not None:
+        presets.get_preset(args.preset)
+        if args.preset != preset:  # another model's overrides may not even name its hyperparameters
+            overrides = {}
+        preset, origin = args.preset, None
+    family = presets.get_preset(preset).family if preset is not None else origin.family if origin else None
+    for item in args.set:
+        if family is None:
+            raise UsageError("`--set` changes a preset's hyperparameters; choose a preset with --preset NAME")
+        name, equals, text = item.partition("=")
+        if not equals:
+            raise UsageError(f"`--set` takes KEY=VALUE, e.g. num_layers=6, got {item!r}")
+        spec = presets.hparam(family, name.strip(), preset or family)
+        overrides[spec.name] = spec.parse(text)
+    if origin is not None and args.set:
+        origin = dataclasses.replace(origin, edited=True)
+    if family is not None:
+        dense = [flag for flag in ("input_dim", "features", "no_bias") if getattr(args, flag) not in (None, False)]
+        if dense:
+            flags = ", ".join("--" + flag.replace("_", "-") for flag in dense)
+            whose = f"preset {preset!r}" if preset else presets.model_title(config)
+            raise UsageError(f"{flags}: only for the Dense stack; {whose} sets its own shapes (change them with --set)")
+    return {"preset": preset, "origin": origin, "overrides": overrides}
+
+
+def frame_text(frame: pd.DataFrame) -> str:
+    """A frame as aligned text: counts with separators, right-aligned; text left-aligned."""
+    columns = []
+    for name in frame.columns:
+        is_count = frame[name].dtype == "int64"
+        cells = [units.count(value) if is_count else str(value) for value in frame[name]]
+        width = max(len(name), *(len(cell) for cell in cells))
+        align = str.rjust if is_count or name.startswith("percent") else str.ljust
+        columns.append([align(cell, width) for cell in [name, *cells]])
+    return "\n".join("  ".join(row).rstrip() for row in zip(*columns, strict=True))
+
+
+def one_line(text: str) -> str:
+    """``text`` with every unprintable character escaped as Python writes it (``\\n``, ``\\x1b``):
+    an error is one line, and a typed value can neither break it nor send a terminal escape."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)

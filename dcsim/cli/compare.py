@@ -1,0 +1,102 @@
+"""``compare``: scenarios side by side and the budget question, from a comparison JSON file."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+
+import pandas as pd
+
+from dcsim import compare
+from dcsim.cli.common import UsageError, frame_text, read_file
+from dcsim.model.count import count_params
+from dcsim.report import units
+from dcsim.sharding import budget
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    command = commands.add_parser(
+        "compare",
+        help="compare the scenarios of a comparison JSON file side by side, with the budget question",
+        description="Print a comparison (as the dashboard's Compare page downloads it) side by side: totals, "
+        "ideal shares, raw bytes and differences against the baseline, then the budget question answered "
+        "twice: by the ideal share (an average) and by the real layout (JAX's sharding rules).",
+    )
+    command.add_argument("file", metavar="FILE", help="comparison JSON ('-' reads stdin)")
+    command.add_argument(
+        "--format", choices=("table", "json", "csv"), default="table", help="output format (default table)"
+    )
+    command.set_defaults(run=run)
+
+
+def _read_comparison(path: str) -> compare.Comparison:
+    data = read_file(path, "comparison", compare.MAX_COMPARISON_BYTES)
+    try:
+        return compare.Comparison.from_json(data)
+    except (TypeError, ValueError) as err:
+        raise UsageError(f"comparison file {path!r}: {err}") from None
+
+
+_COMPARE_COLUMNS = {
+    "number": "#",
+    "name": "scenario",
+    "model": "model",
+    "num_shards": "shards",
+    "dtype": "dtype",
+    "total_params": "total_params",
+    "ideal_share_text": "ideal_share",
+    "raw_bytes": "raw_bytes",
+    "params_vs_baseline": "params_vs_baseline",
+    "params_ratio_text": "params_ratio",
+    "raw_bytes_vs_baseline": "raw_bytes_vs_baseline",
+}
+
+
+def render_compare_table(comparison: compare.Comparison, table: pd.DataFrame, answers: list[budget.Answer]) -> str:
+    """The comparison for people: the side-by-side table, then both answers to the budget question."""
+    if not comparison.scenarios:
+        return "the comparison holds no scenarios\n"
+    shown = table[list(_COMPARE_COLUMNS)].rename(columns=_COMPARE_COLUMNS)
+    shown["scenario"] = [
+        f"{name} (baseline)" if base else name for name, base in zip(table["name"], table["is_baseline"], strict=True)
+    ]
+    spec = comparison.budget
+    lines = [
+        frame_text(shown),
+        "",
+        "raw_bytes: values x bytes per value in the scenario's dtype; a raw estimate, NOT the checkpoint size.",
+        "",
+        f"budget per shard and per device: {spec.amount_text} ({spec.holds})",
+    ]
+    for scenario, found in zip(comparison.scenarios, answers, strict=True):
+        lines += [
+            f"  {scenario.name}: needs {units.count(found.need)} {spec.unit} in all",
+            f"    ideal share (an average): {_plural(found.ideal_shards, 'shard')}",
+            f"    real layout (JAX's sharding rules, {spec.strategy}): {budget.summary(found, spec)}",
+        ]
+    lines.append(
+        f"The real layout is not monotone in N (an array that splits on 4 devices may be replicated on 3), "
+        f"so every N from 1 to {budget.MAX_SEARCH_DEVICES:,} was searched."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'s' * (count != 1)}"
+
+
+def run(args: argparse.Namespace) -> str:
+    comparison = _read_comparison(args.file)
+    reports = [count_params(scenario.config) for scenario in comparison.scenarios]
+    if args.format == "csv":
+        buffer = io.StringIO()
+        compare.comparison_frame(comparison, reports).to_csv(buffer, index=False)
+        return buffer.getvalue()
+    answers = [
+        budget.answer(budget.demand(report, scenario.dtype, comparison.budget.training), comparison.budget)
+        for report, scenario in zip(reports, comparison.scenarios, strict=True)
+    ]
+    if args.format == "json":
+        return json.dumps(compare.comparison_record(comparison, reports, answers), indent=2, ensure_ascii=False) + "\n"
+    return render_compare_table(comparison, compare.comparison_frame(comparison, reports), answers)

@@ -1,0 +1,185 @@
+"""``count`` (a model's parameters, ideal share and raw payload) and ``presets`` (the preset table)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from fractions import Fraction
+
+import pandas as pd
+
+from dcsim.cli.common import config_from_args, frame_text, model_flags
+from dcsim.model import breakdown, optimizer, presets
+from dcsim.model.config import ModelConfig
+from dcsim.model.count import ParamReport, count_params
+from dcsim.model.presets import resolved_hparams
+from dcsim.report import tables, units
+from dcsim.sharding import payload, shares
+from dcsim.sharding.payload import CHECKPOINT_DIFFERS
+
+
+def render_count_table(config: ModelConfig, report: ParamReport) -> str:
+    """The ``count`` result for people: the answer first (exact figures with separators and honest
+    units), then the model and where its parameters are. A family's model shows its groups and
+    top-level modules (Llama 2 70B's 723 arrays are in ``--format csv`` and ``json``)."""
+    share = shares.ideal_share(report.total_params, config.num_shards)
+    per_shard = payload.bytes_per_shard(report.total_params, config.num_shards, config.dtype)
+    float32, *other_dtypes = payload.raw_payloads(report.total_params)
+    lines = [
+        f"total parameters       {units.count(report.total_params)}",
+        f"shards                 {units.count(config.num_shards)}",
+        f"ideal share per shard  {units.share(share.exact)}  (total / shards: an average, not a layout)",
+        f"bytes per shard        {units.share(per_shard)} bytes in {config.dtype}"
+        f"{_reading(per_shard)}  (an average, NOT the checkpoint size)",
+        f"raw float32 payload    {units.bytes_exact(float32.num_bytes)}  <- raw estimate, NOT the checkpoint size",
+        "other raw payloads     "
+        + " · ".join(f"{row.dtype} {units.bytes_exact(row.num_bytes)}" for row in other_dtypes),
+    ]
+    if report.other:
+        lines.append(
+            f"other variables        {units.count(report.total_other_values)}"
+            " (e.g. BatchNorm statistics: not parameters, not in the total)"
+        )
+    lines += ["", *_model_lines(config, report), ""]
+    if config.is_dense:
+        layers = tables.layers_frame(report)
+        layers["percent_of_total"] = layers["percent_of_total"].map(_percent)
+        lines += [frame_text(layers), "", frame_text(tables.arrays_frame(report).drop(columns=["module", "kind"]))]
+    else:
+        modules = breakdown.depth_frame(report, 1)
+        modules["percent_of_total"] = modules["percent_of_total"].map(_percent)
+        lines += [
+            frame_text(modules),
+            "",
+            f"({len(report.arrays):,} arrays: every one with --format csv or --format json)",
+        ]
+    lines += ["", f"Raw payload = values x bytes per value. It is not the checkpoint size: {CHECKPOINT_DIFFERS}."]
+    return "\n".join(lines) + "\n"
+
+
+def _reading(value: Fraction) -> str:
+    """`` (2.01 GiB)`` beside an exact byte figure past a KiB."""
+    return f" ({units.binary_bytes(int(value))})" if value >= 1024 else ""
+
+
+def _percent(value: float) -> str:
+    return f"{value:.2f}%"
+
+
+def _model_lines(config: ModelConfig, report: ParamReport) -> list[str]:
+    if config.is_dense:
+        widths = " -> ".join(
+            f"Dense({layer.features:,}{'' if layer.use_bias else ', no bias'})" for layer in config.layers
+        )
+        return [
+            f"model: input dimension {config.input_dim:,} -> {widths}",
+            f"(batch size {config.batch_size:,} and seed {config.seed} change no count)",
+        ]
+    family = config.family
+    assert family is not None
+    hparams = ", ".join(f"{name}={presets.value_text(value)}" for name, value in resolved_hparams(config).items())
+    groups = breakdown.breakdown_frame(report)
+    groups["percent_of_total"] = groups["percent_of_total"].map(_percent)
+    if config.origin is not None:
+        named = [f"model: {config.origin.title} ({family}: {presets.FAMILY_DESCRIPTIONS[family]})"]
+    else:
+        row = presets.get_preset(config.preset)
+        changed = ", ".join(name for name, _ in config.overrides) or "none"
+        named = [
+            f"model: preset {row.name} ({row.title}; {family}: {presets.FAMILY_DESCRIPTIONS[family]})",
+            f"changed from the preset: {changed}",
+        ]
+    said = presets.provenance(config, report.total_params)
+    return [
+        *named,
+        f"hyperparameters: {hparams}",
+        *([said] if said else []),
+        f"non-embedding parameters: {units.count(breakdown.non_embedding_params(config, report))}"
+        " (total less token, position and token-type tables and an untied output projection, as Pythia reports)",
+        f"(batch size {config.batch_size:,} and seed {config.seed} change no count)",
+        "",
+        frame_text(groups),
+    ]
+
+
+def render_optimizer_table(states: tuple[optimizer.OptimizerState, ...], total_params: int) -> str:
+    """Optimizer state for people: values and raw bytes per optimizer, apart from the parameters."""
+    lines = [f"{optimizer.STATE_NOTE}:"]
+    for state in states:
+        by_dtype = " + ".join(f"{dtype} {units.bytes_exact(size)}" for dtype, size in state.raw_bytes_by_dtype.items())
+        per_param = state.num_values / total_params if total_params else 0.0
+        lines.append(
+            f"  {state.optimizer:<9} {units.count(state.num_values):>18} values ({per_param:.4g} per parameter)"
+            f"  raw {by_dtype}  - {state.description}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def run_count(args: argparse.Namespace) -> str:
+    config = config_from_args(args)
+    report = count_params(config)
+    states: tuple[optimizer.OptimizerState, ...] = ()
+    if args.optimizer is not None:
+        names = optimizer.OPTIMIZER_NAMES if args.optimizer == "all" else (args.optimizer,)
+        states = optimizer.optimizer_states(config, names)
+    if args.format == "json":
+        record = tables.count_record(config, report)
+        if states:
+            record["optimizer_state"] = [optimizer.state_record(state, report.total_params) for state in states]
+            record["optimizer_state_note"] = optimizer.STATE_NOTE
+        return json.dumps(record, indent=2) + "\n"
+    if args.format == "csv":
+        buffer = io.StringIO()
+        tables.arrays_frame(report).to_csv(buffer, index=False)
+        return buffer.getvalue()
+    text = render_count_table(config, report)
+    return text + ("\n" + render_optimizer_table(states, report.total_params) if states else "")
+
+
+def run_presets(args: argparse.Namespace) -> str:
+    rows = presets.published_table()
+    if args.format == "json":
+        for row in rows:
+            row["hparams"] = {
+                name: list(value) if isinstance(value, tuple) else value
+                for name, value in presets.PRESETS[row["name"]].hparams.items()
+            }
+        return json.dumps(rows, indent=2) + "\n"
+    frame = pd.DataFrame(
+        {
+            "name": [row["name"] for row in rows],
+            "family": [row["family"] for row in rows],
+            "published_params": pd.array([row["published_params"] for row in rows], dtype="int64"),
+            "title": [row["title"] for row in rows],
+        }
+    )
+    return (
+        frame_text(frame) + "\n\nEach count is reproduced exactly by `count --preset NAME`; sources: --format json.\n"
+    )
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> None:
+    count = commands.add_parser(
+        "count",
+        parents=[model_flags()],
+        help="count parameters, the ideal share per shard and the raw payload",
+        description="Count a model's parameters (a Dense stack or an architecture preset) by abstractly "
+        "initialising its Flax modules.",
+    )
+    count.add_argument(
+        "--format", choices=("table", "json", "csv"), default="table", help="output format (default table)"
+    )
+    count.add_argument(
+        "--optimizer",
+        choices=(*optimizer.OPTIMIZER_NAMES, "all"),
+        help="add the state this optax optimizer allocates (apart from the parameters; json key optimizer_state)",
+    )
+    listing = commands.add_parser(
+        "presets",
+        help="list the architecture presets and their published parameter counts",
+        description="List the architecture presets: name, family, published parameter count and its source.",
+    )
+    listing.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
+    listing.set_defaults(run=run_presets)
+    count.set_defaults(run=run_count)
