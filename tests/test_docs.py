@@ -260,7 +260,7 @@ def tracked(tmp_path_factory) -> Path:
             continue
         (copy / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, copy / name, follow_symlinks=False)
-    assert (copy / "dcsim" / "cli.py").is_file()
+    assert (copy / "dcsim" / "cli" / "__init__.py").is_file()
     return copy
 
 
