@@ -11,8 +11,7 @@ from dcsim.checkpoint import measurement, multiprocess
 from dcsim.inputs import show
 from dcsim.report import charts, units
 from dcsim.sharding import payload
-from dcsim.ui import cache, frame, router, state, widgets
-from dcsim.ui import checkpoint as measuring
+from dcsim.ui import cache, checkpoint, frame, router, state, widgets
 
 router.require_router()
 
@@ -50,11 +49,11 @@ frame.page_link("pages/model.py", label="Edit the model on the Model page", icon
 # --- settings: seeded from the link (or this session's last visit), checked, then widgets -----------
 
 # The storage dtype is the configuration's (``dtype`` in every page's link); these are the page's own.
-DEFAULTS = {"mesh": measuring.DEFAULT_MESH, "strategy": "replicated", "processes": "1"}
+DEFAULTS = {"mesh": checkpoint.DEFAULT_MESH, "strategy": "replicated", "processes": "1"}
 for name, default in DEFAULTS.items():
     if state.WIDGET_PREFIX + f"checkpoint.{name}" in st.session_state:
         continue
-    value = frame.setting_from_link(name, default, functools.partial(measuring.parse_setting, name))[1]
+    value = frame.setting_from_link(name, default, functools.partial(checkpoint.parse_setting, name))[1]
     state.seed_widget(f"checkpoint.{name}", value)
     if name == "mesh":
         st.session_state[VALID_MESH] = value
@@ -64,7 +63,7 @@ def check_mesh() -> None:
     """A typed mesh is used only when it parses; otherwise the last valid one stays, with the reason."""
     text = st.session_state[MESH_KEY]
     try:
-        st.session_state[MESH_KEY] = st.session_state[VALID_MESH] = measuring.parse_setting("mesh", str(text or ""))
+        st.session_state[MESH_KEY] = st.session_state[VALID_MESH] = checkpoint.parse_setting("mesh", str(text or ""))
     except (TypeError, ValueError) as err:
         st.session_state[MESH_PROBLEM] = (
             f"Mesh {show(text)} was not used: {err}. Still using {st.session_state[VALID_MESH]}."
@@ -72,7 +71,7 @@ def check_mesh() -> None:
         st.session_state[MESH_KEY] = st.session_state[VALID_MESH]
 
 
-mesh_choices = [f"data={n}" for n in measuring.DEVICE_CHOICES]
+mesh_choices = [f"data={n}" for n in checkpoint.DEVICE_CHOICES]
 chosen_mesh = st.session_state[MESH_KEY]
 if chosen_mesh not in mesh_choices:
     mesh_choices.append(chosen_mesh)
@@ -93,14 +92,14 @@ mesh_text = mesh_col.selectbox(
 )
 strategy = strategy_col.selectbox(
     "Sharding strategy",
-    measuring.STRATEGIES,
+    checkpoint.STRATEGIES,
     key=state.WIDGET_PREFIX + "checkpoint.strategy",
     help="replicated: every device holds every array whole. fsdp: each array is split along one dimension "
     "over all the devices, where it divides (else replicated).",
 )
 processes = processes_col.selectbox(
     "Processes (simulated hosts)",
-    measuring.PROCESS_CHOICES,
+    checkpoint.PROCESS_CHOICES,
     key=state.WIDGET_PREFIX + "checkpoint.processes",
     help="1: one child process holds every device. 2 or 4: that many processes save at once on JAX's "
     "distributed runtime (coordinator on 127.0.0.1), each holding its share of the mesh's devices, as "
@@ -113,7 +112,7 @@ if mesh_problem:
 
 settings = None
 try:
-    settings = measuring.Settings.parse(config.dtype, str(mesh_text or ""), strategy, str(processes))
+    settings = checkpoint.Settings.parse(config.dtype, str(mesh_text or ""), strategy, str(processes))
 except (TypeError, ValueError) as err:
     st.error(frame.plain(f"These settings cannot be used: {err}."), icon=":material/error:")
     state.set_page_params({"strategy": strategy, "processes": str(processes)})
@@ -137,7 +136,7 @@ if config.dtype != "float32":
 plan, refusal = None, None
 if settings is not None:
     try:
-        plan = measuring.plan(config, settings)
+        plan = checkpoint.plan(config, settings)
     except (TypeError, ValueError) as err:
         refusal = str(err)
 if refusal:
@@ -170,8 +169,8 @@ elif plan is not None and settings is not None:
 
 # --- the measurement: a child process, one at a time per server --------------------------------------
 
-kept = measuring.cached_report(config, settings) if plan is not None and settings is not None else None
-lock = measuring.measurement_lock()
+kept = checkpoint.cached_report(config, settings) if plan is not None and settings is not None else None
+lock = checkpoint.measurement_lock()
 if plan is not None and lock.busy:
     st.info(
         "Another measurement is running on this server right now (one at a time keeps memory bounded). "
@@ -184,12 +183,12 @@ clicked = st.button(
     icon=":material/save:",
     disabled=plan is None,
     help=(
-        f"Runs in a child process with a time limit of {measuring.TIMEOUT_SECONDS:g} s"
+        f"Runs in a child process with a time limit of {checkpoint.TIMEOUT_SECONDS:g} s"
         if settings is None or settings.processes == 1
-        else f"Runs in {settings.processes} processes at once with a time limit of {measuring.TIMEOUT_SECONDS:g} s "
+        else f"Runs in {settings.processes} processes at once with a time limit of {checkpoint.TIMEOUT_SECONDS:g} s "
         "for the group; if any one fails or hangs, all are ended"
     )
-    + f" (counted once started: importing JAX has {measuring.TIMEOUT_SECONDS:g} s of its own)"
+    + f" (counted once started: importing JAX has {checkpoint.TIMEOUT_SECONDS:g} s of its own)"
     + "; the temporary checkpoint is deleted afterwards.",
 )
 if clicked and plan is not None and settings is not None:
@@ -213,17 +212,17 @@ if clicked and plan is not None and settings is not None:
 
         def show_group_stage(process_id: int, stage: str) -> None:
             group_stages[process_id] = stage
-            done, where = measuring.group_progress(group_stages, group_size)
+            done, where = checkpoint.group_progress(group_stages, group_size)
             bar.progress(done, text=where)
             status.update(label=f"{STAGE_TEXT.get(min(group_stages.values(), key=multiprocess.STAGES.index))}…")
 
-        measured = measuring.run_in_status(
+        measured = checkpoint.run_in_status(
             status,
             "measurement",
             lambda: (
-                measuring.measure(config, chosen, on_progress=show_stage)
+                checkpoint.measure(config, chosen, on_progress=show_stage)
                 if group_size == 1
-                else measuring.measure_group(config, chosen, on_progress=show_group_stage)
+                else checkpoint.measure_group(config, chosen, on_progress=show_group_stage)
             ),
         )
         if measured is not None:
@@ -346,7 +345,7 @@ if kept:
 
 
 def table(frame_to_show) -> None:
-    shown, columns = measuring.shown_table(frame_to_show)
+    shown, columns = checkpoint.shown_table(frame_to_show)
     st.dataframe(shown, hide_index=True, column_config=columns)
 
 
@@ -374,8 +373,8 @@ st.caption(
     "as hosts of a cluster do: how save time, bytes per process and memory per process change with the "
     "number of processes."
 )
-sweep_problem = measuring.sweep_problem(settings) if settings is not None else None
-kept_sweep = measuring.cached_sweep(config, settings) if settings is not None and plan is not None else None
+sweep_problem = checkpoint.sweep_problem(settings) if settings is not None else None
+kept_sweep = checkpoint.cached_sweep(config, settings) if settings is not None and plan is not None else None
 if sweep_problem:
     st.info(frame.plain(sweep_problem), icon=":material/info:")
 sweep_clicked = st.button(
@@ -383,23 +382,23 @@ sweep_clicked = st.button(
     icon=":material/stacked_line_chart:",
     disabled=plan is None or sweep_problem is not None,
     help="Three measurements one after the other, each a group of processes with a time limit of "
-    f"{measuring.TIMEOUT_SECONDS:g} s once started (importing JAX has {measuring.TIMEOUT_SECONDS:g} s of its own); "
+    f"{checkpoint.TIMEOUT_SECONDS:g} s once started (importing JAX has {checkpoint.TIMEOUT_SECONDS:g} s of its own); "
     "the temporary checkpoints are deleted afterwards.",
 )
 if sweep_clicked and plan is not None and settings is not None:
     chosen = settings  # the lambda below sees it narrowed
     with st.status("Sweeping…", expanded=True) as status:
-        bar = st.progress(0.0, text=f"Starting {measuring.SWEEP_PROCESSES[0]} process(es)")
+        bar = st.progress(0.0, text=f"Starting {checkpoint.SWEEP_PROCESSES[0]} process(es)")
         sweep_stages: dict[tuple[int, int], str] = {}
 
         def show_sweep_stage(num_processes: int, process_id: int, stage: str) -> None:
             sweep_stages[(num_processes, process_id)] = stage
-            done, where = measuring.sweep_progress(sweep_stages, num_processes)
+            done, where = checkpoint.sweep_progress(sweep_stages, num_processes)
             bar.progress(done, text=where)
             status.update(label=f"Sweeping: {num_processes} process(es)…")
 
-        swept = measuring.run_in_status(
-            status, "sweep", lambda: measuring.measure_sweep(config, chosen, on_progress=show_sweep_stage)
+        swept = checkpoint.run_in_status(
+            status, "sweep", lambda: checkpoint.measure_sweep(config, chosen, on_progress=show_sweep_stage)
         )
         if swept is not None:
             kept_sweep = swept
@@ -418,7 +417,7 @@ elif kept_sweep:
 if kept_sweep:
     reports = kept_sweep.reports
     sweep = multiprocess.sweep_frame(reports)
-    st.dataframe(measuring.sweep_side_by_side(sweep), hide_index=True)
+    st.dataframe(checkpoint.sweep_side_by_side(sweep), hide_index=True)
     per_process = multiprocess.sweep_processes_frame(reports)
     st.altair_chart(charts.save_time_by_processes(sweep), width="stretch")
     bytes_col, memory_col = st.columns(2)

@@ -6,8 +6,7 @@ from dcsim.model import breakdown, presets
 from dcsim.model.config import ModelConfig
 from dcsim.report import tables, units
 from dcsim.sharding import payload, shares
-from dcsim.ui import cache, frame, router, state, widgets
-from dcsim.ui import model as model_form
+from dcsim.ui import cache, frame, model, router, state, widgets
 
 router.require_router()
 
@@ -85,10 +84,10 @@ def show_answer(config: ModelConfig, error: str | None = None) -> None:
 # The form's widgets apply their changes in callbacks, before the run (``dcsim.ui.model``), so the
 # configuration is already theirs here: the answer is drawn first and once, from it.
 config = state.config()
-show_answer(config, model_form.edit_error())
+show_answer(config, model.edit_error())
 st.subheader("Configuration")
-model_form.form(config)
-if model_form.edited():  # widget state changed without a callback (AppTest): draw again from it
+model.form(config)
+if model.edited():  # widget state changed without a callback (AppTest): draw again from it
     st.rerun()
 report = cache.count(config)
 
