@@ -6,9 +6,19 @@ import json
 import streamlit as st
 
 from dcsim.report import charts, units
-from dcsim.sharding import layout, payload, shares
-from dcsim.ui import cache, frame, router, state, widgets
-from dcsim.ui import layout_widgets as lw
+from dcsim.sharding import payload, shares
+from dcsim.sharding.layout import (
+    MAX_MESH_AXES,
+    MAX_MESH_CHARS,
+    MAX_MESH_DEVICES,
+    MAX_RULES,
+    REPLICAS_NOT_ON_DISK,
+    STRATEGIES,
+    Rule,
+    layout_record,
+    parse_mesh,
+)
+from dcsim.ui import cache, frame, layout, router, state, widgets
 
 router.require_router()
 
@@ -51,59 +61,59 @@ with link_col:
 st.subheader("Mesh and strategy")
 mesh_col, strategy_col = st.columns([3, 2])
 with mesh_col:
-    mesh_key = seeded("mesh", lw.DEFAULT_MESH, layout.parse_mesh, layout.MAX_MESH_CHARS)
+    mesh_key = seeded("mesh", layout.DEFAULT_MESH, parse_mesh, MAX_MESH_CHARS)
     mesh_text = st.text_input(
         "Mesh: AXIS=SIZE, comma separated",
         key=mesh_key,
-        max_chars=layout.MAX_MESH_CHARS,
+        max_chars=MAX_MESH_CHARS,
         placeholder="data=4,model=2",
         help="Named axes of the device mesh and their sizes, e.g. `data=4,model=2` (8 devices). "
-        f"At most {layout.MAX_MESH_AXES} axes and {layout.MAX_MESH_DEVICES:,} devices; "
+        f"At most {MAX_MESH_AXES} axes and {MAX_MESH_DEVICES:,} devices; "
         "the tensor strategy needs an axis named `model`.",
     )
 with strategy_col:
-    strategy_key = seeded("strategy", lw.DEFAULT_STRATEGY, lw.parse_strategy, 32)
+    strategy_key = seeded("strategy", layout.DEFAULT_STRATEGY, layout.parse_strategy, 32)
     strategy = st.selectbox(
         "Strategy",
-        layout.STRATEGIES,
+        STRATEGIES,
         key=strategy_key,
         help="How each parameter array is split over the mesh. JAX decides what divides evenly.",
     )
-    st.caption(lw.STRATEGY_HELP[strategy])
+    st.caption(layout.STRATEGY_HELP[strategy])
     config, _ = widgets.apply(
         config, dtype=widgets.dtype_choice(config, page="layout")
     )  # the list holds only valid ones
-mesh = parsed("mesh", mesh_text, layout.parse_mesh, "Mesh")
+mesh = parsed("mesh", mesh_text, parse_mesh, "Mesh")
 with mesh_col:
     axes_col, devices_col = st.columns([2, 1])
     axes_col.dataframe(
-        lw.mesh_frame(mesh),
+        layout.mesh_frame(mesh),
         hide_index=True,
         column_config={"axis": "Axis", "size": st.column_config.TextColumn("Size")},
     )
     devices_col.metric("Devices", units.count(mesh.num_devices), help="The product of the axis sizes.")
 
-rules: tuple[layout.Rule, ...] = ()
+rules: tuple[Rule, ...] = ()
 if strategy == "custom":
-    rules_key = seeded("rules", lw.DEFAULT_RULES, lw.parse_rules_text, lw.MAX_RULES_TEXT)
+    rules_key = seeded("rules", layout.DEFAULT_RULES, layout.parse_rules_text, layout.MAX_RULES_TEXT)
     rules_box = st.text_area(
         "Custom rules: one PATTERN=SPEC a line, first match wins",
         key=rules_key,
-        max_chars=lw.MAX_RULES_TEXT,
+        max_chars=layout.MAX_RULES_TEXT,
         height=120,
         help="PATTERN is a glob on the array path (`*/kernel`, `Dense_*/bias`; `*` also crosses `/`). "
         "SPEC has one entry per dimension: `None`, a mesh axis, or axes joined by `+`, e.g. "
         "`*/kernel=None,model` or `*/kernel=data+model,None`. Unmatched arrays are replicated. "
-        f"At most {layout.MAX_RULES} rules.",
+        f"At most {MAX_RULES} rules.",
     )
-    rules = parsed("rules", rules_box, lw.parse_rules_text, "Rules")
+    rules = parsed("rules", rules_box, layout.parse_rules_text, "Rules")
 
 settings = {"mesh": mesh.text, "strategy": strategy}
 if strategy == "custom":
-    settings["rules"] = lw.rules_text(rules)
+    settings["rules"] = layout.rules_text(rules)
 state.set_page_params(settings)
 
-outcome = lw.cached_layout(config, mesh, strategy, rules)
+outcome = layout.cached_layout(config, mesh, strategy, rules)
 laid = outcome.layout
 share = shares.ideal_share(report.total_params, mesh.num_devices)
 
@@ -151,13 +161,13 @@ if laid is not None:
         f"{units.share_short(laid.replication_factor)}x" if laid.replication_factor is not None else "n/a",
         help="Stored values / total parameters: copies of each value across the mesh, on average; 1x = none.",
     )
-    st.caption(f"**{layout.REPLICAS_NOT_ON_DISK[0].upper()}{layout.REPLICAS_NOT_ON_DISK[1:]}.**")
+    st.caption(f"**{REPLICAS_NOT_ON_DISK[0].upper()}{REPLICAS_NOT_ON_DISK[1:]}.**")
     if laid.num_replicated_fallbacks:
         st.warning(
             frame.plain(
                 f"{laid.num_replicated_fallbacks:,} of {len(laid.arrays):,} arrays could not be split as the "
                 f"{strategy} strategy asks and are replicated on every device instead; they are flagged "
-                f"“{lw.FALLBACK}” in the table below, with the reason."
+                f"“{layout.FALLBACK}” in the table below, with the reason."
             ),
             icon=":material/content_copy:",
         )
@@ -169,7 +179,7 @@ else:
     )
 
 st.subheader("Across strategies and device counts")
-strategies = lw.strategy_frame(config, mesh, rules)
+strategies = layout.strategy_frame(config, mesh, rules)
 left, right = st.columns(2)
 with left:
     st.altair_chart(charts.layout_vs_ideal(strategies, strategy), width="stretch")
@@ -177,7 +187,7 @@ with left:
     for name, why in zip(refused["strategy"], refused["status"], strict=True):
         st.caption(frame.plain(f"The {name} strategy cannot lay this model out on this mesh: {why}"))
 with right:
-    sweep = lw.cached_sweep(config)
+    sweep = layout.cached_sweep(config)
     st.altair_chart(
         charts.layout_sweep(sweep, mesh.num_devices, laid.values_per_device if laid else None), width="stretch"
     )
@@ -187,9 +197,9 @@ with right:
     )
 
 st.subheader("Every parameter array")
-table = lw.array_table(report, outcome)
+table = layout.array_table(report, outcome)
 st.dataframe(
-    lw.table_text(table),
+    layout.table_text(table),
     hide_index=True,
     # Status and its reason first, where they show without scrolling sideways on a phone.
     column_order=[
@@ -215,20 +225,20 @@ st.dataframe(
         "stored_values": st.column_config.TextColumn("Stored (all devices)"),
         # Sized for its longest value: the grid sizes a column by its first rows, which cut a later
         # "✖ not laid out" to "not la…".
-        "status": st.column_config.TextColumn("Status", width=lw.STATUS_COLUMN_WIDTH),
+        "status": st.column_config.TextColumn("Status", width=layout.STATUS_COLUMN_WIDTH),
         "note": st.column_config.TextColumn("Why", width="large", help="Every flagged reason is written out below"),
     },
 )
-reasons = lw.flagged_reasons(table)
+reasons = layout.flagged_reasons(table)
 if len(reasons):
-    lines = [f"- {frame.plain(lw.reason_text(reason, len(table)))}" for reason in reasons.itertuples()]
-    if len(lines) > lw.MAX_REASONS_SHOWN:
-        more = len(lines) - lw.MAX_REASONS_SHOWN
-        lines = [*lines[: lw.MAX_REASONS_SHOWN], f"- {more:,} more reasons: see the Why column or the CSV below."]
+    lines = [f"- {frame.plain(layout.reason_text(reason, len(table)))}" for reason in reasons.itertuples()]
+    if len(lines) > layout.MAX_REASONS_SHOWN:
+        more = len(lines) - layout.MAX_REASONS_SHOWN
+        lines = [*lines[: layout.MAX_REASONS_SHOWN], f"- {more:,} more reasons: see the Why column or the CSV below."]
     st.markdown("**Why arrays are flagged**\n" + "\n".join(lines))
 st.caption(
-    f"Status “{lw.FALLBACK}”: the strategy found no way to split the array (fsdp: no dimension divides evenly by "
-    f"the number of devices; custom: no rule matched), so every device holds it whole. “{lw.IMPOSSIBLE}”: "
+    f"Status “{layout.FALLBACK}”: the strategy found no way to split the array (fsdp: no dimension divides evenly by "
+    f"the number of devices; custom: no rule matched), so every device holds it whole. “{layout.IMPOSSIBLE}”: "
     "JAX refuses the split the strategy or a rule asks for; the Why column says which dimension and axis."
 )
 download_col, json_col = st.columns(2)
@@ -236,7 +246,7 @@ widgets.download("Download the per-array table (CSV)", table, "dcsim-layout.csv"
 if laid is not None:
     widgets.download(
         "Download the layout (JSON)",
-        json.dumps(layout.layout_record(laid), indent=2),
+        json.dumps(layout_record(laid), indent=2),
         "dcsim-layout.json",
         where=json_col,
     )

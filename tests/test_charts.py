@@ -151,7 +151,7 @@ DENSE_8_8 = ModelConfig(input_dim=8, layers=(DenseLayer(features=8),))
 
 def layout_strategies(mesh_text):
     from dcsim.sharding import layout
-    from dcsim.ui import layout_widgets
+    from dcsim.ui import layout as layout_widgets
 
     return layout_widgets.strategy_frame(DENSE_8_8, layout.parse_mesh(mesh_text), ())
 
@@ -189,7 +189,7 @@ def test_layout_vs_ideal_tooltips_are_exact_and_refused_strategies_have_no_bar()
 
 def test_layout_vs_ideal_baseline_goes_below_a_share_under_one():
     from dcsim.sharding import layout
-    from dcsim.ui import layout_widgets
+    from dcsim.ui import layout as layout_widgets
 
     strategies = layout_widgets.strategy_frame(DENSE_8_8, layout.parse_mesh("data=4096"), ())
     spec = charts.layout_vs_ideal(strategies, "fsdp").to_dict()
@@ -198,7 +198,7 @@ def test_layout_vs_ideal_baseline_goes_below_a_share_under_one():
 
 
 def test_layout_sweep_is_log_log_lines_with_the_layout_marked():
-    from dcsim.ui import layout_widgets
+    from dcsim.ui import layout as layout_widgets
 
     sweep = layout_widgets.sweep_frame(count_params(DENSE_8_8))
     spec = charts.layout_sweep(sweep, 4, 18).to_dict()
@@ -220,7 +220,7 @@ def test_layout_sweep_is_log_log_lines_with_the_layout_marked():
 
 
 def test_layout_sweep_ticks_cover_a_layout_beyond_the_sweep():
-    from dcsim.ui import layout_widgets
+    from dcsim.ui import layout as layout_widgets
 
     sweep = layout_widgets.sweep_frame(count_params(DENSE_8_8))
     without = charts.layout_sweep(sweep).to_dict()
@@ -400,7 +400,7 @@ def test_every_title_subtitle_and_legend_label_starts_in_upper_case(report, comp
     digit (names the reader types, such as fsdp or data=N, go after it), and so do legend labels
     that are words rather than names (Save, Process 0, Ideal share)."""
     from dcsim.sharding import layout
-    from dcsim.ui import layout_widgets
+    from dcsim.ui import layout as layout_widgets
 
     table, sweep, held = comparison_tables
     payloads = tables.payload_frame(report.total_params)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import count_params
 from dcsim.sharding import layout
-from dcsim.ui import layout_widgets as lw
+from dcsim.ui import layout as lw
 
 
 def dense(input_dim, *widths):

@@ -15,9 +15,10 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import open_app, uploader
 from dcsim import cli
-from dcsim.ui import cache, layout_widgets
+from dcsim.ui import cache
 from dcsim.ui import checkpoint as measuring
 from dcsim.ui import compare as compare_widgets
+from dcsim.ui import layout as layout_widgets
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")

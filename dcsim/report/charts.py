@@ -244,7 +244,7 @@ def layout_vs_ideal(strategies: pd.DataFrame, chosen: str) -> alt.LayerChart:
 
     ``strategies`` has ``strategy``, ``values_per_device`` (missing where the strategy cannot lay
     the model out), ``values_text``, ``ideal_share`` and ``ideal_share_text``
-    (``dcsim.ui.layout_widgets.strategy_frame``). Replicated layouts can hold thousands of times
+    (``dcsim.ui.layout.strategy_frame``). Replicated layouts can hold thousands of times
     the ideal share, so the axis is logarithmic and every bar starts at an explicit baseline (a
     power of ten below the smallest figure), never at 0, which a log axis cannot draw.
     """
@@ -292,7 +292,7 @@ def layout_vs_ideal(strategies: pd.DataFrame, chosen: str) -> alt.LayerChart:
     )
 
 
-# The sweep's dashed series (``dcsim.ui.layout_widgets.sweep_frame``).
+# The sweep's dashed series (``dcsim.ui.layout.sweep_frame``).
 IDEAL_SERIES = "Ideal share"
 # Ideal share dark grey (dashed), then one colour a strategy; red is kept for the marked layout.
 _SERIES_COLOURS = ["#444444", "#4c78a8", "#f58518", "#54a24b", "#b279a2"]
@@ -305,7 +305,7 @@ def layout_sweep(
     for the ideal share, on log-log axes; the current layout marked when given.
 
     ``sweep`` has ``devices``, ``series``, ``values_per_device`` (float, for position) and
-    ``values_text`` (exact, for the tooltip) (``dcsim.ui.layout_widgets.sweep_frame``).
+    ``values_text`` (exact, for the tooltip) (``dcsim.ui.layout.sweep_frame``).
     """
     data = sweep.assign(ideal=sweep["series"] == IDEAL_SERIES)
     series = dict.fromkeys(data["series"])
