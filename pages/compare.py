@@ -3,12 +3,22 @@
 import pandas as pd
 import streamlit as st
 
-from dcsim import compare
+from dcsim.compare import (
+    MAX_COMPARISON_BYTES,
+    MAX_LINK_CHARS,
+    MAX_NAME_CHARS,
+    MAX_SCENARIOS,
+    budget_frame,
+    comparison_frame,
+    held_frame,
+    model_text,
+    sweep_frame,
+    unique_name,
+)
 from dcsim.model import optimizer
 from dcsim.report import charts, units
 from dcsim.sharding import budget, payload
-from dcsim.ui import compare as cs
-from dcsim.ui import frame, router, state, widgets
+from dcsim.ui import compare, frame, router, state, widgets
 
 router.require_router()
 
@@ -18,26 +28,26 @@ st.caption(
     "Each scenario is a named configuration with its own shard count and storage dtype. Add the model from the "
     "Model page, change its shards or dtype, duplicate it, and compare; one link carries the whole comparison."
 )
-current = cs.comparison()
-for problem in cs.problems():
+current = compare.comparison()
+for problem in compare.problems():
     st.warning(frame.plain(problem), icon=frame.LINK_ICON)
-said = cs.message()
+said = compare.message()
 if said is not None:
     kind, text = said
     (st.success if kind == "success" else st.error)(frame.plain(text))
-gen = cs.generation()
+gen = compare.generation()
 
 # --- scenarios -----------------------------------------------------------------------------------
 st.subheader("Scenarios")
 config = state.config()
-full = len(current.scenarios) >= compare.MAX_SCENARIOS
+full = len(current.scenarios) >= MAX_SCENARIOS
 name_col, dtype_col, add_col = st.columns([3, 1, 2], vertical_alignment="bottom")
 new_name = name_col.text_input(
     "Name of the new scenario",
-    value=compare.unique_name(compare.model_text(config), current.names),
-    max_chars=compare.MAX_NAME_CHARS,
+    value=unique_name(model_text(config), current.names),
+    max_chars=MAX_NAME_CHARS,
     key=f"compare.new_name.{gen}",
-    help=f"1 to {compare.MAX_NAME_CHARS} characters; names must differ.",
+    help=f"1 to {MAX_NAME_CHARS} characters; names must differ.",
 )
 new_dtype = dtype_col.selectbox(
     "Dtype",
@@ -51,14 +61,14 @@ add_col.button(
     icon=":material/add:",
     disabled=full,
     # Read the name when clicked: arguments bound here would be this run's, before the last keystrokes.
-    on_click=lambda: cs.add(
+    on_click=lambda: compare.add(
         state.config(), st.session_state[f"compare.new_name.{gen}"], st.session_state[f"compare.new_dtype.{gen}"]
     ),
     help="Adds the model now on the Model page, with its shard count, as a new scenario.",
 )
 st.caption(
     frame.plain(f"Current configuration: {frame.describe(config)} · {config.num_shards:,} shards")
-    + (f" · the comparison is full ({compare.MAX_SCENARIOS} scenarios)." if full else "")
+    + (f" · the comparison is full ({MAX_SCENARIOS} scenarios)." if full else "")
 )
 frame.page_link("pages/model.py", label="Change the current configuration", icon=":material/calculate:")
 
@@ -78,30 +88,30 @@ else:
         index=current.baseline - 1,
         format_func=label,
         key=f"compare.baseline.{gen}",
-        on_change=lambda: cs.set_baseline(st.session_state[f"compare.baseline.{gen}"]),
+        on_change=lambda: compare.set_baseline(st.session_state[f"compare.baseline.{gen}"]),
     )
     index = chosen - 1
     scenario = current.scenarios[index]
     with st.form(f"compare.edit.{gen}.{index}", border=True):
         name_col, dtype_col, shards_col = st.columns([3, 1, 1])
-        name = name_col.text_input("Name", value=scenario.name, max_chars=compare.MAX_NAME_CHARS)
+        name = name_col.text_input("Name", value=scenario.name, max_chars=MAX_NAME_CHARS)
         dtype = dtype_col.selectbox("Dtype", payload.RAW_DTYPES, index=payload.RAW_DTYPES.index(scenario.dtype))
         shards = shards_col.number_input("Shards", min_value=1, max_value=2**20, value=scenario.num_shards, step=1)
-        st.caption(frame.plain(f"Model: {compare.model_text(scenario.config)}"))
+        st.caption(frame.plain(f"Model: {model_text(scenario.config)}"))
         saved = st.form_submit_button("Save (rename, dtype, shards)", icon=":material/save:")
     if saved:
-        cs.edit(index, name, dtype, shards)
+        compare.edit(index, name, dtype, shards)
         st.rerun()
     dup_col, remove_col, _ = st.columns([1, 1, 2])
     dup_col.button(
-        "Duplicate", icon=":material/content_copy:", disabled=full, on_click=cs.duplicate, args=(index,), key="dup"
+        "Duplicate", icon=":material/content_copy:", disabled=full, on_click=compare.duplicate, args=(index,), key="dup"
     )
-    remove_col.button("Remove", icon=":material/delete:", on_click=cs.remove, args=(index,), key="remove")
+    remove_col.button("Remove", icon=":material/delete:", on_click=compare.remove, args=(index,), key="remove")
 
     # --- side by side ----------------------------------------------------------------------------
     st.subheader("Side by side")
-    reports = cs.reports(current)
-    table = compare.comparison_frame(current, reports)
+    reports = compare.reports(current)
+    table = comparison_frame(current, reports)
     shown = widgets.text_counts(
         table,
         "num_shards",
@@ -158,7 +168,7 @@ else:
     )
     left, right = st.columns(2)
     left.altair_chart(charts.compare_bars(table), width="stretch")
-    right.altair_chart(charts.compare_sweep(compare.sweep_frame(current, reports), table), width="stretch")
+    right.altair_chart(charts.compare_sweep(sweep_frame(current, reports), table), width="stretch")
 
     csv_col, json_col = st.columns(2)
     widgets.download("Download the table (CSV)", table, "dcsim-comparison.csv", where=csv_col)
@@ -171,12 +181,12 @@ with st.expander("Open a comparison file", icon=":material/upload_file:"):
         type="json",
         max_upload_size=1,
         key=f"compare.upload.{gen}",
-        help=f"A file saved with “Download the comparison” (at most {compare.MAX_COMPARISON_BYTES // 1024} KiB); "
+        help=f"A file saved with “Download the comparison” (at most {MAX_COMPARISON_BYTES // 1024} KiB); "
         "it replaces the scenarios on this page.",
     )
-    if uploaded is not None and st.session_state.get(cs.IMPORT_DONE) != uploaded.file_id:
-        st.session_state[cs.IMPORT_DONE] = uploaded.file_id
-        cs.import_json(uploaded.getvalue())
+    if uploaded is not None and st.session_state.get(compare.IMPORT_DONE) != uploaded.file_id:
+        st.session_state[compare.IMPORT_DONE] = uploaded.file_id
+        compare.import_json(uploaded.getvalue())
         st.rerun()
 
 # --- budget --------------------------------------------------------------------------------------
@@ -187,7 +197,7 @@ with st.form(f"compare.budget.{gen}"):
     amount_col, unit_col, training_col, strategy_col = st.columns([2, 1, 3, 1])
     amount_text = amount_col.text_input(
         "Budget per shard and per device",
-        value=cs.amount_input_text(spec),
+        value=compare.amount_input_text(spec),
         max_chars=budget.MAX_AMOUNT_CHARS,
         help="Bytes: 80 GiB (2^30), 80 GB (10^9), 1.5 TiB, 85899345920. Values: 7B, 500M, 12,000, 7e9.",
     )
@@ -207,7 +217,7 @@ with st.form(f"compare.budget.{gen}"):
     )
     asked = st.form_submit_button("Answer", icon=":material/calculate:")
 if asked:
-    cs.set_budget(amount_text, unit, training, strategy)
+    compare.set_budget(amount_text, unit, training, strategy)
     st.rerun()
 
 st.caption(
@@ -217,8 +227,8 @@ st.caption(
     )
 )
 if current.scenarios:
-    answers = cs.answers(current)
-    answer_frame = compare.budget_frame(current, answers)
+    answers = compare.answers(current)
+    answer_frame = budget_frame(current, answers)
     mesh_axis = spec.mesh_axis
     st.dataframe(
         answer_frame.assign(
@@ -276,18 +286,18 @@ if current.scenarios:
         "times a power of two) and each scenario's answer and ideal count."
         + (" Optimizer step counts (scalars) are kept whole on every device." if spec.training else "")
     )
-    st.altair_chart(charts.budget_sweep(compare.held_frame(current, answers), spec.amount, spec.unit), width="stretch")
+    st.altair_chart(charts.budget_sweep(held_frame(current, answers), spec.amount, spec.unit), width="stretch")
 
 # --- the link ------------------------------------------------------------------------------------
 st.subheader("Link to this comparison")
-query, fits = cs.publish(current)
+query, fits = compare.publish(current)
 if fits:
     st.code(f"{(st.context.url or '').split('?', 1)[0]}?{query}", language=None, wrap_lines=True)
     st.caption("Copy the link (button at its top right): it reopens these scenarios, the baseline and the budget.")
 else:
     st.warning(
         f"This comparison is too large for a link: its query string would be {len(query):,} characters, over the "
-        f"{compare.MAX_LINK_CHARS:,} that stay safe through common proxies (they cut links at 4–8 KB). "
+        f"{MAX_LINK_CHARS:,} that stay safe through common proxies (they cut links at 4–8 KB). "
         "Download the comparison as JSON instead and share the file; “Open a comparison file” above reopens it. "
         "The address bar and the sidebar's link still carry the configuration and the budget, not the scenarios.",
         icon=":material/link_off:",
