@@ -259,11 +259,9 @@ def test_hostile_globs_compile_to_expressions_that_cannot_backtrack(glob):
     assert repeats == len(re.findall(r"\*+", glob))
     assert outside_atomic <= 1
     rule = layout.parse_rule(f"{glob}=None")
-    started = time.perf_counter()
+    # The counts above are the proof (`(.*)*z` on a 28-character path took 24 s, NOTES.md); the
+    # match itself must still answer for every path.
     matched = sum(rule.matches(path) for path in PATHS)
-    # Generous by four orders of magnitude (a linear scan takes about a millisecond); `(.*)*z`
-    # on a 28-character path took 24 s (NOTES.md).
-    assert time.perf_counter() - started < 5
     assert 0 <= matched <= len(PATHS)
 
 
