@@ -540,15 +540,6 @@ def decode_scenario(token: str, position: int) -> tuple[Scenario | None, list[st
     return Scenario(name=name, config=decoded.config, dtype=dtype), problems
 
 
-def _single(params: Mapping[str, Sequence[str]], key: str, limit: int = 32) -> str:
-    values = params[key]
-    if len(values) != 1:
-        raise ValueError(f"`{key}` appears {len(values)} times in the link, where it may appear once")
-    if len(values[0]) > limit:
-        raise ValueError(f"`{key}` may be at most {limit:,} characters, got {len(values[0]):,}")
-    return values[0]
-
-
 def decode(params: Mapping[str, Sequence[str]]) -> Decoded:
     """Read a comparison from query parameters (each key with all its values). Never raises.
 
@@ -559,23 +550,18 @@ def decode(params: Mapping[str, Sequence[str]]) -> Decoded:
     """
     problems: list[str] = []
     default = budgets.Budget()
-    if VERSION_KEY in params:
-        try:
-            text = _single(params, VERSION_KEY)
-            if not (text.isascii() and text.isdigit()):
-                raise ValueError(f"`{VERSION_KEY}` must be a comparison link version such as 1, got {show(text)}")
-        except ValueError as err:
-            problems.append(f"Link: {err}; reading it as version {COMPARISON_VERSION}.")
-        else:
-            if int(text) > COMPARISON_VERSION:
-                return Decoded(
-                    comparison=Comparison(),
-                    problems=(
-                        f"This comparison link was made by a newer dcsim (comparison link version {int(text):,}; "
-                        f"this one reads up to version {COMPARISON_VERSION}). No scenarios were opened: ask for "
-                        "the comparison JSON, or open the link where it was made.",
-                    ),
-                )
+    version, problem = links.read_version(params, VERSION_KEY, COMPARISON_VERSION, "comparison link")
+    if problem:
+        problems.append(problem)
+    if version > COMPARISON_VERSION:
+        return Decoded(
+            comparison=Comparison(),
+            problems=(
+                f"This comparison link was made by a newer dcsim (comparison link version {version:,}; "
+                f"this one reads up to version {COMPARISON_VERSION}). No scenarios were opened: ask for "
+                "the comparison JSON, or open the link where it was made.",
+            ),
+        )
     tokens = list(params.get(SCENARIO_KEY, ()))
     if len(tokens) > MAX_SCENARIOS:
         problems.append(
@@ -602,7 +588,9 @@ def decode(params: Mapping[str, Sequence[str]]) -> Decoded:
     if BASELINE_KEY in params:
         try:
             baseline = as_int(
-                int(_digits(_single(params, BASELINE_KEY), BASELINE_KEY)), BASELINE_KEY, maximum=max(1, len(scenarios))
+                int(_digits(links.single(params, BASELINE_KEY), BASELINE_KEY)),
+                BASELINE_KEY,
+                maximum=max(1, len(scenarios)),
             )
         except (TypeError, ValueError) as err:
             problems.append(f"Link: {err}; using scenario 1 as the baseline.")
@@ -623,7 +611,7 @@ def decode(params: Mapping[str, Sequence[str]]) -> Decoded:
         if key not in params:
             continue
         try:
-            fields[field] = read(_single(params, key))
+            fields[field] = read(links.single(params, key))
         except (TypeError, ValueError) as err:
             problems.append(f"Link: {err}; using the default {shown_default}.")
     return Decoded(

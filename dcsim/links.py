@@ -146,7 +146,7 @@ def _decode_origin(params: Mapping[str, Sequence[str]], problems: list[str]) -> 
     """The link's model opened from a file, if it names one: its family is required; a bad
     model_type or name is replaced (``unknown``, the model_type), each with a sentence."""
     try:
-        family = _single(params, FAMILY_KEY, MAX_SCALAR_CHARS)
+        family = single(params, FAMILY_KEY, MAX_SCALAR_CHARS)
         presets.schema(family)
     except (TypeError, ValueError) as err:
         problems.append(f"Link: `{FAMILY_KEY}`: {err}.")
@@ -156,7 +156,7 @@ def _decode_origin(params: Mapping[str, Sequence[str]], problems: list[str]) -> 
         if key not in params:
             continue
         try:
-            fields[key] = _single(params, key, limit)
+            fields[key] = single(params, key, limit)
             Origin(**{**fields, "name": fields["name"] or "model"})
         except (TypeError, ValueError) as err:
             fields[key] = "unknown" if key == MODEL_TYPE_KEY else ""
@@ -164,7 +164,7 @@ def _decode_origin(params: Mapping[str, Sequence[str]], problems: list[str]) -> 
     edited = False
     if EDITED_KEY in params:
         try:
-            text = _single(params, EDITED_KEY, MAX_SCALAR_CHARS)
+            text = single(params, EDITED_KEY, MAX_SCALAR_CHARS)
         except ValueError as err:
             text = str(err)
         if text not in ("true", "false"):
@@ -190,7 +190,7 @@ def _decode_model(params: Mapping[str, Sequence[str]], config: ModelConfig, prob
                 "given; showing the preset."
             )
         try:
-            row = presets.get_preset(_single(params, PRESET_KEY, MAX_SCALAR_CHARS))
+            row = presets.get_preset(single(params, PRESET_KEY, MAX_SCALAR_CHARS))
         except (TypeError, ValueError) as err:
             problems.append(f"Link: {err}; showing the Dense stack instead.")
             return config
@@ -233,7 +233,7 @@ def _decode_model(params: Mapping[str, Sequence[str]], config: ModelConfig, prob
     for name in (name for name in names if name in valid):
         key = HPARAM_PREFIX + name
         try:
-            parsed[name] = presets.hparam(family, name, whose).parse(_single(params, key, MAX_SCALAR_CHARS * 4))
+            parsed[name] = presets.hparam(family, name, whose).parse(single(params, key, MAX_SCALAR_CHARS * 4))
         except (TypeError, ValueError) as err:
             refused[name] = err
     # The values are checked together (heads must divide d_model...), so a link that changes two
@@ -276,7 +276,10 @@ def link(base_url: str, config: ModelConfig) -> str:
     return f"{base_url.split('?', 1)[0]}?{query_string(config)}"
 
 
-def _single(params: Mapping[str, Sequence[str]], key: str, limit: int) -> str:
+def single(params: Mapping[str, Sequence[str]], key: str, limit: int = MAX_SCALAR_CHARS) -> str:
+    """The one value of ``key`` in query parameters (each key with all its values), at most
+    ``limit`` characters; raises ``ValueError`` for a repeated key or a longer value. Shared by
+    every link codec (the configuration's here, the comparison's in ``dcsim.compare``)."""
     values = params[key]
     if len(values) != 1:
         raise ValueError(f"`{key}` appears {len(values)} times in the link, where it may appear once")
@@ -284,6 +287,20 @@ def _single(params: Mapping[str, Sequence[str]], key: str, limit: int) -> str:
     if len(value) > limit:
         raise ValueError(f"`{key}` may be at most {limit:,} characters, got {len(value):,}")
     return value
+
+
+def read_version(params: Mapping[str, Sequence[str]], key: str, current: int, what: str) -> tuple[int, str | None]:
+    """A link format's version under ``key`` and the problem to say about it, if any: ``current``
+    when the link has none or a bad one (not plain digits: "a {what} version such as {current}")."""
+    if key not in params:
+        return current, None
+    try:
+        text = single(params, key)
+        if not (text.isascii() and text.isdigit()):
+            raise ValueError(f"`{key}` must be a {what} version such as {current}, got {show(text)}")
+    except (TypeError, ValueError) as err:
+        return current, f"Link: {err}; reading it as version {current}."
+    return int(text), None
 
 
 def decode(params: Mapping[str, Sequence[str]]) -> Decoded:
@@ -298,41 +315,35 @@ def decode(params: Mapping[str, Sequence[str]]) -> Decoded:
     def reject(key: str, err: Exception, default: object) -> None:
         problems.append(f"Link: {err}; using the default {default}.")
 
-    if VERSION_KEY in params:
-        try:
-            text = _single(params, VERSION_KEY, MAX_SCALAR_CHARS)
-            if not (text.isascii() and text.isdigit()):
-                raise ValueError(f"`{VERSION_KEY}` must be a link version such as {LINK_VERSION}, got {show(text)}")
-        except (TypeError, ValueError) as err:
-            problems.append(f"Link: {err}; reading it as version {LINK_VERSION}.")
-        else:
-            version = int(text)
-            if version > LINK_VERSION:
-                return Decoded(
-                    config=defaults,
-                    problems=(
-                        f"This link was made by a newer dcsim (link version {version:,}; this one reads up "
-                        f"to version {LINK_VERSION}). Showing the defaults instead: ask for the configuration "
-                        "JSON, or open the link where it was made.",
-                    ),
-                )
+    version, problem = read_version(params, VERSION_KEY, LINK_VERSION, "link")
+    if problem:
+        problems.append(problem)
+    if version > LINK_VERSION:
+        return Decoded(
+            config=defaults,
+            problems=(
+                f"This link was made by a newer dcsim (link version {version:,}; this one reads up "
+                f"to version {LINK_VERSION}). Showing the defaults instead: ask for the configuration "
+                "JSON, or open the link where it was made.",
+            ),
+        )
 
     fields: dict[str, Any] = {}
     for key, field in SCALAR_KEYS.items():
         if key not in params:
             continue
         try:
-            fields[field] = parse_int(_single(params, key, MAX_SCALAR_CHARS), field, key)
+            fields[field] = parse_int(single(params, key, MAX_SCALAR_CHARS), field, key)
         except (TypeError, ValueError) as err:
             reject(key, err, f"{getattr(defaults, field):,}")
     if LAYERS_KEY in params:
         try:
-            fields["layers"] = decode_layers(_single(params, LAYERS_KEY, MAX_LAYERS_CHARS))
+            fields["layers"] = decode_layers(single(params, LAYERS_KEY, MAX_LAYERS_CHARS))
         except (TypeError, ValueError) as err:
             reject(LAYERS_KEY, err, encode_layers(defaults.layers))
     if DTYPE_KEY in params:
         try:
-            fields["dtype"] = check_dtype(_single(params, DTYPE_KEY, MAX_SCALAR_CHARS))
+            fields["dtype"] = check_dtype(single(params, DTYPE_KEY, MAX_SCALAR_CHARS))
         except (TypeError, ValueError) as err:
             reject(DTYPE_KEY, err, defaults.dtype)
     config = _decode_model(params, dataclasses.replace(defaults, **fields), problems)
