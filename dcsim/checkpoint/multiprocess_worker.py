@@ -34,6 +34,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
+from dcsim.checkpoint import workers
 from dcsim.checkpoint.worker import (
     _fault,
     _files,
@@ -208,9 +209,7 @@ def main(argv: list[str]) -> int:
     except Exception as err:
         traceback.print_exc()
         result, code = {"error": f"{type(err).__name__}: {err}"}, 1
-    partial = result_path.with_suffix(".partial")
-    partial.write_text(json.dumps(result))
-    partial.replace(result_path)  # the parent never reads half a result
+    workers.write_whole(result_path, result)  # the parent never reads half a result
     sys.stdout.flush()
     sys.stderr.flush()
     # Leave without Python's shutdown: after a failure, JAX's distributed client would wait for

@@ -23,7 +23,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
-import json
 import os
 import shutil
 import subprocess
@@ -68,10 +67,8 @@ class Prestarted:
         """Show the child the model (``ModelConfig.to_dict()``) and dtype before the request, so it
         traces the init while the parent counts and lays it out. Only shapes: the child makes no
         array until the request, which comes after the ceiling check. Written whole, then named."""
-        partial = self.folder / f"{PREVIEW_FILE}.partial"
         with contextlib.suppress(OSError):  # no preview: the child traces when the request comes
-            partial.write_text(json.dumps({"config": dict(config), "dtype": dtype}))
-            partial.replace(self.folder / PREVIEW_FILE)
+            workers.write_whole(self.folder / PREVIEW_FILE, {"config": dict(config), "dtype": dtype})
 
     def discard(self) -> None:
         """End the child's process group and remove its folder (again: a no-op)."""

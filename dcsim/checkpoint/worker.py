@@ -38,7 +38,7 @@ from jax import monitoring
 from jax.extend.core import jaxpr_as_fun
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dcsim.checkpoint import prestart
+from dcsim.checkpoint import prestart, workers
 from dcsim.model import modules
 from dcsim.model.config import ModelConfig
 
@@ -223,16 +223,16 @@ def init_params(
     return params, shardings, _cache_status(events)
 
 
-_CACHE_HIT, _CACHE_MISS = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
+_CACHE_HIT = "/jax/compilation_cache/cache_hits"
 
 
 @contextlib.contextmanager
 def _compilation_cache_events() -> Iterator[list[str]]:
-    """JAX's persistent compilation cache's hits and misses while the block runs."""
+    """JAX's persistent compilation cache's hits while the block runs."""
     seen: list[str] = []
 
     def listen(event: str, **_: Any) -> None:
-        if event in (_CACHE_HIT, _CACHE_MISS):
+        if event == _CACHE_HIT:
             seen.append(event)
 
     monitoring.register_event_listener(listen)
@@ -446,9 +446,7 @@ def main(argv: list[str]) -> int:
         details = traceback.format_exc()
         message = _disk_full_message(result_path.parent) if _disk_full(err) else f"{type(err).__name__}: {err}"
         result, code = {"error": message}, 1
-    partial = result_path.with_suffix(".partial")
-    partial.write_text(json.dumps(result))
-    partial.replace(result_path)  # the parent never reads half a result
+    workers.write_whole(result_path, result)  # the parent never reads half a result
     if code:
         # After the result: on a full disk the traceback may not fit, the message must.
         with contextlib.suppress(OSError):

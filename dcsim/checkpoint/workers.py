@@ -183,10 +183,11 @@ def _paths(job: WorkerJob) -> dict[str, Path]:
     return _folder_paths(Path(job.folder))
 
 
-def _write_request(path: Path, request: Mapping[str, Any]) -> None:
-    """Write the request whole, then name it: a worker waiting for the file never reads half of it."""
+def write_whole(path: Path, data: Mapping[str, Any]) -> None:
+    """Write ``data`` as JSON beside ``path``, then name it ``path``: a process waiting for the file
+    (a worker for its request or preview, the parent for a result) never reads half of it."""
     partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps(dict(request)))
+    partial.write_text(json.dumps(dict(data)))
     partial.replace(path)
 
 
@@ -270,9 +271,9 @@ def run_workers(
             paths = _paths(job)
             if job.started is not None:
                 processes.append(job.started)  # ended in `finally` even if the request cannot be written
-                _write_request(paths["request"], job.request)
+                write_whole(paths["request"], job.request)
                 continue
-            _write_request(paths["request"], job.request)
+            write_whole(paths["request"], job.request)
             with open(paths["stderr"], "wb") as stderr:
                 processes.append(
                     subprocess.Popen(
