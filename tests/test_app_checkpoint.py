@@ -11,11 +11,11 @@ import json
 import re
 from pathlib import Path
 
+import faults
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from dcsim.checkpoint import measurement
-from dcsim.checkpoint.worker import FAULT_ENV
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.sharding.layout import parse_mesh
 from dcsim.ui import checkpoint as measuring
@@ -34,7 +34,7 @@ RUN = "Save, measure and restore"
 def fresh_server(monkeypatch):
     """Every test starts as a fresh server would: nothing measured, the default ceiling."""
     monkeypatch.delenv(measurement.MAX_PARAMS_ENV, raising=False)
-    monkeypatch.delenv(FAULT_ENV, raising=False)
+    monkeypatch.delenv(faults.FAULT_ENV, raising=False)
     measuring._reports.clear()
     measuring._plan.clear()
     yield
@@ -177,9 +177,9 @@ def test_a_failed_measurement_is_an_error_message_and_the_page_keeps_serving(mon
     if setup == "timeout":
         monkeypatch.setattr(measuring, "TIMEOUT_SECONDS", 0.3)
     elif setup == "kill":
-        monkeypatch.setenv(FAULT_ENV, "save:kill")
+        faults.inject(monkeypatch, "measuring:kill")
     else:
-        monkeypatch.setenv(FAULT_ENV, "fsize:65536")  # no file of the child past 64 KiB
+        faults.inject(monkeypatch, "fsize:65536")  # no file of the child past 64 KiB
     at = open_page(DENSE_1024)
     button(at).click().run()
     assert not at.exception

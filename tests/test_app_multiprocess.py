@@ -9,12 +9,11 @@ each other and the raw payload, never against hard-coded values.
 import json
 from pathlib import Path
 
+import faults
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from dcsim.checkpoint import measurement
-from dcsim.checkpoint.multiprocess_worker import FAULT_PROCESS_ENV
-from dcsim.checkpoint.worker import FAULT_ENV
 from dcsim.ui import checkpoint as measuring
 
 pytestmark = pytest.mark.slow  # measures real checkpoints from several processes
@@ -40,7 +39,7 @@ SWEEP = "Sweep 1, 2 and 4 processes"
 @pytest.fixture(autouse=True)
 def fresh_server(monkeypatch):
     """Every test starts as a fresh server would: nothing measured, the default ceiling, no faults."""
-    for name in (measurement.MAX_PARAMS_ENV, FAULT_ENV, FAULT_PROCESS_ENV):
+    for name in (measurement.MAX_PARAMS_ENV, faults.FAULT_ENV, faults.PROCESS_ENV):
         monkeypatch.delenv(name, raising=False)
     measuring._reports.clear()
     measuring._sweeps.clear()
@@ -118,8 +117,7 @@ def test_a_two_process_measurement_shows_each_process_and_the_group(monkeypatch)
 
 
 def test_a_process_killed_mid_save_is_one_error_naming_it(monkeypatch):
-    monkeypatch.setenv(FAULT_ENV, "saving:kill")
-    monkeypatch.setenv(FAULT_PROCESS_ENV, "1")
+    faults.inject(monkeypatch, "writing:kill", process=1)
     at = open_page({**DENSE_1024, "mesh": "data=2", "processes": "2"})
     button(at, RUN).click().run()
     assert not at.exception

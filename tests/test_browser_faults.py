@@ -3,8 +3,8 @@ outside while it saves, a time limit passed, a temporary disk that fills up. Eac
 leaves nothing in the server's temporary folder, and the same server then measures normally. And a
 restart loses nothing: a link taken before it reopens the same numbers after it.
 
-The server gets its own ``TMPDIR`` (so "nothing left behind" is checkable) and reads the worker's
-fault from a file (``DCSIM_CHECKPOINT_TEST_FAULT_FILE``), so one server can fail and then succeed.
+The server gets its own ``TMPDIR`` (so "nothing left behind" is checkable) and its children read
+their fault from a file (``tests/faults.py``), so one server can fail and then succeed.
 """
 
 from __future__ import annotations
@@ -12,25 +12,23 @@ from __future__ import annotations
 import os
 import re
 import signal
-import time
 from pathlib import Path
 from urllib.parse import urlencode
 
+import faults
 import pytest
 from playwright.sync_api import expect
 
-from conftest import _free_port, processes_mentioning, share_link, streamlit_server, wait_for_app
+from conftest import _free_port, share_link, streamlit_server, wait_for_app
 from dcsim.checkpoint.measurement import TIMEOUT_ENV
-from dcsim.checkpoint.worker import FAULT_FILE_ENV
 
 pytestmark = pytest.mark.browser
 
 TIME_LIMIT = "25"  # seconds: a hang is cut off at this, and a normal measurement fits well within it
 # Each fault its own model: a model measured once is kept, and its button then says "Measure again".
 DENSE_1024 = {"v": "2", "input_dim": "1024", "layers": "1024"}
-DENSE_512 = {"v": "2", "input_dim": "1024", "layers": "512"}  # 2 MB: past the 64 KiB file limit below
-# 67 MB of float32: its save lasts long enough for a kill from outside to land inside it.
-DENSE_4096 = {"v": "2", "input_dim": "4096", "layers": "4096n"}
+DENSE_512 = {"v": "2", "input_dim": "1024", "layers": "512"}
+DENSE_256 = {"v": "2", "input_dim": "1024", "layers": "256"}  # 1 MB: past the 64 KiB file limit below
 RUN = "Save, measure and restore"
 
 
@@ -38,11 +36,12 @@ RUN = "Save, measure and restore"
 def faulty(tmp_path_factory):
     """A server with its own temporary folder and a fault file the tests write."""
     server_tmp = tmp_path_factory.mktemp("server-tmp")
-    fault_file = tmp_path_factory.mktemp("faults") / "fault.txt"
+    own = tmp_path_factory.mktemp("faults")
+    fault_file, paused = own / "fault.txt", own / "paused-pid"
     fault_file.write_text("")
-    env = {"TMPDIR": str(server_tmp), FAULT_FILE_ENV: str(fault_file), TIMEOUT_ENV: TIME_LIMIT}
-    with streamlit_server(env=env) as url:
-        yield url, server_tmp, fault_file
+    env = {"TMPDIR": str(server_tmp), TIMEOUT_ENV: TIME_LIMIT}
+    with streamlit_server(env=env | faults.environment(fault_file=fault_file, paused=paused)) as url:
+        yield url, server_tmp, fault_file, paused
 
 
 def metric(page, label):
@@ -53,25 +52,6 @@ def metric(page, label):
     )
 
 
-def kill_while_saving(server_tmp: Path, limit: float = 120.0) -> None:
-    """SIGKILL the checkpoint worker from outside once its save has written a file."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        for folder in server_tmp.glob("dcsim-checkpoint-*"):
-            try:
-                stage = (folder / "progress.txt").read_text().split()[-1:]
-            except OSError:
-                continue
-            if stage == ["saving"] and any(path.is_file() for path in folder.glob("save-*/**/*")):
-                pids = processes_mentioning(str(folder))
-                for pid in pids:
-                    os.kill(pid, signal.SIGKILL)
-                if pids:
-                    return
-        time.sleep(0.01)
-    pytest.fail("the worker's save was never seen in progress")
-
-
 def leftovers(server_tmp: Path) -> list[str]:
     return sorted(path.name for path in server_tmp.iterdir())
 
@@ -80,27 +60,28 @@ def leftovers(server_tmp: Path) -> list[str]:
     ("fault", "query", "message"),
     [
         (
-            "kill-from-outside",
-            DENSE_4096,
+            "writing:pause",
+            DENSE_1024,
             r"The measurement failed: the checkpoint measurement was killed by SIGKILL \(from outside",
         ),
-        ("save:hang", DENSE_1024, rf"The measurement was stopped: the time limit of {TIME_LIMIT} s passed"),
+        ("measuring:hang", DENSE_512, rf"The measurement was stopped: the time limit of {TIME_LIMIT} s passed"),
         (
             "fsize:65536",
-            DENSE_512,
+            DENSE_256,
             r"The measurement failed: .*the temporary disk filled up while saving the checkpoint \([\d,]+ bytes free",
         ),
     ],
     ids=["killed-mid-save", "timeout", "temporary-disk-full"],
 )
 def test_a_fault_shows_its_message_leaves_nothing_and_the_server_measures_next(faulty, page, fault, query, message):
-    url, server_tmp, fault_file = faulty
-    fault_file.write_text("" if fault == "kill-from-outside" else fault)
+    url, server_tmp, fault_file, paused = faulty
+    paused.unlink(missing_ok=True)
+    fault_file.write_text(fault)
     page.goto(f"{url}/checkpoint?{urlencode(query)}")
     wait_for_app(page)
     page.get_by_role("button", name=RUN).click()
-    if fault == "kill-from-outside":
-        kill_while_saving(server_tmp)
+    if fault == "writing:pause":  # the child paused once its save began: killed from outside there
+        os.kill(faults.wait_until_paused(paused), signal.SIGKILL)
     expect(page.get_by_text(re.compile(message))).to_be_visible(timeout=120_000)
     expect(page.get_by_text("temporary checkpoint was removed", exact=False)).to_be_visible()
     wait_for_app(page)

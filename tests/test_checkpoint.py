@@ -14,15 +14,15 @@ import shutil
 import signal
 import tempfile
 import threading
-import time
 from pathlib import Path
 
+import faults
 import hypothesis.strategies as hs
 import pytest
 from hypothesis import given
 
 from conftest import processes_mentioning
-from dcsim.checkpoint import measurement, workers
+from dcsim.checkpoint import measurement, worker, workers
 from dcsim.checkpoint.measurement import (
     CheckpointBusy,
     CheckpointFailed,
@@ -33,7 +33,6 @@ from dcsim.checkpoint.measurement import (
     measure_checkpoint,
     plan_checkpoint,
 )
-from dcsim.checkpoint.worker import FAULT_ENV
 from dcsim.cli import main
 from dcsim.model.config import DenseLayer, ModelConfig
 
@@ -130,16 +129,16 @@ def test_the_same_measurement_again_reads_its_init_program_from_xlas_cache(own_t
     "fault, error, message",
     [
         (
-            "save:kill",
+            "measuring:kill",
             CheckpointFailed,
             r"killed by SIGKILL .*before it wrote a result .*temporary checkpoint was removed",
         ),
-        ("save:raise", CheckpointFailed, r"failed: RuntimeError: fault injected after save"),
+        ("measuring:raise", CheckpointFailed, r"failed: RuntimeError: fault injected at measuring"),
     ],
     ids=["killed-after-save", "raises-after-save"],
 )
 def test_a_failure_after_the_save_still_cleans_up(own_tmp, monkeypatch, fault, error, message):
-    monkeypatch.setenv(FAULT_ENV, fault)
+    faults.inject(monkeypatch, fault)
     with pytest.raises(error, match=message):
         measure_checkpoint(DENSE_1024)
     assert list(own_tmp.iterdir()) == []
@@ -153,35 +152,26 @@ def test_a_timeout_ends_the_child_and_cleans_up(own_tmp):
     assert processes_mentioning(str(own_tmp)) == []
 
 
-# A model whose save takes long enough (67 MB of float32) for a kill from outside to land inside it.
-DENSE_4096 = ModelConfig(input_dim=4096, layers=(DenseLayer(features=4096, use_bias=False),))
-
-
-def test_a_child_killed_from_outside_while_it_saves_leaves_nothing(own_tmp):
-    """SIGKILL from another process (as the OOM killer would), once the save has written files."""
+def test_a_child_killed_from_outside_while_it_saves_leaves_nothing(own_tmp, tmp_path_factory, monkeypatch):
+    """SIGKILL from another process (as the OOM killer would) while the save is being written: the
+    child pauses once its save has begun, and is killed there."""
+    paused = tmp_path_factory.mktemp("paused") / "pid"
+    faults.inject(monkeypatch, "writing:pause", paused=paused)
     stages, outcome = [], {}
 
     def measure():
         try:
-            measure_checkpoint(DENSE_4096, on_progress=stages.append)
+            measure_checkpoint(DENSE_1024, on_progress=stages.append)
         except Exception as err:  # handed to the test thread below
             outcome["error"] = err
 
     thread = threading.Thread(target=measure)
     thread.start()
-    killed_while = None
-    deadline = time.monotonic() + 120
-    while thread.is_alive() and killed_while is None and time.monotonic() < deadline:
-        # The worker saves into dcsim-checkpoint-*/save-*/: kill as soon as its first file exists.
-        written = [path for path in own_tmp.glob("dcsim-checkpoint-*/save-*/**/*") if path.is_file()]
-        if written and stages[-1:] == ["saving"]:
-            (folder,) = own_tmp.glob("dcsim-checkpoint-*")
-            for pid in processes_mentioning(str(folder)):
-                os.kill(pid, signal.SIGKILL)
-            killed_while = stages[-1]
-        time.sleep(0.01)
-    thread.join(timeout=60)
-    assert killed_while == "saving", f"the kill did not land during the save (stages: {stages})"
+    try:
+        os.kill(faults.wait_until_paused(paused), signal.SIGKILL)
+    finally:
+        thread.join(timeout=120)
+    assert stages[-1:] == ["saving"]
     assert isinstance(outcome.get("error"), CheckpointFailed)
     assert re.search(r"was killed by SIGKILL \(from outside .*temporary checkpoint was removed", str(outcome["error"]))
     assert list(own_tmp.iterdir()) == []
@@ -190,7 +180,7 @@ def test_a_child_killed_from_outside_while_it_saves_leaves_nothing(own_tmp):
 
 def test_a_full_temporary_disk_is_named_and_leaves_nothing(own_tmp, monkeypatch):
     # No file of the child may pass 64 KiB (RLIMIT_FSIZE): its first array chunk fails with EFBIG.
-    monkeypatch.setenv(FAULT_ENV, "fsize:65536")
+    faults.inject(monkeypatch, "fsize:65536")
     with pytest.raises(
         CheckpointFailed,
         match=r"the temporary disk filled up while saving the checkpoint \([\d,]+ bytes free in the temporary "
@@ -488,3 +478,8 @@ def test_worker_environment_lowers_the_optimisation_level_only_if_the_caller_did
         "--xla_backend_optimization_level=3",
         "--xla_force_host_platform_device_count=2",
     ]
+
+
+def test_the_fault_injector_listens_to_the_workers_own_stage_event():
+    """``tests/faults.py`` holds the event's name without importing the worker (it runs at start-up)."""
+    assert faults._EVENT == worker.STAGE_EVENT

@@ -39,7 +39,7 @@ pytestmark = pytest.mark.slow  # runs every documented command in a fresh copy o
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ("README.md", "docs/*.md", "examples/README.md")
-_COMMAND = re.compile(r"python -m dcsim(\s|$)")  # not python -m dcsim.checkpoint.worker
+_COMMAND = re.compile(r"python -m dcsim(\s|$)")  # not python -m dcsim.checkpoint.child
 PROMPT = "$ "
 RUN_LANGUAGES = ("sh", "bash", "shell")
 OUTPUT_LANGUAGE = "console"
@@ -166,7 +166,7 @@ def test_extractor_reads_each_kind_of_block():
             "python -m dcsim count   # a comment",
             "python -m pip install -r requirements.txt",
             "cd examples && python -m dcsim presets",
-            "python -m dcsim.checkpoint.worker",
+            "python -m dcsim.checkpoint.child single",
             "```",
             "```console",
             "$ python -m dcsim count --shards 3",

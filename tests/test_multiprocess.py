@@ -16,13 +16,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import faults
 import pytest
 
 from dcsim.checkpoint import measurement, multiprocess
 from dcsim.checkpoint.measurement import CheckpointFailed, CheckpointTimeout, MeasurementOptions
 from dcsim.checkpoint.multiprocess import measure_multiprocess, plan_multiprocess, plan_sweep
-from dcsim.checkpoint.multiprocess_worker import FAULT_PROCESS_ENV, HEARTBEAT_TIMEOUT_SECONDS
-from dcsim.checkpoint.worker import FAULT_ENV
+from dcsim.checkpoint.multiprocess_worker import HEARTBEAT_TIMEOUT_SECONDS
 from dcsim.cli import main
 from dcsim.model.config import DenseLayer, ModelConfig
 
@@ -37,8 +37,8 @@ LOOPBACK_HEX = "0100007F"  # 127.0.0.1 as /proc/net/tcp writes it
 def own_tmp(tmp_path, monkeypatch):
     """Point tempfile at an empty folder, so "nothing left behind" is checkable."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.delenv(FAULT_ENV, raising=False)
-    monkeypatch.delenv(FAULT_PROCESS_ENV, raising=False)
+    monkeypatch.delenv(faults.FAULT_ENV, raising=False)
+    monkeypatch.delenv(faults.PROCESS_ENV, raising=False)
     return tmp_path
 
 
@@ -99,8 +99,9 @@ def is_loopback(address: str) -> bool:
 class Watch:
     """Records every (process, stage), the group's pids and, once connected, what they listen on."""
 
-    def __init__(self, folder: Path, kill_at: tuple[int, str] | None = None):
-        self.folder, self.kill_at = folder, kill_at
+    def __init__(self, folder: Path, paused: Path | None = None):
+        """``paused``: the file a ``pause`` fault writes its pid to; that process is killed from here."""
+        self.folder, self.paused = folder, paused
         self.stages: list[tuple[int, str]] = []
         self.seen_at: dict[tuple[int, str], float] = {}  # monotonic time each (process, stage) was first reported
         self.pids: dict[int, int] = {}
@@ -112,8 +113,10 @@ class Watch:
         self.pids |= group_pids(self.folder)
         if (process_id, stage) == (0, "initialising"):  # coordinator and gloo are up by now
             self.listening |= listening_addresses(self.pids.values())
-        if (process_id, stage) == self.kill_at:
-            os.kill(self.pids[process_id], signal.SIGKILL)
+        if self.paused is not None and stage == "saving":
+            pid, self.paused = faults.wait_until_paused(self.paused), None  # once
+            assert pid in self.pids.values()
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_two_processes_of_two_devices_save_restore_and_leave_nothing(own_tmp):
@@ -177,14 +180,16 @@ def test_two_processes_of_two_devices_save_restore_and_leave_nothing(own_tmp):
     ["fault-hook", "sigkill-from-outside"],
     ids=["killed-inside-save", "killed-from-outside-while-saving"],
 )
-def test_a_process_killed_mid_save_ends_the_group_cleanly(own_tmp, monkeypatch, how):
+def test_a_process_killed_mid_save_ends_the_group_cleanly(own_tmp, tmp_path_factory, monkeypatch, how):
     if how == "fault-hook":
         # Process 1 kills itself after its save has started, before Orbax committed it.
-        monkeypatch.setenv(FAULT_ENV, "saving:kill")
-        monkeypatch.setenv(FAULT_PROCESS_ENV, "1")
+        faults.inject(monkeypatch, "writing:kill", process=1)
         watch = Watch(own_tmp)
     else:
-        watch = Watch(own_tmp, kill_at=(1, "saving"))
+        # Process 1 pauses there instead and is killed from outside.
+        paused = tmp_path_factory.mktemp("paused") / "pid"
+        faults.inject(monkeypatch, "writing:pause", process=1, paused=paused)
+        watch = Watch(own_tmp, paused=paused)
     with pytest.raises(CheckpointFailed) as failure:
         measure_multiprocess(
             DENSE_1024, MeasurementOptions(mesh="data=4", strategy="fsdp"), processes=2, on_progress=watch
@@ -204,8 +209,7 @@ def test_a_process_killed_mid_save_ends_the_group_cleanly(own_tmp, monkeypatch, 
 
 
 def test_a_hanging_process_is_ended_at_the_group_time_limit(own_tmp, monkeypatch):
-    monkeypatch.setenv(FAULT_ENV, "connect:hang")
-    monkeypatch.setenv(FAULT_PROCESS_ENV, "1")
+    faults.inject(monkeypatch, "initialising:hang", process=1)
     watch = Watch(own_tmp)
     with pytest.raises(CheckpointTimeout) as timeout:
         measure_multiprocess(
@@ -213,7 +217,7 @@ def test_a_hanging_process_is_ended_at_the_group_time_limit(own_tmp, monkeypatch
         )
     message = str(timeout.value)
     assert message.startswith("the time limit of 20 s for the group passed (")
-    assert "process 1 of 2 was connecting" in message  # where it hung
+    assert "process 1 of 2 was initialising" in message  # where it hung
     assert "every process of the group was ended" in message
     assert not [pid for pid in watch.pids.values() if alive(pid)]
     assert list(own_tmp.iterdir()) == []

@@ -13,13 +13,13 @@ import threading
 import time
 from pathlib import Path
 
+import faults
 import pytest
 from flax.traverse_util import flatten_dict
 
 from conftest import ROOT, processes_mentioning
 from dcsim.checkpoint import measurement, prestart, worker, workers
 from dcsim.checkpoint.measurement import CheckpointFailed, MeasurementOptions, measure_checkpoint
-from dcsim.checkpoint.worker import FAULT_ENV
 from dcsim.model import modules
 from dcsim.model.config import DenseLayer, ModelConfig
 
@@ -166,9 +166,9 @@ def test_a_prestarted_child_is_ended_when_the_plan_is_refused(own_tmp):
 
 
 def test_a_prestarted_child_that_fails_is_ended_and_cleaned_up(own_tmp, monkeypatch):
-    monkeypatch.setenv(FAULT_ENV, "save:raise")  # the child inherits the environment it starts with
+    faults.inject(monkeypatch, "measuring:raise")  # the child inherits the environment it starts with
     waiting = prestart.start()
-    with pytest.raises(CheckpointFailed, match="fault injected after save"):
+    with pytest.raises(CheckpointFailed, match="fault injected at measuring"):
         measure_checkpoint(SMALL, prestarted=waiting)
     assert waiting.process.returncode is not None
     assert list(own_tmp.iterdir()) == []

@@ -2,9 +2,10 @@
 
 The raw payload (values x bytes per value) is an estimate; this module shows from evidence what a
 real checkpoint of the same parameters writes. The measurement runs in a child process
-(``dcsim.checkpoint.worker``, started through ``dcsim.checkpoint.workers``), never in the caller's: the
-virtual CPU devices of a mesh must be configured before JAX starts, a concrete initialisation
-costs memory that a long-lived server must not keep, and a child can be ended if it overruns.
+(``dcsim.checkpoint.worker``, run by ``dcsim.checkpoint.child``, started through
+``dcsim.checkpoint.workers``), never in the caller's: the virtual CPU devices of a mesh must be
+configured before JAX starts, a concrete initialisation costs memory that a long-lived server must
+not keep, and a child can be ended if it overruns.
 
 Everything is checked here first: the request, and the parameter ceiling, counted abstractly
 before a single value is allocated. Files are written only inside a fresh temporary folder that
@@ -54,7 +55,6 @@ TIMEOUT_ENV = "DCSIM_CHECKPOINT_TIMEOUT_SECONDS"
 MAX_TIMEOUT_SECONDS = 3600.0
 # Each virtual device costs the child threads and memory; the page offers far fewer.
 MAX_DEVICES = 64
-WORKER_MODULE = "dcsim.checkpoint.worker"
 
 STAGES = ("initialising", "saving", "measuring", "restoring", "verifying", "done")
 
@@ -497,7 +497,8 @@ def _run_in(
     try:
         job = WorkerJob(
             name="checkpoint measurement",
-            module=WORKER_MODULE,
+            module=prestart.CHILD_MODULE,
+            args=("single",),
             request={
                 "config": plan.config.to_dict(),
                 "dtype": plan.dtype,

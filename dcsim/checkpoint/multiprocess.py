@@ -1,10 +1,11 @@
 """A checkpoint saved by several processes at once, as several hosts save one, run on this machine.
 
-Real distributed checkpoints are written by one process per host, each holding only its own
-shards, coordinated by JAX's distributed runtime and Orbax. This module runs that very engine as P
-child processes (``dcsim.checkpoint.multiprocess_worker``) on loopback: each joins ``jax.distributed`` with a
-coordinator on 127.0.0.1 and a port chosen for the run, holds N/P of the mesh's N virtual CPU
-devices, and saves into one temporary folder; then each restores and compares its own shards.
+Real distributed checkpoints are written by one process per host, each holding only its own shards,
+coordinated by JAX's distributed runtime and Orbax. This module runs that very engine as P child
+processes (``dcsim.checkpoint.child group``, running ``multiprocess_worker``) on loopback: each
+joins ``jax.distributed`` with a coordinator on 127.0.0.1 and a port chosen for the run, holds N/P
+of the mesh's N virtual CPU devices, and saves into one temporary folder; then each restores and
+compares its own shards.
 
 It reuses the single-process measurement's pieces: ``dcsim.checkpoint`` plans (validation and the
 parameter ceiling, for the group's whole mesh), builds the group's totals as a ``CheckpointReport``
@@ -28,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from dcsim.checkpoint import measurement
+from dcsim.checkpoint import measurement, prestart
 from dcsim.checkpoint.measurement import (
     DEFAULT_OPTIONS,
     CheckpointFailed,
@@ -44,7 +45,6 @@ from dcsim.model.config import ModelConfig
 from dcsim.report import units
 from dcsim.sharding.layout import MeshSpec
 
-WORKER_MODULE = "dcsim.checkpoint.multiprocess_worker"
 # Each process imports JAX, Flax and Orbax (about 300 MB before any work): a bound on the group.
 MAX_PROCESSES = 8
 SWEEP_PROCESSES = (1, 2, 4)
@@ -301,7 +301,8 @@ def _jobs(plan: MultiprocessPlan, folder: Path, port: int) -> list[WorkerJob]:
         jobs.append(
             WorkerJob(
                 name=_process_name(process_id, plan.num_processes),
-                module=WORKER_MODULE,
+                module=prestart.CHILD_MODULE,
+                args=("group",),
                 request=request | {"process_id": process_id},
                 folder=own,
                 env=measurement._worker_env(plan.devices_per_process),

@@ -1,5 +1,4 @@
-"""One process of a multi-process checkpoint:
-``python -m dcsim.checkpoint.multiprocess_worker REQUEST RESULT PROGRESS``.
+"""One process of a multi-process checkpoint (started as ``python -m dcsim.checkpoint.child group``).
 
 ``dcsim.checkpoint.multiprocess`` starts P of these at once, as a real multi-host job runs one per host. Each
 joins JAX's distributed runtime (process 0 runs the coordinator, on 127.0.0.1 and a port the
@@ -19,12 +18,9 @@ ends every process of the group if any one fails or the group overruns its time 
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 import threading
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +30,8 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
-from dcsim.checkpoint import workers
 from dcsim.checkpoint.worker import (
-    _fault,
+    Progress,
     _files,
     _peak_rss_bytes,
     init_and_weigh,
@@ -47,8 +42,6 @@ from dcsim.checkpoint.worker import (
 from dcsim.model.config import ModelConfig
 
 LOOPBACK = "127.0.0.1"
-# Test-only: which process the checkpoint worker's fault hook (FAULT_ENV) applies to.
-FAULT_PROCESS_ENV = "DCSIM_MULTIPROCESS_TEST_FAULT_PROCESS"
 # Written into a failure's message when process 0 could not listen on the chosen port (another
 # program took it after the parent's probe): the parent then tries again on a fresh port.
 PORT_TAKEN = "coordinator port taken"
@@ -118,21 +111,10 @@ def _connect(process_id: int, num_processes: int, port: int, timeout_seconds: in
 def measure(request: dict[str, Any], progress: Any) -> dict[str, Any]:
     process_id = int(request["process_id"])
     num_processes = int(request["num_processes"])
-    peaks: dict[str, int] = {}
-
-    def stage(name: str) -> None:
-        peaks[name] = _peak_rss_bytes()
-        progress.write(name + "\n")
-        progress.flush()
-
-    def fault(name: str) -> None:
-        if os.environ.get(FAULT_PROCESS_ENV, "0") == str(process_id):
-            _fault(name)
-
+    stage = Progress(progress, process_id)
     _watch_parent()
     stage("connecting")
     _connect(process_id, num_processes, int(request["port"]), int(request["connect_timeout_seconds"]))
-    fault("connect")
 
     config = ModelConfig.from_dict(request["config"])
     dtype = jnp.dtype(request["dtype"])
@@ -157,9 +139,8 @@ def measure(request: dict[str, Any], progress: Any) -> dict[str, Any]:
     stage("saving")
     # CLOCK_MONOTONIC is one clock for every process on this machine: the parent compares them.
     save_started = time.monotonic()
-    save_params(path, params, while_writing=lambda: fault("saving"))
+    save_params(path, params)
     save_ended = time.monotonic()
-    fault("save")
 
     stage("measuring")
     # Orbax has committed on every process; process 0 lists the whole folder once for the group.
@@ -195,27 +176,6 @@ def measure(request: dict[str, Any], progress: Any) -> dict[str, Any]:
         "restore_verified": bool(verified),
         "baseline_rss_bytes": baseline_rss,
         "peak_rss_bytes": _peak_rss_bytes(),
-        "peak_rss_before_stage": peaks,
+        "peak_rss_before_stage": stage.peaks,
         "versions": {"jax": jax.__version__, "orbax-checkpoint": ocp.__version__},
     }
-
-
-def main(argv: list[str]) -> int:
-    request_path, result_path, progress_path = (Path(arg) for arg in argv)
-    try:
-        with open(progress_path, "a") as progress:
-            result = measure(json.loads(request_path.read_text()), progress)
-        code = 0
-    except Exception as err:
-        traceback.print_exc()
-        result, code = {"error": f"{type(err).__name__}: {err}"}, 1
-    workers.write_whole(result_path, result)  # the parent never reads half a result
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Leave without Python's shutdown: after a failure, JAX's distributed client would wait for
-    # the peers at its shutdown barrier; the parent is ending the group anyway.
-    os._exit(code)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

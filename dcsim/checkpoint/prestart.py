@@ -4,8 +4,8 @@
 planning (the abstract count and the layout) before it starts its child, and the child spends
 another second or more starting Python and importing JAX, Flax and Orbax. ``dcsim.__main__``
 therefore starts the child first, through this module, which imports no JAX: the child imports
-while the parent imports and plans, then waits for its request file (``dcsim.checkpoint.worker
---wait``). The parent validates everything exactly as before and only then writes the request;
+while the parent imports and plans, then waits for its request file (``dcsim.checkpoint.child
+single --wait``). The parent validates everything exactly as before and only then writes the request;
 nothing is initialised before the ceiling check.
 
 Whatever happens the child does not outlive its use: when the parent does not hand it a request
@@ -33,7 +33,8 @@ from typing import Any
 
 from dcsim.checkpoint import workers
 
-WORKER_MODULE = "dcsim.checkpoint.worker"
+# The child: ``python -m dcsim.checkpoint.child single --wait`` (not imported here: it imports JAX).
+CHILD_MODULE, CHILD_ARGS = "dcsim.checkpoint.child", ("single", "--wait")
 # The model and dtype, shown to the waiting child ahead of the request (``Prestarted.preview``).
 PREVIEW_FILE = "preview.json"
 FOLDER_PREFIX = "dcsim-checkpoint-"
@@ -98,7 +99,7 @@ def start() -> Prestarted | None:
     try:
         with open(folder / "stderr.txt", "wb") as stderr:
             process = subprocess.Popen(
-                workers.worker_command(WORKER_MODULE, folder, wait=True),
+                workers.worker_command(CHILD_MODULE, folder, CHILD_ARGS),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,

@@ -1,4 +1,4 @@
-"""The child side of the checkpoint measurement: ``python -m dcsim.checkpoint.worker REQUEST RESULT PROGRESS``.
+"""The child side of the checkpoint measurement (started as ``python -m dcsim.checkpoint.child single``).
 
 It runs in a fresh process that ``dcsim.checkpoint`` starts with ``XLA_FLAGS`` already asking for
 the virtual CPU devices, so the mesh exists before JAX starts. It initialises the configured model
@@ -20,12 +20,9 @@ import json
 import os
 import resource
 import shutil
-import signal
-import sys
 import tempfile
 import time
-import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -38,19 +35,15 @@ from jax import monitoring
 from jax.extend.core import jaxpr_as_fun
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dcsim.checkpoint import prestart, workers
+from dcsim.checkpoint import prestart
 from dcsim.model import modules
 from dcsim.model.config import ModelConfig
 
-# Test-only: make the worker fail after its save, to prove the parent still cleans up.
-FAULT_ENV = "DCSIM_CHECKPOINT_TEST_FAULT"
-# Test-only: a file holding the fault, read when each worker starts, so a test can switch faults on
-# and off in a running server (whose environment is fixed) between two measurements.
-FAULT_FILE_ENV = "DCSIM_CHECKPOINT_TEST_FAULT_FILE"
-# Test-only fault ``fsize:BYTES``: no file this worker writes may grow past BYTES (RLIMIT_FSIZE, with
-# SIGXFSZ ignored so a write fails with EFBIG instead of killing the process): a full temporary disk
-# without root or a tiny filesystem.
-FSIZE_FAULT = "fsize"
+# Each stage a worker reaches, as a JAX monitoring event with ``stage=NAME``: the progress stages,
+# and ``writing`` (the save has begun and Orbax's thread is writing; not a progress stage). What
+# listens is up to the process: the test suite's fault injector (``tests/faults.py``) does.
+STAGE_EVENT = "/dcsim/checkpoint/stage"
+WRITING = "writing"
 # What a write says when the disk is full (ENOSPC), over quota (EDQUOT) or past a size limit (EFBIG),
 # as an OSError or as text inside a TensorStore/Orbax error.
 _DISK_FULL_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
@@ -105,25 +98,6 @@ def _files(folder: Path) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: row["path"])
 
 
-def _fault_spec() -> str:
-    fault = os.environ.get(FAULT_ENV, "")
-    path = os.environ.get(FAULT_FILE_ENV)
-    if not fault and path:
-        try:
-            fault = Path(path).read_text().strip()
-        except OSError:
-            fault = ""
-    return fault
-
-
-def _apply_size_limit() -> None:
-    """The ``fsize:BYTES`` fault: cap every file this process writes at BYTES."""
-    name, _, size = _fault_spec().partition(":")
-    if name == FSIZE_FAULT:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (int(size), int(size)))
-
-
 def _disk_full(err: BaseException | None) -> bool:
     """Whether an error, or one it was raised from, is a write refused for lack of space."""
     seen: set[int] = set()
@@ -148,17 +122,30 @@ def _disk_full_message(workdir: Path) -> str:
     return f"the temporary disk filled up while saving the checkpoint ({free} in the temporary folder{cap})"
 
 
-def _fault(stage: str) -> None:
-    fault = _fault_spec()
-    if fault == f"{stage}:raise":
-        raise RuntimeError(f"fault injected after {stage} ({FAULT_ENV})")
-    if fault == f"{stage}:kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    if fault == f"{stage}:hang":
-        time.sleep(3600)
+def error_message(err: BaseException, workdir: Path) -> str:
+    """What a failed child reports: the room there was if a write was refused for lack of space,
+    else the error's type and text."""
+    return _disk_full_message(workdir) if _disk_full(err) else f"{type(err).__name__}: {err}"
 
 
-# --- the steps both workers share (this one and ``dcsim.checkpoint.multiprocess_worker``) --------------------
+class Progress:
+    """A worker's stages as it reaches them: a line each in the progress file (the parent shows
+    them), the peak memory so far as each begins (where the memory went, stage by stage), and a
+    JAX monitoring event (``STAGE_EVENT``, with the stage and the process's id in its group)."""
+
+    def __init__(self, file: Any, process_id: int = 0) -> None:
+        self.file = file
+        self.process_id = process_id
+        self.peaks: dict[str, int] = {}
+
+    def __call__(self, name: str) -> None:
+        self.peaks[name] = _peak_rss_bytes()
+        self.file.write(name + "\n")
+        self.file.flush()
+        monitoring.record_event(STAGE_EVENT, stage=name, process_id=self.process_id)
+
+
+# --- the steps both workers share (this one and ``dcsim.checkpoint.multiprocess_worker``) ---
 
 
 class TracedInit(NamedTuple):
@@ -278,16 +265,15 @@ def init_and_weigh(
     return Initialised(params, shardings, init_seconds, raw_payload_bytes, device_bytes, compilation_cache)
 
 
-def save_params(path: Path, params: Any, *, while_writing: Callable[[], None] | None = None) -> None:
+def save_params(path: Path, params: Any) -> None:
     """Save with Orbax's ``StandardCheckpointer`` and wait until the checkpoint is committed.
 
-    ``while_writing()``, if given, runs after the save has started and before it is committed
-    (the writes go on in Orbax's background thread): a test's way to fail mid-save.
+    Between the start of the save and its commit (the writes go on in Orbax's background thread)
+    it records the ``writing`` stage event.
     """
     with ocp.StandardCheckpointer() as checkpointer:
         checkpointer.save(path, params)
-        if while_writing is not None:
-            while_writing()
+        monitoring.record_event(STAGE_EVENT, stage=WRITING, process_id=jax.process_index())
         checkpointer.wait_until_finished()
 
 
@@ -318,14 +304,7 @@ def measure(
     set_device_count: bool = False,
     traced: TracedInit | None = None,
 ) -> dict[str, Any]:
-    peaks: dict[str, int] = {}
-
-    def stage(name: str) -> None:
-        # The peak so far closes the previous stage: where the memory went, stage by stage.
-        peaks[name] = _peak_rss_bytes()
-        progress.write(name + "\n")
-        progress.flush()
-
+    stage = Progress(progress)
     config = ModelConfig.from_dict(request["config"])
     dtype = jnp.dtype(request["dtype"])
     axes = [(str(name), int(size)) for name, size in request["mesh"]]
@@ -353,7 +332,6 @@ def measure(
         started = time.perf_counter()
         save_params(path, params)
         save_seconds = time.perf_counter() - started
-        _fault("save")
 
         stage("measuring")
         files = _files(path)
@@ -380,7 +358,7 @@ def measure(
         "restore_verified": bool(verified),
         "baseline_rss_bytes": baseline_rss,
         "peak_rss_bytes": _peak_rss_bytes(),
-        "peak_rss_before_stage": peaks,
+        "peak_rss_before_stage": stage.peaks,
         "versions": {"jax": jax.__version__, "orbax-checkpoint": ocp.__version__},
     }
 
@@ -421,44 +399,3 @@ def wait_for_request(path: Path, *, wait_seconds: float) -> Waited:
             continue
         time.sleep(_WAIT_POLL_SECONDS)
     return Waited(True, traced)
-
-
-def main(argv: list[str]) -> int:
-    waiting = bool(argv) and argv[0] == WAIT_FLAG
-    request_path, result_path, progress_path = (Path(arg) for arg in argv[waiting:])
-    waited = wait_for_request(request_path, wait_seconds=prestart.WAIT_SECONDS) if waiting else Waited(True, None)
-    if not waited.requested:
-        # Never used: the folder is ours alone (the parent made it for this child).
-        shutil.rmtree(request_path.parent, ignore_errors=True)
-        return 3
-    _apply_size_limit()
-    try:
-        with open(progress_path, "a") as progress:
-            result = measure(
-                json.loads(request_path.read_text()),
-                result_path.parent,
-                progress,
-                set_device_count=waiting,
-                traced=waited.traced,
-            )
-        code = 0
-    except Exception as err:
-        details = traceback.format_exc()
-        message = _disk_full_message(result_path.parent) if _disk_full(err) else f"{type(err).__name__}: {err}"
-        result, code = {"error": message}, 1
-    workers.write_whole(result_path, result)  # the parent never reads half a result
-    if code:
-        # After the result: on a full disk the traceback may not fit, the message must.
-        with contextlib.suppress(OSError):
-            sys.stderr.write(details)
-            sys.stderr.flush()
-    return code
-
-
-if __name__ == "__main__":
-    exit_code = main(sys.argv[1:])
-    # The result is written and the checkpoint folder removed: skip the interpreter's teardown
-    # (JAX's and Orbax's exit handlers), which the parent would otherwise wait for.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(exit_code)

@@ -134,7 +134,8 @@ class WorkerJob:
 
     Attributes:
       name: how messages name it, e.g. ``"checkpoint worker"`` or ``"process 1 of 4"``.
-      module: the module run with ``python -m``, e.g. ``"dcsim.checkpoint.worker"``.
+      module: the module run with ``python -m``, e.g. ``"dcsim.checkpoint.child"``.
+      args: its arguments before the three file paths, e.g. ``("single",)``.
       request: the JSON-ready request the worker reads.
       folder: an existing folder the caller owns and removes; the request, result, progress
         and stderr files live there, and the worker may write its own files inside it.
@@ -148,21 +149,16 @@ class WorkerJob:
     name: str
     module: str
     request: Mapping[str, Any]
+    args: tuple[str, ...] = ()
     folder: Path
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     started: subprocess.Popen | None = None
 
 
-def worker_command(module: str, folder: Path, *, wait: bool = False) -> list[str]:
-    """``python -m MODULE [--wait] REQUEST RESULT PROGRESS`` for a worker whose files are in ``folder``."""
+def worker_command(module: str, folder: Path, args: Sequence[str] = ()) -> list[str]:
+    """``python -m MODULE ARGS... REQUEST RESULT PROGRESS`` for a worker whose files are in ``folder``."""
     paths = _folder_paths(Path(folder))
-    return [
-        sys.executable,
-        "-m",
-        module,
-        *(["--wait"] if wait else []),
-        *(str(paths[k]) for k in ("request", "result", "progress")),
-    ]
+    return [sys.executable, "-m", module, *args, *(str(paths[k]) for k in ("request", "result", "progress"))]
 
 
 def worker_environment(env: Mapping[str, str]) -> dict[str, str]:
@@ -277,7 +273,7 @@ def run_workers(
             with open(paths["stderr"], "wb") as stderr:
                 processes.append(
                     subprocess.Popen(
-                        worker_command(job.module, job.folder),
+                        worker_command(job.module, job.folder, job.args),
                         stdin=subprocess.DEVNULL,
                         stdout=subprocess.DEVNULL,
                         stderr=stderr,
