@@ -15,6 +15,7 @@ import faults
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from conftest import open_app
 from dcsim.checkpoint import measurement
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.sharding.layout import parse_mesh
@@ -43,12 +44,7 @@ def fresh_server(monkeypatch):
 
 def open_page(query: dict[str, str] | None = None) -> AppTest:
     """Open the app on a link to the Checkpoint page, as a visitor's first run does."""
-    at = AppTest.from_file(APP, default_timeout=120)
-    for key, value in (query or {}).items():
-        at.query_params[key] = value
-    at.switch_page(PAGE).run()
-    assert not at.exception
-    return at
+    return open_app(query, PAGE, editors=False, timeout=120)
 
 
 def metrics(at):
@@ -220,7 +216,12 @@ def test_a_second_request_is_told_the_server_is_busy(monkeypatch):
 def test_a_model_over_the_ceiling_is_refused_before_anything_runs(query, message):
     at = open_page(query)
     assert message in shown(at.error[0])
-    assert "raise the ceiling" in shown(at.error[0])
+    # A person in the browser has no flag to pass: the page names the server's setting, not the CLI's.
+    assert "--max-params" not in shown(at.error[0])
+    assert any(
+        f"raise it with the environment variable `{measurement.MAX_PARAMS_ENV}`" in text
+        for text in texts(at, "caption")
+    )
     assert button(at).proto.disabled
     assert not at.get("success")
 

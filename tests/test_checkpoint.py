@@ -426,7 +426,11 @@ def test_cli_json_has_the_documented_keys(own_tmp, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--max-params", "10"], "this model has 20 parameters, over the checkpoint measurement's ceiling of 10"),
+        (
+            ["--max-params", "10"],
+            "this model has 20 parameters, over the checkpoint measurement's ceiling of 10 values (it would "
+            "initialise 80 bytes for real); raise the ceiling with --max-params or DCSIM_CHECKPOINT_MAX_PARAMS",
+        ),
         (["--max-params", "1e400"], "`--max-params` must be a positive integer, got '1e400'"),
         (["--timeout", "-1"], "`--timeout` must be a number of seconds greater than 0 and at most 3600, got '-1'"),
         (["--dtype", "fp8"], "argument --dtype: invalid choice: 'fp8'"),

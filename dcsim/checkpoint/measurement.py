@@ -71,6 +71,11 @@ class CheckpointNoSpace(CheckpointFailed):
     """The temporary folder's disk has too little free space for the checkpoint; nothing was started."""
 
 
+class OverCeiling(ValueError):
+    """The model, as the devices hold it, is over the measurement's parameter ceiling. The message
+    says by how much; how to raise the ceiling is the caller's to say (a flag, a server setting)."""
+
+
 class CheckpointBusy(RuntimeError):
     """Another measurement holds this process's measurement lock."""
 
@@ -222,8 +227,8 @@ def plan_checkpoint(config: ModelConfig, options: MeasurementOptions = DEFAULT_O
     """Validate a measurement (``options``: see ``MeasurementOptions``) and check the parameter
     ceiling, allocating nothing.
 
-    Raises ``ValueError``/``TypeError`` naming what was wrong; the ceiling refusal states the
-    ceiling, the model's size and how to raise it.
+    Raises ``ValueError``/``TypeError`` naming what was wrong; the ceiling refusal
+    (``OverCeiling``) states the ceiling and the model's size.
     """
     if not isinstance(config, ModelConfig):
         raise TypeError(f"`config` must be a ModelConfig, got {type(config).__name__}")
@@ -252,10 +257,9 @@ def plan_checkpoint(config: ModelConfig, options: MeasurementOptions = DEFAULT_O
                 f", and on the mesh {mesh_spec.text} the {strategy} layout has the devices hold {held:,} values "
                 "together (replicas included)"
             )
-        raise ValueError(
+        raise OverCeiling(
             f"{size}, over the checkpoint measurement's ceiling of {ceiling:,} values (it would initialise "
-            f"{payload.raw_bytes(held, dtype):,} bytes for real); raise the ceiling with --max-params or "
-            f"{MAX_PARAMS_ENV}"
+            f"{payload.raw_bytes(held, dtype):,} bytes for real)"
         )
     return CheckpointPlan(
         config=config,

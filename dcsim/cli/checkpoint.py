@@ -96,6 +96,13 @@ def _measurement_options(args: argparse.Namespace, dtype: str) -> measurement.Me
 
 
 def run(args: argparse.Namespace) -> str:
+    try:
+        return _run(args)
+    except measurement.OverCeiling as err:
+        raise UsageError(f"{err}; raise the ceiling with --max-params or {measurement.MAX_PARAMS_ENV}") from None
+
+
+def _run(args: argparse.Namespace) -> str:
     if args.processes is not None or args.processes_sweep is not None:
         return _checkpoint_processes(args)
     config = config_from_args(args)
