@@ -26,7 +26,7 @@ import jax
 
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import count_params
-from dcsim.sharding import budget, layout
+from dcsim.sharding import budget, layout, meshes
 
 CONFIG = ModelConfig(preset="llama2-70b")
 
@@ -69,7 +69,7 @@ def main() -> None:
     sample = range(1, 65)
     start = time.perf_counter()
     for count in sample:
-        layout.compute_layout(report, layout.MeshSpec((("data", count),)), "fsdp")
+        layout.compute_layout(report, meshes.MeshSpec((("data", count),)), "fsdp")
     naive = (time.perf_counter() - start) / len(sample) * budget.MAX_SEARCH_DEVICES
     print(
         f"\nNaive: compute_layout (723 arrays) on data=1..64, fsdp, scaled to 4,096 meshes: {naive:.0f} s "

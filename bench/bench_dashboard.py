@@ -17,7 +17,6 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from fractions import Fraction
 from pathlib import Path
 
@@ -27,18 +26,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
-from conftest import CHROMIUM, CHROMIUM_ARGS, _free_port  # noqa: E402
+from conftest import CHROMIUM, CHROMIUM_ARGS, _free_port, _healthy  # noqa: E402
 from dcsim.report import units  # noqa: E402
 
 TOTAL = 20  # the seed example's parameter count: the landing page's default
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 def metric(page, label):
@@ -56,7 +47,7 @@ def first_render(browser, limit: float = 120.0) -> tuple[float, float]:
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        while not _healthy(url):
+        while not _healthy(url, timeout=1):
             if time.perf_counter() - started > limit or server.poll() is not None:
                 raise RuntimeError("the server did not start")
             time.sleep(0.05)

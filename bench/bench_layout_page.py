@@ -42,7 +42,7 @@ from conftest import CHROMIUM, CHROMIUM_ARGS, streamlit_server, wait_for_app  # 
 from dcsim import links  # noqa: E402
 from dcsim.model.config import DenseLayer, ModelConfig  # noqa: E402
 from dcsim.model.count import count_params  # noqa: E402
-from dcsim.sharding import layout  # noqa: E402
+from dcsim.sharding import layout, meshes  # noqa: E402
 
 WIDTH = 8192
 MODELS = (
@@ -70,7 +70,7 @@ DONE_JS = (
 
 def expected_values(config: ModelConfig, mesh: str, strategy: str) -> str:
     report = count_params(config)
-    return f"{layout.compute_layout(report, layout.parse_mesh(mesh), strategy).values_per_device:,}"
+    return f"{layout.compute_layout(report, meshes.parse_mesh(mesh), strategy).values_per_device:,}"
 
 
 def wait_values(page, expected: str) -> float:

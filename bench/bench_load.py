@@ -43,7 +43,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
 
-from conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from conftest import CHROMIUM, CHROMIUM_ARGS, command_lines  # noqa: E402
 from dcsim import links  # noqa: E402
 from dcsim.model.config import DenseLayer, ModelConfig  # noqa: E402
 from dcsim.model.count import count_params  # noqa: E402
@@ -265,19 +265,13 @@ async def chromium_session(browser, url: str, plan: Plan) -> Outcome:
 def server_pid(url: str) -> int | None:
     """The process serving ``url``: the ``streamlit run`` whose command line names its port."""
     port = url.rsplit(":", 1)[1]
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
+    for pid, argv in command_lines():
         if (
             b"streamlit" in b" ".join(argv)
             and b"--server.port" in argv
             and argv[argv.index(b"--server.port") + 1].decode() == port
         ):
-            return int(entry.name)
+            return pid
     return None
 
 

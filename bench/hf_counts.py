@@ -13,6 +13,7 @@ Prints a Markdown table; bench/README.md records a run.
 from __future__ import annotations
 
 from accelerate import init_empty_weights
+from hf_decoders import decoder_sizes
 from transformers import (
     BertConfig,
     BertModel,
@@ -28,16 +29,8 @@ from transformers import (
 
 
 def llama(vocab, hidden, layers, heads, kv_heads, ffn, positions):
-    return LlamaForCausalLM, LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-        intermediate_size=ffn,
-        max_position_embeddings=positions,
-        tie_word_embeddings=False,
-    )
+    sizes = decoder_sizes(vocab, hidden, layers, heads, kv_heads, ffn, positions)
+    return LlamaForCausalLM, LlamaConfig(**sizes, tie_word_embeddings=False)
 
 
 MODELS = {

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import transformers
 from accelerate import init_empty_weights
+from hf_decoders import decoder_sizes
 from transformers import (
     BertConfig,
     BertModel,
@@ -40,136 +41,56 @@ from transformers import (
 OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "hf"
 
 
-def llama(**fields):
-    return LlamaForCausalLM, LlamaConfig(architectures=["LlamaForCausalLM"], **fields)
+def published(cls, config_class, **fields):
+    """The class to build and its configuration as the Hub's config.json has it (``architectures``
+    names the class)."""
+    return cls, config_class(architectures=[cls.__name__], **fields)
 
 
-# Published configurations (the models' config.json on the Hub), by the file name written.
+DECODERS = {
+    "llama": (LlamaForCausalLM, LlamaConfig),
+    "mistral": (MistralForCausalLM, MistralConfig),
+    "gemma": (GemmaForCausalLM, GemmaConfig),
+    "qwen2": (Qwen2ForCausalLM, Qwen2Config),
+}
+
+
+def decoder(family, vocab, hidden, layers, heads, kv_heads, ffn, positions, **own):
+    """A decoder of ``DECODERS``: the seven sizes every one here publishes, then its family's own fields."""
+    cls, config_class = DECODERS[family]
+    return published(cls, config_class, **decoder_sizes(vocab, hidden, layers, heads, kv_heads, ffn, positions), **own)
+
+
+# Published configurations (the models' config.json on the Hub), by the file name written. Decoders:
+# family, vocab, hidden, layers, heads, kv heads, ffn, positions, then the family's own fields.
 MODELS = {
-    "gpt2": (GPT2LMHeadModel, GPT2Config(architectures=["GPT2LMHeadModel"])),
-    "gpt2-medium": (GPT2LMHeadModel, GPT2Config(n_embd=1024, n_layer=24, n_head=16, architectures=["GPT2LMHeadModel"])),
-    "pythia-160m": (
+    "gpt2": published(GPT2LMHeadModel, GPT2Config),
+    "gpt2-medium": published(GPT2LMHeadModel, GPT2Config, n_embd=1024, n_layer=24, n_head=16),
+    "pythia-160m": published(
         GPTNeoXForCausalLM,
-        GPTNeoXConfig(
-            vocab_size=50304,
-            hidden_size=768,
-            num_hidden_layers=12,
-            num_attention_heads=12,
-            intermediate_size=3072,
-            max_position_embeddings=2048,
-            rotary_pct=0.25,
-            tie_word_embeddings=False,
-            use_parallel_residual=True,
-            architectures=["GPTNeoXForCausalLM"],
-        ),
-    ),
-    "llama-2-7b": llama(
-        vocab_size=32000,
-        hidden_size=4096,
-        num_hidden_layers=32,
-        num_attention_heads=32,
-        num_key_value_heads=32,
-        intermediate_size=11008,
-        max_position_embeddings=4096,
-        tie_word_embeddings=False,
-    ),
-    "tinyllama-1.1b": llama(
-        vocab_size=32000,
-        hidden_size=2048,
-        num_hidden_layers=22,
-        num_attention_heads=32,
-        num_key_value_heads=4,
-        intermediate_size=5632,
+        GPTNeoXConfig,
+        vocab_size=50304,
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
         max_position_embeddings=2048,
+        rotary_pct=0.25,
         tie_word_embeddings=False,
+        use_parallel_residual=True,
     ),
-    "llama-3.2-1b": llama(
-        vocab_size=128256,
-        hidden_size=2048,
-        num_hidden_layers=16,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        intermediate_size=8192,
-        max_position_embeddings=131072,
-        head_dim=64,
-        tie_word_embeddings=True,
+    "llama-2-7b": decoder("llama", 32000, 4096, 32, 32, 32, 11008, 4096, tie_word_embeddings=False),
+    "tinyllama-1.1b": decoder("llama", 32000, 2048, 22, 32, 4, 5632, 2048, tie_word_embeddings=False),
+    "llama-3.2-1b": decoder("llama", 128256, 2048, 16, 32, 8, 8192, 131072, head_dim=64, tie_word_embeddings=True),
+    "mistral-7b": decoder(
+        "mistral", 32000, 4096, 32, 32, 8, 14336, 32768, sliding_window=4096, tie_word_embeddings=False
     ),
-    "mistral-7b": (
-        MistralForCausalLM,
-        MistralConfig(
-            vocab_size=32000,
-            hidden_size=4096,
-            num_hidden_layers=32,
-            num_attention_heads=32,
-            num_key_value_heads=8,
-            intermediate_size=14336,
-            max_position_embeddings=32768,
-            sliding_window=4096,
-            tie_word_embeddings=False,
-            architectures=["MistralForCausalLM"],
-        ),
-    ),
-    "gemma-2b": (
-        GemmaForCausalLM,
-        GemmaConfig(
-            vocab_size=256000,
-            hidden_size=2048,
-            num_hidden_layers=18,
-            num_attention_heads=8,
-            num_key_value_heads=1,
-            head_dim=256,
-            intermediate_size=16384,
-            max_position_embeddings=8192,
-            architectures=["GemmaForCausalLM"],
-        ),
-    ),
-    "gemma-7b": (
-        GemmaForCausalLM,
-        GemmaConfig(
-            vocab_size=256000,
-            hidden_size=3072,
-            num_hidden_layers=28,
-            num_attention_heads=16,
-            num_key_value_heads=16,
-            head_dim=256,
-            intermediate_size=24576,
-            max_position_embeddings=8192,
-            architectures=["GemmaForCausalLM"],
-        ),
-    ),
-    "qwen2.5-0.5b": (
-        Qwen2ForCausalLM,
-        Qwen2Config(
-            vocab_size=151936,
-            hidden_size=896,
-            num_hidden_layers=24,
-            num_attention_heads=14,
-            num_key_value_heads=2,
-            intermediate_size=4864,
-            max_position_embeddings=32768,
-            tie_word_embeddings=True,
-            architectures=["Qwen2ForCausalLM"],
-        ),
-    ),
-    "qwen2.5-7b": (
-        Qwen2ForCausalLM,
-        Qwen2Config(
-            vocab_size=152064,
-            hidden_size=3584,
-            num_hidden_layers=28,
-            num_attention_heads=28,
-            num_key_value_heads=4,
-            intermediate_size=18944,
-            max_position_embeddings=131072,
-            tie_word_embeddings=False,
-            architectures=["Qwen2ForCausalLM"],
-        ),
-    ),
-    "bert-base-uncased": (BertModel, BertConfig(architectures=["BertModel"])),
-    "vit-base-patch16-224": (
-        ViTForImageClassification,
-        ViTConfig(num_labels=1000, architectures=["ViTForImageClassification"]),
-    ),
+    "gemma-2b": decoder("gemma", 256000, 2048, 18, 8, 1, 16384, 8192, head_dim=256),
+    "gemma-7b": decoder("gemma", 256000, 3072, 28, 16, 16, 24576, 8192, head_dim=256),
+    "qwen2.5-0.5b": decoder("qwen2", 151936, 896, 24, 14, 2, 4864, 32768, tie_word_embeddings=True),
+    "qwen2.5-7b": decoder("qwen2", 152064, 3584, 28, 28, 4, 18944, 131072, tie_word_embeddings=False),
+    "bert-base-uncased": published(BertModel, BertConfig),
+    "vit-base-patch16-224": published(ViTForImageClassification, ViTConfig, num_labels=1000),
 }
 
 

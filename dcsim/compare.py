@@ -7,12 +7,7 @@ the baseline, and the budget question (``dcsim.sharding.budget``). It travels th
 - **JSON** (``"format": "dcsim.comparison"``, version 1): each scenario is its configuration's
   JSON object (``ModelConfig.to_dict``) plus ``name`` and ``dtype``; unknown keys are refused by
   name; at most ``MAX_COMPARISON_BYTES``.
-- **a link**: ``cv=1`` (this encoding's version), one ``s=`` per scenario, ``base`` and the budget
-  keys. A scenario token is ``DTYPE~KEY=VALUE~...~n=NAME``: the fields are the configuration link's
-  own (``dcsim.links``: ``shards``, ``layers``, ``preset``, ``h.<name>``...; defaults left out), so
-  one codec reads a configuration wherever it appears. The name comes last and may hold anything,
-  ``~`` included. Decoding never raises: each bad scenario or field is reported and dropped or
-  defaulted, and the good ones are kept.
+- **a link** (``dcsim.links.comparisons``), read with the configuration link's own codec.
 - **tables** (``comparison_frame``, ``sweep_frame``) for the page, the CLI and CSV.
 """
 
@@ -20,16 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
-from urllib.parse import urlencode
 
 import pandas as pd
 
 from dcsim import links
 from dcsim.inputs import as_int, json_kind, load_json, reject_unknown, show
-from dcsim.model import optimizer, presets
+from dcsim.model import presets
 from dcsim.model.config import CONFIG_FORMAT, CONFIG_VERSION, MODEL_KEYS, ModelConfig
 from dcsim.model.count import ParamReport
 from dcsim.report import units
@@ -42,22 +36,7 @@ MAX_COMPARISON_BYTES = 256 * 1024  # eight configurations of 256 distinct layers
 COMPARISON_FORMAT = "dcsim.comparison"
 COMPARISON_VERSION = 1
 
-# Link keys. `v`, `input_dim`, `shards`... stay the session configuration's (dcsim.links).
-VERSION_KEY = "cv"
-SCENARIO_KEY = "s"
-BASELINE_KEY = "base"
-BUDGET_KEY = "budget"
-UNIT_KEY = "bunit"
-TRAINING_KEY = "btrain"
-STRATEGY_KEY = "bstrat"
-KEYS = (VERSION_KEY, SCENARIO_KEY, BASELINE_KEY, BUDGET_KEY, UNIT_KEY, TRAINING_KEY, STRATEGY_KEY)
 NO_TRAINING = "none"
-MAX_LINK_CHARS = 6000  # the whole query string: well under the 8 KB that common proxies pass
-# One token: the longest layer token, the preset's hyperparameters, a name and the separators.
-MAX_TOKEN_CHARS = links.MAX_LAYERS_CHARS + 1024
-TOKEN_SEPARATOR = "~"
-NAME_FIELD = "n="
-_CONFIG_DEFAULTS = links.encode(ModelConfig())
 
 
 def check_name(name: Any) -> str:
@@ -454,193 +433,3 @@ def _plain(row: dict[str, Any]) -> dict[str, Any]:
 
 
 # --- the link -----------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Decoded:
-    """What a comparison link described, and one sentence per thing it got wrong."""
-
-    comparison: Comparison
-    problems: tuple[str, ...] = ()
-
-
-def scenario_token(scenario: Scenario) -> str:
-    """``DTYPE~KEY=VALUE~...~n=NAME``: the configuration link's fields, defaults left out."""
-    fields = [
-        f"{key}={value}"
-        for key, value in links.encode(scenario.config).items()
-        if key not in (links.VERSION_KEY, links.DTYPE_KEY) and (key == "shards" or _CONFIG_DEFAULTS.get(key) != value)
-    ]
-    return TOKEN_SEPARATOR.join([scenario.dtype, *fields, NAME_FIELD + scenario.name])
-
-
-def encode(comparison: Comparison) -> dict[str, str | list[str]]:
-    """The query parameters of a comparison: ``cv``, one ``s`` per scenario, ``base``, budget."""
-    params: dict[str, str | list[str]] = {VERSION_KEY: str(COMPARISON_VERSION)}
-    if comparison.scenarios:
-        params[SCENARIO_KEY] = [scenario_token(scenario) for scenario in comparison.scenarios]
-        params[BASELINE_KEY] = str(comparison.baseline)
-    budget = comparison.budget
-    params |= {
-        BUDGET_KEY: str(budget.amount),
-        UNIT_KEY: budget.unit,
-        TRAINING_KEY: budget.training or NO_TRAINING,
-        STRATEGY_KEY: budget.strategy,
-    }
-    return params
-
-
-def query_string(params: Mapping[str, str | list[str]]) -> str:
-    return urlencode(params, doseq=True)
-
-
-def fits_in_link(query: str) -> bool:
-    return len(query) <= MAX_LINK_CHARS
-
-
-def decode_scenario(token: str, position: int) -> tuple[Scenario | None, list[str]]:
-    """One ``s=`` token as a scenario, and what was wrong with it. Never raises.
-
-    A bad name or dtype is replaced (``Scenario 2``, float32) and a bad configuration field takes
-    its default, each with a sentence; a token that is not a scenario at all is dropped.
-    """
-    where = f"Link: scenario {position}"
-    if len(token) > MAX_TOKEN_CHARS:
-        return None, [f"{where} is {len(token):,} characters, more than the {MAX_TOKEN_CHARS:,} one may have; dropped."]
-    parts = token.split(TOKEN_SEPARATOR)
-    name_at = next((index for index, part in enumerate(parts) if index and part.startswith(NAME_FIELD)), None)
-    if len(parts) < 2 or name_at is None:
-        return None, [f"{where} is not DTYPE~KEY=VALUE~…~n=NAME: {show(token)}; dropped."]
-    problems: list[str] = []
-    name_text = TOKEN_SEPARATOR.join(parts[name_at:])[len(NAME_FIELD) :]
-    try:
-        name = check_name(name_text)
-    except (TypeError, ValueError) as err:
-        name = f"Scenario {position}"
-        problems.append(f"{where}: {err}; calling it {name}.")
-    where = f"Link: scenario {position} ({name})"
-    try:
-        dtype = check_dtype(parts[0])
-    except ValueError as err:
-        dtype = "float32"
-        problems.append(f"{where}: {err}; using float32.")
-    params: dict[str, list[str]] = {}
-    valid = set(links.KEYS) - {links.VERSION_KEY, links.DTYPE_KEY}  # the token's first part is its dtype
-    for field in parts[1:name_at]:
-        key, equals, value = field.partition("=")
-        if not equals or not (key in valid or key.startswith(links.HPARAM_PREFIX)):
-            problems.append(
-                f"{where}: {show(field)} is not a configuration field (KEY=VALUE with KEY one of "
-                f"{', '.join(sorted(valid))} or h.<name>); ignoring it."
-            )
-            continue
-        params.setdefault(key, []).append(value)
-    decoded = links.decode(params)
-    problems += [f"{where}: {problem.removeprefix('Link: ')}" for problem in decoded.problems]
-    return Scenario(name=name, config=decoded.config, dtype=dtype), problems
-
-
-def decode(params: Mapping[str, Sequence[str]]) -> Decoded:
-    """Read a comparison from query parameters (each key with all its values). Never raises.
-
-    Keys other than the comparison's are ignored (the session's configuration shares the query
-    string). Scenarios past ``MAX_SCENARIOS`` are dropped, a repeated name gets `` (2)``, a bad
-    baseline is the first scenario, and each bad budget field takes its default; each with a
-    sentence saying so.
-    """
-    problems: list[str] = []
-    default = budgets.Budget()
-    version, problem = links.read_version(params, VERSION_KEY, COMPARISON_VERSION, "comparison link")
-    if problem:
-        problems.append(problem)
-    if version > COMPARISON_VERSION:
-        return Decoded(
-            comparison=Comparison(),
-            problems=(
-                f"This comparison link was made by a newer dcsim (comparison link version {version:,}; "
-                f"this one reads up to version {COMPARISON_VERSION}). No scenarios were opened: ask for "
-                "the comparison JSON, or open the link where it was made.",
-            ),
-        )
-    tokens = list(params.get(SCENARIO_KEY, ()))
-    if len(tokens) > MAX_SCENARIOS:
-        problems.append(
-            f"Link: {len(tokens):,} scenarios, more than the {MAX_SCENARIOS} a comparison may hold; "
-            f"keeping the first {MAX_SCENARIOS}."
-        )
-        tokens = tokens[:MAX_SCENARIOS]
-    scenarios: list[Scenario] = []
-    for position, token in enumerate(tokens, start=1):
-        scenario, found = decode_scenario(token, position)
-        problems += found
-        if scenario is None:
-            continue
-        taken = [s.name for s in scenarios]
-        if scenario.name in taken:
-            renamed = unique_name(scenario.name, taken)
-            problems.append(
-                f"Link: scenario {position}: the name {show(scenario.name)} is taken; calling it {show(renamed)}."
-            )
-            scenario = dataclasses.replace(scenario, name=renamed)
-        scenarios.append(scenario)
-
-    baseline = 1
-    if BASELINE_KEY in params:
-        try:
-            baseline = as_int(
-                int(_digits(links.single(params, BASELINE_KEY), BASELINE_KEY)),
-                BASELINE_KEY,
-                maximum=max(1, len(scenarios)),
-            )
-        except (TypeError, ValueError) as err:
-            problems.append(f"Link: {err}; using scenario 1 as the baseline.")
-
-    fields: dict[str, Any] = {}
-    readers = (
-        (
-            BUDGET_KEY,
-            "amount",
-            lambda text: budgets.check_amount(int(_digits(text, BUDGET_KEY)), shown=text),
-            default.amount_text,
-        ),
-        (UNIT_KEY, "unit", _choice(budgets.BUDGET_UNITS, UNIT_KEY), default.unit),
-        (TRAINING_KEY, "training", _training, NO_TRAINING),
-        (STRATEGY_KEY, "strategy", _choice(budgets.BUDGET_STRATEGIES, STRATEGY_KEY), default.strategy),
-    )
-    for key, field, read, shown_default in readers:
-        if key not in params:
-            continue
-        try:
-            fields[field] = read(links.single(params, key))
-        except (TypeError, ValueError) as err:
-            problems.append(f"Link: {err}; using the default {shown_default}.")
-    return Decoded(
-        comparison=Comparison(scenarios=tuple(scenarios), baseline=baseline, budget=budgets.Budget(**fields)),
-        problems=tuple(problems),
-    )
-
-
-def _digits(text: str, key: str) -> str:
-    if not (text.isascii() and text.isdigit()):
-        raise ValueError(f"`{key}` must be a whole number written in digits, got {show(text)}")
-    return text
-
-
-def _choice(choices: tuple[str, ...], key: str):
-    def read(text: str) -> str:
-        if text not in choices:
-            raise ValueError(f"`{key}` must be one of {', '.join(choices)}, got {show(text)}")
-        return text
-
-    return read
-
-
-def _training(text: str) -> str | None:
-    if text == NO_TRAINING:
-        return None
-    if text not in optimizer.OPTIMIZERS:
-        raise ValueError(
-            f"`{TRAINING_KEY}` must be {NO_TRAINING} or an optimizer ({', '.join(optimizer.OPTIMIZER_NAMES)}), "
-            f"got {show(text)}"
-        )
-    return text

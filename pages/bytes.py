@@ -5,7 +5,7 @@ import streamlit as st
 
 from dcsim.inputs import show
 from dcsim.model import breakdown, optimizer
-from dcsim.report import charts, tables, units
+from dcsim.report import model_charts, tables, units
 from dcsim.sharding import payload
 from dcsim.ui import cache, frame, router, state, widgets
 
@@ -61,7 +61,7 @@ with table_col:
     )
     st.caption(NOT_CHECKPOINT)
 with chart_col:
-    st.altair_chart(charts.raw_bytes_by_dtype(dtypes), width="stretch")
+    st.altair_chart(model_charts.raw_bytes_by_dtype(dtypes), width="stretch")
 
 if config.preset:
     st.subheader("By module")
@@ -84,7 +84,7 @@ with table_col:
     widgets.download("Download bytes per layer (CSV)", layer_bytes.drop(columns=["float32_text"]), "dcsim-bytes.csv")
 with chart_col:
     if len(layer_bytes) <= 120:
-        st.altair_chart(charts.raw_bytes_by_layer(layer_bytes), width="stretch")
+        st.altair_chart(model_charts.raw_bytes_by_layer(layer_bytes), width="stretch")
 
 st.subheader("Optimizer state a training checkpoint may hold")
 st.caption(

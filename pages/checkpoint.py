@@ -7,9 +7,9 @@ import json
 
 import streamlit as st
 
-from dcsim.checkpoint import measurement, multiprocess
+from dcsim.checkpoint import measurement, multiprocess, records
 from dcsim.inputs import show
-from dcsim.report import charts, units
+from dcsim.report import checkpoint_charts, units
 from dcsim.sharding import payload
 from dcsim.ui import cache, checkpoint, frame, router, state, widgets
 
@@ -291,7 +291,7 @@ if kept:
         f"JAX {result.jax_version}, orbax-checkpoint {result.orbax_version}."
     )
 
-    sizes = measurement.sizes_frame(result)
+    sizes = records.sizes_frame(result)
     st.dataframe(
         sizes.assign(num_bytes=sizes["num_bytes"].map(units.bytes_exact)),
         hide_index=True,
@@ -301,13 +301,13 @@ if kept:
             "what": st.column_config.TextColumn("What it is"),
         },
     )
-    st.altair_chart(charts.checkpoint_sizes(sizes, result.dtype), width="stretch")
+    st.altair_chart(checkpoint_charts.checkpoint_sizes(sizes, result.dtype), width="stretch")
 
     st.subheader("Why they differ")
-    st.markdown("\n".join(f"- {frame.plain(line)}" for line in measurement.explain(result)))
+    st.markdown("\n".join(f"- {frame.plain(line)}" for line in records.explain(result)))
 
     st.subheader("Files")
-    groups = measurement.file_groups_frame(result)
+    groups = records.file_groups_frame(result)
     st.dataframe(
         groups.assign(
             num_files=groups["num_files"].map(units.count), num_bytes=groups["num_bytes"].map(units.bytes_exact)
@@ -319,7 +319,7 @@ if kept:
             "num_bytes": st.column_config.TextColumn("Bytes"),
         },
     )
-    files = measurement.files_frame(result)
+    files = records.files_frame(result)
     with st.expander(f"Every file ({result.num_files:,})"):
         st.dataframe(
             files.assign(num_bytes=files["num_bytes"].map(units.count)),
@@ -336,7 +336,7 @@ if kept:
     widgets.download("Files (CSV)", files, "dcsim-checkpoint-files.csv", where=files_csv)
     widgets.download(
         "Whole measurement (JSON)",
-        json.dumps(measurement.checkpoint_record(result), indent=2),
+        json.dumps(records.checkpoint_record(result), indent=2),
         "dcsim-checkpoint.json",
         where=record_json,
     )
@@ -357,13 +357,13 @@ if kept and kept.group is not None:
         "JAX's distributed runtime on 127.0.0.1; the times above are the group's wall time, from the first "
         "process starting to the last finishing."
     )
-    table(multiprocess.processes_frame(group))
-    table(multiprocess.file_places_frame(group))
-    lines = [*multiprocess.explain_processes(group), multiprocess.MULTIHOST_NOTE]
+    table(records.processes_frame(group))
+    table(records.file_places_frame(group))
+    lines = [*records.explain_processes(group), records.MULTIHOST_NOTE]
     st.markdown("\n".join(f"- {frame.plain(line)}" for line in lines))
     widgets.download(
         "Group measurement (JSON)",
-        json.dumps(multiprocess.multiprocess_record(group), indent=2),
+        json.dumps(records.multiprocess_record(group), indent=2),
         "dcsim-checkpoint-processes.json",
     )
 
@@ -416,20 +416,20 @@ elif kept_sweep:
 
 if kept_sweep:
     reports = kept_sweep.reports
-    sweep = multiprocess.sweep_frame(reports)
+    sweep = records.sweep_frame(reports)
     st.dataframe(checkpoint.sweep_side_by_side(sweep), hide_index=True)
-    per_process = multiprocess.sweep_processes_frame(reports)
-    st.altair_chart(charts.save_time_by_processes(sweep), width="stretch")
+    per_process = records.sweep_processes_frame(reports)
+    st.altair_chart(checkpoint_charts.save_time_by_processes(sweep), width="stretch")
     bytes_col, memory_col = st.columns(2)
-    bytes_col.altair_chart(charts.bytes_per_process(per_process), width="stretch")
-    memory_col.altair_chart(charts.memory_per_process(per_process), width="stretch")
+    bytes_col.altair_chart(checkpoint_charts.bytes_per_process(per_process), width="stretch")
+    memory_col.altair_chart(checkpoint_charts.memory_per_process(per_process), width="stretch")
     with st.expander("Every process of every run"):
         table(per_process)
     last = reports[-1]
     machine = f"This machine: {last.cpu_count} CPU core(s), load average {last.load_average:.2f} at the end."
-    st.markdown(f"- {frame.plain(multiprocess.MULTIHOST_NOTE)}\n- {frame.plain(machine)}")
+    st.markdown(f"- {frame.plain(records.MULTIHOST_NOTE)}\n- {frame.plain(machine)}")
     widgets.download(
         "Sweep (JSON)",
-        json.dumps({"sweep": [multiprocess.multiprocess_record(r) for r in reports]}, indent=2),
+        json.dumps({"sweep": [records.multiprocess_record(r) for r in reports]}, indent=2),
         "dcsim-checkpoint-sweep.json",
     )

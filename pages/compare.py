@@ -5,7 +5,6 @@ import streamlit as st
 
 from dcsim.compare import (
     MAX_COMPARISON_BYTES,
-    MAX_LINK_CHARS,
     MAX_NAME_CHARS,
     MAX_SCENARIOS,
     budget_frame,
@@ -15,8 +14,9 @@ from dcsim.compare import (
     sweep_frame,
     unique_name,
 )
+from dcsim.links.comparisons import MAX_LINK_CHARS
 from dcsim.model import optimizer
-from dcsim.report import charts, units
+from dcsim.report import compare_charts, units
 from dcsim.sharding import budget, payload
 from dcsim.ui import compare, frame, router, state, widgets
 
@@ -167,8 +167,8 @@ else:
         "An ideal share is an average (total / shards), not a layout."
     )
     left, right = st.columns(2)
-    left.altair_chart(charts.compare_bars(table), width="stretch")
-    right.altair_chart(charts.compare_sweep(sweep_frame(current, reports), table), width="stretch")
+    left.altair_chart(compare_charts.compare_bars(table), width="stretch")
+    right.altair_chart(compare_charts.compare_sweep(sweep_frame(current, reports), table), width="stretch")
 
     csv_col, json_col = st.columns(2)
     widgets.download("Download the table (CSV)", table, "dcsim-comparison.csv", where=csv_col)
@@ -286,7 +286,7 @@ if current.scenarios:
         "times a power of two) and each scenario's answer and ideal count."
         + (" Optimizer step counts (scalars) are kept whole on every device." if spec.training else "")
     )
-    st.altair_chart(charts.budget_sweep(held_frame(current, answers), spec.amount, spec.unit), width="stretch")
+    st.altair_chart(compare_charts.budget_sweep(held_frame(current, answers), spec.amount, spec.unit), width="stretch")
 
 # --- the link ------------------------------------------------------------------------------------
 st.subheader("Link to this comparison")

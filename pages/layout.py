@@ -5,19 +5,11 @@ import json
 
 import streamlit as st
 
-from dcsim.report import charts, units
+from dcsim.report import layout_charts, units
+from dcsim.report.tables import layout_record
 from dcsim.sharding import payload, shares
-from dcsim.sharding.layout import (
-    MAX_MESH_AXES,
-    MAX_MESH_CHARS,
-    MAX_MESH_DEVICES,
-    MAX_RULES,
-    REPLICAS_NOT_ON_DISK,
-    STRATEGIES,
-    Rule,
-    layout_record,
-    parse_mesh,
-)
+from dcsim.sharding.layout import REPLICAS_NOT_ON_DISK, STRATEGIES
+from dcsim.sharding.meshes import MAX_MESH_AXES, MAX_MESH_CHARS, MAX_MESH_DEVICES, MAX_RULES, Rule, parse_mesh
 from dcsim.ui import cache, frame, layout, router, state, widgets
 
 router.require_router()
@@ -182,14 +174,14 @@ st.subheader("Across strategies and device counts")
 strategies = layout.strategy_frame(config, mesh, rules)
 left, right = st.columns(2)
 with left:
-    st.altair_chart(charts.layout_vs_ideal(strategies, strategy), width="stretch")
+    st.altair_chart(layout_charts.layout_vs_ideal(strategies, strategy), width="stretch")
     refused = strategies[strategies["status"] != "ok"]
     for name, why in zip(refused["strategy"], refused["status"], strict=True):
         st.caption(frame.plain(f"The {name} strategy cannot lay this model out on this mesh: {why}"))
 with right:
     sweep = layout.cached_sweep(config)
     st.altair_chart(
-        charts.layout_sweep(sweep, mesh.num_devices, laid.values_per_device if laid else None), width="stretch"
+        layout_charts.layout_sweep(sweep, mesh.num_devices, laid.values_per_device if laid else None), width="stretch"
     )
     st.caption(
         "Replicated stays flat: every device holds everything. fsdp follows the ideal share until arrays stop "

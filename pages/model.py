@@ -93,7 +93,7 @@ report = cache.count(config)
 
 # Imported after the numbers above have gone to the browser: on a fresh server the first
 # visitor's answer then does not wait for Altair to load.
-from dcsim.report import charts  # noqa: E402
+from dcsim.report import model_charts  # noqa: E402
 
 st.subheader("Where the parameters are")
 layers_table = tables.layers_frame(report)
@@ -109,7 +109,7 @@ if not config.is_dense and (box := widgets.opened("By group: embeddings, blocks,
                 "pooler or output layer."
             )
         with chart_col:
-            st.altair_chart(charts.params_by_group(groups), width="stretch")
+            st.altair_chart(model_charts.params_by_group(groups), width="stretch")
         if report.other:
             st.markdown("**Other variables** (not parameters, not in the total)")
             st.dataframe(widgets.text_counts(breakdown.other_frame(report), "num_values"), hide_index=True)
@@ -122,7 +122,7 @@ if not config.is_dense and (box := widgets.opened("By module, rolled up to a dep
             widgets.share_table(rolled, path="Module", group="Group")
         with chart_col:
             if len(rolled) <= 120:
-                st.altair_chart(charts.params_by_layer(rolled, title="Parameters per module"), width="stretch")
+                st.altair_chart(model_charts.params_by_layer(rolled, title="Parameters per module"), width="stretch")
             else:
                 st.caption(f"{len(rolled):,} modules at this depth: too many bars to read; see the table.")
 layers_label = "Every layer that owns parameters" if not config.is_dense else "Parameters per layer"
@@ -134,7 +134,7 @@ if box := widgets.opened(f"{layers_label} ({len(layers_table):,})", "model.layer
             widgets.download("Download per-layer table (CSV)", layers_table, "dcsim-layers.csv")
         with chart_col:
             if len(layers_table) <= 120:
-                st.altair_chart(charts.params_by_layer(layers_table), width="stretch")
+                st.altair_chart(model_charts.params_by_layer(layers_table), width="stretch")
 if box := widgets.opened(f"Every parameter array ({len(report.arrays):,})", "model.arrays_open"):
     with box:
         st.dataframe(

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dcsim.report import charts, tables, units
+from dcsim.report import model_charts, tables, units
 from dcsim.sharding import payload, shares
 from dcsim.ui import cache, frame, router, state, widgets
 
@@ -53,7 +53,7 @@ st.subheader("Across shard counts")
 sweep = tables.share_sweep_frame(report.total_params, config.num_shards, dtype=config.dtype)
 chart_col, table_col = st.columns([3, 2])
 with chart_col:
-    st.altair_chart(charts.share_sweep(sweep, config.num_shards), width="stretch")
+    st.altair_chart(model_charts.share_sweep(sweep, config.num_shards), width="stretch")
 with table_col:
     st.dataframe(
         widgets.text_counts(

@@ -17,7 +17,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from hypothesis import settings
@@ -65,9 +67,9 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _healthy(url: str) -> bool:
+def _healthy(url: str, timeout: float = 2) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=timeout) as response:
             return response.status == 200
     except OSError:
         return False
@@ -174,6 +176,29 @@ def wait_for_app(page) -> None:
     page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
 
 
+def open_page(page, url: str) -> None:
+    """Go to ``url`` in the browser and wait until the app has finished its run."""
+    page.goto(url)
+    wait_for_app(page)
+
+
+@contextlib.contextmanager
+def fresh_page(browser, url: str):
+    """``url`` opened in a new browser context, as a link pasted into another browser (no session, no
+    cookies): the page, its context closed when the block ends."""
+    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    try:
+        open_page(page, url)
+        yield page
+    finally:
+        page.context.close()
+
+
+def query_of(page) -> dict[str, str]:
+    """The address bar's query, one value a key."""
+    return {key: values[0] for key, values in parse_qs(urlsplit(page.url).query).items()}
+
+
 def open_editor(page) -> None:
     """Open the Model page's editor, the Dense layers or a family's hyperparameters, as a person does
     before editing: it is drawn only when open."""
@@ -223,12 +248,19 @@ APP = str(ROOT / "app.py")
 EDITORS = ("model.edit_layers", "model.edit_hparams")
 
 
-def open_app(query: dict[str, str] | None = None, page: str | None = None, *, editors: bool = True) -> app_test.AppTest:
+def open_app(
+    query: dict[str, str | list[str]] | None = None,
+    page: str | None = None,
+    *,
+    editors: bool = True,
+    timeout: float = 60,
+) -> app_test.AppTest:
     """Run the app in AppTest as a link opens it: ``query`` in the URL, ``page`` first (a deep link).
 
     ``editors`` opens the Model page's editors (the Dense layers, a family's hyperparameters), as a
-    person does before editing; a visitor's first view has them closed (``editors=False``)."""
-    at = app_test.AppTest.from_file(APP, default_timeout=60)
+    person does before editing; a visitor's first view has them closed (``editors=False``).
+    ``timeout`` is each run's limit in seconds (AppTest's ``default_timeout``)."""
+    at = app_test.AppTest.from_file(APP, default_timeout=timeout)
     for key, value in (query or {}).items():
         at.query_params[key] = value
     for key in EDITORS if editors else ():
@@ -258,14 +290,18 @@ def open_views(at: app_test.AppTest, *keys: str) -> app_test.AppTest:
     return at
 
 
+def command_lines() -> Iterator[tuple[int, list[bytes]]]:
+    """Each live process's id and argv (``/proc/<pid>/cmdline``); one that ends while read is passed over."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        yield int(entry.name), argv
+
+
 def processes_mentioning(text: str) -> list[int]:
     """Live processes whose command line contains ``text`` (a worker's argv names its folder)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+    return [pid for pid, argv in command_lines() if text in b"\0".join(argv).decode(errors="replace")]

@@ -12,7 +12,7 @@ What "survived" means, for one hostile query string opened as a fresh session on
 1. the run raised nothing (``at.exception`` is empty);
 2. every problem a link codec finds in the query is shown, word for word, in a warning or error
    on the page (``dcsim.links.decode`` on every page; a codec of its own, such as
-   ``dcsim.compare.decode``, on a page that writes its keys);
+   ``dcsim.links.comparisons.decode``, on a page that writes its keys);
 3. every page setting the page read this run (``state.page_setting``) whose link value the page
    did not keep (the rewritten link carries another value) is named, as `` `key` ``, in a warning
    or error that starts with "Link:";
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import fnmatch
 import importlib
 import pkgutil
 import random
@@ -34,7 +35,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, quote
 
 from dcsim import links
-from dcsim.model import presets
+from dcsim.model import presets, schemas
 from dcsim.ui.state import CONFIG
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,7 +88,7 @@ def link_codecs() -> list:
 CODECS = link_codecs()
 CONFIG_KEYS = tuple(links.KEYS)
 HPARAM_KEYS = tuple(
-    sorted({links.HPARAM_PREFIX + spec.name for family in presets.FAMILY_SCHEMAS for spec in presets.schema(family)})
+    sorted({links.HPARAM_PREFIX + spec.name for family in schemas.FAMILY_SCHEMAS for spec in schemas.schema(family)})
 )
 UNKNOWN_KEYS = ("x", "utm_source", "page", "v2", "H.num_layers", "h.", "h.nope", "", " ", "shards ", "%ZZ", "💥")
 
@@ -406,3 +407,10 @@ def discover_page_keys(pages: list[str]) -> dict[str, tuple[str, ...]]:
         codec_keys = [key for codec in CODECS if set(codec.KEYS) & set(written) for key in codec.KEYS]
         keys[page] = tuple(dict.fromkeys([*read, *written, *codec_keys, *sorted(literal)]))
     return keys
+
+
+def unbounded_repeats(pattern: str) -> tuple[int, int]:
+    """How many unbounded repeats a glob's regular expression holds, and how many of them are
+    outside an atomic group (the only kind that can backtrack): a count instead of a clock."""
+    regex = fnmatch.translate(pattern)
+    return regex.count(".*"), regex.count(".*") - regex.count("(?>.*?")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import open_app
-from dcsim.model import presets
+from dcsim.model import schemas
 
 PAGES = ["pages/model.py", "pages/shards.py", "pages/bytes.py", "pages/layout.py", "pages/checkpoint.py"]
 LINKS = {
@@ -18,7 +18,7 @@ LINKS = {
 }
 # The Model page's hyperparameter fields are labelled with the names a link (h.d_model) and the
 # CLI (--set d_model=...) use: identifiers, shown as such on purpose.
-IDENTIFIERS = {spec.name for schema in presets.FAMILY_SCHEMAS.values() for spec in schema}
+IDENTIFIERS = {spec.name for schema in schemas.FAMILY_SCHEMAS.values() for spec in schema}
 WIDGETS = ("text_input", "number_input", "selectbox", "radio", "checkbox", "text_area", "button", "download_button")
 
 

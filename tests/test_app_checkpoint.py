@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 from conftest import open_app
 from dcsim.checkpoint import measurement
 from dcsim.model.config import DenseLayer, ModelConfig
-from dcsim.sharding.layout import parse_mesh
+from dcsim.sharding.meshes import parse_mesh
 from dcsim.ui import checkpoint as measuring
 
 pytestmark = pytest.mark.slow  # measures real checkpoints from the page

@@ -1,25 +1,19 @@
 """The Compare page in AppTest: add, duplicate, rename, remove, baseline, budget answers, links."""
 
 import json
-from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from conftest import open_app
 from dcsim import compare
+from dcsim.links import comparisons
 from dcsim.model.config import DenseLayer, ModelConfig
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
 PAGE = "pages/compare.py"
 
 
 def open_compare(query: dict[str, str | list[str]] | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    for key, value in (query or {}).items():
-        at.query_params[key] = value
-    at.switch_page(PAGE)
-    at.run()
-    assert not at.exception
-    return at
+    return open_app(query, PAGE, editors=False)
 
 
 def click(at, label):
@@ -196,7 +190,7 @@ def test_hostile_links_keep_good_scenarios_and_show_every_name_as_text():
 def test_a_comparison_too_large_for_a_link_says_so_and_offers_json():
     layers = tuple(DenseLayer(features=1_000_000 + n) for n in range(256))
     deep = compare.Scenario(name="deep", config=ModelConfig(input_dim=8, layers=layers))
-    tokens = [compare.scenario_token(deep).replace("n=deep", f"n=deep {n}") for n in range(3)]
+    tokens = [comparisons.scenario_token(deep).replace("n=deep", f"n=deep {n}") for n in range(3)]
     at = open_compare({"s": tokens})
     assert len(table(at)) == 3
     assert any("too large for a link" in warning.value for warning in at.warning)

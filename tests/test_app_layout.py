@@ -2,35 +2,19 @@
 settings that survive page switches, and no exception anywhere."""
 
 import json
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
+from conftest import open_app
+
 LAYOUT = "pages/layout.py"
 GOLDEN = {"input_dim": "8", "layers": "8"}
 
 
-def open_app(query: dict[str, str] | None = None, page: str | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    for key, value in (query or {}).items():
-        at.query_params[key] = value
-    at.run()
-    if page:
-        at.switch_page(page).run()
-    assert not at.exception
-    return at
-
-
 def open_link(query: dict[str, str]) -> AppTest:
     """Open ``/layout?<query>`` as a browser does: the first run is already the Layout page."""
-    at = AppTest.from_file(APP, default_timeout=60)
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.switch_page(LAYOUT).run()
-    assert not at.exception
-    return at
+    return open_app(query, LAYOUT, editors=False)
 
 
 def metrics(at):

@@ -7,12 +7,12 @@ each other and the raw payload, never against hard-coded values.
 """
 
 import json
-from pathlib import Path
 
 import faults
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from conftest import open_app
 from dcsim.checkpoint import measurement
 from dcsim.ui import checkpoint as measuring
 
@@ -29,7 +29,6 @@ def _must_not_run(what: str):
     return fail
 
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
 PAGE = "pages/checkpoint.py"
 DENSE_1024 = {"v": "1", "input_dim": "1024", "layers": "1024"}
 RUN = "Save, measure and restore"
@@ -49,12 +48,7 @@ def fresh_server(monkeypatch):
 
 
 def open_page(query: dict[str, str]) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=180)
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.switch_page(PAGE).run()
-    assert not at.exception
-    return at
+    return open_app(query, PAGE, editors=False, timeout=180)
 
 
 def shown(element):

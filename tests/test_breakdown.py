@@ -60,7 +60,9 @@ def test_other_frame_lists_batchnorm_statistics_apart():
     assert breakdown.breakdown_frame(report)["num_params"].sum() == report.total_params
 
 
-@pytest.mark.parametrize("module", ["dcsim/inputs.py", "dcsim/model/config.py", "dcsim/model/presets.py"])
+@pytest.mark.parametrize(
+    "module", ["dcsim/inputs.py", "dcsim/model/config.py", "dcsim/model/schemas.py", "dcsim/model/presets.py"]
+)
 def test_schema_modules_stay_pure_python(module):
     # The links codec and the dashboard's forms read these cheaply: no JAX, Flax or optax import.
     tree = ast.parse((ROOT / module).read_text())

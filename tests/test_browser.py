@@ -6,12 +6,11 @@ base URL path behind a proxy: each needs the real frontend, so each is checked h
 
 import re
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from playwright.sync_api import expect
 
-from conftest import open_editor, share_link, streamlit_server, wait_for_app
+from conftest import fresh_page, open_editor, open_page, query_of, share_link, streamlit_server
 from dcsim.model.config import DenseLayer, ModelConfig
 
 pytestmark = pytest.mark.browser
@@ -25,15 +24,6 @@ def metric(page, label):
 
 def shards_input(page):
     return page.get_by_role("spinbutton", name="Number of checkpoint shards")
-
-
-def query_of(page):
-    return {key: values[0] for key, values in parse_qs(urlsplit(page.url).query).items()}
-
-
-def open_page(page, url):
-    page.goto(url)
-    wait_for_app(page)
 
 
 def test_landing_page_shows_the_seed_answer(server, page):
@@ -53,14 +43,10 @@ def test_changing_shards_updates_the_share_and_the_url_which_reopens_it(server, 
     expect(page).to_have_url(re.compile(r"[?&]shards=3(&|$)"))
     link = page.url
 
-    fresh = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    try:
-        open_page(fresh, link)
+    with fresh_page(browser, link) as fresh:
         expect(metric(fresh, "Ideal share per shard")).to_have_text("6.666…")
         expect(metric(fresh, "Total parameters")).to_have_text("20")
         expect(shards_input(fresh)).to_have_value("3")
-    finally:
-        fresh.context.close()
 
 
 def test_the_copy_box_holds_the_link_of_this_view(server, page):
@@ -133,13 +119,9 @@ def test_a_hugging_face_config_opens_and_its_link_reopens_it(server, browser, pa
     expect(page).to_have_url(re.compile(r"model_type=llama&name=LlamaForCausalLM.*h\.num_kv_heads=4"))
     expect(page.get_by_role("combobox", name="Model")).to_have_value("LlamaForCausalLM (llama, from config.json)")
 
-    fresh = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    try:
-        open_page(fresh, page.url)
+    with fresh_page(browser, page.url) as fresh:
         expect(metric(fresh, "Total parameters")).to_have_text("1,100,048,384")
         expect(metric(fresh, "Ideal share per shard")).to_have_text("275,012,096")
-    finally:
-        fresh.context.close()
 
 
 def test_per_layer_csv_download(server, page):

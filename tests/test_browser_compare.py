@@ -7,16 +7,11 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from conftest import type_into, wait_for_app
+from conftest import open_page, type_into, wait_for_app
 
 pytestmark = pytest.mark.browser
 
 HOSTILE = "<img src=x onerror=alert(1)> [x](javascript:alert(1))"
-
-
-def open_page(page, url):
-    page.goto(url)
-    wait_for_app(page)
 
 
 def name_box(page):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from conftest import open_editor, type_into, wait_for_app
+from conftest import fresh_page, open_editor, open_page, type_into, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -22,11 +22,6 @@ ROOT = Path(__file__).resolve().parent.parent
 LLAMA2_70B = "68,976,648,192"
 LLAMA2_7B = "6,738,415,616"
 GPT2_SMALL = "124,439,808"
-
-
-def open_page(page, url):
-    page.goto(url)
-    wait_for_app(page)
 
 
 def answer_on_screen(page) -> list[tuple[str, str]]:
@@ -63,17 +58,13 @@ def assert_belongs_to_the_link(browser, page, total: str) -> list[tuple[str, str
     shown = answer_on_screen(page)
     labels = [label for label, _ in shown]
     assert len(labels) == len(set(labels)), f"a figure is on screen twice: {shown}"
-    fresh = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    try:
-        open_page(fresh, page.url)
+    with fresh_page(browser, page.url) as fresh:
         shows_total(fresh, total)
         # The page draws its list of arrays last: once it is there, the answer above it is complete.
         expect(fresh.get_by_text("Every parameter array")).to_be_visible()
         wait_for_app(fresh)
         assert shown == answer_on_screen(fresh), "the figures on screen are not the link's"
         assert captions(page) == captions(fresh), "the captions on screen are not the link's"
-    finally:
-        fresh.context.close()
     return shown
 
 
@@ -165,12 +156,8 @@ def test_a_config_json_is_shown_under_its_own_name_and_its_link_reopens_it(serve
     assert "matches the published" not in every_word
     expect(page).to_have_url(re.compile(r"[?&]model_type=gemma(&|$)"))
     assert_belongs_to_the_link(browser, page, "8,537,680,896")
-    fresh = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    try:
-        open_page(fresh, page.url)
+    with fresh_page(browser, page.url) as fresh:
         expect(fresh.get_by_role("combobox", name="Model")).to_have_value(title)
-    finally:
-        fresh.context.close()
 
 
 def test_a_refused_file_is_explained_where_a_phone_shows_it(server, browser, tmp_path):

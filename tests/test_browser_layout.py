@@ -4,12 +4,11 @@ URL, downloads, impossible and hostile requests, and settings kept across page s
 import json
 import re
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from playwright.sync_api import expect
 
-from conftest import wait_for_app
+from conftest import fresh_page, open_page, query_of, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -22,15 +21,6 @@ def metric(page, label):
         .filter(has=page.get_by_text(label, exact=True))
         .locator('[data-testid="stMetricValue"]')
     )
-
-
-def query_of(page):
-    return {key: values[0] for key, values in parse_qs(urlsplit(page.url).query).items()}
-
-
-def open_page(page, url):
-    page.goto(url)
-    wait_for_app(page)
 
 
 def choose_strategy(page, name):
@@ -60,15 +50,11 @@ def test_changing_the_strategy_changes_numbers_and_url_which_reopen(server, brow
     expect(page).to_have_url(re.compile(r"[?&]strategy=replicated(&|$)"))
     link = page.url
 
-    fresh = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    try:
-        open_page(fresh, link)
+    with fresh_page(browser, link) as fresh:
         expect(metric(fresh, "Values per device")).to_have_text("72")
         expect(fresh.get_by_role("combobox", name="Strategy")).to_have_value("replicated")
         expect(mesh_box(fresh)).to_have_value("data=4")
         assert query_of(fresh) == query_of(page)
-    finally:
-        fresh.context.close()
 
 
 def test_editing_the_mesh_and_rules(server, page):

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import ArrayRow, ParamReport, count_params
-from dcsim.sharding import budget, layout
+from dcsim.sharding import budget, layout, meshes
 
 SEED = count_params(ModelConfig())  # Dense(4) on input 4: kernel 4x4 + bias 4 = 20 values
 
@@ -82,7 +82,7 @@ def test_grouped_layout_equals_compute_layout_on_real_presets():
         shapes = [tuple(row.shape) for row in report.arrays]
         for strategy, axis in (("fsdp", "data"), ("replicated", "data"), ("tensor", "model")):
             for devices in (1, 2, 3, 4, 6, 8, 12, 64, 96, 768):
-                mesh = layout.MeshSpec(((axis, devices),))
+                mesh = meshes.MeshSpec(((axis, devices),))
                 try:
                     full = layout.compute_layout(report, mesh, strategy)
                 except layout.LayoutError:
@@ -99,7 +99,7 @@ def test_grouped_layout_of_llama2_70b_matches_on_a_few_device_counts():
     report = count_params(ModelConfig(preset="llama2-70b"))
     shapes = [tuple(row.shape) for row in report.arrays]
     for devices in (1, 3, 7, 16, 1000, 4096):
-        mesh = layout.MeshSpec((("data", devices),))
+        mesh = meshes.MeshSpec((("data", devices),))
         full = layout.compute_layout(report, mesh, "fsdp")
         grouped = layout.shard_values_by_shape(shapes, mesh, "fsdp")
         assert sum(grouped[tuple(row.shape)] for row in report.arrays) == full.values_per_device
@@ -107,7 +107,7 @@ def test_grouped_layout_of_llama2_70b_matches_on_a_few_device_counts():
 
 def test_custom_rules_cannot_be_grouped_by_shape():
     with pytest.raises(ValueError, match="custom rules match array paths"):
-        layout.shard_values_by_shape([(4, 4)], layout.parse_mesh("data=2"), "custom")
+        layout.shard_values_by_shape([(4, 4)], meshes.parse_mesh("data=2"), "custom")
 
 
 @pytest.mark.parametrize(
@@ -183,7 +183,7 @@ def test_grouped_layout_equals_compute_layout_on_any_shapes_and_meshes(shapes, a
         for index, shape in enumerate(shapes)
     )  # fmt: skip
     names = ["model", "data"] if strategy == "tensor" else ["data", "model"]
-    mesh = layout.MeshSpec(tuple(zip(names, axes, strict=False)))
+    mesh = meshes.MeshSpec(tuple(zip(names, axes, strict=False)))
     try:
         full = layout.compute_layout(ParamReport(arrays=rows), mesh, strategy)
     except layout.LayoutError:

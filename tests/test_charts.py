@@ -6,7 +6,7 @@ import pytest
 
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import count_params
-from dcsim.report import charts, tables, units
+from dcsim.report import chart_axes, checkpoint_charts, compare_charts, layout_charts, model_charts, tables, units
 
 MNIST = ModelConfig(input_dim=784, layers=(DenseLayer(features=512), DenseLayer(features=512), DenseLayer(features=10)))
 
@@ -21,7 +21,7 @@ def layers_of(spec):
 
 
 def test_params_by_layer_keeps_model_order_and_exact_tooltips(report):
-    spec = charts.params_by_layer(tables.layers_frame(report)).to_dict()
+    spec = model_charts.params_by_layer(tables.layers_frame(report)).to_dict()
     assert spec["mark"]["type"] == "bar"
     assert spec["encoding"]["y"]["sort"] == ["Dense_0", "Dense_1", "Dense_2"]
     assert spec["encoding"]["x"]["field"] == "num_params"
@@ -35,7 +35,7 @@ def test_params_by_layer_keeps_model_order_and_exact_tooltips(report):
 
 def test_share_sweep_is_log_log_without_bars(report):
     sweep = tables.share_sweep_frame(report.total_params, 3)
-    spec = charts.share_sweep(sweep, 3).to_dict()
+    spec = model_charts.share_sweep(sweep, 3).to_dict()
     marks = [layer["mark"]["type"] for layer in layers_of(spec)]
     # Bars would start at 0, which a log axis cannot draw: lines and points need no baseline.
     assert "bar" not in marks
@@ -52,7 +52,7 @@ def test_share_sweep_is_log_log_without_bars(report):
 
 def test_share_sweep_tooltips_carry_the_exact_share(report):
     sweep = tables.share_sweep_frame(report.total_params, 3)
-    spec = charts.share_sweep(sweep, 3).to_dict()
+    spec = model_charts.share_sweep(sweep, 3).to_dict()
     for layer in spec["layer"]:
         tooltips = {tip["title"]: tip["field"] for tip in layer["encoding"]["tooltip"]}
         assert tooltips["Ideal share (exact)"] == "ideal_share_text"
@@ -62,25 +62,29 @@ def test_share_sweep_tooltips_carry_the_exact_share(report):
 
 @pytest.mark.parametrize(("low", "high", "ticks"), [(0.0049, 20, [0.001, 0.01, 0.1, 1, 10, 100]), (10, 10, [10])])
 def test_decades_cover_the_data(low, high, ticks):
-    assert charts.decades(low, high) == pytest.approx(ticks)
+    assert chart_axes.decades(low, high) == pytest.approx(ticks)
 
 
 def test_raw_bytes_charts_say_they_are_not_the_checkpoint_size(report):
     payloads = tables.payload_frame(report.total_params)
     payloads["raw_bytes_text"] = payloads["raw_bytes"].map(units.bytes_exact)
-    for chart in (charts.raw_bytes_by_dtype(payloads), charts.raw_bytes_by_layer(tables.layer_bytes_frame(report))):
+    for chart in (
+        model_charts.raw_bytes_by_dtype(payloads),
+        model_charts.raw_bytes_by_layer(tables.layer_bytes_frame(report)),
+    ):
         spec = chart.to_dict()
         assert "(bytes)" in spec["title"]["text"]
         assert "not the checkpoint size" in spec["title"]["subtitle"]
         assert "not a checkpoint size" in spec["description"]
-        assert spec["encoding"]["x"]["axis"]["labelExpr"] == charts.BYTE_LABELS
-    spec = charts.raw_bytes_by_dtype(payloads).to_dict()
+        assert spec["encoding"]["x"]["axis"]["labelExpr"] == chart_axes.BYTE_LABELS
+    spec = model_charts.raw_bytes_by_dtype(payloads).to_dict()
     assert spec["encoding"]["y"]["sort"][0] == "float32"
 
 
 def checkpoint_sizes_frame(dtype, disk_bytes):
     """``checkpoint.sizes_frame`` of a hand-made report: Dense(1024) on 1024, 1,049,600 values."""
-    from dcsim.checkpoint.measurement import CheckpointFile, CheckpointReport, sizes_frame
+    from dcsim.checkpoint.records import sizes_frame
+    from dcsim.checkpoint.results import CheckpointFile, CheckpointReport
 
     values = 1024 * 1024 + 1024
     files = (
@@ -124,11 +128,11 @@ def checkpoint_sizes_frame(dtype, disk_bytes):
     ids=["float32", "bfloat16"],
 )
 def test_checkpoint_sizes_puts_the_measured_disk_beside_both_estimates(dtype, disk_bytes, payload_text):
-    spec = charts.checkpoint_sizes(checkpoint_sizes_frame(dtype, disk_bytes), dtype).to_dict()
+    spec = checkpoint_charts.checkpoint_sizes(checkpoint_sizes_frame(dtype, disk_bytes), dtype).to_dict()
     assert spec["mark"]["type"] == "bar"
     # Linear from zero: bar lengths compare, and no log scale leaves bars undrawn.
     assert spec["encoding"]["x"]["scale"] == {"zero": True}
-    assert spec["encoding"]["x"]["axis"]["labelExpr"] == charts.BYTE_LABELS
+    assert spec["encoding"]["x"]["axis"]["labelExpr"] == chart_axes.BYTE_LABELS
     assert "(bytes)" in spec["title"]["text"]
     assert "disk" in spec["description"] and "raw float32" in spec["description"]
     labels = ["Raw float32 (estimate)", f"Raw payload, {dtype} (estimate)", "On disk (measured)"]
@@ -150,14 +154,14 @@ DENSE_8_8 = ModelConfig(input_dim=8, layers=(DenseLayer(features=8),))
 
 
 def layout_strategies(mesh_text):
-    from dcsim.sharding import layout
+    from dcsim.sharding import meshes
     from dcsim.ui import layout as layout_widgets
 
-    return layout_widgets.strategy_frame(DENSE_8_8, layout.parse_mesh(mesh_text), ())
+    return layout_widgets.strategy_frame(DENSE_8_8, meshes.parse_mesh(mesh_text), ())
 
 
 def test_layout_vs_ideal_bars_start_at_a_baseline_on_the_log_axis():
-    spec = charts.layout_vs_ideal(layout_strategies("data=4"), "fsdp").to_dict()
+    spec = layout_charts.layout_vs_ideal(layout_strategies("data=4"), "fsdp").to_dict()
     bars, rule = spec["layer"]
     assert bars["mark"]["type"] == "bar" and rule["mark"]["type"] == "rule"
     x = bars["encoding"]["x"]
@@ -174,7 +178,7 @@ def test_layout_vs_ideal_bars_start_at_a_baseline_on_the_log_axis():
 
 
 def test_layout_vs_ideal_tooltips_are_exact_and_refused_strategies_have_no_bar():
-    spec = charts.layout_vs_ideal(layout_strategies("data=3"), "replicated").to_dict()
+    spec = layout_charts.layout_vs_ideal(layout_strategies("data=3"), "replicated").to_dict()
     tips = {tip["title"]: tip["field"] for tip in spec["layer"][0]["encoding"]["tooltip"]}
     assert tips == {
         "Strategy": "strategy",
@@ -188,11 +192,11 @@ def test_layout_vs_ideal_tooltips_are_exact_and_refused_strategies_have_no_bar()
 
 
 def test_layout_vs_ideal_baseline_goes_below_a_share_under_one():
-    from dcsim.sharding import layout
+    from dcsim.sharding import meshes
     from dcsim.ui import layout as layout_widgets
 
-    strategies = layout_widgets.strategy_frame(DENSE_8_8, layout.parse_mesh("data=4096"), ())
-    spec = charts.layout_vs_ideal(strategies, "fsdp").to_dict()
+    strategies = layout_widgets.strategy_frame(DENSE_8_8, meshes.parse_mesh("data=4096"), ())
+    spec = layout_charts.layout_vs_ideal(strategies, "fsdp").to_dict()
     # ideal share 72 / 4096 = 0.0176: the axis and the baseline reach 0.01
     assert spec["layer"][0]["encoding"]["x2"]["datum"] == pytest.approx(0.01)
 
@@ -201,7 +205,7 @@ def test_layout_sweep_is_log_log_lines_with_the_layout_marked():
     from dcsim.ui import layout as layout_widgets
 
     sweep = layout_widgets.sweep_frame(count_params(DENSE_8_8))
-    spec = charts.layout_sweep(sweep, 4, 18).to_dict()
+    spec = layout_charts.layout_sweep(sweep, 4, 18).to_dict()
     marks = [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in spec["layer"]]
     assert "bar" not in marks and marks.count("point") == 2 and "line" in marks
     encoding = spec["layer"][0]["encoding"]
@@ -223,9 +227,9 @@ def test_layout_sweep_ticks_cover_a_layout_beyond_the_sweep():
     from dcsim.ui import layout as layout_widgets
 
     sweep = layout_widgets.sweep_frame(count_params(DENSE_8_8))
-    without = charts.layout_sweep(sweep).to_dict()
+    without = layout_charts.layout_sweep(sweep).to_dict()
     assert len(without["layer"]) == 2
-    spec = charts.layout_sweep(sweep, 1 << 20, 72).to_dict()
+    spec = layout_charts.layout_sweep(sweep, 1 << 20, 72).to_dict()
     ticks = spec["layer"][0]["encoding"]["y"]["axis"]["values"]
     assert ticks[0] <= 72 / 4096 and ticks[-1] >= 72
 
@@ -236,7 +240,7 @@ def test_layout_sweep_ticks_cover_a_layout_beyond_the_sweep():
     ids=["between", "on-a-decade", "below-one"],
 )
 def test_layout_bars_baseline_lies_below_every_figure(low, high, baseline):
-    start, ticks = charts._log_baseline(low, high)
+    start, ticks = chart_axes.log_baseline(low, high)
     assert start == pytest.approx(baseline) and start < low
     assert ticks[0] == start and ticks[-1] >= high
 
@@ -270,7 +274,7 @@ def comparison_tables():
 
 def test_compare_bars_are_grouped_and_start_at_a_log_baseline_below_every_figure(comparison_tables):
     table, _, _ = comparison_tables
-    spec = charts.compare_bars(table).to_dict()
+    spec = compare_charts.compare_bars(table).to_dict()
     assert spec["mark"]["type"] == "bar"
     assert spec["encoding"]["xOffset"]["field"] == "measure"
     assert spec["encoding"]["x"]["sort"] == ["seed <b>", "mnist"]
@@ -285,7 +289,7 @@ def test_compare_bars_are_grouped_and_start_at_a_log_baseline_below_every_figure
 
 def test_compare_sweep_has_one_line_per_scenario_and_marks_each_own_count(comparison_tables):
     table, sweep, _ = comparison_tables
-    spec = charts.compare_sweep(sweep, table).to_dict()
+    spec = compare_charts.compare_sweep(sweep, table).to_dict()
     line, marked = spec["layer"]
     assert line["mark"]["type"] == "line" and line["encoding"]["color"]["field"] == "name"
     assert line["encoding"]["x"]["scale"] == {"type": "log", "base": 2}
@@ -296,7 +300,7 @@ def test_compare_sweep_has_one_line_per_scenario_and_marks_each_own_count(compar
 
 def test_budget_sweep_draws_the_counts_a_team_buys_not_every_count_searched(comparison_tables):
     _, _, held = comparison_tables
-    spec = charts.budget_sweep(held, 10, "values").to_dict()
+    spec = compare_charts.budget_sweep(held, 10, "values").to_dict()
     trend, points, rule = spec["layer"]
     assert rule["mark"]["type"] == "rule" and spec["datasets"][rule["data"]["name"]][0]["budget"] == 10.0
     rows = spec["datasets"][points["data"]["name"]]
@@ -318,7 +322,7 @@ def test_budget_sweep_draws_the_counts_a_team_buys_not_every_count_searched(comp
 def test_compare_line_charts_fit_the_width_only(comparison_tables):
     # With "fit" in both directions a two-row legend squeezed the plot to a few pixels in Chromium.
     table, sweep, held = comparison_tables
-    for chart in (charts.compare_sweep(sweep, table), charts.budget_sweep(held, 10, "values")):
+    for chart in (compare_charts.compare_sweep(sweep, table), compare_charts.budget_sweep(held, 10, "values")):
         spec = chart.to_dict()
         assert spec["autosize"] == {"type": "fit-x", "contains": "padding"} and spec["height"] == 300
 
@@ -350,7 +354,7 @@ def sweep_frames():
 
 def test_save_time_by_processes_is_a_line_per_figure_over_categories():
     sweep, _ = sweep_frames()
-    spec = charts.save_time_by_processes(sweep).to_dict()
+    spec = checkpoint_charts.save_time_by_processes(sweep).to_dict()
     assert {layer["mark"]["type"] for layer in spec["layer"]} == {"line", "point"}
     encoding = spec["layer"][0]["encoding"]
     assert encoding["x"]["field"] == "num_processes" and encoding["x"]["type"] == "ordinal"
@@ -370,8 +374,8 @@ def test_save_time_by_processes_is_a_line_per_figure_over_categories():
 @pytest.mark.parametrize(
     "builder, field, title",
     [
-        (charts.bytes_per_process, "num_bytes", "Bytes written per process"),
-        (charts.memory_per_process, "peak_rss_bytes", "Peak memory per process"),
+        (checkpoint_charts.bytes_per_process, "num_bytes", "Bytes written per process"),
+        (checkpoint_charts.memory_per_process, "peak_rss_bytes", "Peak memory per process"),
     ],
     ids=["bytes", "memory"],
 )
@@ -399,7 +403,7 @@ def test_every_title_subtitle_and_legend_label_starts_in_upper_case(report, comp
     """A chart's words are captions too: each line of a title or subtitle starts with a capital or a
     digit (names the reader types, such as fsdp or data=N, go after it), and so do legend labels
     that are words rather than names (Save, Process 0, Ideal share)."""
-    from dcsim.sharding import layout
+    from dcsim.sharding import meshes
     from dcsim.ui import layout as layout_widgets
 
     table, sweep, held = comparison_tables
@@ -408,20 +412,22 @@ def test_every_title_subtitle_and_legend_label_starts_in_upper_case(report, comp
     runs, per_process = sweep_frames()
     layout_sweep = layout_widgets.sweep_frame(count_params(DENSE_8_8))
     built = [
-        charts.params_by_layer(tables.layers_frame(report)),
-        charts.params_by_group(tables.layers_frame(report).rename(columns={"path": "group"})),
-        charts.share_sweep(tables.share_sweep_frame(report.total_params, 4), 4),
-        charts.raw_bytes_by_dtype(payloads),
-        charts.raw_bytes_by_layer(tables.layer_bytes_frame(report)),
-        charts.checkpoint_sizes(checkpoint_sizes_frame("float32", 4_000_000), "float32"),
-        charts.layout_vs_ideal(layout_widgets.strategy_frame(DENSE_8_8, layout.parse_mesh("data=4"), ()), "fsdp"),
-        charts.layout_sweep(layout_sweep, 4, 18),
-        charts.compare_bars(table),
-        charts.compare_sweep(sweep, table),
-        charts.budget_sweep(held, 10, "values"),
-        charts.save_time_by_processes(runs),
-        charts.bytes_per_process(per_process),
-        charts.memory_per_process(per_process),
+        model_charts.params_by_layer(tables.layers_frame(report)),
+        model_charts.params_by_group(tables.layers_frame(report).rename(columns={"path": "group"})),
+        model_charts.share_sweep(tables.share_sweep_frame(report.total_params, 4), 4),
+        model_charts.raw_bytes_by_dtype(payloads),
+        model_charts.raw_bytes_by_layer(tables.layer_bytes_frame(report)),
+        checkpoint_charts.checkpoint_sizes(checkpoint_sizes_frame("float32", 4_000_000), "float32"),
+        layout_charts.layout_vs_ideal(
+            layout_widgets.strategy_frame(DENSE_8_8, meshes.parse_mesh("data=4"), ()), "fsdp"
+        ),
+        layout_charts.layout_sweep(layout_sweep, 4, 18),
+        compare_charts.compare_bars(table),
+        compare_charts.compare_sweep(sweep, table),
+        compare_charts.budget_sweep(held, 10, "values"),
+        checkpoint_charts.save_time_by_processes(runs),
+        checkpoint_charts.bytes_per_process(per_process),
+        checkpoint_charts.memory_per_process(per_process),
     ]
     for chart in built:
         title = chart.to_dict()["title"]
@@ -429,4 +435,7 @@ def test_every_title_subtitle_and_legend_label_starts_in_upper_case(report, comp
         for line in [title["text"], *([subtitle] if isinstance(subtitle, str) else subtitle)]:
             assert line[0].isupper() or line[0].isdigit(), line
     assert set(layout_sweep["series"]) >= {"Ideal share"}
-    assert charts.save_time_by_processes(runs).to_dict()["layer"][0]["encoding"]["color"]["sort"] == ["Save", "Restore"]
+    assert checkpoint_charts.save_time_by_processes(runs).to_dict()["layer"][0]["encoding"]["color"]["sort"] == [
+        "Save",
+        "Restore",
+    ]

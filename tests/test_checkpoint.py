@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given
 
 from conftest import processes_mentioning
-from dcsim.checkpoint import measurement, worker, workers
+from dcsim.checkpoint import measurement, records, results, worker, workers
 from dcsim.checkpoint.measurement import (
     CheckpointBusy,
     CheckpointFailed,
@@ -93,13 +93,13 @@ def test_dense_1024_is_saved_measured_restored_and_removed(own_tmp, mesh, strate
     assert list(own_tmp.iterdir()) == []  # the temporary folder is gone
 
     # The builders the CLI and the page share read the same figures.
-    record = measurement.checkpoint_record(report)
+    record = records.checkpoint_record(report)
     assert json.loads(json.dumps(record)) == record
-    sizes = dict(zip(*measurement.sizes_frame(report)[["figure", "num_bytes"]].T.values, strict=True))
+    sizes = dict(zip(*records.sizes_frame(report)[["figure", "num_bytes"]].T.values, strict=True))
     assert {key: sizes[key] for key in sizes} == {key: record[key] for key in sizes}
-    assert measurement.files_frame(report)["num_bytes"].sum() == report.disk_bytes
-    assert measurement.file_groups_frame(report)["num_files"].sum() == report.num_files
-    explanation = " ".join(measurement.explain(report))
+    assert records.files_frame(report)["num_bytes"].sum() == report.disk_bytes
+    assert records.file_groups_frame(report)["num_files"].sum() == report.num_files
+    explanation = " ".join(records.explain(report))
     assert f"raw payload of {raw_payload:,}" in explanation
     assert ("Replicas:" in explanation) == (device_bytes > raw_payload)
     assert ("Storage dtype:" in explanation) == (dtype != "float32")
@@ -117,7 +117,7 @@ def test_the_same_measurement_again_reads_its_init_program_from_xlas_cache(own_t
     assert (first.compilation_cache, again.compilation_cache, other.compilation_cache) == ("miss", "hit", "miss")
     assert first.restore_verified and again.restore_verified and other.restore_verified
     assert again.device_bytes == first.device_bytes and again.raw_payload_bytes == first.raw_payload_bytes
-    assert measurement.checkpoint_record(again)["compilation_cache"] == "hit"
+    assert records.checkpoint_record(again)["compilation_cache"] == "hit"
     assert any(path.name.startswith("jit_init-") for path in cache.iterdir())
     assert list(own_tmp.iterdir()) == []
 
@@ -275,16 +275,21 @@ def test_config_must_be_a_model_config():
         plan_checkpoint(DENSE_1024.to_dict())
 
 
+def set_or_remove_env(monkeypatch, name: str, value: str | None) -> None:
+    """``name`` set to ``value`` in the environment, or absent when ``value`` is None."""
+    if value is None:
+        monkeypatch.delenv(name, raising=False)
+    else:
+        monkeypatch.setenv(name, value)
+
+
 @pytest.mark.parametrize(
     "env, ceiling",
     [(None, measurement.DEFAULT_MAX_PARAMS), ("1000", 1000), ("30_000_000", 30_000_000), ("3e7", 30_000_000)],
     ids=["unset", "plain", "underscores", "exponent"],
 )
 def test_the_ceiling_comes_from_the_environment(monkeypatch, env, ceiling):
-    if env is None:
-        monkeypatch.delenv(measurement.MAX_PARAMS_ENV, raising=False)
-    else:
-        monkeypatch.setenv(measurement.MAX_PARAMS_ENV, env)
+    set_or_remove_env(monkeypatch, measurement.MAX_PARAMS_ENV, env)
     assert measurement.default_max_params() == ceiling
     assert plan_checkpoint(ModelConfig()).max_params == ceiling
     assert (
@@ -298,10 +303,7 @@ def test_the_ceiling_comes_from_the_environment(monkeypatch, env, ceiling):
     ids=["unset", "empty", "set"],
 )
 def test_a_server_time_limit_comes_from_the_environment(monkeypatch, env, seconds):
-    if env is None:
-        monkeypatch.delenv(measurement.TIMEOUT_ENV, raising=False)
-    else:
-        monkeypatch.setenv(measurement.TIMEOUT_ENV, env)
+    set_or_remove_env(monkeypatch, measurement.TIMEOUT_ENV, env)
     assert measurement.default_timeout_seconds() == seconds
 
 
@@ -366,7 +368,7 @@ def test_the_ceiling_refuses_exactly_the_layouts_that_hold_more(widths, devices,
     ids=lambda value: value.replace("/", "|") if isinstance(value, str) else None,
 )
 def test_file_kinds(path, kind):
-    assert measurement.file_kind(path) == kind
+    assert results.file_kind(path) == kind
 
 
 # --- one measurement at a time --------------------------------------------------------------------

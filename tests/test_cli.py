@@ -24,6 +24,14 @@ def run(capsys, *argv):
     return code, out, err
 
 
+def refused_in_one_line(capsys, *argv) -> str:
+    """The error line of a command line the CLI refuses: exit 2, nothing on stdout, one line on stderr."""
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("dcsim: error: ")
+    return err
+
+
 def test_no_flags_answer_the_seed_example(capsys):
     code, out, err = run(capsys, "count")
     assert code == 0 and err == ""
@@ -132,10 +140,7 @@ def test_config_file_keeps_per_layer_bias(capsys, tmp_path):
     ],
 )
 def test_bad_flags_give_one_line_and_exit_2(capsys, argv, message):
-    code, out, err = run(capsys, *argv)
-    assert code == 2 and out == ""
-    assert err.count("\n") == 1 and err.startswith("dcsim: error: ")
-    assert message in err
+    assert message in refused_in_one_line(capsys, *argv)
 
 
 @pytest.mark.parametrize(
@@ -351,10 +356,7 @@ def test_presets_lists_names_families_and_counts(capsys):
     ],
 )
 def test_bad_preset_flags_give_one_line_and_exit_2(capsys, argv, message):
-    code, out, err = run(capsys, *argv)
-    assert code == 2 and out == ""
-    assert err.count("\n") == 1 and err.startswith("dcsim: error: ")
-    assert message in err
+    assert message in refused_in_one_line(capsys, *argv)
 
 
 @given(hs.sampled_from(["num_layers", "num_heads", "norm", "tied_embeddings", "bogus", ""]), flag_values)

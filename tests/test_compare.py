@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from dcsim import compare, links
+from dcsim.links import comparisons
 from dcsim.model import hf
 from dcsim.model.config import DenseLayer, ModelConfig, Origin
 from dcsim.model.count import count_params
@@ -29,7 +30,7 @@ def query(text):
 
 
 def reopen(comparison):
-    return compare.decode(query(compare.query_string(compare.encode(comparison))))
+    return comparisons.decode(query(comparisons.query_string(comparisons.encode(comparison))))
 
 
 names = hs.text(
@@ -74,7 +75,7 @@ budgets = hs.builds(
 
 
 @hs.composite
-def comparisons(draw):
+def any_comparison(draw):
     count = draw(hs.integers(0, compare.MAX_SCENARIOS))
     chosen = draw(hs.lists(names, min_size=count, max_size=count, unique=True))
     items = tuple(
@@ -89,7 +90,7 @@ def comparisons(draw):
 
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
-@given(comparisons())
+@given(any_comparison())
 def test_every_comparison_survives_the_link_and_the_json(comparison):
     decoded = reopen(comparison)
     assert decoded.problems == ()
@@ -214,7 +215,7 @@ def test_hostile_json_is_refused_with_a_message(text, match):
 TWO = compare.Comparison(
     scenarios=(scenario("base"), scenario("big", ModelConfig(preset="gpt2-small", num_shards=8), "bfloat16"))
 )
-GOOD = compare.scenario_token(TWO.scenarios[1])
+GOOD = comparisons.scenario_token(TWO.scenarios[1])
 
 
 @pytest.mark.parametrize(
@@ -255,13 +256,13 @@ GOOD = compare.scenario_token(TWO.scenarios[1])
     ids=lambda value: None,
 )
 def test_hostile_links_keep_what_is_good_and_say_what_is_not(params, names, problem):
-    decoded = compare.decode(params)
+    decoded = comparisons.decode(params)
     assert list(decoded.comparison.names) == names
     assert any(problem in text for text in decoded.problems), decoded.problems
 
 
 def test_a_bad_field_in_one_scenario_keeps_the_others_and_its_good_fields():
-    decoded = compare.decode({"s": [GOOD, "int8~shards=0~layers=8_2~n=<img src=x onerror=alert(1)>"]})
+    decoded = comparisons.decode({"s": [GOOD, "int8~shards=0~layers=8_2~n=<img src=x onerror=alert(1)>"]})
     second = decoded.comparison.scenarios[1]
     assert decoded.comparison.scenarios[0] == TWO.scenarios[1]
     assert second.name == "<img src=x onerror=alert(1)>" and second.dtype == "int8"
@@ -272,14 +273,14 @@ def test_a_bad_field_in_one_scenario_keeps_the_others_and_its_good_fields():
 def test_decoding_never_raises_on_junk():
     junk = ["", "~", "~~~", "n=", "float32~n=", "float32~=~n=a", "float32~h.=1~n=a", "\x00~n=a", "float32~v=9~n=a"]
     for token in junk:
-        compare.decode({"s": [token], "base": [token], "budget": [token], "cv": [token]})
+        comparisons.decode({"s": [token], "base": [token], "budget": [token], "cv": [token]})
 
 
 def test_a_link_is_compact_and_the_token_reuses_the_configuration_link():
     assert GOOD == "bfloat16~shards=8~preset=gpt2-small~n=big"
-    text = compare.query_string(compare.encode(TWO))
+    text = comparisons.query_string(comparisons.encode(TWO))
     assert text.startswith("cv=1&s=float32~shards%3D2~n%3Dbase&s=bfloat16")
-    assert compare.fits_in_link(text)
+    assert comparisons.fits_in_link(text)
     dtype, *fields = GOOD.split("~")[:-1]
     params = {key: [value] for key, value in (field.split("=", 1) for field in fields)} | {"dtype": [dtype]}
     assert links.decode(params).config == TWO.scenarios[1].config
@@ -290,7 +291,7 @@ def test_three_deep_distinct_stacks_do_not_fit_in_a_link_but_do_in_json():
     big = compare.Comparison(
         scenarios=tuple(scenario(f"deep {n}", ModelConfig(input_dim=8, layers=layers)) for n in range(3))
     )
-    assert not compare.fits_in_link(compare.query_string(compare.encode(big)))
+    assert not comparisons.fits_in_link(comparisons.query_string(comparisons.encode(big)))
     assert compare.Comparison.from_json(big.to_json()) == big
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import count_params
-from dcsim.sharding import layout
+from dcsim.sharding import layout, meshes
 from dcsim.ui import layout as lw
 
 
@@ -59,14 +59,14 @@ def test_parse_strategy():
 
 
 def test_outcome_of_a_layout_that_works():
-    outcome = lw.lay_out(count_params(DENSE_8_8), layout.parse_mesh("model=2"), "tensor")
+    outcome = lw.lay_out(count_params(DENSE_8_8), meshes.parse_mesh("model=2"), "tensor")
     assert outcome.error is None and outcome.problems == () and outcome.placed is None
     assert outcome.layout.values_per_device == 36
 
 
 def test_outcome_keeps_the_arrays_that_can_be_placed():
     report = count_params(dense(8, 8, 5))
-    outcome = lw.lay_out(report, layout.parse_mesh("model=2"), "tensor")
+    outcome = lw.lay_out(report, meshes.parse_mesh("model=2"), "tensor")
     assert outcome.layout is None
     assert [path for path, _ in outcome.problems] == ["Dense_1/kernel", "Dense_1/bias"]
     assert "`Dense_1/kernel` (shape 8x5)" in outcome.error
@@ -83,7 +83,7 @@ def test_outcome_keeps_the_arrays_that_can_be_placed():
 
 def test_outcome_of_a_request_refused_as_a_whole():
     report = count_params(DENSE_8_8)
-    outcome = lw.lay_out(report, layout.parse_mesh("data=4"), "tensor")
+    outcome = lw.lay_out(report, meshes.parse_mesh("data=4"), "tensor")
     assert outcome.layout is None and outcome.placed is None and outcome.problems == ()
     assert "mesh axis named `model`" in outcome.error
     assert set(lw.array_table(report, outcome)["status"]) == {lw.NOT_LAID_OUT}
@@ -91,10 +91,10 @@ def test_outcome_of_a_request_refused_as_a_whole():
 
 def test_array_table_statuses_and_csv():
     report = count_params(DENSE_8_8)
-    outcome = lw.lay_out(report, layout.parse_mesh("data=2"), "custom", layout.parse_rules(["*/kernel=data"]))
+    outcome = lw.lay_out(report, meshes.parse_mesh("data=2"), "custom", meshes.parse_rules(["*/kernel=data"]))
     table = lw.array_table(report, outcome)
     assert list(table["status"]) == [lw.SPLIT, lw.FALLBACK]
-    replicated = lw.array_table(report, lw.lay_out(report, layout.parse_mesh("data=2"), "replicated"))
+    replicated = lw.array_table(report, lw.lay_out(report, meshes.parse_mesh("data=2"), "replicated"))
     assert list(replicated["status"]) == [lw.REPLICATED, lw.REPLICATED]
     csv = table.to_csv(index=False).splitlines()
     assert (
@@ -105,7 +105,7 @@ def test_array_table_statuses_and_csv():
 
 def test_flagged_reasons_are_written_once_for_arrays_of_one_shape():
     report = count_params(dense(8, 5, 5, 5))  # Dense_1 and Dense_2 share their shapes (5x5, 5)
-    table = lw.array_table(report, lw.lay_out(report, layout.parse_mesh("model=2"), "tensor"))
+    table = lw.array_table(report, lw.lay_out(report, meshes.parse_mesh("model=2"), "tensor"))
     reasons = lw.flagged_reasons(table)
     # Dense_0/kernel 8x5 and every 5-wide array cannot split over model=2: one reason a shape.
     assert list(reasons["num_arrays"]) == [1, 3, 2]
@@ -119,16 +119,16 @@ def test_flagged_reasons_are_written_once_for_arrays_of_one_shape():
 
 def test_a_reason_for_every_array_names_none_and_a_fallback_says_why_once():
     report = count_params(DENSE_8_8)
-    refused = lw.array_table(report, lw.lay_out(report, layout.parse_mesh("data=4"), "tensor"))
+    refused = lw.array_table(report, lw.lay_out(report, meshes.parse_mesh("data=4"), "tensor"))
     (reason,) = lw.flagged_reasons(refused).itertuples()
     assert lw.reason_text(reason, 2).startswith("✖ Not laid out, all 2 arrays: The tensor strategy splits")
-    fallback = lw.array_table(report, lw.lay_out(report, layout.parse_mesh("data=3"), "fsdp"))
+    fallback = lw.array_table(report, lw.lay_out(report, meshes.parse_mesh("data=3"), "fsdp"))
     texts = [lw.reason_text(reason, 2) for reason in lw.flagged_reasons(fallback).itertuples()]
     assert texts == [
         "⚠ Replicated (fallback), 1 of 2 arrays (Dense_0/kernel): No dimension of 8x8 splits evenly into 3 parts.",
         "⚠ Replicated (fallback), 1 of 2 arrays (Dense_0/bias): No dimension of 8 splits evenly into 3 parts.",
     ]
-    split = lw.array_table(report, lw.lay_out(report, layout.parse_mesh("data=2"), "fsdp"))
+    split = lw.array_table(report, lw.lay_out(report, meshes.parse_mesh("data=2"), "fsdp"))
     assert lw.flagged_reasons(split).empty
 
 
@@ -147,18 +147,18 @@ def test_sweep_by_hand():
 
 def test_strategy_frame_says_which_strategies_refuse():
     config = DENSE_8_8
-    frame = lw.strategy_frame(config, layout.parse_mesh("data=4"), ())
+    frame = lw.strategy_frame(config, meshes.parse_mesh("data=4"), ())
     assert list(frame["strategy"]) == ["replicated", "fsdp", "tensor"]
     assert list(frame["values_text"]) == ["72", "18", "cannot be laid out"]
     assert frame["values_per_device"].isna().tolist() == [False, False, True]
     assert "mesh axis named `model`" in frame["status"].iloc[2]
     assert set(frame["ideal_share"]) == {float(Fraction(72, 4))}
-    custom = lw.strategy_frame(config, layout.parse_mesh("data=4"), layout.parse_rules(["*=data"]))
+    custom = lw.strategy_frame(config, meshes.parse_mesh("data=4"), meshes.parse_rules(["*=data"]))
     assert list(custom["strategy"])[-1] == "custom"
 
 
 def test_mesh_frame_is_readable():
-    frame = lw.mesh_frame(layout.parse_mesh("data=4096,model=2"))
+    frame = lw.mesh_frame(meshes.parse_mesh("data=4096,model=2"))
     assert frame.to_dict("list") == {"axis": ["data", "model"], "size": ["4,096", "2"]}
 
 
@@ -171,7 +171,7 @@ def test_mesh_frame_is_readable():
 )
 def test_the_table_always_has_every_array_and_adds_up(input_dim, widths, sizes, strategy):
     names = ["data", "model"][: len(sizes)]
-    mesh = layout.MeshSpec(tuple(zip(names, sizes, strict=True)))
+    mesh = meshes.MeshSpec(tuple(zip(names, sizes, strict=True)))
     report = count_params(dense(input_dim, *widths))
     outcome = lw.lay_out(report, mesh, strategy)
     table = lw.array_table(report, outcome)

@@ -7,7 +7,7 @@ from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 from dcsim import links
-from dcsim.model import presets
+from dcsim.model import presets, schemas
 from dcsim.model.config import MAX_LAYERS, DenseLayer, ModelConfig, parse_int
 
 layers = st.lists(
@@ -209,7 +209,7 @@ def any_preset_config(draw):
     """A preset with any valid set of overrides its schema allows (combinations the family's own
     rules refuse, such as heads not dividing d_model, are redrawn)."""
     name = draw(st.sampled_from(sorted(presets.PRESETS)))
-    specs = presets.schema(presets.PRESETS[name].family)
+    specs = schemas.schema(presets.PRESETS[name].family)
     chosen = draw(st.lists(st.sampled_from(specs), unique_by=lambda spec: spec.name, max_size=len(specs)))
     overrides = {spec.name: draw(_hparam_values(spec)) for spec in chosen}
     try:

@@ -19,7 +19,8 @@ from pathlib import Path
 import faults
 import pytest
 
-from dcsim.checkpoint import measurement, multiprocess
+from conftest import command_lines
+from dcsim.checkpoint import multiprocess, records, results
 from dcsim.checkpoint.measurement import CheckpointFailed, CheckpointTimeout, MeasurementOptions
 from dcsim.checkpoint.multiprocess import measure_multiprocess, plan_multiprocess, plan_sweep
 from dcsim.checkpoint.multiprocess_worker import HEARTBEAT_TIMEOUT_SECONDS
@@ -45,17 +46,11 @@ def own_tmp(tmp_path, monkeypatch):
 def group_pids(folder: Path) -> dict[int, int]:
     """Live processes of a group, by process id: each worker's argv names its own folder."""
     found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
+    for pid, argv in command_lines():
         for arg in argv:
             text = arg.decode(errors="replace")
             if text.startswith(str(folder)) and text.endswith("request.json"):
-                found[int(Path(text).parent.name.removeprefix("process_"))] = int(entry.name)
+                found[int(Path(text).parent.name.removeprefix("process_"))] = pid
     return found
 
 
@@ -162,15 +157,15 @@ def test_two_processes_of_two_devices_save_restore_and_leave_nothing(own_tmp):
     assert list(own_tmp.iterdir()) == []
 
     # The builders the CLI and the page share read the same figures.
-    record = multiprocess.multiprocess_record(report)
+    record = records.multiprocess_record(report)
     assert json.loads(json.dumps(record)) == record
     assert record["raw_payload_bytes"] == DENSE_1024_FLOAT32_BYTES and record["num_processes"] == 2
-    places_frame = multiprocess.file_places_frame(report)
+    places_frame = records.file_places_frame(report)
     assert places_frame["num_bytes"].sum() == totals.disk_bytes
     assert set(places_frame["place"]) >= {"ocdbt.process_0/", "ocdbt.process_1/", "top level"}
-    frame = multiprocess.processes_frame(report)
+    frame = records.processes_frame(report)
     assert frame["num_bytes"].sum() == totals.disk_bytes and list(frame["process"]) == [0, 1]
-    explanation = " ".join(multiprocess.explain_processes(report))
+    explanation = " ".join(records.explain_processes(report))
     assert "2 ocdbt.process_* folder(s) for 2 process(es)" in explanation
     assert f"raw payload of {DENSE_1024_FLOAT32_BYTES:,}" in explanation
 
@@ -342,9 +337,9 @@ def test_bad_process_lists_are_named(text, message):
     ids=lambda value: value.replace("/", "|") if isinstance(value, str) else None,
 )
 def test_which_process_wrote_a_file(path, process, place):
-    assert multiprocess.file_process(path) == process
-    assert multiprocess.file_place(path) == place
-    assert measurement.file_kind(path)  # every path still has a kind
+    assert results.file_process(path) == process
+    assert results.file_place(path) == place
+    assert results.file_kind(path)  # every path still has a kind
 
 
 # --- the command line -------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 
 from dcsim import links
-from dcsim.model import breakdown, modules, presets
+from dcsim.model import breakdown, modules, presets, schemas
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import count_module, count_params, report_from_variables
 from dcsim.model.presets import resolved_hparams
@@ -240,7 +240,7 @@ def test_depth_rollup_reads_like_tabulate():
 def test_resolved_hparams_apply_overrides_in_schema_order():
     config = ModelConfig(preset="llama3-8b", overrides={"num_layers": 2})
     hparams = resolved_hparams(config)
-    assert list(hparams) == [spec.name for spec in presets.schema("decoder")]
+    assert list(hparams) == [spec.name for spec in schemas.schema("decoder")]
     assert hparams["num_layers"] == 2 and hparams["num_kv_heads"] == 8
     assert resolved_hparams(ModelConfig()) == {}
 
@@ -395,20 +395,20 @@ def test_hostile_preset_json_is_refused_by_name(data, error, message):
     ids=["int", "int-float", "bool", "choice", "ints"],
 )
 def test_typed_values_parse(family, name, text, value):
-    assert presets.hparam(family, name, "any").parse(text) == value
+    assert schemas.hparam(family, name, "any").parse(text) == value
 
 
 def test_every_schema_entry_can_fill_a_form():
-    for family in presets.FAMILIES:
-        for spec in presets.schema(family):
-            assert spec.kind in presets.KINDS and spec.description
+    for family in schemas.FAMILIES:
+        for spec in schemas.schema(family):
+            assert spec.kind in schemas.KINDS and spec.description
             assert spec.check(spec.default) == spec.default
             if spec.kind in ("int", "ints"):
                 assert spec.minimum <= spec.maximum
             if spec.kind == "choice":
                 assert spec.default in spec.choices
     with pytest.raises(ValueError, match=r"unknown family 'cnn'; families: mlp, decoder, bert, vit, resnet"):
-        presets.schema("cnn")
+        schemas.schema("cnn")
 
 
 json_values = hs.recursive(
@@ -416,7 +416,7 @@ json_values = hs.recursive(
     lambda children: hs.lists(children, max_size=5) | hs.dictionaries(hs.text(max_size=5), children, max_size=3),
     max_leaves=10,
 )
-hparam_names = hs.sampled_from(sorted({spec.name for family in presets.FAMILIES for spec in presets.schema(family)}))
+hparam_names = hs.sampled_from(sorted({spec.name for family in schemas.FAMILIES for spec in schemas.schema(family)}))
 
 
 @given(hs.sampled_from(list(presets.PRESETS)), hs.dictionaries(hparam_names | hs.text(max_size=8), json_values))
@@ -445,7 +445,7 @@ INDEPENDENT = {
 @hs.composite
 def presets_with_valid_overrides(draw) -> tuple[str, dict]:
     preset = draw(hs.sampled_from(sorted(presets.PRESETS)))
-    specs = [spec for spec in presets.schema(presets.PRESETS[preset].family) if spec.name in INDEPENDENT]
+    specs = [spec for spec in schemas.schema(presets.PRESETS[preset].family) if spec.name in INDEPENDENT]
     chosen = draw(hs.lists(hs.sampled_from(specs), min_size=1, max_size=3, unique_by=lambda spec: spec.name))
     overrides: dict = {}
     for spec in chosen:

@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from jax.sharding import PartitionSpec
 
 from dcsim.checkpoint import prestart
+from dcsim.checkpoint.results import CheckpointFile, CheckpointReport, file_kind
 from dcsim.checkpoint.workers import (
     WorkerFailed,
     WorkerJob,
@@ -44,7 +44,8 @@ from dcsim.inputs import as_int, number_from_text, show
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport, count_params
 from dcsim.sharding import payload
-from dcsim.sharding.layout import MeshSpec, Rule, compute_layout, parse_mesh, spec_text
+from dcsim.sharding.layout import compute_layout
+from dcsim.sharding.meshes import MeshSpec, Rule, parse_mesh, spec_text
 
 STORAGE_DTYPES = ("float32", "bfloat16")
 MAX_PARAMS_ENV = "DCSIM_CHECKPOINT_MAX_PARAMS"
@@ -274,122 +275,6 @@ def plan_checkpoint(config: ModelConfig, options: MeasurementOptions = DEFAULT_O
     )
 
 
-FILE_KINDS = ("array data", "index", "metadata", "commit marker")
-
-
-def file_kind(path: str) -> str:
-    """What a file of an Orbax OCDBT checkpoint holds, from its path inside the checkpoint.
-
-    ``ocdbt.process_N/d/*`` hold the array chunks (with the B-tree nodes that index them, which
-    OCDBT writes beside them), ``manifest.ocdbt`` files and the top-level ``d/`` the merged index,
-    ``commit_success.txt`` marks a finished save, and the rest (``_METADATA``, ``_sharding``,
-    ``_CHECKPOINT_METADATA``, ``array_metadatas/``) describe the tree, dtypes and shardings.
-    """
-    parts = path.split("/")
-    if len(parts) >= 3 and parts[0].startswith("ocdbt.process_") and parts[1] == "d":
-        return "array data"
-    if parts[-1] == "manifest.ocdbt" or parts[0] == "d":
-        return "index"
-    if parts[-1] == "commit_success.txt":
-        return "commit marker"
-    return "metadata"
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CheckpointFile:
-    """One file the checkpoint wrote: its path inside the checkpoint, what it holds, its size."""
-
-    path: str
-    kind: str
-    num_bytes: int
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class FileGroup:
-    """The files of one kind, counted and added up."""
-
-    kind: str
-    num_files: int
-    num_bytes: int
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CheckpointReport:
-    """What a real Orbax checkpoint of the configured model wrote, and whether it came back.
-
-    Attributes:
-      config: the configuration measured.
-      total_params: values in its ``params`` collection (the arrays saved), exact.
-      dtype: the storage dtype the arrays were saved in.
-      strategy: the sharding strategy; mesh: its mesh as ``axis=size,...``; num_devices: devices.
-      partition_specs: ``(path, spec)`` per array, the spec in ``dcsim.sharding.layout.spec_text`` form
-        (empty: replicated).
-      raw_payload_bytes: the arrays' bytes in the storage dtype (values x bytes per value).
-      raw_float32_bytes: the same values in float32, the dashboard's headline estimate.
-      device_bytes: the bytes all devices held together (a replicated array counts on each).
-      disk_bytes: the bytes of every file the checkpoint wrote.
-      num_files, largest_file_bytes: how many files, and the largest one's size.
-      files: every file, sorted by path.
-      init_seconds, save_seconds, restore_seconds: the concrete initialisation, the save until
-        it was committed, the restore until every array was ready.
-      compilation_cache: whether XLA's persistent compilation cache served the init program:
-        ``hit`` (read back, not compiled), ``miss`` (compiled) or ``off`` (no cache; see
-        ``dcsim.checkpoint.workers.compilation_cache_env``). A hit is why the same measurement is faster again.
-      restore_verified: every restored array equals the saved one bit for bit, on the same
-        sharding.
-      baseline_rss_bytes: the child's peak resident memory after its imports, before any work.
-      peak_rss_bytes: the child's peak resident memory over the whole measurement.
-      peak_rss_before_stage: ``(stage, bytes)``: the peak so far as each of ``STAGES`` began,
-        so the page can show where the memory went (the concrete init, before ``saving``).
-      jax_version, orbax_version: the versions that produced these figures.
-    """
-
-    config: ModelConfig
-    total_params: int
-    dtype: str
-    strategy: str
-    mesh: str
-    num_devices: int
-    partition_specs: tuple[tuple[str, str], ...]
-    raw_payload_bytes: int
-    raw_float32_bytes: int
-    device_bytes: int
-    disk_bytes: int
-    num_files: int
-    largest_file_bytes: int
-    files: tuple[CheckpointFile, ...]
-    init_seconds: float
-    save_seconds: float
-    restore_seconds: float
-    restore_verified: bool
-    baseline_rss_bytes: int
-    peak_rss_bytes: int
-    peak_rss_before_stage: tuple[tuple[str, int], ...]
-    jax_version: str
-    orbax_version: str
-    compilation_cache: str = "off"
-
-    @property
-    def num_device_shards(self) -> int:
-        """Array pieces the devices held: one per array per device (a replica is a piece too)."""
-        return len(self.partition_specs) * self.num_devices
-
-    @property
-    def peak_growth_bytes(self) -> int:
-        """How far the child's memory grew over its idle baseline."""
-        return self.peak_rss_bytes - self.baseline_rss_bytes
-
-    @property
-    def file_groups(self) -> tuple[FileGroup, ...]:
-        """Files per kind, in ``FILE_KINDS`` order; kinds with no file are left out."""
-        groups = []
-        for kind in FILE_KINDS:
-            sizes = [file.num_bytes for file in self.files if file.kind == kind]
-            if sizes:
-                groups.append(FileGroup(kind=kind, num_files=len(sizes), num_bytes=sum(sizes)))
-        return tuple(groups)
-
-
 def _report(plan: CheckpointPlan, result: dict[str, Any]) -> CheckpointReport:
     files = tuple(
         CheckpointFile(path=row["path"], kind=file_kind(row["path"]), num_bytes=int(row["num_bytes"]))
@@ -547,111 +432,3 @@ def measure_checkpoint(
             prestarted.discard()
         raise
     return run_checkpoint(plan, on_progress=on_progress, prestarted=prestarted)
-
-
-# --- what the front ends show ---------------------------------------------------------------------
-
-
-def explain(report: CheckpointReport) -> tuple[str, ...]:
-    """Why the checkpoint's size differs from the raw payload, each reason read off this measurement."""
-    groups = {group.kind: group for group in report.file_groups}
-    data = groups.get("array data", FileGroup(kind="array data", num_files=0, num_bytes=0))
-    rest = report.disk_bytes - data.num_bytes
-    lines = [
-        f"Compression: the array data files hold {data.num_bytes:,} bytes for a raw payload of "
-        f"{report.raw_payload_bytes:,} ({_percent(data.num_bytes, report.raw_payload_bytes)}); Orbax's OCDBT "
-        "format compresses chunks (zstd), and freshly initialised random values compress little.",
-        f"Metadata: {report.num_files - data.num_files} more files ({rest:,} bytes) describe the tree, dtypes "
-        "and shardings, index the data and mark the save as committed.",
-        f"File layout: the {report.num_devices} device(s) held {report.num_device_shards} array shards; "
-        f"the checkpoint wrote {report.num_files} files, {data.num_files} of them array data: OCDBT packs chunks "
-        "into a few files per process, not one file per device shard.",
-    ]
-    if report.device_bytes > report.raw_payload_bytes:
-        lines.append(
-            f"Replicas: the devices held {report.device_bytes:,} bytes together, "
-            f"{report.device_bytes / report.raw_payload_bytes:.2f}x the payload, because the {report.strategy} "
-            "layout keeps some values on several devices; the checkpoint writes each value once."
-        )
-    if report.dtype != "float32":
-        lines.append(
-            f"Storage dtype: saved as {report.dtype}, {report.raw_payload_bytes:,} raw bytes against "
-            f"{report.raw_float32_bytes:,} in float32."
-        )
-    return tuple(lines)
-
-
-def _percent(part: int, whole: int) -> str:
-    return f"{100 * part / whole:.1f}% of it" if whole else "no payload"
-
-
-def checkpoint_record(report: CheckpointReport) -> dict[str, Any]:
-    """The measurement as one JSON-ready object (keys in docs/checkpoint.md)."""
-    return {
-        "total_params": report.total_params,
-        "dtype": report.dtype,
-        "strategy": report.strategy,
-        "mesh": report.mesh,
-        "num_devices": report.num_devices,
-        "partition_specs": dict(report.partition_specs),
-        "raw_payload_bytes": report.raw_payload_bytes,
-        "raw_float32_bytes": report.raw_float32_bytes,
-        "device_bytes": report.device_bytes,
-        "disk_bytes": report.disk_bytes,
-        "num_files": report.num_files,
-        "largest_file_bytes": report.largest_file_bytes,
-        "init_seconds": report.init_seconds,
-        "save_seconds": report.save_seconds,
-        "restore_seconds": report.restore_seconds,
-        "restore_verified": report.restore_verified,
-        "compilation_cache": report.compilation_cache,
-        "baseline_rss_bytes": report.baseline_rss_bytes,
-        "peak_rss_bytes": report.peak_rss_bytes,
-        "peak_rss_before_stage": dict(report.peak_rss_before_stage),
-        "file_groups": [dataclasses.asdict(group) for group in report.file_groups],
-        "files": [dataclasses.asdict(file) for file in report.files],
-        "explanation": list(explain(report)),
-        "versions": {"jax": report.jax_version, "orbax-checkpoint": report.orbax_version},
-        "config": report.config.to_dict(),
-    }
-
-
-def sizes_frame(report: CheckpointReport) -> pd.DataFrame:
-    """The measured sizes beside the raw estimates: one row per figure, in bytes."""
-    rows = [
-        ("raw_float32_bytes", report.raw_float32_bytes, "estimate: values x 4 bytes"),
-        ("raw_payload_bytes", report.raw_payload_bytes, f"estimate: values x bytes per {report.dtype} value"),
-        ("device_bytes", report.device_bytes, f"held by {report.num_devices} device(s) together, replicas included"),
-        ("disk_bytes", report.disk_bytes, f"measured: {report.num_files} files on disk"),
-        ("largest_file_bytes", report.largest_file_bytes, "measured: the largest file"),
-    ]
-    return pd.DataFrame(
-        {
-            "figure": [name for name, _, _ in rows],
-            "num_bytes": pd.array([value for _, value, _ in rows], dtype="int64"),
-            "what": [what for _, _, what in rows],
-        }
-    )
-
-
-def file_groups_frame(report: CheckpointReport) -> pd.DataFrame:
-    """The files summarised by kind: how many and how many bytes."""
-    groups = report.file_groups
-    return pd.DataFrame(
-        {
-            "kind": [group.kind for group in groups],
-            "num_files": pd.array([group.num_files for group in groups], dtype="int64"),
-            "num_bytes": pd.array([group.num_bytes for group in groups], dtype="int64"),
-        }
-    )
-
-
-def files_frame(report: CheckpointReport) -> pd.DataFrame:
-    """Every file the checkpoint wrote: path inside it, kind, size."""
-    return pd.DataFrame(
-        {
-            "path": [file.path for file in report.files],
-            "kind": [file.kind for file in report.files],
-            "num_bytes": pd.array([file.num_bytes for file in report.files], dtype="int64"),
-        }
-    )

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from dcsim.checkpoint import measurement, multiprocess, prestart
+from dcsim.checkpoint import measurement, multiprocess, prestart, records, results
 from dcsim.cli.common import UsageError, config_from_args, frame_text, model_flags
 from dcsim.report import units
-from dcsim.sharding import layout
+from dcsim.sharding import layout, meshes
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -59,9 +59,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     command.set_defaults(run=run)
 
 
-def render_checkpoint_table(report: measurement.CheckpointReport) -> str:
+def render_checkpoint_table(report: results.CheckpointReport) -> str:
     """The ``checkpoint`` result for people: sizes beside the raw estimates, files, timings, why."""
-    sizes = measurement.sizes_frame(report)
+    sizes = records.sizes_frame(report)
     sizes.insert(2, "size", [units.binary_bytes(n) for n in sizes["num_bytes"]])
     lines = [
         f"checkpoint of {units.count(report.total_params)} parameters as {report.dtype}, mesh {report.mesh} "
@@ -69,7 +69,7 @@ def render_checkpoint_table(report: measurement.CheckpointReport) -> str:
         "",
         frame_text(sizes),
         "",
-        frame_text(measurement.file_groups_frame(report)),
+        frame_text(records.file_groups_frame(report)),
         "",
         f"init {report.init_seconds:.3f} s (XLA compilation cache: {report.compilation_cache}) · "
         f"save {report.save_seconds:.3f} s · restore {report.restore_seconds:.3f} s",
@@ -77,7 +77,7 @@ def render_checkpoint_table(report: measurement.CheckpointReport) -> str:
         f"child peak memory {units.binary_bytes(report.peak_rss_bytes)} "
         f"(idle baseline {units.binary_bytes(report.baseline_rss_bytes)})",
         "",
-        *measurement.explain(report),
+        *records.explain(report),
     ]
     return "\n".join(lines) + "\n"
 
@@ -89,7 +89,7 @@ def _measurement_options(args: argparse.Namespace, dtype: str) -> measurement.Me
         dtype=dtype,
         mesh=args.mesh,
         strategy=args.strategy or ("custom" if args.rule else "replicated"),
-        rules=layout.parse_rules(args.rule),
+        rules=meshes.parse_rules(args.rule),
         max_params=None if args.max_params is None else measurement.parse_max_params(args.max_params, "--max-params"),
         timeout_seconds=measurement.check_timeout(args.timeout, "--timeout"),
     )
@@ -111,7 +111,7 @@ def _run(args: argparse.Namespace) -> str:
         waiting.preview(config.to_dict(), config.dtype)
     report = measurement.measure_checkpoint(config, _measurement_options(args, config.dtype), prestarted=waiting)
     if args.format == "json":
-        return json.dumps(measurement.checkpoint_record(report), indent=2) + "\n"
+        return json.dumps(records.checkpoint_record(report), indent=2) + "\n"
     return render_checkpoint_table(report)
 
 
@@ -127,8 +127,8 @@ def _checkpoint_processes(args: argparse.Namespace) -> str:
     reports = multiprocess.run_sweep(plans)
     if args.format == "json":
         if args.processes_sweep is None:
-            return json.dumps(multiprocess.multiprocess_record(reports[0]), indent=2) + "\n"
-        return json.dumps({"sweep": [multiprocess.multiprocess_record(r) for r in reports]}, indent=2) + "\n"
+            return json.dumps(records.multiprocess_record(reports[0]), indent=2) + "\n"
+        return json.dumps({"sweep": [records.multiprocess_record(r) for r in reports]}, indent=2) + "\n"
     if args.processes_sweep is None:
         return render_processes_table(reports[0])
     return render_sweep_table(reports)
@@ -138,10 +138,10 @@ def _seconds_columns(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(**{name: frame[name].map("{:.3f}".format) for name in frame.columns if "seconds" in name})
 
 
-def render_processes_table(report: multiprocess.MultiprocessReport) -> str:
+def render_processes_table(report: results.MultiprocessReport) -> str:
     """``checkpoint --processes P`` for people: the group's totals, each process, files by place, why."""
     totals = report.checkpoint
-    processes = _seconds_columns(multiprocess.processes_frame(report))
+    processes = _seconds_columns(records.processes_frame(report))
     processes["peak_rss"] = [units.binary_bytes(n) for n in processes["peak_rss_bytes"]]
     processes["restore_verified"] = processes["restore_verified"].map({True: "yes", False: "NO"})
     lines = [
@@ -159,20 +159,20 @@ def render_processes_table(report: multiprocess.MultiprocessReport) -> str:
         "",
         frame_text(processes),
         "",
-        frame_text(multiprocess.file_places_frame(report)),
+        frame_text(records.file_places_frame(report)),
         "",
-        *multiprocess.explain_processes(report),
-        *measurement.explain(totals),
+        *records.explain_processes(report),
+        *records.explain(totals),
         "",
-        multiprocess.MULTIHOST_NOTE,
+        records.MULTIHOST_NOTE,
     ]
     return "\n".join(lines) + "\n"
 
 
-def render_sweep_table(reports: Sequence[multiprocess.MultiprocessReport]) -> str:
+def render_sweep_table(reports: Sequence[results.MultiprocessReport]) -> str:
     """``checkpoint --processes-sweep`` for people: one row per process count, then each run's processes."""
     first = reports[0].checkpoint
-    sweep = _seconds_columns(multiprocess.sweep_frame(reports))
+    sweep = _seconds_columns(records.sweep_frame(reports))
     sweep["restore_verified"] = sweep["restore_verified"].map({True: "yes", False: "NO"})
     lines = [
         f"checkpoint of {units.count(first.total_params)} parameters as {first.dtype}, mesh {first.mesh}, "
@@ -181,8 +181,8 @@ def render_sweep_table(reports: Sequence[multiprocess.MultiprocessReport]) -> st
         "",
         frame_text(sweep),
         "",
-        frame_text(_seconds_columns(multiprocess.sweep_processes_frame(reports))),
+        frame_text(_seconds_columns(records.sweep_processes_frame(reports))),
         "",
-        multiprocess.MULTIHOST_NOTE,
+        records.MULTIHOST_NOTE,
     ]
     return "\n".join(lines) + "\n"

@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 import pandas as pd
 
-from dcsim.model import hf, presets
+from dcsim.model import hf, presets, schemas
 from dcsim.model.config import DTYPES, ModelConfig, parse_int, parse_widths
 from dcsim.report import units
 
@@ -123,7 +123,7 @@ def _preset_changes(args: argparse.Namespace, config: ModelConfig) -> dict[str, 
         name, equals, text = item.partition("=")
         if not equals:
             raise UsageError(f"`--set` takes KEY=VALUE, e.g. num_layers=6, got {item!r}")
-        spec = presets.hparam(family, name.strip(), preset or family)
+        spec = schemas.hparam(family, name.strip(), preset or family)
         overrides[spec.name] = spec.parse(text)
     if origin is not None and args.set:
         origin = dataclasses.replace(origin, edited=True)

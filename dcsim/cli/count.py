@@ -10,7 +10,7 @@ from fractions import Fraction
 import pandas as pd
 
 from dcsim.cli.common import config_from_args, frame_text, model_flags
-from dcsim.model import breakdown, optimizer, presets
+from dcsim.model import breakdown, optimizer, presets, schemas
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport, count_params
 from dcsim.model.presets import resolved_hparams
@@ -82,12 +82,12 @@ def _model_lines(config: ModelConfig, report: ParamReport) -> list[str]:
     groups = breakdown.breakdown_frame(report)
     groups["percent_of_total"] = groups["percent_of_total"].map(_percent)
     if config.origin is not None:
-        named = [f"model: {config.origin.title} ({family}: {presets.FAMILY_DESCRIPTIONS[family]})"]
+        named = [f"model: {config.origin.title} ({family}: {schemas.FAMILY_DESCRIPTIONS[family]})"]
     else:
         row = presets.get_preset(config.preset)
         changed = ", ".join(name for name, _ in config.overrides) or "none"
         named = [
-            f"model: preset {row.name} ({row.title}; {family}: {presets.FAMILY_DESCRIPTIONS[family]})",
+            f"model: preset {row.name} ({row.title}; {family}: {schemas.FAMILY_DESCRIPTIONS[family]})",
             f"changed from the preset: {changed}",
         ]
     said = presets.provenance(config, report.total_params)

@@ -7,8 +7,8 @@ import json
 
 from dcsim.cli.common import UsageError, config_from_args, frame_text, model_flags
 from dcsim.model.count import count_params
-from dcsim.report import units
-from dcsim.sharding import layout, payload
+from dcsim.report import tables, units
+from dcsim.sharding import layout, meshes, payload
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -46,7 +46,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def render_layout_table(layout_report: layout.LayoutReport, dtype: str = "float32") -> str:
     """The ``layout`` result for people: the per-array table, then per-device totals against the
     ideal, with the raw bytes a device holds in ``dtype`` beside float32's."""
-    frame = layout.layout_frame(layout_report).drop(columns=["dtype", "stored_values", "replicated_fallback"])
+    frame = tables.layout_frame(layout_report).drop(columns=["dtype", "stored_values", "replicated_fallback"])
     share = layout_report.ideal_share
     ratio = layout_report.gap_ratio
     per_device = layout_report.values_per_device
@@ -83,10 +83,10 @@ def run(args: argparse.Namespace) -> str:
     if args.shards is not None:
         raise UsageError("--shards does not apply to layout: the mesh sets the number of devices (--mesh)")
     strategy = args.strategy or ("custom" if args.rule else "replicated")
-    mesh = layout.parse_mesh(args.mesh)
-    rules = layout.parse_rules(args.rule)
+    mesh = meshes.parse_mesh(args.mesh)
+    rules = meshes.parse_rules(args.rule)
     config = config_from_args(args)
     result = layout.compute_layout(count_params(config), mesh, strategy, rules)
     if args.format == "json":
-        return json.dumps(layout.layout_record(result), indent=2) + "\n"
+        return json.dumps(tables.layout_record(result), indent=2) + "\n"
     return render_layout_table(result, config.dtype)

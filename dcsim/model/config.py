@@ -23,7 +23,7 @@ from dcsim.inputs import (
     reject_unknown,
     show,
 )
-from dcsim.model import presets
+from dcsim.model import presets, schemas
 
 # Limits. They keep every configuration cheap to count and to draw; none is a limit of Flax.
 MAX_LAYERS = 256
@@ -89,7 +89,7 @@ def check_dtype(value: Any, name: str = "dtype") -> str:
 class Origin:
     """Where a model that is not a preset came from: a Hugging Face ``config.json``.
 
-    Such a model is a family (``dcsim.model.presets.FAMILIES``) with hyperparameters, shown under the
+    Such a model is a family (``dcsim.model.schemas.FAMILIES``) with hyperparameters, shown under the
     name the file gives it, never under a preset's: a Gemma file is not "Llama 2 7B with changes".
 
     Attributes:
@@ -113,7 +113,7 @@ class Origin:
             )
         object.__setattr__(self, "model_type", model_type)
 
-        presets.schema(self.family)
+        schemas.schema(self.family)
         object.__setattr__(self, "edited", as_bool(self.edited, "edited"))
 
     @property
@@ -202,7 +202,7 @@ class ModelConfig:
             if self.preset is not None:
                 raise ValueError("a model opened from a file has its own name and no `preset`")
             object.__setattr__(
-                self, "overrides", presets.normalize_family_overrides(self.origin.family, self.overrides)
+                self, "overrides", schemas.normalize_family_overrides(self.origin.family, self.overrides)
             )
             return
         if self.preset is None:

@@ -28,7 +28,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from dcsim.model import presets
+from dcsim.model import schemas
 
 # The sequence the transformers are initialised on. Its length changes no count; it only has to fit
 # the learned position table.
@@ -376,7 +376,7 @@ def build_family(
     if family == "resnet":
         images = jax.ShapeDtypeStruct((batch_size, h["image_size"], h["image_size"], IMAGE_CHANNELS), jnp.float32)
         return ResNet(tuple(h["stage_blocks"]), h["bottleneck"], h["num_classes"]), (images,)
-    raise ValueError(f"unknown family {family!r}; families: {', '.join(presets.FAMILIES)}")
+    raise ValueError(f"unknown family {family!r}; families: {', '.join(schemas.FAMILIES)}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

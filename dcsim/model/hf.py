@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dcsim.inputs import as_bool, as_int, json_kind, json_size, load_json, show
-from dcsim.model import presets
+from dcsim.model import schemas
 from dcsim.model.config import MAX_CONFIG_BYTES, MAX_NAME_CHARS, ModelConfig, Origin
 
 # A config.json with a classifier's label names (ViT's 1,000 ImageNet classes, twice: id2label and
@@ -78,7 +78,7 @@ class _Fields:
 
     def take(self, name: str, key: str, default: Any = _MISSING) -> int:
         """The integer field ``key`` as the hyperparameter ``name``, within that one's range."""
-        spec = presets.hparam(self.family, name, self.family)
+        spec = schemas.hparam(self.family, name, self.family)
         self.hparams[name] = self._int(key, default, spec.low, spec.high)
         self.source[name] = key
         return self.hparams[name]
@@ -101,7 +101,7 @@ class _Fields:
         hidden, heads = self.hparams["d_model"], self.hparams["num_heads"]
         if self.data.get("head_dim") is None:
             return
-        spec = presets.hparam(self.family, "head_dim", self.family)
+        spec = schemas.hparam(self.family, "head_dim", self.family)
         width = self._int("head_dim", _MISSING, 1, spec.maximum)
         self.hparams["head_dim"] = 0 if width * heads == hidden else width
         self.source["head_dim"] = "head_dim"
@@ -154,7 +154,7 @@ def _decoder_dims(fields: _Fields) -> None:
     _transformer_dims(fields)
     positions = fields.data.get("max_position_embeddings")
     # Rotary positions: the length changes no count, and may pass the learned table's cap.
-    if isinstance(positions, int) and not isinstance(positions, bool) and 1 <= positions <= presets.MAX_VOCAB:
+    if isinstance(positions, int) and not isinstance(positions, bool) and 1 <= positions <= schemas.MAX_VOCAB:
         fields.take("max_positions", "max_position_embeddings")
 
 
@@ -210,7 +210,7 @@ def _vit(fields: _Fields) -> str:
     elif not isinstance(labels, dict) or not labels:
         raise TypeError(f"`id2label` must be a JSON object naming the labels, got {json_kind(labels)}")
     else:
-        classes = as_int(len(labels), "id2label's number of labels", maximum=presets.MAX_VOCAB)
+        classes = as_int(len(labels), "id2label's number of labels", maximum=schemas.MAX_VOCAB)
         fields.set(num_classes=classes)
         fields.source["num_classes"] = "id2label"
     return f"patch embedding, encoder, final norm, a classifier over {classes:,} labels"
@@ -264,7 +264,7 @@ def from_hf_config(data: Any, base: ModelConfig | None = None) -> Imported:
     family, model_class, reader = _READERS[model_type]
     fields = _Fields(data, family)
     counted_as = f"{model_class}: {reader(fields)}"
-    defaults = presets.family_defaults(family)
+    defaults = schemas.family_defaults(family)
     overrides = {name: value for name, value in fields.hparams.items() if defaults[name] != value}
     origin = Origin(name=model_name(data, model_class), model_type=model_type, family=family)
     base = base or ModelConfig()

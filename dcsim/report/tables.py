@@ -7,6 +7,7 @@ needed past 2**63; int64 holds every count a configuration within the limits can
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import pandas as pd
@@ -14,7 +15,7 @@ import pandas as pd
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport
 from dcsim.report import units
-from dcsim.sharding import payload, shares
+from dcsim.sharding import layout, payload, shares
 
 
 def arrays_frame(report: ParamReport) -> pd.DataFrame:
@@ -127,5 +128,84 @@ def count_record(config: ModelConfig, report: ParamReport) -> dict[str, Any]:
                 "num_params": row.num_values,
             }
             for row in report.arrays
+        ],
+    }
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _ints(values: list[int]) -> Any:
+    # int64 while every count fits (always, within dcsim's limits); exact Python ints otherwise.
+    if all(-_INT64_MAX <= value <= _INT64_MAX for value in values):
+        return pd.array(values, dtype="int64")
+    return pd.array(values, dtype=object)
+
+
+def layout_frame(laid: layout.LayoutReport) -> pd.DataFrame:
+    """One row per parameter array: path, shape, dtype, partition_spec, shard_shape,
+    values_per_shard, replication_factor, stored_values, replicated_fallback, note."""
+    rows = laid.arrays
+    return pd.DataFrame(
+        {
+            "path": [row.path for row in rows],
+            "shape": [layout.shape_text(row.shape) for row in rows],
+            "dtype": [row.dtype for row in rows],
+            "partition_spec": [row.partition_spec for row in rows],
+            "shard_shape": [layout.shape_text(row.shard_shape) for row in rows],
+            "values_per_shard": _ints([row.values_per_shard for row in rows]),
+            "replication_factor": _ints([row.replication_factor for row in rows]),
+            "stored_values": _ints([row.stored_values for row in rows]),
+            "replicated_fallback": [row.replicated_fallback for row in rows],
+            "note": [row.note for row in rows],
+        }
+    )
+
+
+def _number(value: Fraction | None) -> tuple[float | None, str | None]:
+    return (None, None) if value is None else (float(value), str(value))
+
+
+def layout_record(laid: layout.LayoutReport) -> dict[str, Any]:
+    """The layout as one JSON-ready object. Exact fractions come as a float plus an exact string
+    (``ideal_share`` and ``ideal_share_fraction``), as ``dcsim.report.tables.count_record`` does."""
+    share = laid.ideal_share
+    gap, gap_fraction = _number(laid.gap)
+    ratio, ratio_fraction = _number(laid.gap_ratio)
+    replication, replication_fraction = _number(laid.replication_factor)
+    return {
+        "mesh": [{"name": name, "size": size} for name, size in laid.mesh.axes],
+        "mesh_text": laid.mesh.text,
+        "strategy": laid.strategy,
+        "rules": [rule.text for rule in laid.rules],
+        "num_devices": laid.num_devices,
+        "total_params": laid.total_params,
+        "ideal_share": share.value,
+        "ideal_share_fraction": share.fraction,
+        "values_per_device": laid.values_per_device,
+        "raw_float32_bytes_per_device": laid.raw_float32_bytes_per_device,
+        "total_stored_values": laid.total_stored_values,
+        "replication_factor": replication,
+        "replication_factor_fraction": replication_fraction,
+        "gap_values": gap,
+        "gap_values_fraction": gap_fraction,
+        "gap_ratio": ratio,
+        "gap_ratio_fraction": ratio_fraction,
+        "num_replicated_fallbacks": laid.num_replicated_fallbacks,
+        "replicas_note": layout.REPLICAS_NOT_ON_DISK,
+        "arrays": [
+            {
+                "path": row.path,
+                "shape": list(row.shape),
+                "dtype": row.dtype,
+                "partition_spec": row.partition_spec,
+                "shard_shape": list(row.shard_shape),
+                "values_per_shard": row.values_per_shard,
+                "replication_factor": row.replication_factor,
+                "stored_values": row.stored_values,
+                "replicated_fallback": row.replicated_fallback,
+                "note": row.note,
+            }
+            for row in laid.arrays
         ],
     }

@@ -33,7 +33,7 @@ from dcsim.inputs import as_int, show
 from dcsim.model import optimizer
 from dcsim.model.count import ParamReport
 from dcsim.report import units
-from dcsim.sharding import layout, payload
+from dcsim.sharding import layout, meshes, payload
 
 BUDGET_UNITS = ("bytes", "values")
 BUDGET_STRATEGIES = ("fsdp", "replicated", "tensor")
@@ -179,7 +179,7 @@ def ideal_shards(need: int, amount: int) -> int:
     return max(1, -(-need // amount))
 
 
-def per_device(demand: Demand, mesh: layout.MeshSpec, strategy: str, unit: str) -> int:
+def per_device(demand: Demand, mesh: meshes.MeshSpec, strategy: str, unit: str) -> int:
     """What each device of ``mesh`` holds of ``demand`` under ``strategy``, in ``unit``; raises
     ``layout.LayoutError`` when the strategy cannot place an array there."""
     split = [shape for shape, _, _, whole in demand.groups if not whole]
@@ -245,7 +245,7 @@ def sweep(demand: Demand, budget: Budget, up_to: int = MAX_SEARCH_DEVICES) -> tu
     """What each device holds, in the budget's unit, on each mesh of 1 to ``up_to`` devices."""
     held: list[int | None] = []
     for count in range(1, up_to + 1):
-        mesh = layout.MeshSpec(((budget.mesh_axis, count),))
+        mesh = meshes.MeshSpec(((budget.mesh_axis, count),))
         try:
             held.append(per_device(demand, mesh, budget.strategy, budget.unit))
         except layout.LayoutError:

@@ -33,30 +33,17 @@ Counts are Python ints and exact ``Fraction``s end to end.
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import math
-import re
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-import pandas as pd
 from jax.sharding import AbstractMesh, NamedSharding, PartitionSpec
 
-from dcsim.inputs import as_int, number_from_text, show
+from dcsim.inputs import show
 from dcsim.model.count import ArrayRow, ParamReport
 from dcsim.sharding import payload, shares
-
-# Limits. They keep a mesh or a rule set that arrives in a link cheap to parse and to lay out;
-# none is a limit of JAX.
-MAX_MESH_AXES = 8  # production meshes use up to about 5 (e.g. replica, data, fsdp, seq, model)
-MAX_MESH_DEVICES = 1 << 20  # 1,048,576 devices: the same cap as the number of checkpoint shards
-MAX_AXIS_NAME_CHARS = 32
-MAX_MESH_CHARS = 512
-MAX_RULES = 64
-MAX_RULE_CHARS = 512
-MAX_PATTERN_CHARS = 256
-MAX_SPEC_ENTRIES = 16  # dimensions a SPEC may describe
+from dcsim.sharding.meshes import MAX_RULES, MeshSpec, Rule, abstract_mesh, spec_text
 
 STRATEGIES = ("replicated", "fsdp", "tensor", "custom")
 TENSOR_AXIS = "model"
@@ -65,250 +52,9 @@ REPLICAS_NOT_ON_DISK = (
     "so total stored values across the mesh is not a checkpoint size"
 )
 
-_AXIS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # no nested quantifiers: linear time
-_RESERVED_NAMES = frozenset({"None"})  # `None` means "not split" in a SPEC
 
-# One SPEC entry: None (dimension not split) or the mesh axes it is split over, in order.
-SpecEntry = tuple[str, ...] | None
-
-
-def _check_axis_name(name: Any, context: str) -> str:
-    if not isinstance(name, str):
-        raise TypeError(f"{context}: a mesh axis name must be text, got {type(name).__name__} {show(name)}")
-    if len(name) > MAX_AXIS_NAME_CHARS or not _AXIS_NAME.fullmatch(name) or name in _RESERVED_NAMES:
-        raise ValueError(
-            f"{context}: a mesh axis name must be a letter or _ followed by letters, digits or _, at most "
-            f"{MAX_AXIS_NAME_CHARS} characters, and not `None`; got {show(name)}"
-        )
-    return name
-
-
-def _parse_size(text: str, name: str) -> int:
-    """A typed positive integer (``"4"``, ``"4.0"``, ``"4e3"``) within the device cap."""
-    return _check_size(number_from_text(text), name, shown=text)
-
-
-def _check_size(value: Any, name: str, shown: Any = None) -> int:
-    try:
-        return as_int(value, "size", maximum=MAX_MESH_DEVICES, shown=shown)
-    except (TypeError, ValueError):
-        shown = value if shown is None else shown
-        raise ValueError(
-            f"mesh axis `{name}` needs a size that is a whole number from 1 to {MAX_MESH_DEVICES:,}, got {show(shown)}"
-        ) from None
-
-
-@dataclasses.dataclass(frozen=True)
-class MeshSpec:
-    """A device mesh's named axes and their sizes, in order, e.g. ``(("data", 4), ("model", 2))``.
-
-    At most ``MAX_MESH_AXES`` axes; names are ASCII identifiers (not ``None``), unique; sizes are
-    positive ints whose product, the number of devices, is at most ``MAX_MESH_DEVICES``.
-    """
-
-    axes: tuple[tuple[str, int], ...]
-
-    def __post_init__(self) -> None:
-        if isinstance(self.axes, (str, bytes)) or not isinstance(self.axes, (list, tuple)):
-            raise TypeError(f"a mesh must be a sequence of (name, size) pairs, got {type(self.axes).__name__}")
-        axes = []
-        for pair in self.axes:
-            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-                raise TypeError(f"a mesh axis must be a (name, size) pair, got {show(pair)}")
-            name = _check_axis_name(pair[0], "mesh")
-            axes.append((name, _check_size(pair[1], name)))
-        if not axes:
-            raise ValueError("a mesh needs at least one axis, e.g. data=4")
-        if len(axes) > MAX_MESH_AXES:
-            raise ValueError(f"a mesh may have at most {MAX_MESH_AXES} axes, got {len(axes):,}")
-        names = [name for name, _ in axes]
-        for name in names:
-            if names.count(name) > 1:
-                raise ValueError(f"mesh axis `{name}` is named twice; each axis needs its own name")
-        num_devices = math.prod(size for _, size in axes)
-        if num_devices > MAX_MESH_DEVICES:
-            raise ValueError(
-                f"a mesh may have at most {MAX_MESH_DEVICES:,} devices, got {num_devices:,} "
-                f"({' x '.join(f'{name}={size:,}' for name, size in axes)})"
-            )
-        object.__setattr__(self, "axes", tuple(axes))
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(name for name, _ in self.axes)
-
-    @property
-    def sizes(self) -> tuple[int, ...]:
-        return tuple(size for _, size in self.axes)
-
-    @property
-    def num_devices(self) -> int:
-        return math.prod(self.sizes)
-
-    @property
-    def shape(self) -> dict[str, int]:
-        return dict(self.axes)
-
-    @property
-    def text(self) -> str:
-        """The mesh as ``parse_mesh`` reads it: ``data=4,model=2``."""
-        return ",".join(f"{name}={size}" for name, size in self.axes)
-
-
-def parse_mesh(text: str) -> MeshSpec:
-    """A mesh from ``"AXIS=SIZE[,AXIS=SIZE...]"``, e.g. ``"data=4,model=2"`` (spaces allowed)."""
-    if not isinstance(text, str):
-        raise TypeError(f"a mesh must be text such as 'data=4,model=2', got {type(text).__name__}")
-    if len(text) > MAX_MESH_CHARS:
-        raise ValueError(f"a mesh may be at most {MAX_MESH_CHARS} characters, got {len(text):,}")
-    parts = text.split(",")
-    if len(parts) > MAX_MESH_AXES:
-        raise ValueError(f"a mesh may have at most {MAX_MESH_AXES} axes, got {len(parts):,} in {show(text)}")
-    axes = []
-    for part in parts:
-        name, equals, size = part.partition("=")
-        if not equals or "=" in size or not name.strip():
-            raise ValueError(f"each mesh axis must be written AXIS=SIZE, e.g. data=4,model=2; got {show(part.strip())}")
-        name = _check_axis_name(name.strip(), f"mesh {show(text)}")
-        axes.append((name, _parse_size(size.strip(), name)))
-    return MeshSpec(tuple(axes))
-
-
-def abstract_mesh(mesh: MeshSpec) -> AbstractMesh:
-    """JAX's device-free mesh with the same axis names and sizes."""
-    return AbstractMesh(mesh.sizes, mesh.names)
-
-
-def _entry_text(entry: SpecEntry) -> str:
-    return "None" if entry is None else "+".join(entry)
-
-
-def _partition_spec(entries: Sequence[SpecEntry]) -> PartitionSpec:
-    return PartitionSpec(*(entry if entry is None or len(entry) > 1 else entry[0] for entry in entries))
-
-
-def spec_text(spec: PartitionSpec) -> str:
-    """A PartitionSpec in the SPEC syntax of rules: ``None,model``, ``data+model``; empty for ``P()``."""
-    parts = []
-    for entry in spec:
-        if entry is None or entry == ():
-            parts.append("None")
-        elif isinstance(entry, str):
-            parts.append(entry)
-        else:
-            parts.append("+".join(entry))
-    return ",".join(parts)
-
-
-@dataclasses.dataclass(frozen=True)
-class Rule:
-    """One custom layout rule: arrays whose path matches the glob ``pattern`` get ``spec``.
-
-    Attributes:
-      pattern: an ``fnmatch`` glob on the array path (``*/kernel``, ``block_*/mlp/*``).
-      spec: one entry per leading dimension: None (not split) or the mesh axes it is split over.
-    """
-
-    pattern: str
-    spec: tuple[SpecEntry, ...]
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.pattern, str):
-            raise TypeError(f"a rule's pattern must be text, got {type(self.pattern).__name__}")
-        if not self.pattern or len(self.pattern) > MAX_PATTERN_CHARS:
-            raise ValueError(
-                f"a rule's pattern must have 1 to {MAX_PATTERN_CHARS} characters, got {len(self.pattern):,}"
-            )
-        if not self.pattern.isprintable():
-            raise ValueError(f"a rule's pattern must be printable text, got {show(self.pattern)}")
-        if isinstance(self.spec, (str, bytes)) or not isinstance(self.spec, (list, tuple)):
-            raise TypeError(f"a rule's spec must be a sequence of entries, got {type(self.spec).__name__}")
-        if len(self.spec) > MAX_SPEC_ENTRIES:
-            raise ValueError(f"a rule's spec may have at most {MAX_SPEC_ENTRIES} entries, got {len(self.spec):,}")
-        entries: list[SpecEntry] = []
-        used: list[str] = []
-        for entry in self.spec:
-            if entry is None:
-                entries.append(None)
-                continue
-            names = (entry,) if isinstance(entry, str) else entry
-            if not isinstance(names, (list, tuple)) or not names:
-                raise TypeError(f"a spec entry must be None or mesh axis names, got {show(entry)}")
-            names = tuple(_check_axis_name(name, f"rule {show(self.pattern)}") for name in names)
-            for name in names:
-                if name in used:
-                    raise ValueError(
-                        f"rule {show(self.pattern)} uses mesh axis `{name}` twice; "
-                        "an axis can split at most one dimension"
-                    )
-                used.append(name)
-            entries.append(names)
-        object.__setattr__(self, "spec", tuple(entries))
-
-    @property
-    def partition_spec(self) -> PartitionSpec:
-        return _partition_spec(self.spec)
-
-    @property
-    def text(self) -> str:
-        """The rule as ``parse_rule`` reads it: ``*/kernel=None,model``."""
-        return f"{self.pattern}={','.join(_entry_text(entry) for entry in self.spec)}"
-
-    def matches(self, path: str) -> bool:
-        # fnmatch compiles a glob to a regex whose `*` runs are atomic groups: linear, no
-        # catastrophic backtracking, unlike a person's regular expression (see NOTES).
-        return fnmatch.fnmatchcase(path, self.pattern)
-
-
-def parse_rule(text: str) -> Rule:
-    """A rule from ``"PATTERN=SPEC"``, e.g. ``"*/kernel=None,model"`` or ``"embed/*=data+model,None"``.
-
-    SPEC entries are separated by ``,``; each is ``None``, an axis name, or names joined by ``+``.
-    An empty SPEC (``"*/bias="``) replicates the matched arrays.
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"a rule must be text such as '*/kernel=None,model', got {type(text).__name__}")
-    if len(text) > MAX_RULE_CHARS:
-        raise ValueError(f"a rule may be at most {MAX_RULE_CHARS} characters, got {len(text):,}")
-    if text.count("=") != 1:
-        raise ValueError(
-            f"a rule must be PATTERN=SPEC with exactly one '=', e.g. '*/kernel=None,model'; got {show(text)}"
-        )
-    pattern, _, spec = text.partition("=")
-    pattern, spec = pattern.strip(), spec.strip()
-    if not pattern:
-        raise ValueError(f"a rule needs a PATTERN before '=', e.g. '*/kernel=None,model'; got {show(text)}")
-    entries: list[SpecEntry] = []
-    if spec:
-        parts = spec.split(",")
-        if len(parts) > MAX_SPEC_ENTRIES:
-            raise ValueError(
-                f"rule {show(pattern)}: a SPEC may have at most {MAX_SPEC_ENTRIES} entries, got {len(parts):,}"
-            )
-        for part in parts:
-            part = part.strip()
-            if part == "None":
-                entries.append(None)
-                continue
-            names = tuple(name.strip() for name in part.split("+"))
-            for name in names:
-                if name == "None" or not name:
-                    raise ValueError(
-                        f"rule {show(pattern)}: each SPEC entry must be None, a mesh axis, or axes joined by '+', "
-                        f"got {show(part)}"
-                    )
-            entries.append(names)
-    return Rule(pattern, tuple(entries))
-
-
-def parse_rules(texts: Sequence[str]) -> tuple[Rule, ...]:
-    """Rules in order, at most ``MAX_RULES``."""
-    if len(texts) > MAX_RULES:
-        raise ValueError(f"at most {MAX_RULES} rules are allowed, got {len(texts):,}")
-    return tuple(parse_rule(text) for text in texts)
-
-
-def _shape_text(shape: Sequence[int]) -> str:
+def shape_text(shape: Sequence[int]) -> str:
+    """``4x8``, or ``scalar`` for a shape of no dimensions."""
     return "x".join(str(dim) for dim in shape) if shape else "scalar"
 
 
@@ -336,7 +82,7 @@ def _shard_shape(mesh: MeshSpec, jax_mesh: AbstractMesh, spec: PartitionSpec, ro
         sharding.check_compatible_aval(shape)
     except ValueError:
         raise ValueError(
-            f"`{row.path}` (shape {_shape_text(shape)}) has {len(shape)} dimension{'s' * (len(shape) != 1)} but "
+            f"`{row.path}` (shape {shape_text(shape)}) has {len(shape)} dimension{'s' * (len(shape) != 1)} but "
             f"{why} gives {len(spec)} spec entries ({spec_text(spec)})"
         ) from None
     try:
@@ -353,11 +99,11 @@ def _shard_shape(mesh: MeshSpec, jax_mesh: AbstractMesh, spec: PartitionSpec, ro
                 names = _entry_names(entry)
                 verb = "does" if len(names) == 1 else "do"
                 raise ValueError(
-                    f"`{row.path}` (shape {_shape_text(shape)}) cannot be split as {why} asks: its dimension "
+                    f"`{row.path}` (shape {shape_text(shape)}) cannot be split as {why} asks: its dimension "
                     f"{index} has size {shape[index]:,}, which {_axes_text(mesh, names)} {verb} not divide "
                     "evenly (JAX splits a dimension only into equal parts)"
                 ) from None
-        raise ValueError(f"`{row.path}` (shape {_shape_text(shape)}): JAX refused {why}: {err}") from None
+        raise ValueError(f"`{row.path}` (shape {shape_text(shape)}): JAX refused {why}: {err}") from None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -441,7 +187,7 @@ def _place(row: ArrayRow, mesh: MeshSpec, jax_mesh: AbstractMesh, strategy: str,
         reason = (
             "a scalar has no dimension to split"
             if not shape
-            else f"no dimension of {_shape_text(shape)} splits evenly into {mesh.num_devices:,} parts"
+            else f"no dimension of {shape_text(shape)} splits evenly into {mesh.num_devices:,} parts"
         )
         return _Placement(
             spec=spec,
@@ -537,7 +283,7 @@ def shard_values_by_shape(
         else:  # tensor: the last dimension over `model`, copied over every other axis
             part = split(shape[-1], TENSOR_AXIS) if shape else None
             if part is None:
-                path = f"an array of shape {_shape_text(shape)}"
+                path = f"an array of shape {shape_text(shape)}"
                 why = (
                     "a scalar has no last dimension to split"
                     if not shape
@@ -705,82 +451,3 @@ def compute_layout(report: ParamReport, mesh: MeshSpec, strategy: str, rules: Se
             )
         )
     return LayoutReport(mesh=mesh, strategy=strategy, rules=tuple(rules), arrays=tuple(rows))
-
-
-_INT64_MAX = 2**63 - 1
-
-
-def _ints(values: list[int]) -> Any:
-    # int64 while every count fits (always, within dcsim's limits); exact Python ints otherwise.
-    if all(-_INT64_MAX <= value <= _INT64_MAX for value in values):
-        return pd.array(values, dtype="int64")
-    return pd.array(values, dtype=object)
-
-
-def layout_frame(layout: LayoutReport) -> pd.DataFrame:
-    """One row per parameter array: path, shape, dtype, partition_spec, shard_shape,
-    values_per_shard, replication_factor, stored_values, replicated_fallback, note."""
-    rows = layout.arrays
-    return pd.DataFrame(
-        {
-            "path": [row.path for row in rows],
-            "shape": [_shape_text(row.shape) for row in rows],
-            "dtype": [row.dtype for row in rows],
-            "partition_spec": [row.partition_spec for row in rows],
-            "shard_shape": [_shape_text(row.shard_shape) for row in rows],
-            "values_per_shard": _ints([row.values_per_shard for row in rows]),
-            "replication_factor": _ints([row.replication_factor for row in rows]),
-            "stored_values": _ints([row.stored_values for row in rows]),
-            "replicated_fallback": [row.replicated_fallback for row in rows],
-            "note": [row.note for row in rows],
-        }
-    )
-
-
-def _number(value: Fraction | None) -> tuple[float | None, str | None]:
-    return (None, None) if value is None else (float(value), str(value))
-
-
-def layout_record(layout: LayoutReport) -> dict[str, Any]:
-    """The layout as one JSON-ready object. Exact fractions come as a float plus an exact string
-    (``ideal_share`` and ``ideal_share_fraction``), as ``dcsim.report.tables.count_record`` does."""
-    share = layout.ideal_share
-    gap, gap_fraction = _number(layout.gap)
-    ratio, ratio_fraction = _number(layout.gap_ratio)
-    replication, replication_fraction = _number(layout.replication_factor)
-    return {
-        "mesh": [{"name": name, "size": size} for name, size in layout.mesh.axes],
-        "mesh_text": layout.mesh.text,
-        "strategy": layout.strategy,
-        "rules": [rule.text for rule in layout.rules],
-        "num_devices": layout.num_devices,
-        "total_params": layout.total_params,
-        "ideal_share": share.value,
-        "ideal_share_fraction": share.fraction,
-        "values_per_device": layout.values_per_device,
-        "raw_float32_bytes_per_device": layout.raw_float32_bytes_per_device,
-        "total_stored_values": layout.total_stored_values,
-        "replication_factor": replication,
-        "replication_factor_fraction": replication_fraction,
-        "gap_values": gap,
-        "gap_values_fraction": gap_fraction,
-        "gap_ratio": ratio,
-        "gap_ratio_fraction": ratio_fraction,
-        "num_replicated_fallbacks": layout.num_replicated_fallbacks,
-        "replicas_note": REPLICAS_NOT_ON_DISK,
-        "arrays": [
-            {
-                "path": row.path,
-                "shape": list(row.shape),
-                "dtype": row.dtype,
-                "partition_spec": row.partition_spec,
-                "shard_shape": list(row.shard_shape),
-                "values_per_shard": row.values_per_shard,
-                "replication_factor": row.replication_factor,
-                "stored_values": row.stored_values,
-                "replicated_fallback": row.replicated_fallback,
-                "note": row.note,
-            }
-            for row in layout.arrays
-        ],
-    }

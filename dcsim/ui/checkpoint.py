@@ -24,15 +24,15 @@ from dcsim.checkpoint.measurement import (
     CheckpointBusy,
     CheckpointFailed,
     CheckpointPlan,
-    CheckpointReport,
     CheckpointTimeout,
     MeasurementOptions,
 )
-from dcsim.checkpoint.multiprocess import MultiprocessPlan, MultiprocessReport
+from dcsim.checkpoint.multiprocess import MultiprocessPlan
+from dcsim.checkpoint.results import CheckpointReport, MultiprocessReport
 from dcsim.inputs import show
 from dcsim.model.config import ModelConfig
 from dcsim.report import units
-from dcsim.sharding.layout import MeshSpec, parse_mesh
+from dcsim.sharding.meshes import MeshSpec, parse_mesh
 from dcsim.ui import frame
 
 # The strategies that need no rules and no particular axis names.
@@ -338,7 +338,7 @@ def shown_table(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
 
 
 def sweep_side_by_side(sweep: pd.DataFrame) -> pd.DataFrame:
-    """``dcsim.checkpoint.multiprocess.sweep_frame`` turned on its side: one row per figure, one column per
+    """``dcsim.checkpoint.records.sweep_frame`` turned on its side: one row per figure, one column per
     process count, so three runs read side by side on any screen."""
     columns = {f"{count} process{'es' * (count != 1)}": index for index, count in enumerate(sweep["num_processes"])}
     figures = [name for name in sweep.columns if name != "num_processes"]

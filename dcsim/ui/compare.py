@@ -1,9 +1,9 @@
 """The Compare page's comparison: kept in the session, mirrored in the URL, changed by actions.
 
 Like the configuration (``dcsim.ui.state``), the comparison starts from the link on the page's
-first run in a session (``dcsim.compare.decode``, which never raises) and then lives in
+first run in a session (``dcsim.links.comparisons.decode``, which never raises) and then lives in
 ``st.session_state``; every run writes it back into the URL through the page's settings, unless
-the query string would pass ``compare.MAX_LINK_CHARS``, in which case the page says so and offers
+the query string would pass ``comparisons.MAX_LINK_CHARS``, in which case the page says so and offers
 the JSON instead. Actions (add, duplicate, rename, remove, baseline, budget, import) are button
 callbacks: each validates through ``dcsim.compare`` and leaves one message for the next run.
 """
@@ -17,6 +17,7 @@ import streamlit as st
 
 from dcsim import compare
 from dcsim.compare import Comparison, Scenario
+from dcsim.links import comparisons
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport
 from dcsim.sharding import budget
@@ -33,7 +34,7 @@ MAX_CACHED_ANSWERS = 64
 def comparison() -> Comparison:
     """The session's comparison: the link's on the page's first run, the last valid one after."""
     if COMPARISON not in st.session_state:
-        decoded = compare.decode({key: st.query_params.get_all(key) for key in st.query_params})
+        decoded = comparisons.decode({key: st.query_params.get_all(key) for key in st.query_params})
         st.session_state[COMPARISON] = decoded.comparison
         st.session_state[PROBLEMS] = decoded.problems
         st.session_state[GENERATION] = 0
@@ -176,13 +177,15 @@ def answers(current: Comparison) -> list[budget.Answer]:
 def publish(current: Comparison) -> tuple[str, bool]:
     """Put the comparison in the page's settings when the whole query string stays within the
     link ceiling; return that query string and whether it fits."""
-    params = compare.encode(current)
+    params = comparisons.encode(current)
     config_params = state.wanted_query()
     query = urlencode({**config_params, **params}, doseq=True)
-    fits = compare.fits_in_link(query)
+    fits = comparisons.fits_in_link(query)
     if not fits:  # the budget and the version still travel; the scenarios go by JSON
         params = {
-            key: value for key, value in params.items() if key not in (compare.SCENARIO_KEY, compare.BASELINE_KEY)
+            key: value
+            for key, value in params.items()
+            if key not in (comparisons.SCENARIO_KEY, comparisons.BASELINE_KEY)
         }
     state.set_page_params(params)
     return query, fits

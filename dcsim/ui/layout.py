@@ -23,8 +23,8 @@ import streamlit as st
 from dcsim.inputs import show
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport
-from dcsim.report import charts, units
-from dcsim.sharding import layout
+from dcsim.report import layout_charts, units
+from dcsim.sharding import layout, meshes
 from dcsim.sharding.layout import LayoutReport
 from dcsim.ui import cache
 
@@ -60,17 +60,17 @@ def rule_lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def parse_rules_text(text: str) -> tuple[layout.Rule, ...]:
+def parse_rules_text(text: str) -> tuple[meshes.Rule, ...]:
     """Rules from text with one ``PATTERN=SPEC`` a line; raises ValueError naming what is wrong."""
     if len(text) > MAX_RULES_TEXT:
         raise ValueError(f"the rules may be at most {MAX_RULES_TEXT:,} characters in all, got {len(text):,}")
-    rules = layout.parse_rules(rule_lines(text))
+    rules = meshes.parse_rules(rule_lines(text))
     if not rules:
         raise ValueError("the custom strategy needs at least one PATTERN=SPEC rule, e.g. */kernel=None,model")
     return rules
 
 
-def rules_text(rules: tuple[layout.Rule, ...]) -> str:
+def rules_text(rules: tuple[meshes.Rule, ...]) -> str:
     """Rules as the text area and the link hold them: one ``PATTERN=SPEC`` a line."""
     return RULES_SEPARATOR.join(rule.text for rule in rules)
 
@@ -99,7 +99,7 @@ class Outcome:
     placed: LayoutReport | None = None
 
 
-def lay_out(report: ParamReport, mesh: layout.MeshSpec, strategy: str, rules: tuple[layout.Rule, ...] = ()) -> Outcome:
+def lay_out(report: ParamReport, mesh: meshes.MeshSpec, strategy: str, rules: tuple[meshes.Rule, ...] = ()) -> Outcome:
     """``compute_layout``, with a refusal kept as an Outcome instead of raised."""
     try:
         return Outcome(layout=layout.compute_layout(report, mesh, strategy, rules))
@@ -115,11 +115,11 @@ def lay_out(report: ParamReport, mesh: layout.MeshSpec, strategy: str, rules: tu
 @st.cache_data(max_entries=MAX_CACHED_LAYOUTS, show_spinner=False)
 def _cached_layout(config_json: str, mesh_text: str, strategy: str, rules: str) -> Outcome:
     report = cache.count(ModelConfig.from_json(config_json))
-    return lay_out(report, layout.parse_mesh(mesh_text), strategy, parse_rules_text(rules) if rules else ())
+    return lay_out(report, meshes.parse_mesh(mesh_text), strategy, parse_rules_text(rules) if rules else ())
 
 
 def cached_layout(
-    config: ModelConfig, mesh: layout.MeshSpec, strategy: str, rules: tuple[layout.Rule, ...] = ()
+    config: ModelConfig, mesh: meshes.MeshSpec, strategy: str, rules: tuple[meshes.Rule, ...] = ()
 ) -> Outcome:
     """``lay_out`` of the configuration, cached per (configuration, mesh, strategy, rules) text."""
     return _cached_layout(
@@ -187,7 +187,7 @@ def array_table(report: ParamReport, outcome: Outcome) -> pd.DataFrame:
     return frame
 
 
-def strategy_frame(config: ModelConfig, mesh: layout.MeshSpec, rules: tuple[layout.Rule, ...]) -> pd.DataFrame:
+def strategy_frame(config: ModelConfig, mesh: meshes.MeshSpec, rules: tuple[meshes.Rule, ...]) -> pd.DataFrame:
     """Values per device of every strategy on this mesh (custom only with rules), beside the
     ideal share: strategy, values_per_device (None when refused), values_text, ideal_share,
     ideal_share_text, status (the refusal, or ``ok``)."""
@@ -224,13 +224,13 @@ def sweep_frame(report: ParamReport) -> pd.DataFrame:
         records.append(
             {
                 "devices": devices,
-                "series": charts.IDEAL_SERIES,
+                "series": layout_charts.IDEAL_SERIES,
                 "values_per_device": float(share),
                 "values_text": units.share(share),
             }
         )
         for strategy, axis in SWEEP_MESHES:
-            outcome = lay_out(report, layout.MeshSpec(((axis, devices),)), strategy)
+            outcome = lay_out(report, meshes.MeshSpec(((axis, devices),)), strategy)
             if outcome.layout is None:
                 continue
             values = outcome.layout.values_per_device
@@ -255,7 +255,7 @@ def cached_sweep(config: ModelConfig) -> pd.DataFrame:
     return _cached_sweep(config.architecture().to_json())
 
 
-def mesh_frame(mesh: layout.MeshSpec) -> pd.DataFrame:
+def mesh_frame(mesh: meshes.MeshSpec) -> pd.DataFrame:
     """The mesh's axes as a readable table: axis, size (text with separators)."""
     return pd.DataFrame({"axis": list(mesh.names), "size": [units.count(size) for size in mesh.sizes]})
 

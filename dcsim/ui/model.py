@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dcsim.model import presets
+from dcsim.model import presets, schemas
 from dcsim.model.config import FIELD_LIMITS, MAX_LAYERS, DenseLayer, ModelConfig
 from dcsim.ui import frame, state, widgets
 
@@ -123,7 +123,7 @@ def _model_fields(config: ModelConfig, choice: str) -> dict[str, Any]:
         raise ValueError(error)
     family = base.family
     assert family is not None
-    overrides = tuple(sorted(presets.overrides_from(family, presets.base_hparams(base), values).items()))
+    overrides = tuple(sorted(schemas.overrides_from(family, presets.base_hparams(base), values).items()))
     origin = base.origin
     if origin is not None and overrides != base.overrides:
         origin = dataclasses.replace(origin, edited=True)
@@ -277,7 +277,7 @@ def _hparam_values(base: ModelConfig) -> tuple[dict[str, Any], str | None]:
     prefix, current = _form_prefix(base), presets.resolved_hparams(base)
     values: dict[str, Any] = {}
     error = None
-    for spec in presets.schema(family):
+    for spec in schemas.schema(family):
         raw = st.session_state.get(_hparam_key(prefix, spec.name), _widget_value(spec, current[spec.name]))
         try:
             values[spec.name] = _parsed(spec, raw)
@@ -286,7 +286,7 @@ def _hparam_values(base: ModelConfig) -> tuple[dict[str, Any], str | None]:
             error = error or str(err)
     if error is None:
         try:
-            presets.check_hparams(family, values)
+            schemas.check_hparams(family, values)
         except ValueError as err:
             error = str(err)
     return values, error
@@ -296,17 +296,17 @@ def hparam_form(base: ModelConfig) -> None:
     """One widget per hyperparameter of ``base``'s family that changes its count, seeded from it.
 
     A derived value (``ffn_dim`` from ``d_model``, tied ``num_kv_heads`` from ``num_heads``)
-    follows its source until the person sets it (``presets.follow``, in the widgets' callback).
+    follows its source until the person sets it (``schemas.follow``, in the widgets' callback).
     """
     family = base.family
     assert family is not None
     prefix, current = _form_prefix(base), presets.resolved_hparams(base)
-    specs = presets.schema(family)
+    specs = schemas.schema(family)
     for spec in specs:
         state.seed_widget(prefix + spec.name, _widget_value(spec, current[spec.name]))
     values, _ = _hparam_values(base)
     st.session_state.setdefault(_FORM_VALUES, {})[prefix] = values
-    shown = presets.applicable(family, values)
+    shown = schemas.applicable(family, values)
     columns = st.columns(3)
     for index, spec in enumerate(spec for spec in specs if spec.name in shown):
         with columns[index % 3]:
@@ -321,35 +321,35 @@ def _hparam_edited(family: str, prefix: str, name: str) -> None:
 
 
 def _follow(family: str, prefix: str, name: str) -> None:
-    """After ``name`` was edited, move the values that derive from it (``presets.follow``)."""
+    """After ``name`` was edited, move the values that derive from it (``schemas.follow``)."""
     pinned = st.session_state.setdefault(_PINNED, {}).setdefault(prefix, set())
     pinned.add(name)
     before: Mapping[str, Any] | None = st.session_state.get(_FORM_VALUES, {}).get(prefix)
     if before is None:
         return
-    spec = presets.hparam(family, name, family)
+    spec = schemas.hparam(family, name, family)
     try:
         after = {**before, name: _parsed(spec, st.session_state[_hparam_key(prefix, name)])}
     except (TypeError, ValueError):
         return
-    for moved, value in presets.follow(family, before, after, pinned).items():
+    for moved, value in schemas.follow(family, before, after, pinned).items():
         if value != after[moved]:
-            st.session_state[_hparam_key(prefix, moved)] = _widget_value(presets.hparam(family, moved, family), value)
+            st.session_state[_hparam_key(prefix, moved)] = _widget_value(schemas.hparam(family, moved, family), value)
 
 
 def _hparam_key(prefix: str, name: str) -> str:
     return state.WIDGET_PREFIX + prefix + name
 
 
-def _parsed(spec: presets.HParam, value: Any) -> Any:
+def _parsed(spec: schemas.HParam, value: Any) -> Any:
     return spec.parse(value) if spec.kind == "ints" else spec.check(value)
 
 
-def _widget_value(spec: presets.HParam, value: Any) -> Any:
+def _widget_value(spec: schemas.HParam, value: Any) -> Any:
     return ",".join(str(entry) for entry in value) if spec.kind == "ints" else value
 
 
-def _hparam_widget(spec: presets.HParam, key: str, **callback: Any) -> Any:
+def _hparam_widget(spec: schemas.HParam, key: str, **callback: Any) -> Any:
     label = spec.name
     if spec.kind == "int":
         return st.number_input(
@@ -409,7 +409,7 @@ def form(config: ModelConfig) -> None:
     else:
         base = _family_base(config, choice)
         assert base.family is not None  # a preset's or an opened file's model: a family's
-        shown = len(presets.applicable(base.family, presets.resolved_hparams(base)))
+        shown = len(schemas.applicable(base.family, presets.resolved_hparams(base)))
         title = frame.plain(presets.model_title(base))
         if box := widgets.opened(f"{title}: edit its {shown} hyperparameters", EDIT_HPARAMS):
             with box:

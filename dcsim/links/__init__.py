@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from dcsim.inputs import show
-from dcsim.model import presets
+from dcsim.model import presets, schemas
 from dcsim.model.config import (
     MAX_LAYERS,
     MAX_MODEL_TYPE_CHARS,
@@ -147,7 +147,7 @@ def _decode_origin(params: Mapping[str, Sequence[str]], problems: list[str]) -> 
     model_type or name is replaced (``unknown``, the model_type), each with a sentence."""
     try:
         family = single(params, FAMILY_KEY, MAX_SCALAR_CHARS)
-        presets.schema(family)
+        schemas.schema(family)
     except (TypeError, ValueError) as err:
         problems.append(f"Link: `{FAMILY_KEY}`: {err}.")
         return None
@@ -206,12 +206,12 @@ def _decode_model(params: Mapping[str, Sequence[str]], config: ModelConfig, prob
             )
             return config
         config = dataclasses.replace(config, origin=origin, overrides=())
-        family, base, whose = origin.family, presets.family_defaults(origin.family), origin.title
+        family, base, whose = origin.family, schemas.family_defaults(origin.family), origin.title
     else:
         if names:
             problems.append("Link: hyperparameters (`h.…`) were given without a `preset`; ignoring them.")
         return config
-    valid = {spec.name for spec in presets.schema(family)}
+    valid = {spec.name for spec in schemas.schema(family)}
     unknown = [name for name in names if name not in valid]
     if unknown:
         named = ", ".join(show(name) for name in unknown[:_MAX_NAMED])
@@ -233,7 +233,7 @@ def _decode_model(params: Mapping[str, Sequence[str]], config: ModelConfig, prob
     for name in (name for name in names if name in valid):
         key = HPARAM_PREFIX + name
         try:
-            parsed[name] = presets.hparam(family, name, whose).parse(single(params, key, MAX_SCALAR_CHARS * 4))
+            parsed[name] = schemas.hparam(family, name, whose).parse(single(params, key, MAX_SCALAR_CHARS * 4))
         except (TypeError, ValueError) as err:
             refused[name] = err
     # The values are checked together (heads must divide d_model...), so a link that changes two

@@ -1,0 +1,260 @@
+"""What the front ends show of a checkpoint measurement: why its size differs from the raw payload
+(read off the measurement itself), its JSON record, and its tables, for one process and for a group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from dcsim.checkpoint.results import CheckpointReport, FileGroup, MultiprocessReport, file_place, file_process
+from dcsim.report import units
+
+MULTIHOST_NOTE = (
+    "What this means for a real multi-host save: each host writes only the shards its devices hold, "
+    "into its own ocdbt.process_N folder, at the same time as the others, and process 0 commits the "
+    "checkpoint once every host has finished; the files follow the processes, not the device shards. "
+    "What it cannot show: the network and storage bandwidth of a real cluster. Here every process "
+    "runs on this one machine, shares its disk and its CPU cores (more processes than cores compete "
+    "for the same CPUs), and talks to the others over loopback, so save times here show the "
+    "coordination cost, not how a cluster's save would scale."
+)
+
+
+def explain(report: CheckpointReport) -> tuple[str, ...]:
+    """Why the checkpoint's size differs from the raw payload, each reason read off this measurement."""
+    groups = {group.kind: group for group in report.file_groups}
+    data = groups.get("array data", FileGroup(kind="array data", num_files=0, num_bytes=0))
+    rest = report.disk_bytes - data.num_bytes
+    lines = [
+        f"Compression: the array data files hold {data.num_bytes:,} bytes for a raw payload of "
+        f"{report.raw_payload_bytes:,} ({_percent(data.num_bytes, report.raw_payload_bytes)}); Orbax's OCDBT "
+        "format compresses chunks (zstd), and freshly initialised random values compress little.",
+        f"Metadata: {report.num_files - data.num_files} more files ({rest:,} bytes) describe the tree, dtypes "
+        "and shardings, index the data and mark the save as committed.",
+        f"File layout: the {report.num_devices} device(s) held {report.num_device_shards} array shards; "
+        f"the checkpoint wrote {report.num_files} files, {data.num_files} of them array data: OCDBT packs chunks "
+        "into a few files per process, not one file per device shard.",
+    ]
+    if report.device_bytes > report.raw_payload_bytes:
+        lines.append(
+            f"Replicas: the devices held {report.device_bytes:,} bytes together, "
+            f"{report.device_bytes / report.raw_payload_bytes:.2f}x the payload, because the {report.strategy} "
+            "layout keeps some values on several devices; the checkpoint writes each value once."
+        )
+    if report.dtype != "float32":
+        lines.append(
+            f"Storage dtype: saved as {report.dtype}, {report.raw_payload_bytes:,} raw bytes against "
+            f"{report.raw_float32_bytes:,} in float32."
+        )
+    return tuple(lines)
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}% of it" if whole else "no payload"
+
+
+def checkpoint_record(report: CheckpointReport) -> dict[str, Any]:
+    """The measurement as one JSON-ready object (keys in docs/checkpoint.md)."""
+    return {
+        "total_params": report.total_params,
+        "dtype": report.dtype,
+        "strategy": report.strategy,
+        "mesh": report.mesh,
+        "num_devices": report.num_devices,
+        "partition_specs": dict(report.partition_specs),
+        "raw_payload_bytes": report.raw_payload_bytes,
+        "raw_float32_bytes": report.raw_float32_bytes,
+        "device_bytes": report.device_bytes,
+        "disk_bytes": report.disk_bytes,
+        "num_files": report.num_files,
+        "largest_file_bytes": report.largest_file_bytes,
+        "init_seconds": report.init_seconds,
+        "save_seconds": report.save_seconds,
+        "restore_seconds": report.restore_seconds,
+        "restore_verified": report.restore_verified,
+        "compilation_cache": report.compilation_cache,
+        "baseline_rss_bytes": report.baseline_rss_bytes,
+        "peak_rss_bytes": report.peak_rss_bytes,
+        "peak_rss_before_stage": dict(report.peak_rss_before_stage),
+        "file_groups": [dataclasses.asdict(group) for group in report.file_groups],
+        "files": [dataclasses.asdict(file) for file in report.files],
+        "explanation": list(explain(report)),
+        "versions": {"jax": report.jax_version, "orbax-checkpoint": report.orbax_version},
+        "config": report.config.to_dict(),
+    }
+
+
+def sizes_frame(report: CheckpointReport) -> pd.DataFrame:
+    """The measured sizes beside the raw estimates: one row per figure, in bytes."""
+    rows = [
+        ("raw_float32_bytes", report.raw_float32_bytes, "estimate: values x 4 bytes"),
+        ("raw_payload_bytes", report.raw_payload_bytes, f"estimate: values x bytes per {report.dtype} value"),
+        ("device_bytes", report.device_bytes, f"held by {report.num_devices} device(s) together, replicas included"),
+        ("disk_bytes", report.disk_bytes, f"measured: {report.num_files} files on disk"),
+        ("largest_file_bytes", report.largest_file_bytes, "measured: the largest file"),
+    ]
+    return pd.DataFrame(
+        {
+            "figure": [name for name, _, _ in rows],
+            "num_bytes": pd.array([value for _, value, _ in rows], dtype="int64"),
+            "what": [what for _, _, what in rows],
+        }
+    )
+
+
+def file_groups_frame(report: CheckpointReport) -> pd.DataFrame:
+    """The files summarised by kind: how many and how many bytes."""
+    groups = report.file_groups
+    return pd.DataFrame(
+        {
+            "kind": [group.kind for group in groups],
+            "num_files": pd.array([group.num_files for group in groups], dtype="int64"),
+            "num_bytes": pd.array([group.num_bytes for group in groups], dtype="int64"),
+        }
+    )
+
+
+def files_frame(report: CheckpointReport) -> pd.DataFrame:
+    """Every file the checkpoint wrote: path inside it, kind, size."""
+    return pd.DataFrame(
+        {
+            "path": [file.path for file in report.files],
+            "kind": [file.kind for file in report.files],
+            "num_bytes": pd.array([file.num_bytes for file in report.files], dtype="int64"),
+        }
+    )
+
+
+def processes_frame(report: MultiprocessReport) -> pd.DataFrame:
+    """One row per process: devices, bytes held, files and bytes written, times, peak memory."""
+    rows = report.processes
+    return pd.DataFrame(
+        {
+            "process": pd.array([row.process_id for row in rows], dtype="int64"),
+            "num_devices": pd.array([row.num_devices for row in rows], dtype="int64"),
+            "device_bytes": pd.array([row.device_bytes for row in rows], dtype="int64"),
+            "num_files": pd.array([row.num_files for row in rows], dtype="int64"),
+            "num_bytes": pd.array([row.num_bytes for row in rows], dtype="int64"),
+            "save_seconds": [row.save_seconds for row in rows],
+            "restore_seconds": [row.restore_seconds for row in rows],
+            "peak_rss_bytes": pd.array([row.peak_rss_bytes for row in rows], dtype="int64"),
+            "restore_verified": [row.restore_verified for row in rows],
+        }
+    )
+
+
+def file_places_frame(report: MultiprocessReport) -> pd.DataFrame:
+    """The files grouped by where they sit (each ``ocdbt.process_<id>/``, ``array_metadatas/``,
+    the top level) and by the process that wrote them."""
+    groups: dict[tuple[int, str], list[int]] = {}
+    for file in report.checkpoint.files:
+        groups.setdefault((file_process(file.path), file_place(file.path)), []).append(file.num_bytes)
+    order = {"array_metadatas/": 1, "top level": 2}  # each process's own ocdbt folder first
+    keys = sorted(groups, key=lambda key: (key[0], order.get(key[1], 0), key[1]))
+    return pd.DataFrame(
+        {
+            "process": pd.array([process for process, _ in keys], dtype="int64"),
+            "place": [place for _, place in keys],
+            "num_files": pd.array([len(groups[key]) for key in keys], dtype="int64"),
+            "num_bytes": pd.array([sum(groups[key]) for key in keys], dtype="int64"),
+        }
+    )
+
+
+def sweep_frame(reports: Sequence[MultiprocessReport]) -> pd.DataFrame:
+    """One row per process count: the group's totals and the largest per-process figures."""
+
+    def ints(values: Any) -> Any:
+        return pd.array(list(values), dtype="int64")
+
+    return pd.DataFrame(
+        {
+            "num_processes": pd.array([r.num_processes for r in reports], dtype="int64"),
+            "devices_per_process": pd.array([r.devices_per_process for r in reports], dtype="int64"),
+            "num_files": pd.array([r.checkpoint.num_files for r in reports], dtype="int64"),
+            "disk_bytes": pd.array([r.checkpoint.disk_bytes for r in reports], dtype="int64"),
+            "raw_payload_bytes": pd.array([r.checkpoint.raw_payload_bytes for r in reports], dtype="int64"),
+            "save_seconds": [r.checkpoint.save_seconds for r in reports],
+            "restore_seconds": [r.checkpoint.restore_seconds for r in reports],
+            "max_process_bytes": pd.array([max(p.num_bytes for p in r.processes) for r in reports], dtype="int64"),
+            "max_peak_rss_bytes": pd.array(
+                [max(p.peak_rss_bytes for p in r.processes) for r in reports], dtype="int64"
+            ),
+            "total_peak_rss_bytes": pd.array([r.total_peak_rss_bytes for r in reports], dtype="int64"),
+            "restore_verified": [r.checkpoint.restore_verified for r in reports],
+        }
+    )
+
+
+def sweep_processes_frame(reports: Sequence[MultiprocessReport]) -> pd.DataFrame:
+    """One row per process of every run: the run's P, the process, its bytes, memory and times."""
+    rows = [(r.num_processes, p) for r in reports for p in r.processes]
+    return pd.DataFrame(
+        {
+            "num_processes": pd.array([count for count, _ in rows], dtype="int64"),
+            "process": pd.array([p.process_id for _, p in rows], dtype="int64"),
+            "num_bytes": pd.array([p.num_bytes for _, p in rows], dtype="int64"),
+            "peak_rss_bytes": pd.array([p.peak_rss_bytes for _, p in rows], dtype="int64"),
+            "save_seconds": [p.save_seconds for _, p in rows],
+            "restore_seconds": [p.restore_seconds for _, p in rows],
+        }
+    )
+
+
+def explain_processes(report: MultiprocessReport) -> tuple[str, ...]:
+    """What the group did, read off this measurement: who wrote what, the time, the memory."""
+    places = file_places_frame(report)
+    own = places[places["place"].str.startswith("ocdbt.process_")]
+    top = places[places["place"] == "top level"]
+    heaviest = max(report.processes, key=lambda p: p.num_bytes)
+    lightest = min(report.processes, key=lambda p: p.num_bytes)
+    lines = [
+        f"Files: {len(own)} ocdbt.process_* folder(s) for {report.num_processes} process(es): each process wrote "
+        "its own (its shards' data and their index) and its own array_metadatas/process_N; process 0 also wrote "
+        f"the {int(top['num_files'].sum())} top-level files ({int(top['num_bytes'].sum()):,} bytes: tree metadata, "
+        "merged index, commit marker) once every process had finished.",
+        f"Bytes per process: process {heaviest.process_id} wrote the most ({heaviest.num_bytes:,} bytes), process "
+        f"{lightest.process_id} the least ({lightest.num_bytes:,} bytes); a process writes only shards it holds, "
+        f"and each value is written once, so the group wrote {report.checkpoint.disk_bytes:,} bytes for a raw "
+        f"payload of {report.checkpoint.raw_payload_bytes:,}, as one process would.",
+        f"Time: the group's save took {report.checkpoint.save_seconds:.2f} s from the first process starting to the "
+        f"last finishing, its restore {report.checkpoint.restore_seconds:.2f} s; {report.num_processes} process(es) "
+        f"shared this machine's {report.cpu_count} CPU core(s) (load average {report.load_average:.2f}).",
+        f"Memory: each process peaked at up to {units.bytes_exact(max(p.peak_rss_bytes for p in report.processes))}, "
+        f"{units.bytes_exact(report.total_peak_rss_bytes)} together; each pays its own interpreter, JAX and Orbax "
+        f"(about {units.bytes_exact(min(p.baseline_rss_bytes for p in report.processes))} before any work).",
+    ]
+    data = {int(row.process): int(row.num_bytes) for row in own.itertuples()}
+    split = bool(data) and max(data.values()) < 0.75 * sum(data.values())
+    if report.num_processes > 1 and report.checkpoint.strategy == "replicated" and split:
+        lines.insert(
+            2,
+            "Replicas: every process held every array whole, yet none wrote all of it: Orbax split the "
+            "writing of each replicated array among the processes holding copies ("
+            + ", ".join(f"process {process} {size:,} bytes" for process, size in sorted(data.items()))
+            + " of array data).",
+        )
+    return tuple(lines)
+
+
+def multiprocess_record(report: MultiprocessReport) -> dict[str, Any]:
+    """The group measurement as one JSON-ready object: the single-process record for the totals,
+    plus the processes, the files by place and the machine (keys in docs/checkpoint.md)."""
+    return {
+        **checkpoint_record(report.checkpoint),
+        "num_processes": report.num_processes,
+        "devices_per_process": report.devices_per_process,
+        "save_wall_seconds": report.checkpoint.save_seconds,
+        "restore_wall_seconds": report.checkpoint.restore_seconds,
+        "total_peak_rss_bytes": report.total_peak_rss_bytes,
+        "processes": [dataclasses.asdict(process) for process in report.processes],
+        "file_places": file_places_frame(report).to_dict(orient="records"),
+        "process_explanation": list(explain_processes(report)),
+        "multihost_note": MULTIHOST_NOTE,
+        "cpu_count": report.cpu_count,
+        "load_average": report.load_average,
+    }

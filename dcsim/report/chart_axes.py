@@ -1,0 +1,64 @@
+"""What every chart in ``dcsim.report`` shares: axis label expressions, log-scale ticks and bar
+baselines, and the check that a layered chart is one.
+
+The chart builders (``model_charts``, ``layout_charts``, ``compare_charts`` and
+``checkpoint_charts``) are pure functions from the tables in ``dcsim.report.tables`` and the pages'
+frames; each takes a DataFrame and returns an ``alt.Chart`` (tested on ``chart.to_dict()``), and
+pages only render them, with Streamlit's theme. Every chart has a title with its unit, tooltips
+with the exact figure, and a description that screen readers announce.
+
+On log scales bars would start at 0, which a log axis cannot draw: bars there get an explicit
+baseline at a power of ten below the smallest figure (``y2``/``x2`` datum, ``log_baseline``) and
+points or lines need none (``log_log``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import altair as alt
+
+# Counts on axes read 1.2B, not 1.2G (d3's SI prefix for 10**9 is G).
+COUNT_LABELS = "replace(format(datum.value, '~s'), 'G', 'B')"
+BYTE_LABELS = "format(datum.value, '~s') + 'B'"
+# Shares fall below 1 value on many shards: small numbers as decimals, never 500m (milli).
+SHARE_LABELS = f"datum.value >= 1000 ? {COUNT_LABELS} : format(datum.value, '~g')"
+
+
+def as_layer(chart: alt.LayerChart | alt.FacetChart) -> alt.LayerChart:
+    """A layered chart after ``.properties(...)``, typed as the ``LayerChart`` it is (Altair's
+    annotations allow a ``FacetChart`` there)."""
+    if not isinstance(chart, alt.LayerChart):
+        raise TypeError(f"expected a layered chart, got {type(chart).__name__}")
+    return chart
+
+
+def decades(low: float, high: float) -> list[float]:
+    """The powers of ten from just below ``low`` to just above ``high``: a log axis's ticks
+    (Vega-Lite's own pick, thinned for overlap, shows odd labels like 70k next to 600k)."""
+    first = math.floor(math.log10(low))
+    last = math.ceil(math.log10(high))
+    return [10.0**power for power in range(first, last + 1)]
+
+
+def log_log(x: str, x_title: str, y: str, y_title: str, figures: Sequence[float]) -> dict[str, Any]:
+    """The encodings of a log-log sweep: ``x`` (a count, log base 2) against ``y`` (values, log
+    base 10, a tick each decade of ``figures`` and labelled as counts): ``encode(**log_log(...))``."""
+    return {
+        "x": alt.X(x, scale=alt.Scale(type="log", base=2), axis=alt.Axis(title=x_title)),
+        "y": alt.Y(
+            y,
+            scale=alt.Scale(type="log"),
+            axis=alt.Axis(title=y_title, labelExpr=SHARE_LABELS, values=decades(min(figures), max(figures))),
+        ),
+    }
+
+
+def log_baseline(low: float, high: float) -> tuple[float, list[float]]:
+    """A log axis's ticks and the power of ten below ``low`` where bars start."""
+    ticks = decades(low, high)
+    if ticks[0] >= low:  # a bar starting exactly at its value would be invisible
+        ticks.insert(0, ticks[0] / 10)
+    return ticks[0], ticks

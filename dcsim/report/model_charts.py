@@ -1,0 +1,140 @@
+"""Charts of a model's size: parameters per layer and per group (the Model page), the ideal share
+across shard counts (the Shards page) and the raw payload per dtype and per layer (the Bytes page).
+
+Built from the tables in ``dcsim.report.tables`` and ``dcsim.model.breakdown``; the axes they share
+are in ``dcsim.report.chart_axes``.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from dcsim.report.chart_axes import BYTE_LABELS, COUNT_LABELS, as_layer, log_log
+
+
+def _count_axis(title: str) -> alt.Axis:
+    return alt.Axis(title=title, labelExpr=COUNT_LABELS)
+
+
+def params_by_layer(layers: pd.DataFrame, title: str = "Parameters per layer") -> alt.Chart:
+    """Parameters per layer (or module), one horizontal bar each, in model order.
+
+    ``layers`` has ``path``, ``num_params`` and ``percent_of_total`` (``tables.layers_frame``,
+    ``breakdown.depth_frame``).
+    """
+    return _count_bars(
+        layers,
+        key="path",
+        key_title="Layer",
+        title=alt.Title(title, subtitle="Values per module (count)"),
+        description="Bar chart of the number of parameters in each layer, in model order.",
+    )
+
+
+def params_by_group(groups: pd.DataFrame) -> alt.Chart:
+    """Parameters by group (embeddings, blocks, norms, head), from ``breakdown.breakdown_frame``."""
+    return _count_bars(
+        groups,
+        key="group",
+        key_title="Group",
+        title=alt.Title("Parameters by group", subtitle="Values (count)"),
+        description="Bar chart of the parameters in each group: embeddings, blocks, norms and head.",
+    )
+
+
+def _count_bars(frame: pd.DataFrame, *, key: str, key_title: str, title: alt.Title, description: str) -> alt.Chart:
+    """Horizontal bars of ``num_params`` per ``key`` in the frame's order, from zero, with the
+    exact count and the share of the total in the tooltip."""
+    data = frame.assign(params_text=frame["num_params"].map("{:,}".format))
+    return (
+        alt.Chart(data, title=title)
+        .mark_bar()
+        .encode(
+            y=alt.Y(f"{key}:N", sort=list(data[key]), title=key_title),
+            x=alt.X("num_params:Q", axis=_count_axis("Parameters (values)"), scale=alt.Scale(zero=True)),
+            tooltip=[
+                alt.Tooltip(f"{key}:N", title=key_title),
+                alt.Tooltip("params_text:N", title="Parameters"),
+                alt.Tooltip("percent_of_total:Q", title="Share of total (%)", format=".2f"),
+            ],
+        )
+        .properties(description=description)
+    )
+
+
+def share_sweep(sweep: pd.DataFrame, num_shards: int) -> alt.LayerChart:
+    """The ideal share across shard counts on log-log axes, the chosen count marked.
+
+    ``sweep`` has ``num_shards``, ``ideal_share`` (float, for position) and ``ideal_share_text``
+    (exact, for the tooltip), as ``tables.share_sweep_frame`` builds it.
+    """
+    base = alt.Chart(sweep).encode(
+        **log_log(
+            "num_shards:Q",
+            "Number of shards (log)",
+            "ideal_share:Q",
+            "Ideal share per shard (values, log)",
+            [sweep["ideal_share"].min(), sweep["ideal_share"].max()],
+        ),
+        tooltip=[
+            alt.Tooltip("num_shards:Q", title="Shards", format=","),
+            alt.Tooltip("ideal_share_text:N", title="Ideal share (exact)"),
+        ],
+    )
+    chosen = sweep[sweep["num_shards"] == num_shards]
+    marked = (
+        alt.Chart(chosen)
+        .mark_point(size=160, filled=True, color="#d1242f")
+        .encode(x="num_shards:Q", y="ideal_share:Q", tooltip=base.encoding.tooltip)
+    )
+    return as_layer(
+        alt.layer(base.mark_line(), base.mark_point(filled=True), marked).properties(
+            title=alt.Title("Ideal share per shard", subtitle=f"Total / shards, log-log; red: {num_shards:,} shards"),
+            description="Line chart of the ideal share per shard falling as the number of shards doubles.",
+        )
+    )
+
+
+def raw_bytes_by_dtype(payloads: pd.DataFrame) -> alt.Chart:
+    """The raw payload in each dtype: values x bytes per value, NOT the checkpoint size.
+
+    ``payloads`` has ``dtype`` and ``raw_bytes`` (``tables.payload_frame``) plus ``raw_bytes_text``.
+    """
+    return (
+        alt.Chart(
+            payloads,
+            title=alt.Title(
+                "Raw payload by dtype (bytes)", subtitle="Values x bytes per value; not the checkpoint size"
+            ),
+        )
+        .mark_bar()
+        .encode(
+            y=alt.Y("dtype:N", sort=list(payloads["dtype"]), title="Storage dtype"),
+            x=alt.X("raw_bytes:Q", axis=alt.Axis(title="Raw payload (bytes)", labelExpr=BYTE_LABELS)),
+            tooltip=[
+                alt.Tooltip("dtype:N", title="Dtype"),
+                alt.Tooltip("raw_bytes_text:N", title="Raw payload"),
+            ],
+        )
+        .properties(description="Bar chart of the raw payload in bytes for each storage dtype; not a checkpoint size.")
+    )
+
+
+def raw_bytes_by_layer(layer_bytes: pd.DataFrame) -> alt.Chart:
+    """Raw float32 bytes per layer, in model order (``tables.layer_bytes_frame``)."""
+    return (
+        alt.Chart(
+            layer_bytes,
+            title=alt.Title(
+                "Raw float32 payload per layer (bytes)", subtitle="4 bytes a value; not the checkpoint size"
+            ),
+        )
+        .mark_bar()
+        .encode(
+            y=alt.Y("path:N", sort=list(layer_bytes["path"]), title="Layer"),
+            x=alt.X("float32:Q", axis=alt.Axis(title="Raw float32 payload (bytes)", labelExpr=BYTE_LABELS)),
+            tooltip=[alt.Tooltip("path:N", title="Layer"), alt.Tooltip("float32_text:N", title="Raw float32")],
+        )
+        .properties(description="Bar chart of each layer's raw float32 payload in bytes; not a checkpoint size.")
+    )
