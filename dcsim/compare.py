@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from dcsim import links
-from dcsim.inputs import as_int, json_kind, load_json, reject_unknown, show
+from dcsim.inputs import as_int, check_document, json_kind, load_json, reject_unknown, show
 from dcsim.model import presets
 from dcsim.model.config import CONFIG_FORMAT, CONFIG_VERSION, MODEL_KEYS, ModelConfig
 from dcsim.model.count import ParamReport
@@ -140,20 +140,14 @@ class Comparison:
 
     @classmethod
     def from_dict(cls, data: Any) -> Comparison:
-        if not isinstance(data, dict):
-            raise TypeError(f"a comparison must be a JSON object, got {json_kind(data)}")
-        reject_unknown(data, ("format", "version", "baseline", "budget", "scenarios"), "comparison")
-        if data.get("format") != COMPARISON_FORMAT:
-            raise ValueError(
-                f"`format` must be {COMPARISON_FORMAT!r} for a dcsim comparison, got {show(data.get('format'))}"
-            )
-        if "version" in data:
-            version = as_int(data["version"], "version")
-            if version > COMPARISON_VERSION:
-                raise ValueError(
-                    f"this comparison has version {version}, newer than this dcsim reads (up to "
-                    f"{COMPARISON_VERSION}); upgrade dcsim to open it"
-                )
+        check_document(
+            data,
+            what="comparison",
+            keys=("format", "version", "baseline", "budget", "scenarios"),
+            format_name=COMPARISON_FORMAT,
+            version=COMPARISON_VERSION,
+            format_required=True,
+        )
         raw = data.get("scenarios", [])
         if not isinstance(raw, list):
             raise TypeError(f"`scenarios` must be a JSON array, got {json_kind(raw)}")

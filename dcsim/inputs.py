@@ -170,6 +170,27 @@ def reject_unknown(data: dict, valid: tuple[str, ...], where: str) -> None:
         raise ValueError(f"unknown {where} field {names}; valid fields: {', '.join(valid)}")
 
 
+def check_document(
+    data: Any, *, what: str, keys: tuple[str, ...], format_name: str, version: int, format_required: bool
+) -> dict[str, Any]:
+    """A dcsim JSON document's envelope, checked: an object of known ``keys`` whose ``format`` is
+    ``format_name`` (optional unless ``format_required``) and whose ``version``, if given, is one
+    this dcsim reads (at most ``version``). Returns ``data``; the caller checks its fields."""
+    if not isinstance(data, dict):
+        raise TypeError(f"a {what} must be a JSON object, got {json_kind(data)}")
+    reject_unknown(data, keys, what)
+    if (format_required or "format" in data) and data.get("format") != format_name:
+        raise ValueError(f"`format` must be {format_name!r} for a dcsim {what}, got {show(data.get('format'))}")
+    if "version" in data:
+        found = as_int(data["version"], "version")
+        if found > version:
+            raise ValueError(
+                f"this {what} has version {found}, newer than this dcsim reads (up to {version}); "
+                "upgrade dcsim to open it"
+            )
+    return data
+
+
 def no_duplicate_keys(what: str) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
     """A ``json.loads`` ``object_pairs_hook`` refusing a repeated key, which plain JSON parsing
     would silently resolve to the last value; ``what`` names the document in the message."""

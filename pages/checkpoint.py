@@ -292,14 +292,8 @@ if kept:
     )
 
     sizes = records.sizes_frame(result)
-    st.dataframe(
-        sizes.assign(num_bytes=sizes["num_bytes"].map(units.bytes_exact)),
-        hide_index=True,
-        column_config={
-            "figure": st.column_config.TextColumn("Figure"),
-            "num_bytes": st.column_config.TextColumn("Bytes"),
-            "what": st.column_config.TextColumn("What it is"),
-        },
+    frame.text_table(
+        sizes, {"figure": "Figure", "num_bytes": "Bytes", "what": "What it is"}, {"num_bytes": units.bytes_exact}
     )
     st.altair_chart(checkpoint_charts.checkpoint_sizes(sizes, result.dtype), width="stretch")
 
@@ -308,27 +302,17 @@ if kept:
 
     st.subheader("Files")
     groups = records.file_groups_frame(result)
-    st.dataframe(
-        groups.assign(
-            num_files=groups["num_files"].map(units.count), num_bytes=groups["num_bytes"].map(units.bytes_exact)
-        ),
-        hide_index=True,
-        column_config={
-            "kind": st.column_config.TextColumn("Kind"),
-            "num_files": st.column_config.TextColumn("Files"),
-            "num_bytes": st.column_config.TextColumn("Bytes"),
-        },
+    frame.text_table(
+        groups,
+        {"kind": "Kind", "num_files": "Files", "num_bytes": "Bytes"},
+        {"num_files": units.count, "num_bytes": units.bytes_exact},
     )
     files = records.files_frame(result)
     with st.expander(f"Every file ({result.num_files:,})"):
-        st.dataframe(
-            files.assign(num_bytes=files["num_bytes"].map(units.count)),
-            hide_index=True,
-            column_config={
-                "path": st.column_config.TextColumn("Path inside the checkpoint"),
-                "kind": st.column_config.TextColumn("Kind"),
-                "num_bytes": st.column_config.TextColumn("Bytes"),
-            },
+        frame.text_table(
+            files,
+            {"path": "Path inside the checkpoint", "kind": "Kind", "num_bytes": "Bytes"},
+            {"num_bytes": units.count},
         )
 
     sizes_csv, files_csv, record_json = st.columns(3)

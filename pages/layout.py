@@ -198,12 +198,7 @@ st.dataframe(
         "path",
         "status",
         "note",
-        "shape",
-        "partition_spec",
-        "shard_shape",
-        "values_per_shard",
-        "replication_factor",
-        "stored_values",
+        *(name for name in table.columns if name not in ("path", "status", "note")),
     ],
     column_config={
         "path": "Array",

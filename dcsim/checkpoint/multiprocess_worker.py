@@ -34,7 +34,7 @@ from dcsim.checkpoint.worker import (
     Progress,
     _files,
     _peak_rss_bytes,
-    init_and_weigh,
+    init_params,
     restore_params,
     same_tree,
     save_params,
@@ -130,7 +130,7 @@ def measure(request: dict[str, Any], progress: Any) -> dict[str, Any]:
     mesh = jax.make_mesh([size for _, size in axes], [name for name, _ in axes])
 
     stage("initialising")
-    initialised = init_and_weigh(config, dtype, mesh, request["specs"])
+    initialised = init_params(config, dtype, mesh, request["specs"])
     params, shardings = initialised.params, initialised.shardings
     # Everyone starts the save together, so the group's save time is the save, not a peer's init.
     multihost_utils.sync_global_devices("dcsim: before save")

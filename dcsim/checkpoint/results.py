@@ -52,7 +52,20 @@ class FileGroup:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class CheckpointReport:
+class RunFigures:
+    """What a measurement spent and whether it came back, as a whole run or one process of a group
+    reports it (the attributes are described where they are used)."""
+
+    init_seconds: float
+    save_seconds: float
+    restore_seconds: float
+    restore_verified: bool
+    baseline_rss_bytes: int
+    peak_rss_bytes: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CheckpointReport(RunFigures):
     """What a real Orbax checkpoint of the configured model wrote, and whether it came back.
 
     Attributes:
@@ -96,12 +109,6 @@ class CheckpointReport:
     num_files: int
     largest_file_bytes: int
     files: tuple[CheckpointFile, ...]
-    init_seconds: float
-    save_seconds: float
-    restore_seconds: float
-    restore_verified: bool
-    baseline_rss_bytes: int
-    peak_rss_bytes: int
     peak_rss_before_stage: tuple[tuple[str, int], ...]
     jax_version: str
     orbax_version: str
@@ -153,7 +160,7 @@ def file_place(path: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ProcessReport:
+class ProcessReport(RunFigures):
     """What one process of the group held, wrote and spent.
 
     Attributes:
@@ -173,12 +180,6 @@ class ProcessReport:
     device_bytes: int
     num_files: int
     num_bytes: int
-    init_seconds: float
-    save_seconds: float
-    restore_seconds: float
-    restore_verified: bool
-    baseline_rss_bytes: int
-    peak_rss_bytes: int
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

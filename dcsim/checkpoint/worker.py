@@ -176,20 +176,34 @@ def trace_init(config: ModelConfig, dtype: Any) -> TracedInit:
     return TracedInit(config.to_dict(), str(jnp.dtype(dtype)), jaxpr, params)
 
 
+class Initialised(NamedTuple):
+    """What ``init_params`` made and measured."""
+
+    params: Any
+    shardings: Any
+    init_seconds: float
+    raw_payload_bytes: int  # every value once, in the storage dtype
+    device_bytes: int  # what this process's devices hold, replicas included
+    compilation_cache: str  # hit, miss or off: see ``_cache_status``
+
+
 def init_params(
     config: ModelConfig,
     dtype: Any,
     mesh: jax.sharding.Mesh,
     specs: dict[str, list[Any]],
     traced: TracedInit | None = None,
-) -> tuple[Any, Any, str]:
-    """The model's ``params``, initialised for real in ``dtype`` and born sharded on ``mesh``.
+) -> Initialised:
+    """The model's ``params``, initialised for real in ``dtype`` and born sharded on ``mesh``, timed
+    and weighed.
 
     ``specs`` maps each parameter path (``Dense_0/kernel``) to its PartitionSpec as JSON;
     ``traced``, ``trace_init``'s result if it was traced already (for another model or dtype it is
-    traced again). Returns the parameters, their shardings (the same tree) and whether XLA's
-    compilation cache served the init program (``hit``, ``miss`` or ``off``). On a mesh that spans
-    several processes, each process materialises only the shards of its own devices.
+    traced again). Returns the parameters, their shardings (the same tree), the time the init
+    took, the raw payload (every value once), the bytes this process's devices hold (replicas
+    included) and whether XLA's compilation cache served the init program (``hit``, ``miss`` or
+    ``off``). On a mesh that spans several processes, each process materialises only the shards of
+    its own devices.
     """
     if traced is None or not traced.matches(config, dtype):
         traced = trace_init(config, dtype)
@@ -203,11 +217,16 @@ def init_params(
         return jax.tree.unflatten(tree, program(key))
 
     key = jax.random.PRNGKey(config.seed)
+    started = time.perf_counter()
     # Born sharded: each device materialises only its own shards, never a whole replica first.
     with _compilation_cache_events() as events:
         params = jax.jit(init, out_shardings=shardings)(key)
     jax.block_until_ready(params)
-    return params, shardings, _cache_status(events)
+    init_seconds = time.perf_counter() - started
+    leaves = traverse_util.flatten_dict(params).values()
+    raw_payload_bytes = sum(int(leaf.size) * leaf.dtype.itemsize for leaf in leaves)
+    device_bytes = sum(int(shard.data.nbytes) for leaf in leaves for shard in leaf.addressable_shards)
+    return Initialised(params, shardings, init_seconds, raw_payload_bytes, device_bytes, _cache_status(events))
 
 
 _CACHE_HIT = "/jax/compilation_cache/cache_hits"
@@ -235,34 +254,6 @@ def _cache_status(events: list[str]) -> str:
     if not getattr(jax.config, "jax_compilation_cache_dir", None):  # a flag JAX sets up at run time
         return "off"
     return "hit" if _CACHE_HIT in events else "miss"
-
-
-class Initialised(NamedTuple):
-    """What ``init_and_weigh`` made and measured."""
-
-    params: Any
-    shardings: Any
-    init_seconds: float
-    raw_payload_bytes: int  # every value once, in the storage dtype
-    device_bytes: int  # what this process's devices hold, replicas included
-    compilation_cache: str  # hit, miss or off: see ``_cache_status``
-
-
-def init_and_weigh(
-    config: ModelConfig,
-    dtype: Any,
-    mesh: jax.sharding.Mesh,
-    specs: dict[str, list[Any]],
-    traced: TracedInit | None = None,
-) -> Initialised:
-    """``init_params``, timed, with the raw payload and the bytes this process's devices hold."""
-    started = time.perf_counter()
-    params, shardings, compilation_cache = init_params(config, dtype, mesh, specs, traced)
-    init_seconds = time.perf_counter() - started
-    leaves = traverse_util.flatten_dict(params).values()
-    raw_payload_bytes = sum(int(leaf.size) * leaf.dtype.itemsize for leaf in leaves)
-    device_bytes = sum(int(shard.data.nbytes) for leaf in leaves for shard in leaf.addressable_shards)
-    return Initialised(params, shardings, init_seconds, raw_payload_bytes, device_bytes, compilation_cache)
 
 
 def save_params(path: Path, params: Any) -> None:
@@ -322,7 +313,7 @@ def measure(
     mesh = jax.make_mesh([size for _, size in axes], [name for name, _ in axes])
 
     stage("initialising")
-    initialised = init_and_weigh(config, dtype, mesh, request["specs"], traced)
+    initialised = init_params(config, dtype, mesh, request["specs"], traced)
     params, shardings = initialised.params, initialised.shardings
 
     folder = Path(tempfile.mkdtemp(prefix="save-", dir=workdir))

@@ -64,8 +64,7 @@ def render_checkpoint_table(report: results.CheckpointReport) -> str:
     sizes = records.sizes_frame(report)
     sizes.insert(2, "size", [units.binary_bytes(n) for n in sizes["num_bytes"]])
     lines = [
-        f"checkpoint of {units.count(report.total_params)} parameters as {report.dtype}, mesh {report.mesh} "
-        f"({report.num_devices} device(s)), strategy {report.strategy}, Orbax {report.orbax_version}",
+        _heading(report, f" ({report.num_devices} device(s))"),
         "",
         frame_text(sizes),
         "",
@@ -134,20 +133,29 @@ def _checkpoint_processes(args: argparse.Namespace) -> str:
     return render_sweep_table(reports)
 
 
-def _seconds_columns(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.assign(**{name: frame[name].map("{:.3f}".format) for name in frame.columns if "seconds" in name})
+def _for_people(frame: pd.DataFrame) -> pd.DataFrame:
+    """Seconds to the millisecond, and whether the restore was verified as yes or NO."""
+    shown = frame.assign(**{name: frame[name].map("{:.3f}".format) for name in frame.columns if "seconds" in name})
+    if "restore_verified" in shown.columns:
+        shown["restore_verified"] = shown["restore_verified"].map({True: "yes", False: "NO"})
+    return shown
+
+
+def _heading(report: results.CheckpointReport, held: str) -> str:
+    """The first line: what was measured, and how the devices were held."""
+    return (
+        f"checkpoint of {units.count(report.total_params)} parameters as {report.dtype}, mesh {report.mesh}{held}, "
+        f"strategy {report.strategy}, Orbax {report.orbax_version}"
+    )
 
 
 def render_processes_table(report: results.MultiprocessReport) -> str:
     """``checkpoint --processes P`` for people: the group's totals, each process, files by place, why."""
     totals = report.checkpoint
-    processes = _seconds_columns(records.processes_frame(report))
+    processes = _for_people(records.processes_frame(report))
     processes["peak_rss"] = [units.binary_bytes(n) for n in processes["peak_rss_bytes"]]
-    processes["restore_verified"] = processes["restore_verified"].map({True: "yes", False: "NO"})
     lines = [
-        f"checkpoint of {units.count(totals.total_params)} parameters as {totals.dtype}, mesh {totals.mesh}, "
-        f"{report.num_processes} processes x {report.devices_per_process} device(s), strategy {totals.strategy}, "
-        f"Orbax {totals.orbax_version}",
+        _heading(totals, f", {report.num_processes} processes x {report.devices_per_process} device(s)"),
         "",
         f"raw payload        {units.bytes_exact(totals.raw_payload_bytes)}",
         f"on disk            {units.bytes_exact(totals.disk_bytes)} in {units.count(totals.num_files)} files",
@@ -172,16 +180,12 @@ def render_processes_table(report: results.MultiprocessReport) -> str:
 def render_sweep_table(reports: Sequence[results.MultiprocessReport]) -> str:
     """``checkpoint --processes-sweep`` for people: one row per process count, then each run's processes."""
     first = reports[0].checkpoint
-    sweep = _seconds_columns(records.sweep_frame(reports))
-    sweep["restore_verified"] = sweep["restore_verified"].map({True: "yes", False: "NO"})
     lines = [
-        f"checkpoint of {units.count(first.total_params)} parameters as {first.dtype}, mesh {first.mesh}, "
-        f"strategy {first.strategy}, Orbax {first.orbax_version}; "
-        f"{reports[-1].cpu_count} CPU core(s), load average {reports[-1].load_average:.2f}",
+        _heading(first, "") + f"; {reports[-1].cpu_count} CPU core(s), load average {reports[-1].load_average:.2f}",
         "",
-        frame_text(sweep),
+        frame_text(_for_people(records.sweep_frame(reports))),
         "",
-        frame_text(_seconds_columns(records.sweep_processes_frame(reports))),
+        frame_text(_for_people(records.sweep_processes_frame(reports))),
         "",
         records.MULTIHOST_NOTE,
     ]

@@ -16,6 +16,7 @@ from typing import Any
 from dcsim.inputs import (
     as_bool,
     as_int,
+    check_document,
     check_text,
     json_kind,
     load_json,
@@ -263,20 +264,14 @@ class ModelConfig:
     def from_dict(cls, data: Any) -> ModelConfig:
         """Validate a parsed JSON object. Missing fields take their defaults; unknown ones are
         rejected by name."""
-        if not isinstance(data, dict):
-            raise TypeError(f"a configuration must be a JSON object, got {json_kind(data)}")
-        reject_unknown(data, _CONFIG_KEYS, "configuration")
-        if "format" in data and data["format"] != CONFIG_FORMAT:
-            raise ValueError(
-                f"`format` must be {CONFIG_FORMAT!r} for a dcsim configuration, got {show(data['format'])}"
-            )
-        if "version" in data:
-            version = as_int(data["version"], "version")
-            if version > CONFIG_VERSION:
-                raise ValueError(
-                    f"this configuration has version {version}, newer than this dcsim reads "
-                    f"(up to {CONFIG_VERSION}); upgrade dcsim to open it"
-                )
+        check_document(
+            data,
+            what="configuration",
+            keys=_CONFIG_KEYS,
+            format_name=CONFIG_FORMAT,
+            version=CONFIG_VERSION,
+            format_required=False,
+        )
         fields = {key: data[key] for key in _CONFIG_FIELDS if key in data}
         if "layers" in data:
             fields["layers"] = _layers_from_json(data["layers"])

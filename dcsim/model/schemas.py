@@ -376,33 +376,41 @@ def _divisors(number: int, up_to: int) -> str:
     return shown + (", ..." if len(found) > 12 else "")
 
 
+def _must_divide(
+    hparams: Mapping[str, Any], part: str, whole: str, why: str, options: str, *, aside: str = "", up_to: int = 0
+) -> None:
+    """Refuse a ``part`` that does not divide ``whole``: say why it must, and which values would
+    (divisors of ``whole`` up to ``up_to``, all of them by default)."""
+    size, total = hparams[part], hparams[whole]
+    if total % size:
+        raise ValueError(
+            f"`{part}` ({size:,}) must divide `{whole}` ({total:,}) {why}: change {whole} and {part} together"
+            f"{aside}; {options} that divide {total:,}: {_divisors(total, up_to or total)}"
+        )
+
+
 def check_hparams(family: str, hparams: Mapping[str, Any]) -> None:
     """Check the rules that tie hyperparameters together; raise a ``ValueError`` that says which."""
     if "num_heads" in hparams and not hparams.get("head_dim"):
-        heads, d_model = hparams["num_heads"], hparams["d_model"]
-        if d_model % heads:
-            raise ValueError(
-                f"`num_heads` ({heads:,}) must divide `d_model` ({d_model:,}) so every head gets "
-                f"d_model / num_heads features: change d_model and num_heads together"
-                + (" (or set head_dim, each head's own width)" if family == "decoder" else "")
-                + f"; head counts that divide {d_model:,}: {_divisors(d_model, MAX_HEADS)}"
-            )
+        _must_divide(
+            hparams,
+            "num_heads",
+            "d_model",
+            "so every head gets d_model / num_heads features",
+            "head counts",
+            aside=" (or set head_dim, each head's own width)" if family == "decoder" else "",
+            up_to=MAX_HEADS,
+        )
     if "num_kv_heads" in hparams:
-        heads, kv_heads = hparams["num_heads"], hparams["num_kv_heads"]
-        if heads % kv_heads:
-            raise ValueError(
-                f"`num_kv_heads` ({kv_heads:,}) must divide `num_heads` ({heads:,}) so each key/value head "
-                f"serves the same number of query heads: change num_heads and num_kv_heads together; "
-                f"key/value head counts that divide {heads:,}: {_divisors(heads, heads)}"
-            )
+        _must_divide(
+            hparams,
+            "num_kv_heads",
+            "num_heads",
+            "so each key/value head serves the same number of query heads",
+            "key/value head counts",
+        )
     if family == "vit":
-        image, patch = hparams["image_size"], hparams["patch_size"]
-        if image % patch:
-            raise ValueError(
-                f"`patch_size` ({patch:,}) must divide `image_size` ({image:,}) so the patches tile the image: "
-                f"change image_size and patch_size together; patch sizes that divide {image:,}: "
-                f"{_divisors(image, image)}"
-            )
+        _must_divide(hparams, "patch_size", "image_size", "so the patches tile the image", "patch sizes")
 
 
 def _check_defaults() -> None:

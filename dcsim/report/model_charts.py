@@ -96,45 +96,44 @@ def share_sweep(sweep: pd.DataFrame, num_shards: int) -> alt.LayerChart:
     )
 
 
+def _raw_bytes_bars(
+    frame: pd.DataFrame, *, title: str, subtitle: str, category: tuple[str, str], value: tuple[str, str, str]
+) -> alt.Chart:
+    """Horizontal bars of raw bytes, one per ``category`` (field, title) in the frame's order;
+    ``value`` is (field, axis title, field of its exact text). Titled as NOT the checkpoint size."""
+    name, name_title = category
+    field, axis_title, text_field = value
+    return (
+        alt.Chart(frame, title=alt.Title(title, subtitle=subtitle))
+        .mark_bar()
+        .encode(
+            y=alt.Y(f"{name}:N", sort=list(frame[name]), title=name_title),
+            x=alt.X(f"{field}:Q", axis=alt.Axis(title=axis_title, labelExpr=BYTE_LABELS)),
+            tooltip=[alt.Tooltip(f"{name}:N", title=name_title), alt.Tooltip(f"{text_field}:N", title=axis_title)],
+        )
+    )
+
+
 def raw_bytes_by_dtype(payloads: pd.DataFrame) -> alt.Chart:
     """The raw payload in each dtype: values x bytes per value, NOT the checkpoint size.
 
     ``payloads`` has ``dtype`` and ``raw_bytes`` (``tables.payload_frame``) plus ``raw_bytes_text``.
     """
-    return (
-        alt.Chart(
-            payloads,
-            title=alt.Title(
-                "Raw payload by dtype (bytes)", subtitle="Values x bytes per value; not the checkpoint size"
-            ),
-        )
-        .mark_bar()
-        .encode(
-            y=alt.Y("dtype:N", sort=list(payloads["dtype"]), title="Storage dtype"),
-            x=alt.X("raw_bytes:Q", axis=alt.Axis(title="Raw payload (bytes)", labelExpr=BYTE_LABELS)),
-            tooltip=[
-                alt.Tooltip("dtype:N", title="Dtype"),
-                alt.Tooltip("raw_bytes_text:N", title="Raw payload"),
-            ],
-        )
-        .properties(description="Bar chart of the raw payload in bytes for each storage dtype; not a checkpoint size.")
-    )
+    return _raw_bytes_bars(
+        payloads,
+        title="Raw payload by dtype (bytes)",
+        subtitle="Values x bytes per value; not the checkpoint size",
+        category=("dtype", "Storage dtype"),
+        value=("raw_bytes", "Raw payload (bytes)", "raw_bytes_text"),
+    ).properties(description="Bar chart of the raw payload in bytes for each storage dtype; not a checkpoint size.")
 
 
 def raw_bytes_by_layer(layer_bytes: pd.DataFrame) -> alt.Chart:
     """Raw float32 bytes per layer, in model order (``tables.layer_bytes_frame``)."""
-    return (
-        alt.Chart(
-            layer_bytes,
-            title=alt.Title(
-                "Raw float32 payload per layer (bytes)", subtitle="4 bytes a value; not the checkpoint size"
-            ),
-        )
-        .mark_bar()
-        .encode(
-            y=alt.Y("path:N", sort=list(layer_bytes["path"]), title="Layer"),
-            x=alt.X("float32:Q", axis=alt.Axis(title="Raw float32 payload (bytes)", labelExpr=BYTE_LABELS)),
-            tooltip=[alt.Tooltip("path:N", title="Layer"), alt.Tooltip("float32_text:N", title="Raw float32")],
-        )
-        .properties(description="Bar chart of each layer's raw float32 payload in bytes; not a checkpoint size.")
-    )
+    return _raw_bytes_bars(
+        layer_bytes,
+        title="Raw float32 payload per layer (bytes)",
+        subtitle="4 bytes a value; not the checkpoint size",
+        category=("path", "Layer"),
+        value=("float32", "Raw float32 payload (bytes)", "float32_text"),
+    ).properties(description="Bar chart of each layer's raw float32 payload in bytes; not a checkpoint size.")

@@ -145,16 +145,20 @@ def _check_strategy(mesh: MeshSpec, strategy: str, rules: Sequence[Rule]) -> tup
     return rules
 
 
+def _replicated(
+    mesh: MeshSpec, jax_mesh: AbstractMesh, row: ArrayRow, why: str, *, fallback: bool, note: str
+) -> _Placement:
+    """The whole array on every device (an empty PartitionSpec), chosen or fallen back to."""
+    spec = PartitionSpec()
+    return _Placement(
+        spec=spec, shard_shape=_shard_shape(mesh, jax_mesh, spec, row, why), replicated_fallback=fallback, note=note
+    )
+
+
 def _place(row: ArrayRow, mesh: MeshSpec, jax_mesh: AbstractMesh, strategy: str, rules: tuple[Rule, ...]) -> _Placement:
     shape = tuple(row.shape)
     if strategy == "replicated":
-        spec = PartitionSpec()
-        return _Placement(
-            spec=spec,
-            shard_shape=_shard_shape(mesh, jax_mesh, spec, row, "replicated"),
-            replicated_fallback=False,
-            note="replicated by the strategy",
-        )
+        return _replicated(mesh, jax_mesh, row, "replicated", fallback=False, note="replicated by the strategy")
     if strategy == "tensor":
         if not shape:
             raise ValueError(
@@ -183,30 +187,18 @@ def _place(row: ArrayRow, mesh: MeshSpec, jax_mesh: AbstractMesh, strategy: str,
                 replicated_fallback=False,
                 note=f"dimension {index} split over all {mesh.num_devices:,} devices",
             )
-        spec = PartitionSpec()
         reason = (
             "a scalar has no dimension to split"
             if not shape
             else f"no dimension of {shape_text(shape)} splits evenly into {mesh.num_devices:,} parts"
         )
-        return _Placement(
-            spec=spec,
-            shard_shape=_shard_shape(mesh, jax_mesh, spec, row, "fsdp"),
-            replicated_fallback=True,
-            note=f"replicated: {reason}",
-        )
+        return _replicated(mesh, jax_mesh, row, "fsdp", fallback=True, note=f"replicated: {reason}")
     for rule in rules:
         if rule.matches(row.path):
             spec = rule.partition_spec
             shard = _shard_shape(mesh, jax_mesh, spec, row, f"rule {show(rule.text)}")
             return _Placement(spec=spec, shard_shape=shard, replicated_fallback=False, note=f"rule {rule.text}")
-    spec = PartitionSpec()
-    return _Placement(
-        spec=spec,
-        shard_shape=_shard_shape(mesh, jax_mesh, spec, row, "replication"),
-        replicated_fallback=True,
-        note="replicated: no rule matched",
-    )
+    return _replicated(mesh, jax_mesh, row, "replication", fallback=True, note="replicated: no rule matched")
 
 
 def _placements(report: ParamReport, mesh: MeshSpec, strategy: str, rules: Sequence[Rule]) -> list[_Placement]:

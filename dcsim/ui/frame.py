@@ -7,10 +7,11 @@ Streamlit's text elements or inside code spans: never as HTML.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
+import pandas as pd
 import streamlit as st
 
 from dcsim import links
@@ -72,6 +73,19 @@ def setting_from_link(name: str, default: str, parse: Callable[[str], T], *, lim
     except (TypeError, ValueError) as err:
         st.warning(plain(f"Link: `{name}`: {err}; using {default}."), icon=LINK_ICON)
         return default, parse(default)
+
+
+def text_table(
+    data: pd.DataFrame, labels: Mapping[str, str], formats: Mapping[str, Callable[[Any], str]] | None = None
+) -> None:
+    """``st.dataframe`` of ``data``, each column of ``labels`` shown as text under its label after
+    its ``formats`` function (exact figures as people read them: ``units.bytes_exact``, ...)."""
+    shown = data.assign(**{name: data[name].map(format_value) for name, format_value in (formats or {}).items()})
+    st.dataframe(
+        shown,
+        hide_index=True,
+        column_config={name: st.column_config.TextColumn(label) for name, label in labels.items()},
+    )
 
 
 def link_problems() -> None:
