@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from hypothesis import settings
-from streamlit.testing.v1 import app_test
+from streamlit.testing.v1 import AppTest
 
 from dcsim.ui import router
 
@@ -238,7 +238,7 @@ def type_into(page, box, text: str, then: str = "Tab"):
 
 @pytest.fixture(autouse=True)
 def _apptest_runs_the_router(monkeypatch):
-    monkeypatch.setattr(app_test, "PagesManager", router.NavigationPagesManager)
+    router.route_apptest(monkeypatch)
 
 
 APP = str(ROOT / "app.py")
@@ -254,13 +254,13 @@ def open_app(
     *,
     editors: bool = True,
     timeout: float = 60,
-) -> app_test.AppTest:
+) -> AppTest:
     """Run the app in AppTest as a link opens it: ``query`` in the URL, ``page`` first (a deep link).
 
     ``editors`` opens the Model page's editors (the Dense layers, a family's hyperparameters), as a
     person does before editing; a visitor's first view has them closed (``editors=False``).
     ``timeout`` is each run's limit in seconds (AppTest's ``default_timeout``)."""
-    at = app_test.AppTest.from_file(APP, default_timeout=timeout)
+    at = AppTest.from_file(APP, default_timeout=timeout)
     for key, value in (query or {}).items():
         at.query_params[key] = value
     for key in EDITORS if editors else ():
@@ -272,7 +272,7 @@ def open_app(
     return at
 
 
-def uploader(at: app_test.AppTest):
+def uploader(at: AppTest):
     """The sidebar's file picker, its box opened first (it is drawn only while open)."""
     if not at.sidebar.get("file_uploader"):
         at.session_state["frame.upload_open"] = True
@@ -281,7 +281,7 @@ def uploader(at: app_test.AppTest):
     return at.sidebar.get("file_uploader")[0]
 
 
-def open_views(at: app_test.AppTest, *keys: str) -> app_test.AppTest:
+def open_views(at: AppTest, *keys: str) -> AppTest:
     """Open the Model page's views drawn only when open (``model.groups_open``...) and run."""
     for key in keys:
         at.session_state[key] = True

@@ -73,16 +73,18 @@ def literal_setting_names(root: Path = ROOT) -> set[str]:
 
 
 def link_codecs() -> list:
-    """Every module of dcsim that reads a link (a ``decode`` that never raises and its ``KEYS``):
-    the configuration's (``dcsim.links``) and any a page adds, such as the comparison's."""
-    import dcsim
-
-    codecs = []
-    for info in pkgutil.iter_modules(dcsim.__path__):
-        module = importlib.import_module(f"dcsim.{info.name}")
-        if callable(getattr(module, "decode", None)) and isinstance(getattr(module, "KEYS", None), tuple):
-            codecs.append(module)
-    return codecs
+    """Every link codec of dcsim (a ``decode`` that never raises and its ``KEYS``): the
+    configuration's (``dcsim.links``) and each one ``dcsim.links`` holds besides, such as the
+    comparison's (``dcsim.links.comparisons``); found, not listed, so a new one is attacked too."""
+    modules = [
+        links,
+        *(importlib.import_module(f"dcsim.links.{info.name}") for info in pkgutil.iter_modules(links.__path__)),
+    ]
+    return [
+        module
+        for module in modules
+        if callable(getattr(module, "decode", None)) and isinstance(getattr(module, "KEYS", None), tuple)
+    ]
 
 
 CODECS = link_codecs()

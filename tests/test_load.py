@@ -12,8 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from streamlit.proto.Alert_pb2 import Alert
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from conftest import CHROMIUM, _missing
 
@@ -38,8 +36,8 @@ def test_plans_differ_and_know_their_exact_answers():
     assert "input_dim=16&layers=32_10" in plans[0].query()
 
 
-def _metric(label: str, body: str) -> ForwardMsg:
-    msg = ForwardMsg()
+def _metric(label: str, body: str) -> bench_load.ForwardMsg:
+    msg = bench_load.ForwardMsg()
     msg.delta.new_element.metric.label = label
     msg.delta.new_element.metric.body = body
     return msg
@@ -56,13 +54,13 @@ def test_the_checker_flags_another_sessions_numbers_and_errors():
     assert outcome.cross_talk == [] and outcome.errors == []
     session._check(_metric("Total parameters", f"{theirs.total:,}"), metrics)
     session._check(_metric(theirs.share_label(3), theirs.share_text(3)), metrics)  # a count it never chose
-    link = ForwardMsg()
+    link = bench_load.ForwardMsg()
     link.page_info_changed.query_string = theirs.query()
     session._check(link, metrics)
     assert len(outcome.cross_talk) == 3
-    alert = ForwardMsg()
+    alert = bench_load.ForwardMsg()
     alert.delta.new_element.alert.body = "boom"
-    alert.delta.new_element.alert.format = Alert.ERROR
+    alert.delta.new_element.alert.format = bench_load.Alert.ERROR
     session._check(alert, metrics)
     assert outcome.errors == ["error alert: boom"]
 

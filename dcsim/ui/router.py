@@ -10,8 +10,9 @@ the pages in ``pages/``, and no public setting turns the old behaviour off, so:
   ``pages/shards.py`` run alone: no frame, no link handling. The page clears the switch, as
   ``st.navigation`` does, and reruns, which runs app.py and routes to the same page.
 - ``NavigationPagesManager``: AppTest resets the switch before every run, so a test would rerun
-  the page script alone after its first run; tests hand AppTest this subclass, which clears it
-  as a served app's first ``st.navigation`` does.
+  the page script alone after its first run; ``route_apptest`` hands AppTest this subclass
+  (the suite does it for every test), which clears it as a served app's first ``st.navigation``
+  does.
 
 ``tests/test_router.py`` fails loudly if a Streamlit upgrade moves or renames any of it.
 """
@@ -37,3 +38,11 @@ class NavigationPagesManager(PagesManager):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         PagesManager.uses_pages_directory = False
+
+
+def route_apptest(monkeypatch: Any) -> None:
+    """For one test (``monkeypatch`` is pytest's), make AppTest build ``NavigationPagesManager``:
+    AppTest builds its own ``PagesManager`` by that name in ``streamlit.testing.v1.app_test``."""
+    from streamlit.testing.v1 import app_test  # only tests import AppTest's module
+
+    monkeypatch.setattr(app_test, "PagesManager", NavigationPagesManager)
