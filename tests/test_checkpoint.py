@@ -489,3 +489,13 @@ def test_worker_environment_lowers_the_optimisation_level_only_if_the_caller_did
 def test_the_fault_injector_listens_to_the_workers_own_stage_event():
     """``tests/faults.py`` holds the event's name without importing the worker (it runs at start-up)."""
     assert faults._EVENT == worker.STAGE_EVENT
+
+
+@pytest.mark.parametrize(
+    "argv", [[], ["solo", "a", "b", "c"], ["single", "a", "b"], ["group", "--wait", "a", "b", "c"]], ids=repr
+)
+def test_the_child_entry_point_refuses_a_wrong_command_line_with_its_usage(argv):
+    from dcsim.checkpoint import child
+
+    with pytest.raises(SystemExit, match=r"usage: python -m dcsim.checkpoint.child \{single,group\}"):
+        child.main(argv)
