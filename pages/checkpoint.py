@@ -329,8 +329,7 @@ if kept:
 
 
 def table(frame_to_show) -> None:
-    shown, columns = checkpoint.shown_table(frame_to_show)
-    st.dataframe(shown, hide_index=True, column_config=columns)
+    frame.text_table(frame_to_show, *checkpoint.shown_columns(frame_to_show))
 
 
 if kept and kept.group is not None:

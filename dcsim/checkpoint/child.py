@@ -51,7 +51,7 @@ def _measure(
 def main(argv: list[str]) -> int:
     """Run one child; returns its exit code (0: measured, 1: failed with a message in the result)."""
     kind, rest = (argv[0], argv[1:]) if argv else ("", [])
-    waiting = kind == SINGLE and rest[:1] == [worker.WAIT_FLAG]
+    waiting = kind == SINGLE and rest[:1] == [prestart.WAIT_FLAG]
     if kind not in KINDS or len(rest) - waiting != 3:
         raise SystemExit(f"usage: python -m {MODULE} {{{','.join(KINDS)}}} [--wait] REQUEST RESULT PROGRESS")
     request_path, result_path, progress_path = (Path(arg) for arg in rest[waiting:])

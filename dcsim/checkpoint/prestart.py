@@ -34,7 +34,8 @@ from typing import Any
 from dcsim.checkpoint import workers
 
 # The child: ``python -m dcsim.checkpoint.child single --wait`` (not imported here: it imports JAX).
-CHILD_MODULE, CHILD_ARGS = "dcsim.checkpoint.child", ("single", "--wait")
+WAIT_FLAG = "--wait"
+CHILD_MODULE, CHILD_ARGS = "dcsim.checkpoint.child", ("single", WAIT_FLAG)
 # The model and dtype, shown to the waiting child ahead of the request (``Prestarted.preview``).
 PREVIEW_FILE = "preview.json"
 FOLDER_PREFIX = "dcsim-checkpoint-"

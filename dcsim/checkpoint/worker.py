@@ -354,7 +354,6 @@ def measure(
     }
 
 
-WAIT_FLAG = "--wait"
 _WAIT_POLL_SECONDS = 0.01
 
 

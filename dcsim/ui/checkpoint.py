@@ -322,12 +322,12 @@ _SHOWN: dict[str, tuple[str, Callable[[Any], str], Literal["small", "medium", "l
 }
 
 
-def shown_table(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """A ``dcsim.checkpoint.multiprocess`` frame as text every viewer reads the same (exact bytes, seconds to
-    the millisecond), with its column labels for ``st.dataframe``. Bytes in these per-process
-    tables are exact counts without the binary reading, so nine columns fit a laptop's width."""
-    shown = table.assign(**{name: table[name].map(_SHOWN[name][1]) for name in table.columns})
-    return shown, {
+def shown_columns(table: pd.DataFrame) -> tuple[dict[str, Any], dict[str, Callable[[Any], str]]]:
+    """A ``dcsim.checkpoint.records`` per-process frame's columns for ``frame.text_table``: labels
+    and widths, and formats every viewer reads the same (exact bytes, seconds to the millisecond).
+    Bytes in these tables are exact counts without the binary reading, so nine columns fit a
+    laptop's width."""
+    columns = {
         name: st.column_config.TextColumn(
             _SHOWN[name][0],
             width=_SHOWN[name][2],
@@ -335,6 +335,7 @@ def shown_table(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
         )
         for name in table.columns
     }
+    return columns, {name: _SHOWN[name][1] for name in table.columns}
 
 
 def sweep_side_by_side(sweep: pd.DataFrame) -> pd.DataFrame:

@@ -76,15 +76,21 @@ def setting_from_link(name: str, default: str, parse: Callable[[str], T], *, lim
 
 
 def text_table(
-    data: pd.DataFrame, labels: Mapping[str, str], formats: Mapping[str, Callable[[Any], str]] | None = None
+    data: pd.DataFrame,
+    columns: Mapping[str, str | Any],
+    formats: Mapping[str, Callable[[Any], str]] | None = None,
 ) -> None:
-    """``st.dataframe`` of ``data``, each column of ``labels`` shown as text under its label after
-    its ``formats`` function (exact figures as people read them: ``units.bytes_exact``, ...)."""
+    """``st.dataframe`` of ``data`` as text, after each column's ``formats`` function (exact figures
+    as people read them: ``units.bytes_exact``, ...). ``columns`` gives each column a label, or a
+    whole ``st.column_config`` when it needs a width or help."""
     shown = data.assign(**{name: data[name].map(format_value) for name, format_value in (formats or {}).items()})
     st.dataframe(
         shown,
         hide_index=True,
-        column_config={name: st.column_config.TextColumn(label) for name, label in labels.items()},
+        column_config={
+            name: st.column_config.TextColumn(column) if isinstance(column, str) else column
+            for name, column in columns.items()
+        },
     )
 
 
