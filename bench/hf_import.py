@@ -7,7 +7,7 @@ Each model's published configuration (written out here: the Hub is not reachable
 transformers saves it (``config.to_json_string()``, every field a real config.json has), and the
 model class is built under ``accelerate.init_empty_weights`` and counted with ``num_parameters()``
 after ``tie_weights()``. The files go to ``tests/data/hf/``, the counts to
-``tests/data/hf/counts.json``; ``tests/test_hf.py`` opens every file with ``dcsim.model.hf`` and requires
+``tests/data/hf/counts.json``; ``tests/test_hf.py`` opens every file with ``dcsim.hf`` and requires
 dcsim's count to equal transformers'. Prints a Markdown table; bench/README.md records a run.
 """
 
@@ -16,12 +16,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import torch
 import transformers
 from accelerate import init_empty_weights
 from hf_decoders import decoder_sizes
 from transformers import (
     BertConfig,
     BertModel,
+    DeepseekV2Config,
+    DeepseekV2ForCausalLM,
+    DeepseekV3Config,
+    DeepseekV3ForCausalLM,
+    Gemma2Config,
+    Gemma2ForCausalLM,
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
     GemmaConfig,
     GemmaForCausalLM,
     GPT2Config,
@@ -32,8 +41,20 @@ from transformers import (
     LlamaForCausalLM,
     MistralConfig,
     MistralForCausalLM,
+    MixtralConfig,
+    MixtralForCausalLM,
+    Phi3Config,
+    Phi3ForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
+    Qwen2MoeConfig,
+    Qwen2MoeForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+    Qwen3MoeConfig,
+    Qwen3MoeForCausalLM,
+    T5Config,
+    T5ForConditionalGeneration,
     ViTConfig,
     ViTForImageClassification,
 )
@@ -89,9 +110,107 @@ MODELS = {
     "gemma-7b": decoder("gemma", 256000, 3072, 28, 16, 16, 24576, 8192, head_dim=256),
     "qwen2.5-0.5b": decoder("qwen2", 151936, 896, 24, 14, 2, 4864, 32768, tie_word_embeddings=True),
     "qwen2.5-7b": decoder("qwen2", 152064, 3584, 28, 28, 4, 18944, 131072, tie_word_embeddings=False),
+    # Issue 16: Mixture-of-Experts, latent attention, Gemma 2 and 3, Qwen3, Phi-3, T5.
+    "mixtral-8x7b": published(
+        MixtralForCausalLM, MixtralConfig, **decoder_sizes(32000, 4096, 32, 32, 8, 14336, 32768), rope_theta=1e6
+    ),
+    "qwen1.5-moe-a2.7b": published(
+        Qwen2MoeForCausalLM,
+        Qwen2MoeConfig,
+        **decoder_sizes(151936, 2048, 24, 16, 16, 5632, 8192),
+        num_experts=60,
+        num_experts_per_tok=4,
+        moe_intermediate_size=1408,
+        shared_expert_intermediate_size=5632,
+    ),
+    "qwen3-0.6b": published(
+        Qwen3ForCausalLM,
+        Qwen3Config,
+        **decoder_sizes(151936, 1024, 28, 16, 8, 3072, 40960),
+        head_dim=128,
+        tie_word_embeddings=True,
+    ),
+    "qwen3-8b": published(
+        Qwen3ForCausalLM, Qwen3Config, **decoder_sizes(151936, 4096, 36, 32, 8, 12288, 40960), head_dim=128
+    ),
+    "qwen3-30b-a3b": published(
+        Qwen3MoeForCausalLM,
+        Qwen3MoeConfig,
+        **decoder_sizes(151936, 2048, 48, 32, 4, 6144, 40960),
+        head_dim=128,
+        num_experts=128,
+        num_experts_per_tok=8,
+        moe_intermediate_size=768,
+        norm_topk_prob=True,
+    ),
+    "deepseek-v2-lite": published(
+        DeepseekV2ForCausalLM,
+        DeepseekV2Config,
+        **decoder_sizes(102400, 2048, 27, 16, 16, 10944, 163840),
+        moe_intermediate_size=1408,
+        n_shared_experts=2,
+        n_routed_experts=64,
+        num_experts_per_tok=6,
+        first_k_dense_replace=1,
+        q_lora_rank=None,
+        kv_lora_rank=512,
+        qk_nope_head_dim=128,
+        qk_rope_head_dim=64,
+        v_head_dim=128,
+    ),
+    "deepseek-v3": published(
+        DeepseekV3ForCausalLM,
+        DeepseekV3Config,
+        **decoder_sizes(129280, 7168, 61, 128, 128, 18432, 163840),
+        moe_intermediate_size=2048,
+        n_shared_experts=1,
+        n_routed_experts=256,
+        num_experts_per_tok=8,
+        first_k_dense_replace=3,
+        n_group=8,
+        topk_group=4,
+        q_lora_rank=1536,
+        kv_lora_rank=512,
+        num_nextn_predict_layers=1,
+    ),
+    "gemma-2-2b": published(
+        Gemma2ForCausalLM, Gemma2Config, **decoder_sizes(256000, 2304, 26, 8, 4, 9216, 8192), head_dim=256
+    ),
+    "gemma-3-1b": published(
+        Gemma3ForCausalLM, Gemma3TextConfig, **decoder_sizes(262144, 1152, 26, 4, 1, 6912, 32768), head_dim=256
+    ),
+    "phi-3-mini-4k": published(
+        Phi3ForCausalLM, Phi3Config, **decoder_sizes(32064, 3072, 32, 32, 32, 8192, 4096), pad_token_id=32000
+    ),
+    "t5-small": published(T5ForConditionalGeneration, T5Config),
+    "flan-t5-base": published(
+        T5ForConditionalGeneration,
+        T5Config,
+        d_model=768,
+        d_ff=2048,
+        num_layers=12,
+        num_heads=12,
+        feed_forward_proj="gated-gelu",
+        tie_word_embeddings=False,
+    ),
     "bert-base-uncased": published(BertModel, BertConfig),
     "vit-base-patch16-224": published(ViTForImageClassification, ViTConfig, num_labels=1000),
 }
+
+
+UNTIED_T5 = ("flan-t5-base",)
+BARE = (
+    (MixtralForCausalLM, MixtralConfig),
+    (Qwen2MoeForCausalLM, Qwen2MoeConfig),
+    (Qwen3ForCausalLM, Qwen3Config),
+    (Qwen3MoeForCausalLM, Qwen3MoeConfig),
+    (DeepseekV2ForCausalLM, DeepseekV2Config),
+    (DeepseekV3ForCausalLM, DeepseekV3Config),
+    (Gemma2ForCausalLM, Gemma2Config),
+    (Gemma3ForCausalLM, Gemma3TextConfig),
+    (Phi3ForCausalLM, Phi3Config),
+    (T5ForConditionalGeneration, T5Config),
+)
 
 
 def main() -> None:
@@ -101,14 +220,35 @@ def main() -> None:
     print("| config.json | model_type | transformers class | num_parameters() | file bytes |")
     print("|---|---|---|---|---|")
     for name, (cls, config) in MODELS.items():
-        with init_empty_weights():
+        # The meta device too: transformers 5 allocates stacked experts with torch.empty, which
+        # init_empty_weights (a hook on registering parameters) sees only after the allocation.
+        with torch.device("meta"), init_empty_weights():
             model = cls(config)
         model.tie_weights()
         counts[name] = model.num_parameters()
         text = config.to_json_string()
+        if name in UNTIED_T5:
+            # transformers 5 always ties T5's lm_head to the shared table (configuration_t5.py: "we tie
+            # weights always and force it to be True"), but the file says untied and the published
+            # checkpoint stores its own lm_head.weight: dcsim counts that head, vocab x d_model more.
+            text = text.replace('"tie_word_embeddings": true', '"tie_word_embeddings": false')
+            counts[name] += config.vocab_size * config.d_model
         (OUT / f"{name}.json").write_text(text)
         print(f"| {name} | {config.model_type} | {cls.__name__} | {counts[name]:,} | {len(text.encode()):,} |")
     (OUT / "counts.json").write_text(json.dumps(counts, indent=2) + "\n")
+    # A bare {"model_type": ...}: every field at the configuration class's default, which is what
+    # dcsim must take for an absent field (tests/test_hf_modern.py opens each one).
+    defaults = {}
+    for cls, config_class in BARE:
+        config = config_class()
+        with torch.device("meta"), init_empty_weights():
+            model = cls(config)
+        model.tie_weights()
+        defaults[config.model_type] = model.num_parameters()
+        if config.model_type == "t5" and not config.scale_decoder_outputs:  # see UNTIED_T5
+            defaults[config.model_type] += config.vocab_size * config.d_model
+    (OUT / "defaults.json").write_text(json.dumps(defaults, indent=2) + "\n")
+    print("\nbare model_type (class defaults): " + ", ".join(f"{key} {value:,}" for key, value in defaults.items()))
 
 
 if __name__ == "__main__":

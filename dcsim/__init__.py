@@ -21,7 +21,7 @@ _EXPORTS = {
     "count_module": "dcsim.model.count",
     "count_params": "dcsim.model.count",
     "FAMILY_SCHEMAS": "dcsim.model.schemas",
-    "HParam": "dcsim.model.schemas",
+    "HParam": "dcsim.model.hparams",
     "PRESETS": "dcsim.model.presets",
     "Preset": "dcsim.model.presets",
     "IdealShare": "dcsim.sharding.shares",

@@ -9,7 +9,7 @@ from dcsim.report import layout_charts, units
 from dcsim.report.tables import layout_record
 from dcsim.sharding import payload, shares
 from dcsim.sharding.layout import REPLICAS_NOT_ON_DISK, STRATEGIES
-from dcsim.sharding.meshes import MAX_MESH_AXES, MAX_MESH_CHARS, MAX_MESH_DEVICES, MAX_RULES, Rule, parse_mesh
+from dcsim.sharding.meshes import MAX_MESH_CHARS, MAX_RULES, Rule, parse_mesh
 from dcsim.ui import cache, frame, layout, router, state, widgets
 
 router.require_router()
@@ -59,9 +59,7 @@ with mesh_col:
         key=mesh_key,
         max_chars=MAX_MESH_CHARS,
         placeholder="data=4,model=2",
-        help="Named axes of the device mesh and their sizes, e.g. `data=4,model=2` (8 devices). "
-        f"At most {MAX_MESH_AXES} axes and {MAX_MESH_DEVICES:,} devices; "
-        "the tensor strategy needs an axis named `model`.",
+        help=layout.MESH_HELP,
     )
 with strategy_col:
     strategy_key = seeded("strategy", layout.DEFAULT_STRATEGY, layout.parse_strategy, 32)
@@ -84,6 +82,9 @@ with mesh_col:
         column_config={"axis": "Axis", "size": st.column_config.TextColumn("Size")},
     )
     devices_col.metric("Devices", units.count(mesh.num_devices), help="The product of the axis sizes.")
+    experts = layout.experts_caption(report, mesh)
+    if experts:
+        st.caption(frame.plain(experts))
 
 rules: tuple[Rule, ...] = ()
 if strategy == "custom":
@@ -155,14 +156,7 @@ if laid is not None:
     )
     st.caption(f"**{REPLICAS_NOT_ON_DISK[0].upper()}{REPLICAS_NOT_ON_DISK[1:]}.**")
     if laid.num_replicated_fallbacks:
-        st.warning(
-            frame.plain(
-                f"{laid.num_replicated_fallbacks:,} of {len(laid.arrays):,} arrays could not be split as the "
-                f"{strategy} strategy asks and are replicated on every device instead; they are flagged "
-                f"“{layout.FALLBACK}” in the table below, with the reason."
-            ),
-            icon=":material/content_copy:",
-        )
+        st.warning(frame.plain(layout.fallback_warning(laid)), icon=":material/content_copy:")
 else:
     columns[2].metric("Values per device", "n/a", help="This layout is impossible: see the message above.")
     st.caption(
@@ -247,6 +241,9 @@ st.markdown(
 - **fsdp**: each array is cut along one dimension into as many equal parts as there are devices; an array
   with no such dimension stays whole everywhere (flagged).
 - **tensor**: the last dimension of each array is cut over the `model` axis and copied over every other axis.
+- **expert** (a mesh axis, e.g. `data=2,expert=8`): the stacked experts of each Mixture-of-Experts block
+  (arrays under a module named `experts`, dimension 0 = num_experts) are cut over it by every built-in
+  strategy, the rest as the strategy says; every other array treats it as one more data axis.
 - **custom**: rules such as `*/kernel=None,model`: the pattern picks arrays by path, the spec says which
   mesh axes cut each dimension.
 - A gap above 0 means replicas: the mesh stores more values than the model has.

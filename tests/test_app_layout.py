@@ -2,11 +2,15 @@
 settings that survive page switches, and no exception anywhere."""
 
 import json
+import math
 
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from conftest import open_app
+from dcsim.model.count import ArrayRow, ParamReport
+from dcsim.ui import cache
 
 LAYOUT = "pages/layout.py"
 GOLDEN = {"input_dim": "8", "layers": "8"}
@@ -290,3 +294,72 @@ def test_charts_compare_strategies_and_device_counts():
     ]
     # tensor cannot use a mesh without `model`: said beside the chart
     assert any("The tensor strategy cannot lay this model out" in shown(caption) for caption in at.caption)
+
+
+# --- an `expert` axis ------------------------------------------------------------------------------
+
+
+def test_an_expert_axis_on_a_dense_model_is_one_more_data_axis():
+    at = open_link({**GOLDEN, "mesh": "data=2,expert=2", "strategy": "fsdp"})
+    assert metrics(at)["Values per device"] == "18"  # kernel 2x8 + bias 2: split over all 4 devices
+    assert any("This model has no experts" in shown(caption) for caption in at.caption)
+    assert "`expert`" in mesh_input(at).proto.help
+    plain = open_link({**GOLDEN, "mesh": "data=4", "strategy": "fsdp"})
+    assert not any("no experts" in shown(caption) for caption in plain.caption)
+
+
+def _expert_rows():
+    """2 blocks of a dense 16x48 kernel and 8 stacked experts (gate, up 8x16x32; down 8x32x16)."""
+    rows = []
+    for block in range(2):
+        for path, shape in [("attn/qkv/kernel", (16, 48)), ("moe/experts/gate", (8, 16, 32)),
+                            ("moe/experts/up", (8, 16, 32)), ("moe/experts/down", (8, 32, 16))]:  # fmt: skip
+            full = f"block_{block}/{path}"
+            module, _, kind = full.rpartition("/")
+            rows.append(
+                ArrayRow(collection="params", path=full, module=module, kind=kind, shape=shape, dtype="float32",
+                         num_values=math.prod(shape))
+            )  # fmt: skip
+    return ParamReport(arrays=tuple(rows))
+
+
+@pytest.fixture
+def moe_model(monkeypatch):
+    """The page's model counted as a synthetic MoE model (no MoE family is relied on): the Dense stack
+    ``input_dim=7, layers=3``, which no other test opens, stands for it; the caches are emptied after."""
+    real = cache.count
+    moe = _expert_rows()
+    monkeypatch.setattr(cache, "count", lambda config: moe if config.input_dim == 7 else real(config))
+    st.cache_data.clear()
+    yield {"input_dim": "7", "layers": "3"}
+    st.cache_data.clear()
+
+
+def test_expert_rows_show_what_each_device_holds(moe_model):
+    at = open_link({**moe_model, "mesh": "data=2,expert=8", "strategy": "fsdp"})
+    assert not at.error
+    values = metrics(at)
+    # 16 devices. qkv 16x48 over all 16: 16x3 = 48; each expert array 1 expert, its 32 over data: 256;
+    # 2 x (48 + 3 x 256) = 1,632, the ideal share (2 x (768 + 3 x 4,096) = 26,112 over 16).
+    assert values["Total parameters"] == "26,112"
+    assert values["Values per device"] == "1,632"
+    assert values["Total stored values"] == "26,112"
+    table = arrays(at).set_index("path")
+    assert table.loc["block_1/moe/experts/gate", "shard_shape"] == "1x16x16"
+    assert table.loc["block_1/moe/experts/down", "partition_spec"] == "P('expert', 'data')"
+    assert table.loc["block_0/attn/qkv/kernel", "shard_shape"] == "16x3"
+    assert any("6 expert arrays" in shown(caption) for caption in at.caption)
+    replicated = open_link({**moe_model, "mesh": "data=2,expert=8", "strategy": "replicated"})
+    gate = arrays(replicated).set_index("path").loc["block_0/moe/experts/gate"]
+    assert (gate["status"], gate["shard_shape"], gate["replication_factor"]) == ("split", "1x16x32", "2")
+    assert "except num_experts (dimension 0) over `expert`" in gate["note"]
+
+
+def test_experts_the_axis_does_not_divide_are_named_on_the_page(moe_model):
+    at = open_link({**moe_model, "mesh": "expert=3", "strategy": "fsdp"})
+    error = shown(at.error[0])
+    assert "`block_0/moe/experts/gate` (shape 8x16x32)" in error
+    assert "num_experts (dimension 0) is 8, which mesh axis `expert` (size 3) does not divide evenly" in error
+    assert "an axis `expert` of size 1, 2, 4 or 8 would divide it" in error
+    statuses = list(arrays(at)["status"])
+    assert statuses.count("✖ cannot be placed") == 6 and statuses.count("split") == 2

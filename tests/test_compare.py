@@ -9,9 +9,8 @@ import hypothesis.strategies as hs
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from dcsim import compare, links
+from dcsim import compare, hf, links
 from dcsim.links import comparisons
-from dcsim.model import hf
 from dcsim.model.config import DenseLayer, ModelConfig, Origin
 from dcsim.model.count import count_params
 from dcsim.sharding import budget

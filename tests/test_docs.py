@@ -31,8 +31,8 @@ from pathlib import Path
 
 import pytest
 
+from dcsim import hf
 from dcsim.compare import Comparison
-from dcsim.model import hf
 from dcsim.model.config import ModelConfig
 
 pytestmark = pytest.mark.slow  # runs every documented command in a fresh copy of the repository

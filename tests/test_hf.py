@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import open_app, uploader
+from dcsim import hf
 from dcsim.cli import main
-from dcsim.model import hf, presets
+from dcsim.model import presets
 from dcsim.model.config import MAX_CONFIG_BYTES, ModelConfig
 from dcsim.model.count import count_params
 
@@ -146,8 +147,9 @@ def test_a_dcsim_configuration_still_opens_without_a_note():
     [
         (
             "llama-2-7b",
-            {"model_type": "qwen3"},
-            "model_type gpt2, gpt_neox, llama, mistral, gemma, qwen2, bert, vit; got 'qwen3'",
+            {"model_type": "falcon"},
+            "model_type gpt2, gpt_neox, llama, mistral, gemma, qwen2, qwen3, gemma2, gemma3_text, phi3, mixtral, "
+            "qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, t5, bert, vit; got 'falcon'",
         ),
         ("llama-2-7b", {"model_type": ["llama"]}, "got ['llama']"),
         ("llama-2-7b", {"head_dim": 0}, "`head_dim` must be an integer from 1 to 4,096, got 0"),
@@ -242,10 +244,10 @@ def test_the_cli_counts_a_hugging_face_file_and_says_what_it_opened(tmp_path, ca
 
 def test_the_cli_refuses_an_unsupported_file_in_one_line(tmp_path, capsys):
     path = tmp_path / "config.json"
-    path.write_bytes(edited("llama-2-7b", model_type="gemma2"))
+    path.write_bytes(edited("llama-2-7b", model_type="falcon"))
     assert main(["count", "--config", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "got 'gemma2', whose layers it has no family for" in err
+    assert err.count("\n") == 1 and "got 'falcon', whose layers it has no family for" in err
 
 
 def test_the_upload_box_opens_a_hugging_face_file():

@@ -10,7 +10,8 @@ from typing import Any, NoReturn
 
 import pandas as pd
 
-from dcsim.model import hf, presets, schemas
+from dcsim import hf
+from dcsim.model import presets, schemas
 from dcsim.model.config import DTYPES, ModelConfig, parse_int, parse_widths
 from dcsim.report import units
 

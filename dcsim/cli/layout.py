@@ -23,13 +23,18 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         ),
     )
     command.add_argument(
-        "--mesh", metavar="AXIS=SIZE[,AXIS=SIZE...]", required=True, help="named mesh axes, e.g. data=4,model=2"
+        "--mesh",
+        metavar="AXIS=SIZE[,AXIS=SIZE...]",
+        required=True,
+        help="named mesh axes, e.g. data=4,model=2; an axis named `expert` (e.g. data=2,expert=8) splits the "
+        "stacked experts of Mixture-of-Experts blocks and is one more data axis for every other array",
     )
     command.add_argument(
         "--strategy",
         choices=layout.STRATEGIES,
         help="replicated (default), fsdp (one dimension over all axes), tensor (last dimension over `model`), "
-        "or custom (implied by --rule)",
+        "or custom (implied by --rule); with an `expert` axis, the built-in ones also split each expert array's "
+        "experts (dimension 0) over it",
     )
     command.add_argument(
         "--rule",
@@ -75,7 +80,8 @@ def render_layout_table(layout_report: layout.LayoutReport, dtype: str = "float3
     fallbacks = layout_report.num_replicated_fallbacks
     if fallbacks:
         lines.append(f"replicated by necessity        {fallbacks:,} array{'s' * (fallbacks != 1)} (see the notes)")
-    lines += ["", f"Note: {layout.REPLICAS_NOT_ON_DISK}."]
+    experts = layout.experts_note(layout_report.mesh, layout_report.num_expert_arrays)
+    lines += ["", *([f"Experts: {experts}"] if experts else []), f"Note: {layout.REPLICAS_NOT_ON_DISK}."]
     return "\n".join(lines) + "\n"
 
 

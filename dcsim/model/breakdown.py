@@ -10,12 +10,14 @@ from __future__ import annotations
 import pandas as pd
 
 from dcsim.inputs import as_int
+from dcsim.model import presets
 from dcsim.model.config import ModelConfig
-from dcsim.model.count import ArrayRow, ParamReport
+from dcsim.model.count import ArrayRow, ParamReport, is_routed_expert
 
 GROUPS = ("embeddings", "stem", "blocks", "norms", "head", "other")
 _BLOCK_PREFIXES = ("block_", "stage_", "hidden_", "Dense_")
 _HEADS = ("lm_head", "head", "pooler")
+_STACKS = ("encoder", "decoder")
 
 # Input embedding tables and an untied output projection over the vocabulary: what Pythia (and
 # Kaplan et al.) leave out of the "non-embedding" count, because they scale with the vocabulary
@@ -30,7 +32,10 @@ def group_of(path: str) -> str:
     Everything inside a block (its norms too) is ``blocks``; ``norms`` are the norms outside
     blocks (``final_norm``, BERT's ``embed_norm``); ``stem`` is a ResNet's first convolution.
     """
-    top = path.split("/")[0]
+    parts = path.split("/")
+    if parts[0] in _STACKS and len(parts) > 1:  # T5: encoder/block_0/..., decoder/final_norm
+        parts = parts[1:]
+    top = parts[0]
     if top.startswith(_BLOCK_PREFIXES):
         return "blocks"
     if top == "embed":
@@ -132,3 +137,24 @@ def non_embedding_params(config: ModelConfig, report: ParamReport) -> int:
     output projection over the vocabulary, as Pythia reports its "non-embedding" parameters. A tied
     output layer reuses the token table, which is subtracted once."""
     return report.total_params - embedding_params(config, report)
+
+
+ACTIVE_DEFINITION = (
+    "Active per token: every parameter a token's forward pass uses. A token goes through the embeddings, "
+    "every attention layer, every dense MLP, the router and the shared experts of every MoE layer, the norms "
+    "and the output head, but through only experts_per_token of the num_experts routed experts of each MoE "
+    "layer: active = total - (num_experts - experts_per_token) x one expert's parameters, for every MoE "
+    "layer. This is what a model card's 'A2.7B' or '37B activated' means; every expert is still stored, so "
+    "memory, shards and checkpoints hold the total."
+)
+
+
+def active_params(config: ModelConfig, report: ParamReport) -> int | None:
+    """The parameters one token uses (``ACTIVE_DEFINITION``), exactly; None for a model without
+    routed experts."""
+    if config.family != "moe":
+        return None
+    hparams = presets.resolved_hparams(config)
+    experts, top_k = hparams["num_experts"], hparams["experts_per_token"]
+    idle = sum(row.num_values // experts * (experts - top_k) for row in report.arrays if is_routed_expert(row))
+    return report.total_params - idle

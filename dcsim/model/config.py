@@ -53,6 +53,23 @@ DEFAULT_DTYPE = "float32"
 MAX_NAME_CHARS = 100  # a model's name from a file: a Hub id or a class name, with room to spare
 MAX_MODEL_TYPE_CHARS = 40
 _MODEL_TYPE_TEXT = re.compile(r"[a-z0-9_]+")
+# A Hugging Face Hub id: huggingface_hub's own REPO_ID_REGEX (ASCII letters, digits, -, _ and .;
+# no - or . at either end of a part), read only after the length check below, so it cannot backtrack
+# far. 96 characters is the Hub's bound on a name; owner/name together are held to it too.
+MAX_HUB_ID_CHARS = 96
+_HUB_ID_TEXT = re.compile(r"(?:\b[\w\-.]{1,96}\b/)?\b[\w\-.]{1,96}\b", re.ASCII)
+HUB_ID_RULE = (
+    "owner/name (mistralai/Mixtral-8x7B-v0.1) or a single name (gpt2): ASCII letters, digits, '-', '_' and '.', "
+    f"at most {MAX_HUB_ID_CHARS} characters, no '--' or '..', neither part starting or ending with '-' or '.'"
+)
+# A revision: a branch, a tag (v1.0, refs/pr/1) or a 40-hex commit, as git names them, in the
+# characters such names use; it travels percent-encoded as one piece of the URL's path.
+MAX_REVISION_CHARS = 96
+_REVISION_TEXT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*", re.ASCII)
+REVISION_RULE = (
+    "a branch, tag or commit of the repository (main, v1.0, refs/pr/1, a 40-hex commit): ASCII letters, digits, "
+    f"'-', '_', '.' and '/', at most {MAX_REVISION_CHARS} characters, no '..' or '//'"
+)
 
 CONFIG_FORMAT = "dcsim.config"
 CONFIG_VERSION = 1
@@ -79,6 +96,44 @@ def parse_widths(text: str, name: str = "features", *, use_bias: bool = True) ->
     return tuple(DenseLayer(features=parse_int(width, "features", name), use_bias=use_bias) for width in widths)
 
 
+def _hub_text(value: Any, name: str, max_chars: int, rule: str, url_hint: str) -> str:
+    """The checks a Hub id and a revision share: text, not empty, bounded, no URL, no whitespace."""
+    if not isinstance(value, str):
+        raise TypeError(f"`{name}` must be text, got {type(value).__name__} {show(value)}")
+    if not value:
+        raise ValueError(f"`{name}` is empty; it must be {rule}")
+    if len(value) > max_chars:
+        raise ValueError(f"`{name}` may be at most {max_chars} characters, got {len(value):,}")
+    if "://" in value or value.lower().startswith(("huggingface.co/", "hf.co/", "www.")):
+        raise ValueError(f"`{name}` is a URL; {url_hint}; got {show(value)}")
+    if any(char.isspace() for char in value):
+        raise ValueError(f"`{name}` may not hold spaces or other whitespace, got {show(value)}")
+    return value
+
+
+def check_hub_id(value: Any, name: str = "hub_id") -> str:
+    """A Hugging Face Hub repository id (``HUB_ID_RULE``), checked before anything is asked of the
+    Hub: every refusal says what was wrong and what is allowed."""
+    hint = "give the model's Hub id, owner/name (for https://huggingface.co/google/gemma-7b, google/gemma-7b)"
+    text = _hub_text(value, name, MAX_HUB_ID_CHARS, HUB_ID_RULE, hint)
+    if text.count("/") > 1:
+        raise ValueError(f"`{name}` is owner/name or a single name, with one '/' at most; got {show(text)}")
+    if ".." in text or "--" in text:
+        raise ValueError(f"`{name}` may not hold '..' or '--', got {show(text)}")
+    if text.endswith(".git") or not _HUB_ID_TEXT.fullmatch(text):
+        raise ValueError(f"`{name}` must be {HUB_ID_RULE}; got {show(text)}")
+    return text
+
+
+def check_hub_revision(value: Any, name: str = "revision") -> str:
+    """A revision of a Hub repository (``REVISION_RULE``), checked before anything is asked of the Hub."""
+    text = _hub_text(value, name, MAX_REVISION_CHARS, REVISION_RULE, "give a branch, tag or commit (main, v1.0)")
+    odd = ".." in text or "//" in text or "/." in text or text.endswith(("/", ".", ".lock"))
+    if odd or not _REVISION_TEXT.fullmatch(text):
+        raise ValueError(f"`{name}` must be {REVISION_RULE}; got {show(text)}")
+    return text
+
+
 def check_dtype(value: Any, name: str = "dtype") -> str:
     """A storage dtype name from ``DTYPES``."""
     if not isinstance(value, str) or value not in DTYPES:
@@ -88,22 +143,29 @@ def check_dtype(value: Any, name: str = "dtype") -> str:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Origin:
-    """Where a model that is not a preset came from: a Hugging Face ``config.json``.
+    """Where a model that is not a preset came from: a Hugging Face ``config.json``, opened as a
+    file or fetched from the Hub by the model's id.
 
     Such a model is a family (``dcsim.model.schemas.FAMILIES``) with hyperparameters, shown under the
     name the file gives it, never under a preset's: a Gemma file is not "Llama 2 7B with changes".
 
     Attributes:
-      name: the file's ``_name_or_path``, else its ``architectures`` entry (``GemmaForCausalLM``).
+      name: the file's ``_name_or_path``, else its ``architectures`` entry (``GemmaForCausalLM``);
+        the Hub id for a model fetched from the Hub.
       model_type: the file's ``model_type`` (``gemma``): lower-case letters, digits and ``_``.
       family: the dcsim family that builds it (``decoder``).
       edited: whether its hyperparameters were changed after it was opened.
+      hub_id: the Hub id it was fetched by (``mistralai/Mixtral-8x7B-v0.1``), or None.
+      revision: the branch, tag or commit it was fetched at, when one was given (None: the default
+        branch); only with ``hub_id``.
     """
 
     name: str
     model_type: str
     family: str
     edited: bool = False
+    hub_id: str | None = None
+    revision: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", check_text(self.name, "name", MAX_NAME_CHARS))
@@ -116,14 +178,31 @@ class Origin:
 
         schemas.schema(self.family)
         object.__setattr__(self, "edited", as_bool(self.edited, "edited"))
+        if self.hub_id is not None:
+            check_hub_id(self.hub_id)
+        if self.revision is not None:
+            if self.hub_id is None:
+                raise ValueError("`revision` is a revision of the Hub model in `hub_id`, which is missing")
+            check_hub_revision(self.revision)
 
     @property
     def title(self) -> str:
-        """``GemmaForCausalLM (gemma, from config.json)``, with ``, edited`` once changed."""
-        return f"{self.name} ({self.model_type}, from config.json)" + (", edited" if self.edited else "")
+        """``GemmaForCausalLM (gemma, from config.json)``, or ``google/gemma-7b (gemma, from the Hub)``
+        (``at v1.0`` for a revision), with ``, edited`` once changed."""
+        where = "from config.json"
+        if self.hub_id is not None:
+            where = "from the Hub" + (f" at {self.revision}" if self.revision else "")
+        return f"{self.name} ({self.model_type}, {where})" + (", edited" if self.edited else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "model_type": self.model_type, "family": self.family, "edited": self.edited}
+        data: dict[str, Any] = {
+            "name": self.name,
+            "model_type": self.model_type,
+            "family": self.family,
+            "edited": self.edited,
+        }
+        data |= {key: getattr(self, key) for key in ("hub_id", "revision") if getattr(self, key) is not None}
+        return data
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -297,7 +376,7 @@ _DENSE_DEFAULTS = (4, (DenseLayer(features=4),))
 _CONFIG_FIELDS = ("input_dim", "batch_size", "seed", "num_shards", "dtype", "layers")
 MODEL_KEYS = (*_CONFIG_FIELDS, "preset", "origin", "overrides")  # a configuration's JSON fields, envelope aside
 _CONFIG_KEYS = ("format", "version", *MODEL_KEYS)
-_ORIGIN_KEYS = ("name", "model_type", "family", "edited")
+_ORIGIN_KEYS = ("name", "model_type", "family", "edited", "hub_id", "revision")
 _LAYER_KEYS = ("features", "use_bias")
 
 

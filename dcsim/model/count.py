@@ -21,6 +21,7 @@ from flax import traverse_util
 
 from dcsim.model import families, modules, presets
 from dcsim.model.config import ModelConfig
+from dcsim.model.layers import EXPERTS
 
 PARAMS = "params"
 
@@ -46,6 +47,12 @@ class ArrayRow:
     shape: tuple[int, ...]
     dtype: str
     num_values: int
+
+
+def is_routed_expert(row: ArrayRow) -> bool:
+    """Whether an array holds routed experts, stacked on dimension 0 (``block_3/moe/experts/gate``:
+    its module is ``dcsim.model.layers.EXPERTS``)."""
+    return row.module.rpartition("/")[2] == EXPERTS
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

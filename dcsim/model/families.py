@@ -20,6 +20,7 @@ hyperparameters, and checked against the full unrolled init by the tests.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -29,6 +30,18 @@ import jax
 import jax.numpy as jnp
 
 from dcsim.model import schemas
+from dcsim.model.layers import (
+    Attention,
+    FeedForward,
+    LatentAttention,
+    MixtureOfExperts,
+    TokenEmbeddings,
+    TransformerBlock,
+    norm,
+    output_logits,
+    sandwich,
+)
+from dcsim.model.vision import ResNet, VisionTransformer
 
 # The sequence the transformers are initialised on. Its length changes no count; it only has to fit
 # the learned position table.
@@ -36,121 +49,11 @@ INIT_SEQUENCE = 8
 IMAGE_CHANNELS = 3
 
 
-def _norm(kind: str, name: str) -> nn.Module:
-    if kind == "rmsnorm":
-        return nn.RMSNorm(name=name)
-    return nn.LayerNorm(name=name)
-
-
-class Attention(nn.Module):
-    """Multi-head attention with grouped key/value heads (``num_kv_heads`` divides ``num_heads``).
-
-    Built from ``nn.DenseGeneral`` because ``nn.MultiHeadDotProductAttention`` has no grouped KV
-    heads: ``query`` is d_model -> (num_heads, head_dim), ``key``/``value`` are d_model ->
-    (num_kv_heads, head_dim), ``out`` is (num_heads, head_dim) -> d_model.
-    """
-
-    num_heads: int
-    num_kv_heads: int
-    use_bias: bool = True
-    causal: bool = False
-    head_dim: int = 0  # 0: d_model / num_heads; Gemma's heads are wider (256 on d_model 3,072 with 16 heads)
-    qkv_bias: bool = False  # biases on query, key and value even without use_bias (Qwen2)
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        d_model = x.shape[-1]
-        head_dim = self.head_dim or d_model // self.num_heads
-        qkv_bias = self.use_bias or self.qkv_bias
-        query = nn.DenseGeneral((self.num_heads, head_dim), use_bias=qkv_bias, name="query")(x)
-        key = nn.DenseGeneral((self.num_kv_heads, head_dim), use_bias=qkv_bias, name="key")(x)
-        value = nn.DenseGeneral((self.num_kv_heads, head_dim), use_bias=qkv_bias, name="value")(x)
-        groups = self.num_heads // self.num_kv_heads
-        key, value = jnp.repeat(key, groups, axis=-2), jnp.repeat(value, groups, axis=-2)
-        logits = jnp.einsum("...qhd,...khd->...hqk", query, key) / math.sqrt(head_dim)
-        if self.causal:
-            length = x.shape[-2]
-            logits = jnp.where(jnp.tril(jnp.ones((length, length), bool)), logits, jnp.finfo(logits.dtype).min)
-        mixed = jnp.einsum("...hqk,...khd->...qhd", jax.nn.softmax(logits, axis=-1), value)
-        return nn.DenseGeneral(d_model, axis=(-2, -1), use_bias=self.use_bias, name="out")(mixed)
-
-
-class FeedForward(nn.Module):
-    """The block's MLP: ``up`` and ``down`` with GELU, or gated (SwiGLU) with ``gate`` too."""
-
-    ffn_dim: int
-    gated: bool = False
-    use_bias: bool = True
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        if self.gated:
-            gate = nn.Dense(self.ffn_dim, use_bias=self.use_bias, name="gate")(x)
-            hidden = nn.silu(gate) * nn.Dense(self.ffn_dim, use_bias=self.use_bias, name="up")(x)
-        else:
-            hidden = nn.gelu(nn.Dense(self.ffn_dim, use_bias=self.use_bias, name="up")(x))
-        return nn.Dense(x.shape[-1], use_bias=self.use_bias, name="down")(hidden)
-
-
-class TransformerBlock(nn.Module):
-    """Attention and MLP with residuals; pre-norm (GPT-2, LLaMA, ViT) or post-norm (BERT)."""
-
-    num_heads: int
-    num_kv_heads: int
-    ffn_dim: int
-    use_bias: bool = True
-    norm: str = "layernorm"
-    gated_mlp: bool = False
-    causal: bool = False
-    post_norm: bool = False
-    head_dim: int = 0
-    qkv_bias: bool = False
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        attn = Attention(
-            self.num_heads, self.num_kv_heads, self.use_bias, self.causal, self.head_dim, self.qkv_bias, name="attn"
-        )
-        mlp = FeedForward(self.ffn_dim, self.gated_mlp, self.use_bias, name="mlp")
-        if self.post_norm:
-            x = _norm(self.norm, "attn_norm")(x + attn(x))
-            return _norm(self.norm, "mlp_norm")(x + mlp(x))
-        x = x + attn(_norm(self.norm, "attn_norm")(x))
-        return x + mlp(_norm(self.norm, "mlp_norm")(x))
-
-
-class TokenEmbeddings(nn.Module):
-    """Token (and optionally position and token-type) tables: ``embed/token``, ``embed/position``,
-    ``embed/token_type``; ``attend`` gives tied output logits."""
-
-    vocab_size: int
-    d_model: int
-    max_positions: int | None = None
-    type_vocab_size: int | None = None
-
-    def setup(self) -> None:
-        self.token = nn.Embed(self.vocab_size, self.d_model)
-        if self.max_positions is not None:
-            self.position = nn.Embed(self.max_positions, self.d_model)
-        if self.type_vocab_size is not None:
-            self.token_type = nn.Embed(self.type_vocab_size, self.d_model)
-
-    def __call__(self, tokens: jax.Array, token_types: jax.Array | None = None) -> jax.Array:
-        x = self.token(tokens)
-        if self.max_positions is not None:
-            x = x + self.position(jnp.arange(tokens.shape[-1]))
-        if self.type_vocab_size is not None:
-            x = x + self.token_type(token_types)
-        return x
-
-    def attend(self, x: jax.Array) -> jax.Array:
-        return self.token.attend(x)
-
-
 class Decoder(nn.Module):
     """Decoder-only transformer: embeddings, ``block_i`` (causal, pre-norm), ``final_norm``, then
     logits through the tied token table or an untied ``lm_head`` (no bias, as in GPT-2, LLaMA and
-    GPT-NeoX)."""
+    GPT-NeoX). Gemma 2 and 3 add ``post_norms`` (and Gemma 3 ``qk_norm``), Qwen3 ``qk_norm``,
+    Phi-3 ``fused_projections``."""
 
     vocab_size: int
     d_model: int
@@ -166,6 +69,9 @@ class Decoder(nn.Module):
     gated_mlp: bool = False
     head_dim: int = 0
     qkv_bias: bool = False
+    qk_norm: bool = False
+    post_norms: bool = False
+    fused_projections: bool = False
 
     @nn.compact
     def __call__(self, tokens: jax.Array) -> jax.Array:
@@ -183,12 +89,211 @@ class Decoder(nn.Module):
                 causal=True,
                 head_dim=self.head_dim,
                 qkv_bias=self.qkv_bias,
+                qk_norm=self.qk_norm,
+                post_norms=self.post_norms,
+                fused=self.fused_projections,
                 name=f"block_{index}",
             )(x)
-        x = _norm(self.norm, "final_norm")(x)
-        if self.tied_embeddings:
-            return embed.attend(x)
-        return nn.Dense(self.vocab_size, use_bias=False, name="lm_head")(x)
+        x = norm(self.norm, "final_norm")(x)
+        return output_logits(x, embed, self.vocab_size, self.tied_embeddings)
+
+
+class MoEDecoder(nn.Module):
+    """Mixture-of-Experts decoder (Mixtral, Qwen-MoE, DeepSeek-V2 and V3): embeddings, ``block_i``
+    (pre-norm; attention, then ``moe`` or, in ``dense_layers``, a dense gated ``mlp``),
+    ``final_norm`` and the output projection. Attention is grouped-query (``attn``, optionally with
+    query/key biases or norms) or, with ``attention="mla"``, multi-head latent attention.
+
+    ``built_layers`` (empty: all) builds only those blocks, under their own names: counting traces a
+    few blocks of each kind and repeats their rows (see ``traced_hparams``).
+    """
+
+    vocab_size: int
+    d_model: int
+    num_layers: int
+    attention: str
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    qkv_bias: bool
+    qk_norm: bool
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    num_experts: int
+    experts_per_token: int
+    expert_ffn_dim: int
+    shared_ffn_dim: int
+    shared_expert_gate: bool
+    router_bias: bool
+    dense_layers: tuple[int, ...]
+    ffn_dim: int
+    tied_embeddings: bool
+    built_layers: tuple[int, ...] = ()
+
+    @nn.compact
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        embed = TokenEmbeddings(self.vocab_size, self.d_model, name="embed")
+        x = embed(tokens)
+        if self.attention == "mla":
+            attention: dict[str, Any] = {
+                "num_heads": self.num_heads,
+                "q_lora_rank": self.q_lora_rank,
+                "kv_lora_rank": self.kv_lora_rank,
+                "qk_nope_head_dim": self.qk_nope_head_dim,
+                "qk_rope_head_dim": self.qk_rope_head_dim,
+                "v_head_dim": self.v_head_dim,
+            }
+        else:
+            attention = {
+                "num_heads": self.num_heads,
+                "num_kv_heads": self.num_kv_heads,
+                "use_bias": False,
+                "causal": True,
+                "head_dim": self.head_dim,
+                "qkv_bias": self.qkv_bias,
+                "qk_norm": self.qk_norm,
+            }
+        experts = {
+            "num_experts": self.num_experts,
+            "top_k": self.experts_per_token,
+            "ffn_dim": self.expert_ffn_dim,
+            "shared_ffn_dim": self.shared_ffn_dim,
+            "shared_gate": self.shared_expert_gate,
+            "router_bias": self.router_bias,
+        }
+        for index in self.built_layers or range(self.num_layers):
+            dense = index in self.dense_layers
+            x = MoEBlock(
+                self.attention == "mla",
+                attention,
+                dense,
+                {"ffn_dim": self.ffn_dim} if dense else experts,
+                name=f"block_{index}",
+            )(x)
+        x = norm("rmsnorm", "final_norm")(x)
+        return output_logits(x, embed, self.vocab_size, self.tied_embeddings)
+
+
+class MoEBlock(nn.Module):
+    """A pre-norm RMSNorm block: ``attn`` (grouped-query, or latent when ``latent``) and ``mlp``
+    (a dense gated MLP when ``dense``) or ``moe`` (``dcsim.model.layers.MixtureOfExperts``), each
+    built from its keyword arguments."""
+
+    latent: bool
+    attention: Mapping[str, Any]
+    dense: bool
+    mlp: Mapping[str, Any]
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        attn = (LatentAttention if self.latent else Attention)(**self.attention, name="attn")
+        mlp: nn.Module
+        if self.dense:
+            mlp = FeedForward(**self.mlp, gated=True, use_bias=False, name="mlp")
+        else:
+            mlp = MixtureOfExperts(**self.mlp, name="moe")
+        return sandwich(x, attn, mlp, "rmsnorm", post_norms=False)
+
+
+class T5(nn.Module):
+    """T5 encoder-decoder: a ``shared`` token table (``embed/token``) read by both stacks,
+    ``encoder`` and ``decoder`` stacks of pre-norm RMSNorm blocks without biases (the first block
+    of each holds the ``relative_bias`` table: buckets x heads), each stack's ``final_norm``, and
+    logits through the shared table or an untied ``lm_head`` (Flan-T5)."""
+
+    vocab_size: int
+    d_model: int
+    num_layers: int
+    num_decoder_layers: int
+    num_heads: int
+    head_dim: int
+    ffn_dim: int
+    relative_buckets: int
+    gated_mlp: bool
+    tied_embeddings: bool
+
+    @nn.compact
+    def __call__(self, tokens: jax.Array, targets: jax.Array) -> jax.Array:
+        embed = TokenEmbeddings(self.vocab_size, self.d_model, name="embed")
+        stack = functools.partial(
+            T5Stack, self.num_heads, self.head_dim, self.ffn_dim, self.relative_buckets, self.gated_mlp
+        )
+        encoded = stack(self.num_layers, name="encoder")(embed(tokens))
+        x = stack(self.num_decoder_layers, decoder=True, name="decoder")(embed(targets), encoded)
+        return output_logits(x, embed, self.vocab_size, self.tied_embeddings)
+
+
+class T5Stack(nn.Module):
+    """One T5 stack: ``block_i`` with ``self_attn`` (and in the decoder ``cross_attn``) and ``mlp``,
+    each behind its RMSNorm, then ``final_norm``."""
+
+    num_heads: int
+    head_dim: int
+    ffn_dim: int
+    relative_buckets: int
+    gated_mlp: bool
+    num_layers: int
+    decoder: bool = False
+
+    @nn.compact
+    def __call__(self, x: jax.Array, encoded: jax.Array | None = None) -> jax.Array:
+        length = x.shape[-2]
+        bias = None
+        for index in range(self.num_layers):
+            x, bias = T5Block(
+                self.num_heads,
+                self.head_dim,
+                self.ffn_dim,
+                self.relative_buckets,
+                self.gated_mlp,
+                self.decoder,
+                relative=index == 0,
+                name=f"block_{index}",
+            )(x, encoded, bias if bias is not None else jnp.zeros((self.num_heads, length, length)))
+        return norm("rmsnorm", "final_norm")(x)
+
+
+class T5Block(nn.Module):
+    num_heads: int
+    head_dim: int
+    ffn_dim: int
+    relative_buckets: int
+    gated_mlp: bool
+    decoder: bool
+    relative: bool
+
+    @nn.compact
+    def __call__(self, x: jax.Array, encoded: jax.Array | None, bias: jax.Array) -> tuple[jax.Array, jax.Array]:
+        if self.relative:  # the first block computes the position bias every block of its stack adds
+            buckets = relative_buckets(x.shape[-2], self.relative_buckets, bidirectional=not self.decoder)
+            bias = nn.Embed(self.relative_buckets, self.num_heads, name="relative_bias")(buckets).transpose(2, 0, 1)
+        attention = functools.partial(Attention, self.num_heads, self.num_heads, use_bias=False, head_dim=self.head_dim)
+        x = x + attention(causal=self.decoder, name="self_attn")(norm("rmsnorm", "self_attn_norm")(x), bias=bias)
+        if self.decoder:
+            x = x + attention(name="cross_attn")(norm("rmsnorm", "cross_attn_norm")(x), encoded)
+        activation = "geglu" if self.gated_mlp else "relu"
+        mlp = FeedForward(self.ffn_dim, self.gated_mlp, use_bias=False, activation=activation, name="mlp")
+        return x + mlp(norm("rmsnorm", "mlp_norm")(x)), bias
+
+
+def relative_buckets(length: int, num_buckets: int, bidirectional: bool, max_distance: int = 128) -> jax.Array:
+    """T5's bucket of each (query, key) distance: exact for near ones, logarithmic for far ones."""
+    distance = jnp.arange(length)[None, :] - jnp.arange(length)[:, None]
+    bucket = jnp.zeros_like(distance)
+    if bidirectional:
+        num_buckets //= 2
+        bucket = bucket + (distance > 0) * num_buckets
+        distance = jnp.abs(distance)
+    else:
+        distance = -jnp.minimum(distance, 0)
+    exact = max(num_buckets // 2, 1)
+    far = exact + (
+        jnp.log(jnp.maximum(distance, 1) / exact) / math.log(max(max_distance / exact, 2)) * (num_buckets - exact)
+    ).astype(distance.dtype)
+    return bucket + jnp.where(distance < exact, distance, jnp.minimum(far, max(num_buckets - 1, 0)))
 
 
 class Bert(nn.Module):
@@ -226,121 +331,6 @@ class Bert(nn.Module):
         return x
 
 
-class PatchEmbeddings(nn.Module):
-    """ViT's input: a ``patch`` convolution (stride = patch size), a ``cls_token`` and a learned
-    ``position`` table over the patches plus the class token."""
-
-    patch_size: int
-    d_model: int
-
-    @nn.compact
-    def __call__(self, images: jax.Array) -> jax.Array:
-        size = (self.patch_size, self.patch_size)
-        x = nn.Conv(self.d_model, size, strides=size, padding="VALID", name="patch")(images)
-        x = x.reshape(x.shape[0], -1, self.d_model)
-        cls_token = self.param("cls_token", nn.initializers.zeros, (1, 1, self.d_model))
-        x = jnp.concatenate([jnp.broadcast_to(cls_token, (x.shape[0], 1, self.d_model)), x], axis=1)
-        position = self.param("position", nn.initializers.normal(0.02), (1, x.shape[1], self.d_model))
-        return x + position
-
-
-class VisionTransformer(nn.Module):
-    """ViT: patch embeddings, pre-norm ``block_i``, ``final_norm`` and a ``head`` on the class token."""
-
-    image_size: int
-    patch_size: int
-    d_model: int
-    num_layers: int
-    num_heads: int
-    ffn_dim: int
-    num_classes: int
-    use_bias: bool = True
-
-    @nn.compact
-    def __call__(self, images: jax.Array) -> jax.Array:
-        x = PatchEmbeddings(self.patch_size, self.d_model, name="embed")(images)
-        for index in range(self.num_layers):
-            x = TransformerBlock(self.num_heads, self.num_heads, self.ffn_dim, self.use_bias, name=f"block_{index}")(x)
-        x = nn.LayerNorm(name="final_norm")(x)
-        return nn.Dense(self.num_classes, name="head")(x[:, 0])
-
-
-class ResidualBlock(nn.Module):
-    """A ResNet block: basic (two 3x3 convolutions) or bottleneck (1x1, 3x3, 1x1 at 4x width),
-    BatchNorm after each convolution, and a projection shortcut (``shortcut_conv``,
-    ``shortcut_norm``) where the shape changes. The stride sits on the 3x3 convolution (v1.5)."""
-
-    features: int
-    strides: int = 1
-    bottleneck: bool = False
-
-    @nn.compact
-    def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
-        def conv(features: int, size: int, strides: int, name: str) -> nn.Module:
-            return nn.Conv(features, (size, size), strides=strides, use_bias=False, name=name)
-
-        def norm(name: str) -> nn.Module:
-            return nn.BatchNorm(use_running_average=not train, name=name)
-
-        shapes: tuple[tuple[int, int, int], ...]
-        if self.bottleneck:
-            shapes = ((self.features, 1, 1), (self.features, 3, self.strides), (4 * self.features, 1, 1))
-        else:
-            shapes = ((self.features, 3, self.strides), (self.features, 3, 1))
-        y = x
-        for index, (features, size, strides) in enumerate(shapes):
-            y = norm(f"norm_{index}")(conv(features, size, strides, f"conv_{index}")(y))
-            if index < len(shapes) - 1:
-                y = nn.relu(y)
-        out_features = shapes[-1][0]
-        if self.strides != 1 or x.shape[-1] != out_features:
-            x = norm("shortcut_norm")(conv(out_features, 1, self.strides, "shortcut_conv")(x))
-        return nn.relu(x + y)
-
-
-class ResNet(nn.Module):
-    """ResNet: a ``stem`` (7x7/2 convolution, BatchNorm, 3x3/2 max pool), ``stage_s/block_b``
-    residual blocks at 64, 128, 256, ... channels, global average pooling and a ``head``. BatchNorm
-    running statistics land in ``batch_stats``: variables, never parameters."""
-
-    stage_blocks: tuple[int, ...]
-    bottleneck: bool = True
-    num_classes: int = 1000
-
-    @nn.compact
-    def __call__(self, images: jax.Array, train: bool = False) -> jax.Array:
-        x = Stem(name="stem")(images, train)
-        for stage, blocks in enumerate(self.stage_blocks):
-            x = Stage(64 * 2**stage, blocks, 2 if stage else 1, self.bottleneck, name=f"stage_{stage}")(x, train)
-        return nn.Dense(self.num_classes, name="head")(jnp.mean(x, axis=(1, 2)))
-
-
-class Stage(nn.Module):
-    """``block_b`` residual blocks of one width; the first one may downsample."""
-
-    features: int
-    num_blocks: int
-    strides: int
-    bottleneck: bool
-
-    @nn.compact
-    def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
-        for index in range(self.num_blocks):
-            strides = self.strides if index == 0 else 1
-            x = ResidualBlock(self.features, strides, self.bottleneck, name=f"block_{index}")(x, train)
-        return x
-
-
-class Stem(nn.Module):
-    """ResNet's stem: ``conv`` (7x7, stride 2, 64 channels, no bias), ``norm``, ReLU, max pool."""
-
-    @nn.compact
-    def __call__(self, images: jax.Array, train: bool = False) -> jax.Array:
-        x = nn.Conv(64, (7, 7), strides=2, use_bias=False, name="conv")(images)
-        x = nn.relu(nn.BatchNorm(use_running_average=not train, name="norm")(x))
-        return nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
-
-
 class MLP(nn.Module):
     """``hidden_i`` Dense layers with ReLU, then a ``head`` Dense over the classes."""
 
@@ -368,6 +358,10 @@ def build_family(
         return module, (jax.ShapeDtypeStruct((batch_size, h["input_dim"]), jnp.float32),)
     if family == "decoder":
         return Decoder(**h), (tokens,)
+    if family == "moe":
+        return MoEDecoder(**h), (tokens,)
+    if family == "t5":
+        return T5(**h), (tokens, tokens)
     if family == "bert":
         return Bert(**h), (tokens, tokens)
     if family == "vit":
@@ -388,9 +382,23 @@ class Repeat:
     parent: str
     prefix: str
     count: int
+    start: int = 0  # the run's first block is {prefix}{start}
 
     def path(self, index: int) -> str:
-        return f"{self.parent}/{self.prefix}{index}" if self.parent else f"{self.prefix}{index}"
+        """The path of the run's ``index``-th block (counted from the run's start)."""
+        name = f"{self.prefix}{self.start + index}"
+        return f"{self.parent}/{name}" if self.parent else name
+
+
+def _runs(kinds: list[bool]) -> list[tuple[int, list[bool]]]:
+    """Maximal runs of equal entries: (start, entries) each."""
+    runs: list[tuple[int, list[bool]]] = []
+    for index, kind in enumerate(kinds):
+        if runs and runs[-1][1][0] == kind:
+            runs[-1][1].append(kind)
+        else:
+            runs.append((index, [kind]))
+    return runs
 
 
 TRACED_PER_RUN = 2
@@ -406,6 +414,21 @@ def traced_hparams(family: str, hparams: Mapping[str, Any]) -> tuple[dict[str, A
             for stage, blocks in enumerate(h["stage_blocks"])
         )
         h["stage_blocks"] = tuple(min(blocks, TRACED_PER_RUN) for blocks in h["stage_blocks"])
+        return h, runs
+    if family == "t5":
+        runs = (
+            Repeat(parent="encoder", prefix="block_", count=h["num_layers"]),
+            Repeat(parent="decoder", prefix="block_", count=h["num_decoder_layers"]),
+        )
+        h["num_layers"] = min(h["num_layers"], TRACED_PER_RUN)
+        h["num_decoder_layers"] = min(h["num_decoder_layers"], TRACED_PER_RUN)
+        return h, runs
+    if family == "moe":  # runs of dense and of MoE blocks, in any order
+        kinds = [index in h["dense_layers"] for index in range(h["num_layers"])]
+        runs = tuple(
+            Repeat(parent="", prefix="block_", start=start, count=len(list(group))) for start, group in _runs(kinds)
+        )
+        h["built_layers"] = tuple(run.start + index for run in runs for index in range(min(run.count, TRACED_PER_RUN)))
         return h, runs
     prefix = "hidden_" if family == "mlp" else "block_"
     runs = (Repeat(parent="", prefix=prefix, count=h["num_layers"]),)

@@ -4,7 +4,7 @@ rules that tie them together.
 Every family (built from real Flax modules in ``dcsim.model.families``) has a schema here: one
 ``HParam`` a hyperparameter, with its kind, its range, its default (the family's reference model's
 value) and a line of help. The preset table (``dcsim.model.presets``) and models opened from a file
-(``dcsim.model.hf``) are hyperparameters checked against these schemas; editing a form moves the
+(``dcsim.hf``) are hyperparameters checked against these schemas; editing a form moves the
 values that derive from others (``follow``) and shows only those that change the count
 (``applicable``).
 
@@ -22,7 +22,8 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
-from dcsim.inputs import as_bool, as_int, number_from_text, show
+from dcsim.inputs import show
+from dcsim.model.hparams import HParam, bool_param, choice_param, int_param
 
 # Limits keep every preset cheap to trace (tracing cost grows with the number of blocks) and every
 # count inside int64, which the tables use. None of them is a limit of Flax.
@@ -33,146 +34,34 @@ MAX_HEADS = 1024
 MAX_IMAGE = 4096
 MAX_STAGES = 8
 MAX_STAGE_BLOCKS = 64
-
-KINDS = ("int", "bool", "choice", "ints")
-
-
-def _bound(value: int | None, name: str) -> int:
-    if value is None:  # a schema entry without its range: a bug in the table below, not in input
-        raise TypeError(f"the hyperparameter `{name}` has no range")
-    return value
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class HParam:
-    """One hyperparameter of a family, with what a form needs to offer it.
-
-    Attributes:
-      name: the shared name, e.g. ``num_heads``.
-      kind: ``int``, ``bool``, ``choice`` (one of ``choices``) or ``ints`` (a list of ints, each
-        from ``minimum`` to ``maximum``, at most ``max_length`` of them).
-      default: the family's default (its reference preset's value).
-      description: one line for a form's help text.
-      minimum, maximum: the range of an ``int`` (or of each entry of ``ints``).
-      choices: the allowed values of a ``choice``.
-      max_length: the longest ``ints`` list allowed.
-    """
-
-    name: str
-    kind: str
-    default: Any
-    description: str
-    minimum: int | None = None
-    maximum: int | None = None
-    choices: tuple[str, ...] = ()
-    max_length: int | None = None
-
-    @property
-    def low(self) -> int:
-        """The smallest ``int`` (or ``ints`` entry) allowed."""
-        return _bound(self.minimum, self.name)
-
-    @property
-    def high(self) -> int:
-        """The largest ``int`` (or ``ints`` entry) allowed."""
-        return _bound(self.maximum, self.name)
-
-    @property
-    def longest(self) -> int:
-        """The most entries an ``ints`` list may hold."""
-        return _bound(self.max_length, self.name)
-
-    def rule(self) -> str:
-        """What a valid value looks like, for error messages and help text."""
-        if self.kind == "int":
-            return f"an integer from {self.minimum:,} to {self.maximum:,}"
-        if self.kind == "bool":
-            return "true or false"
-        if self.kind == "choice":
-            return "one of " + ", ".join(repr(choice) for choice in self.choices)
-        return (
-            f"a list of 1 to {self.max_length} integers, each from {self.minimum:,} to {self.maximum:,} (e.g. 3,4,6,3)"
-        )
-
-    def check(self, value: Any) -> Any:
-        """``value`` as this hyperparameter's normal form (``ints`` become a tuple), or raise."""
-        name = self.name
-        if self.kind == "int":
-            return as_int(value, name, minimum=self.low, maximum=self.high)
-        if self.kind == "bool":
-            return as_bool(value, name)
-        if self.kind == "choice":
-            if not isinstance(value, str):
-                raise TypeError(f"`{name}` must be {self.rule()}, got {type(value).__name__} {show(value)}")
-            if value not in self.choices:
-                raise ValueError(f"`{name}` must be {self.rule()}, got {show(value)}")
-            return value
-        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-            raise TypeError(f"`{name}` must be {self.rule()}, got {type(value).__name__} {show(value)}")
-        if not 1 <= len(value) <= self.longest:
-            raise ValueError(f"`{name}` must be {self.rule()}, got {len(value):,} entries")
-        return tuple(
-            as_int(entry, f"{name}[{index}]", minimum=self.low, maximum=self.high) for index, entry in enumerate(value)
-        )
-
-    def parse(self, text: str) -> Any:
-        """A value typed as text (``--set num_layers=6``, ``tied_embeddings=false``, ``3,4,6,3``)."""
-        text = text.strip()
-        if self.kind == "int":
-            return as_int(number_from_text(text), self.name, minimum=self.low, maximum=self.high, shown=text)
-        if self.kind == "bool":
-            lowered = text.lower()
-            if lowered not in ("true", "false"):
-                raise ValueError(f"`{self.name}` must be true or false, got {show(text)}")
-            return lowered == "true"
-        if self.kind == "choice":
-            return self.check(text)
-        entries = text.split(",")
-        if len(entries) > self.longest:
-            return self.check(entries)  # the length message, before converting thousands of entries
-        return self.check(
-            [
-                as_int(
-                    number_from_text(entry.strip()),
-                    f"{self.name}[{index}]",
-                    minimum=self.low,
-                    maximum=self.high,
-                    shown=entry,
-                )
-                for index, entry in enumerate(entries)
-            ]
-        )
-
-
-def _int(name: str, default: int, description: str, minimum: int, maximum: int) -> HParam:
-    return HParam(name=name, kind="int", default=default, description=description, minimum=minimum, maximum=maximum)
-
-
-def _bool(name: str, default: bool, description: str) -> HParam:
-    return HParam(name=name, kind="bool", default=default, description=description)
-
-
-def _choice(name: str, default: str, description: str, choices: tuple[str, ...]) -> HParam:
-    return HParam(name=name, kind="choice", default=default, description=description, choices=choices)
-
+MAX_EXPERTS = 1024  # routed experts in one MoE layer (DeepSeek-V3 has 256)
 
 # Shared definitions: a name means the same thing in every family that uses it.
-_VOCAB = _int("vocab_size", 50_257, "tokens in the vocabulary: rows of the token embedding", 1, MAX_VOCAB)
-_D_MODEL = _int("d_model", 768, "width of the residual stream (hidden size)", 1, MAX_WIDTH)
-_LAYERS = _int("num_layers", 12, "number of transformer blocks", 1, MAX_BLOCKS)
-_HEADS = _int("num_heads", 12, "attention heads (query heads); must divide d_model", 1, MAX_HEADS)
-_FFN = _int("ffn_dim", 3072, "hidden width of each block's MLP", 1, MAX_VOCAB)
-_POSITIONS = _int("max_positions", 1024, "longest sequence: rows of a learned position table", 1, MAX_VOCAB)
-_BIAS = _bool("use_bias", True, "biases in the attention and MLP projections")
-_CLASSES = _int("num_classes", 1000, "output classes of the classifier head", 1, MAX_VOCAB)
-_IMAGE = _int("image_size", 224, "input image height and width in pixels (3 channels)", 1, MAX_IMAGE)
+_VOCAB = int_param("vocab_size", 50_257, "tokens in the vocabulary: rows of the token embedding", 1, MAX_VOCAB)
+_D_MODEL = int_param("d_model", 768, "width of the residual stream (hidden size)", 1, MAX_WIDTH)
+_LAYERS = int_param("num_layers", 12, "number of transformer blocks", 1, MAX_BLOCKS)
+_HEADS = int_param("num_heads", 12, "attention heads (query heads); must divide d_model", 1, MAX_HEADS)
+_FFN = int_param("ffn_dim", 3072, "hidden width of each block's MLP", 1, MAX_VOCAB)
+_POSITIONS = int_param("max_positions", 1024, "longest sequence: rows of a learned position table", 1, MAX_VOCAB)
+_BIAS = bool_param("use_bias", True, "biases in the attention and MLP projections")
+_CLASSES = int_param("num_classes", 1000, "output classes of the classifier head", 1, MAX_VOCAB)
+_KV_HEADS = int_param(
+    "num_kv_heads", 12, "key/value heads (grouped-query attention); must divide num_heads", 1, MAX_HEADS
+)
+_HEAD_DIM = int_param(
+    "head_dim", 0, "width of each attention head; 0 for d_model / num_heads (Gemma's are wider)", 0, 4096
+)
+_QKV_BIAS = bool_param("qkv_bias", False, "biases on query, key and value even without use_bias (Qwen2)")
+_QK_NORM = bool_param("qk_norm", False, "an RMSNorm over each query and key head, head_dim wide (Gemma 3, Qwen3)")
+_TIED = bool_param("tied_embeddings", True, "the output projection reuses the token embedding")
+_IMAGE = int_param("image_size", 224, "input image height and width in pixels (3 channels)", 1, MAX_IMAGE)
 
 FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
     {
         "mlp": (
-            _int("input_dim", 784, "width of each input example", 1, MAX_VOCAB),
-            _int("hidden_dim", 512, "width of every hidden Dense layer", 1, MAX_VOCAB),
-            _int("num_layers", 2, "number of hidden Dense layers (ReLU after each)", 1, MAX_BLOCKS),
+            int_param("input_dim", 784, "width of each input example", 1, MAX_VOCAB),
+            int_param("hidden_dim", 512, "width of every hidden Dense layer", 1, MAX_VOCAB),
+            int_param("num_layers", 2, "number of hidden Dense layers (ReLU after each)", 1, MAX_BLOCKS),
             dataclasses.replace(_CLASSES, default=10),
             dataclasses.replace(_BIAS, description="a bias in every Dense layer"),
         ),
@@ -183,23 +72,103 @@ FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
             dataclasses.replace(
                 _HEADS, description="attention heads (query heads); divide d_model unless head_dim is set"
             ),
-            _int("num_kv_heads", 12, "key/value heads (grouped-query attention); must divide num_heads", 1, MAX_HEADS),
+            _KV_HEADS,
             _FFN,
             _POSITIONS,
-            _choice(
+            choice_param(
                 "position_embedding",
                 "learned",
                 "learned: a position table; none: rotary or other parameter-free positions",
                 ("learned", "none"),
             ),
-            _bool("tied_embeddings", True, "the output projection reuses the token embedding"),
+            _TIED,
             _BIAS,
-            _choice(
+            choice_param(
                 "norm", "layernorm", "layernorm (scale and bias) or rmsnorm (scale only)", ("layernorm", "rmsnorm")
             ),
-            _bool("gated_mlp", False, "gated MLP (SwiGLU: gate, up and down projections) instead of up and down"),
-            _int("head_dim", 0, "width of each attention head; 0 for d_model / num_heads (Gemma's are wider)", 0, 4096),
-            _bool("qkv_bias", False, "biases on query, key and value even without use_bias (Qwen2)"),
+            bool_param("gated_mlp", False, "gated MLP (SwiGLU: gate, up and down projections) instead of up and down"),
+            _HEAD_DIM,
+            _QKV_BIAS,
+            _QK_NORM,
+            bool_param(
+                "post_norms",
+                False,
+                "a norm after attention and after the MLP as well as before them (Gemma 2 and 3: four a block)",
+            ),
+            bool_param(
+                "fused_projections",
+                False,
+                "one qkv projection and one gate_up projection (Phi-3): the same count in fewer, larger arrays",
+            ),
+        ),
+        "moe": (
+            dataclasses.replace(_VOCAB, default=32_000),
+            dataclasses.replace(_D_MODEL, default=4096),
+            dataclasses.replace(_LAYERS, default=32),
+            choice_param(
+                "attention",
+                "gqa",
+                "gqa: query, key and value heads (grouped-query); mla: DeepSeek's multi-head latent attention",
+                ("gqa", "mla"),
+            ),
+            dataclasses.replace(
+                _HEADS, default=32, description="attention heads (query heads); divide d_model unless head_dim is set"
+            ),
+            dataclasses.replace(_KV_HEADS, default=8),
+            _HEAD_DIM,
+            _QKV_BIAS,
+            _QK_NORM,
+            int_param(
+                "q_lora_rank", 0, "MLA: rank of the query's low-rank projection; 0 for a direct one", 0, MAX_WIDTH
+            ),
+            int_param("kv_lora_rank", 512, "MLA: rank of the compressed key/value latent", 1, MAX_WIDTH),
+            int_param("qk_nope_head_dim", 128, "MLA: each query/key head's width without rotary positions", 1, 4096),
+            int_param("qk_rope_head_dim", 64, "MLA: each query/key head's rotary width (the key's is shared)", 1, 4096),
+            int_param("v_head_dim", 128, "MLA: each value head's width", 1, 4096),
+            int_param("num_experts", 8, "routed experts in each MoE layer; every one is stored", 1, MAX_EXPERTS),
+            int_param("experts_per_token", 2, "routed experts each token is sent to (top-k)", 1, MAX_EXPERTS),
+            int_param("expert_ffn_dim", 14_336, "hidden width of each routed expert's gated MLP", 1, MAX_VOCAB),
+            int_param(
+                "shared_ffn_dim",
+                0,
+                "hidden width of the always-on shared experts' MLP in each MoE layer; 0 for none",
+                0,
+                MAX_VOCAB,
+            ),
+            bool_param("shared_expert_gate", False, "a sigmoid gate on the shared expert's output (Qwen-MoE)"),
+            bool_param(
+                "router_bias", False, "a per-expert score-correction bias, a buffer, not a parameter (DeepSeek-V3)"
+            ),
+            HParam(
+                name="dense_layers",
+                kind="ints",
+                default=(),
+                description="blocks with a dense MLP instead of experts, numbered from 0 (DeepSeek-V3: 0,1,2)",
+                minimum=0,
+                maximum=MAX_BLOCKS - 1,
+                max_length=MAX_BLOCKS,
+                min_length=0,
+            ),
+            dataclasses.replace(_FFN, default=14_336, description="hidden width of the dense blocks' gated MLP"),
+            dataclasses.replace(_TIED, default=False),
+        ),
+        "t5": (
+            dataclasses.replace(_VOCAB, default=32_128),
+            dataclasses.replace(_D_MODEL, default=512),
+            dataclasses.replace(_LAYERS, default=6, description="encoder blocks"),
+            int_param("num_decoder_layers", 6, "decoder blocks (each with self- and cross-attention)", 1, MAX_BLOCKS),
+            dataclasses.replace(_HEADS, default=8, description="attention heads in every attention layer"),
+            int_param(
+                "head_dim", 64, "width of each attention head (d_kv); heads x head_dim need not be d_model", 1, 4096
+            ),
+            dataclasses.replace(_FFN, default=2048),
+            int_param(
+                "relative_buckets", 32, "buckets of the relative position bias (first block of each stack)", 1, 4096
+            ),
+            bool_param(
+                "gated_mlp", False, "gated-GELU MLP (T5 v1.1, Flan-T5: wi_0, wi_1, wo) instead of ReLU (wi, wo)"
+            ),
+            dataclasses.replace(_TIED, description="the output projection reuses the shared token embedding"),
         ),
         "bert": (
             dataclasses.replace(_VOCAB, default=30_522),
@@ -208,13 +177,13 @@ FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
             _HEADS,
             _FFN,
             dataclasses.replace(_POSITIONS, default=512),
-            _int("type_vocab_size", 2, "token types (segments): rows of the token-type embedding", 1, MAX_HEADS),
-            _bool("pooler", True, "the pooler: a Dense with tanh over the first token"),
+            int_param("type_vocab_size", 2, "token types (segments): rows of the token-type embedding", 1, MAX_HEADS),
+            bool_param("pooler", True, "the pooler: a Dense with tanh over the first token"),
             _BIAS,
         ),
         "vit": (
             _IMAGE,
-            _int("patch_size", 16, "patch height and width in pixels; must divide image_size", 1, MAX_IMAGE),
+            int_param("patch_size", 16, "patch height and width in pixels; must divide image_size", 1, MAX_IMAGE),
             _D_MODEL,
             _LAYERS,
             _HEADS,
@@ -232,7 +201,9 @@ FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
                 maximum=MAX_STAGE_BLOCKS,
                 max_length=MAX_STAGES,
             ),
-            _bool("bottleneck", True, "bottleneck blocks (1x1, 3x3, 1x1, 4x wider out) instead of basic (3x3, 3x3)"),
+            bool_param(
+                "bottleneck", True, "bottleneck blocks (1x1, 3x3, 1x1, 4x wider out) instead of basic (3x3, 3x3)"
+            ),
             _CLASSES,
             dataclasses.replace(_IMAGE, description="input image height and width (3 channels); changes no count"),
         ),
@@ -243,6 +214,9 @@ FAMILY_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
     {
         "mlp": "multilayer perceptron: Dense layers with ReLU, then a classifier",
         "decoder": "decoder-only transformer (GPT-2, LLaMA, Mistral, GPT-NeoX style), pre-norm",
+        "moe": "Mixture-of-Experts decoder (Mixtral, Qwen-MoE, DeepSeek-V2/V3): routed experts stacked on an "
+        "expert axis, a router, optional shared experts and dense blocks, grouped-query or latent attention",
+        "t5": "encoder-decoder transformer (T5, Flan-T5): shared embedding, relative position bias, RMSNorm",
         "bert": "encoder transformer (BERT): token, position and token-type embeddings, post-norm, pooler",
         "vit": "vision transformer: patch convolution, class token, learned positions, classifier head",
         "resnet": "ResNet v1.5: basic or bottleneck blocks, BatchNorm (running statistics are variables)",
@@ -357,6 +331,10 @@ def follow(family: str, before: Mapping[str, Any], after: Mapping[str, Any], pin
     return result
 
 
+_MLA_ONLY = frozenset({"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"})
+_GQA_ONLY = frozenset({"num_kv_heads", "head_dim", "qkv_bias", "qk_norm"})
+
+
 def applicable(family: str, hparams: Mapping[str, Any]) -> tuple[str, ...]:
     """The hyperparameters that change the count of this model (a form shows only these): a
     decoder without a learned position table has no use for ``max_positions``, and ``qkv_bias``
@@ -367,6 +345,12 @@ def applicable(family: str, hparams: Mapping[str, Any]) -> tuple[str, ...]:
             hidden.add("max_positions")
         if hparams["use_bias"]:
             hidden.add("qkv_bias")
+    if family == "moe":
+        hidden |= _MLA_ONLY if hparams["attention"] == "gqa" else _GQA_ONLY
+        if not hparams["dense_layers"]:
+            hidden.add("ffn_dim")
+        if not hparams["shared_ffn_dim"]:
+            hidden.add("shared_expert_gate")
     return tuple(spec.name for spec in schema(family) if spec.name not in hidden)
 
 
@@ -391,17 +375,18 @@ def _must_divide(
 
 def check_hparams(family: str, hparams: Mapping[str, Any]) -> None:
     """Check the rules that tie hyperparameters together; raise a ``ValueError`` that says which."""
-    if "num_heads" in hparams and not hparams.get("head_dim"):
+    latent = hparams.get("attention") == "mla"  # MLA heads have their own widths
+    if "num_heads" in hparams and not hparams.get("head_dim") and not latent:
         _must_divide(
             hparams,
             "num_heads",
             "d_model",
             "so every head gets d_model / num_heads features",
             "head counts",
-            aside=" (or set head_dim, each head's own width)" if family == "decoder" else "",
+            aside=" (or set head_dim, each head's own width)" if family in ("decoder", "moe") else "",
             up_to=MAX_HEADS,
         )
-    if "num_kv_heads" in hparams:
+    if "num_kv_heads" in hparams and not latent:
         _must_divide(
             hparams,
             "num_kv_heads",
@@ -411,6 +396,29 @@ def check_hparams(family: str, hparams: Mapping[str, Any]) -> None:
         )
     if family == "vit":
         _must_divide(hparams, "patch_size", "image_size", "so the patches tile the image", "patch sizes")
+    if family == "moe":
+        _check_experts(hparams)
+
+
+def _check_experts(hparams: Mapping[str, Any]) -> None:
+    """A Mixture-of-Experts model's rules: top-k within the experts, dense blocks within the model."""
+    experts, top_k = hparams["num_experts"], hparams["experts_per_token"]
+    if top_k > experts:
+        raise ValueError(
+            f"`experts_per_token` ({top_k:,}) must be at most `num_experts` ({experts:,}): each token is routed "
+            f"to that many of the experts; allowed: 1 to {experts:,}"
+        )
+    layers, dense = hparams["num_layers"], hparams["dense_layers"]
+    beyond = [index for index in dense if index >= layers]
+    if beyond:
+        raise ValueError(
+            f"`dense_layers` names block {beyond[0]:,}, but the model has {layers:,} blocks (`num_layers`), "
+            f"numbered 0 to {layers - 1:,}"
+        )
+    if len(set(dense)) != len(dense) or list(dense) != sorted(dense):
+        raise ValueError(
+            f"`dense_layers` must list each block once, in increasing order, got {','.join(map(str, dense))}"
+        )
 
 
 def _check_defaults() -> None:

@@ -13,19 +13,9 @@ Under JAX's rules every device of a mesh holds shards of the same shapes, so one
 times the number of devices is what the whole mesh stores. Replicas in memory are not copies on
 disk: a checkpoint writes a replicated array once.
 
-Strategies (``partition_specs``):
-
-- ``replicated``: every device holds every array.
-- ``fsdp``: each array is split along one dimension over all mesh axes together (the product of
-  their sizes): the largest dimension JAX can split evenly, the first on a tie. An array with no
-  such dimension is replicated and flagged.
-- ``tensor``: the last dimension is split over the mesh axis named ``model``, replicated over the
-  others. A mesh without ``model``, or a last dimension that does not divide, is an error.
-- ``custom``: ordered ``PATTERN=SPEC`` rules. PATTERN is a glob (``fnmatch.fnmatchcase``, so ``*``
-  also crosses ``/``) on the array path, never a regular expression; SPEC has one entry per
-  leading dimension: ``None``, a mesh axis, or axes joined by ``+``. A SPEC shorter than the
-  array's rank leaves the remaining dimensions whole (JAX's rule); an empty SPEC replicates. The
-  first matching rule wins; unmatched arrays are replicated and flagged.
+The strategies, and how they treat the stacked arrays of Mixture-of-Experts blocks on a mesh with
+an ``expert`` axis, are ``dcsim.sharding.placement``'s: one array at a time. This module lays a
+whole model out with them and adds up what each device holds.
 
 Counts are Python ints and exact ``Fraction``s end to end.
 """
@@ -38,178 +28,34 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-from jax.sharding import AbstractMesh, NamedSharding, PartitionSpec
+from jax.sharding import NamedSharding, PartitionSpec
 
-from dcsim.inputs import show
-from dcsim.model.count import ArrayRow, ParamReport
+from dcsim.model.count import ParamReport
+from dcsim.model.layers import EXPERTS as EXPERTS_MODULE
 from dcsim.sharding import payload, shares
-from dcsim.sharding.meshes import MAX_RULES, MeshSpec, Rule, abstract_mesh, spec_text
+from dcsim.sharding.meshes import MeshSpec, Rule, abstract_mesh, axes_text, entry_names, spec_text
+from dcsim.sharding.meshes import shape_text as shape_text
+from dcsim.sharding.placement import EXPERT_AXIS as EXPERT_AXIS
+from dcsim.sharding.placement import NUM_EXPERTS, Placement, check_strategy, place
+from dcsim.sharding.placement import STRATEGIES as STRATEGIES
+from dcsim.sharding.placement import TENSOR_AXIS as TENSOR_AXIS
+from dcsim.sharding.placement import is_expert as is_expert
 
-STRATEGIES = ("replicated", "fsdp", "tensor", "custom")
-TENSOR_AXIS = "model"
 REPLICAS_NOT_ON_DISK = (
     "replicas in memory are not copies on disk: a checkpoint writes a replicated array once, "
     "so total stored values across the mesh is not a checkpoint size"
 )
 
 
-def shape_text(shape: Sequence[int]) -> str:
-    """``4x8``, or ``scalar`` for a shape of no dimensions."""
-    return "x".join(str(dim) for dim in shape) if shape else "scalar"
-
-
-def _axes_text(mesh: MeshSpec, names: Sequence[str]) -> str:
-    if len(names) == 1:
-        return f"mesh axis `{names[0]}` (size {mesh.shape[names[0]]:,})"
-    sizes = [mesh.shape[name] for name in names]
-    return (
-        f"mesh axes {' x '.join(f'`{name}`' for name in names)} "
-        f"(sizes {' x '.join(f'{size:,}' for size in sizes)} = {math.prod(sizes):,})"
-    )
-
-
-def _entry_names(entry: Any) -> tuple[str, ...]:
-    if entry is None:
-        return ()
-    return (entry,) if isinstance(entry, str) else tuple(entry)
-
-
-def _shard_shape(mesh: MeshSpec, jax_mesh: AbstractMesh, spec: PartitionSpec, row: ArrayRow, why: str) -> tuple:
-    """JAX's shard shape of ``row`` under ``spec``, or a ValueError in the person's terms."""
-    shape = tuple(row.shape)
-    sharding = NamedSharding(jax_mesh, spec)
-    try:
-        sharding.check_compatible_aval(shape)
-    except ValueError:
-        raise ValueError(
-            f"`{row.path}` (shape {shape_text(shape)}) has {len(shape)} dimension{'s' * (len(shape) != 1)} but "
-            f"{why} gives {len(spec)} spec entries ({spec_text(spec)})"
-        ) from None
-    try:
-        return tuple(int(dim) for dim in sharding.shard_shape(shape))
-    except ValueError as err:
-        # JAX names an axis index; find which dimension it refused by asking JAX one at a time.
-        for index, entry in enumerate(spec):
-            if entry is None:
-                continue
-            single = PartitionSpec(*([None] * index), entry)
-            try:
-                NamedSharding(jax_mesh, single).shard_shape(shape)
-            except ValueError:
-                names = _entry_names(entry)
-                verb = "does" if len(names) == 1 else "do"
-                raise ValueError(
-                    f"`{row.path}` (shape {shape_text(shape)}) cannot be split as {why} asks: its dimension "
-                    f"{index} has size {shape[index]:,}, which {_axes_text(mesh, names)} {verb} not divide "
-                    "evenly (JAX splits a dimension only into equal parts)"
-                ) from None
-        raise ValueError(f"`{row.path}` (shape {shape_text(shape)}): JAX refused {why}: {err}") from None
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class _Placement:
-    spec: PartitionSpec
-    shard_shape: tuple[int, ...]
-    replicated_fallback: bool
-    note: str
-
-
-def _check_strategy(mesh: MeshSpec, strategy: str, rules: Sequence[Rule]) -> tuple[Rule, ...]:
-    if not isinstance(mesh, MeshSpec):
-        raise TypeError(f"a mesh must be a MeshSpec (see parse_mesh), got {type(mesh).__name__}")
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {show(strategy)}")
-    rules = tuple(rules)
-    if len(rules) > MAX_RULES:
-        raise ValueError(f"at most {MAX_RULES} rules are allowed, got {len(rules):,}")
-    for rule in rules:
-        if not isinstance(rule, Rule):
-            raise TypeError(f"a rule must be a Rule (see parse_rule), got {type(rule).__name__}")
-    if strategy == "custom" and not rules:
-        raise ValueError("the custom strategy needs at least one PATTERN=SPEC rule, e.g. '*/kernel=None,model'")
-    if strategy != "custom" and rules:
-        raise ValueError(f"rules apply only to the custom strategy, not {strategy}; drop the rules or use custom")
-    if strategy == "tensor" and TENSOR_AXIS not in mesh.names:
-        raise ValueError(
-            f"the tensor strategy splits each array's last dimension over a mesh axis named `{TENSOR_AXIS}`, "
-            f"and the mesh {mesh.text} has none; add one, e.g. {mesh.text},{TENSOR_AXIS}=2"
-        )
-    for rule in rules:
-        for entry in rule.spec:
-            for name in entry or ():
-                if name not in mesh.names:
-                    raise ValueError(
-                        f"rule {show(rule.text)} names mesh axis `{name}`, which the mesh {mesh.text} does not have "
-                        f"(its axes: {', '.join(mesh.names)})"
-                    )
-    return rules
-
-
-def _replicated(
-    mesh: MeshSpec, jax_mesh: AbstractMesh, row: ArrayRow, why: str, *, fallback: bool, note: str
-) -> _Placement:
-    """The whole array on every device (an empty PartitionSpec), chosen or fallen back to."""
-    spec = PartitionSpec()
-    return _Placement(
-        spec=spec, shard_shape=_shard_shape(mesh, jax_mesh, spec, row, why), replicated_fallback=fallback, note=note
-    )
-
-
-def _place(row: ArrayRow, mesh: MeshSpec, jax_mesh: AbstractMesh, strategy: str, rules: tuple[Rule, ...]) -> _Placement:
-    shape = tuple(row.shape)
-    if strategy == "replicated":
-        return _replicated(mesh, jax_mesh, row, "replicated", fallback=False, note="replicated by the strategy")
-    if strategy == "tensor":
-        if not shape:
-            raise ValueError(
-                f"`{row.path}` is a scalar: the tensor strategy has no last dimension to split over `model`"
-            )
-        spec = PartitionSpec(*([None] * (len(shape) - 1)), TENSOR_AXIS)
-        why = f"the tensor strategy (last dimension over `{TENSOR_AXIS}`)"
-        return _Placement(
-            spec=spec,
-            shard_shape=_shard_shape(mesh, jax_mesh, spec, row, why),
-            replicated_fallback=False,
-            note=f"last dimension over `{TENSOR_AXIS}`",
-        )
-    if strategy == "fsdp":
-        everything = mesh.names if len(mesh.names) > 1 else mesh.names[0]
-        # Largest dimension first, the first on a tie; JAX decides which ones split evenly.
-        for index in sorted(range(len(shape)), key=lambda i: (-shape[i], i)):
-            spec = PartitionSpec(*([None] * index), everything)
-            try:
-                shard = tuple(int(dim) for dim in NamedSharding(jax_mesh, spec).shard_shape(shape))
-            except ValueError:
-                continue
-            return _Placement(
-                spec=spec,
-                shard_shape=shard,
-                replicated_fallback=False,
-                note=f"dimension {index} split over all {mesh.num_devices:,} devices",
-            )
-        reason = (
-            "a scalar has no dimension to split"
-            if not shape
-            else f"no dimension of {shape_text(shape)} splits evenly into {mesh.num_devices:,} parts"
-        )
-        return _replicated(mesh, jax_mesh, row, "fsdp", fallback=True, note=f"replicated: {reason}")
-    for rule in rules:
-        if rule.matches(row.path):
-            spec = rule.partition_spec
-            shard = _shard_shape(mesh, jax_mesh, spec, row, f"rule {show(rule.text)}")
-            return _Placement(spec=spec, shard_shape=shard, replicated_fallback=False, note=f"rule {rule.text}")
-    return _replicated(mesh, jax_mesh, row, "replication", fallback=True, note="replicated: no rule matched")
-
-
-def _placements(report: ParamReport, mesh: MeshSpec, strategy: str, rules: Sequence[Rule]) -> list[_Placement]:
+def _placements(report: ParamReport, mesh: MeshSpec, strategy: str, rules: Sequence[Rule]) -> list[Placement]:
     if not isinstance(report, ParamReport):
         raise TypeError(f"a report must be a dcsim.model.count.ParamReport, got {type(report).__name__}")
-    checked = _check_strategy(mesh, strategy, rules)
+    checked = check_strategy(mesh, strategy, rules)
     jax_mesh = abstract_mesh(mesh)
     placements, problems = [], []
     for row in report.arrays:
         try:
-            placements.append(_place(row, mesh, jax_mesh, strategy, checked))
+            placements.append(place(row, mesh, jax_mesh, strategy, checked))
         except ValueError as err:
             problems.append((row.path, str(err)))
     if problems:
@@ -224,19 +70,28 @@ def shard_values_by_shape(
     gives every array of that shape, for sweeps over thousands of meshes.
 
     Only for strategies whose placement depends on the shape alone (``replicated``, ``fsdp``,
-    ``tensor``; ``custom`` rules match paths). The strategy's rule is ``_place``'s, and JAX makes
+    ``tensor``; ``custom`` rules match paths). The strategy's rule is ``placement.place``'s, and JAX makes
     every split: ``NamedSharding.shard_shape`` is asked once per distinct dimension size and mesh
     entry (it splits each dimension on its own, so a shape's shard shape is its dimensions' answers
     side by side). A size the entry's devices do not divide is not asked about: JAX splits only into
     equal parts, and its refusal (an exception with a message) is the costly path. llama2-70b's 723
     arrays have six distinct dimension sizes, so a mesh costs a few JAX calls instead of hundreds.
     The tests compare the result with ``compute_layout`` array by array. Raises ``LayoutError``
-    naming each shape that
-    cannot be placed, as ``compute_layout`` would.
+    naming each shape that cannot be placed, as ``compute_layout`` would.
+
+    A mesh with an ``expert`` axis is refused (ValueError): it splits expert arrays apart from
+    dense ones, which shapes cannot tell. On any other mesh expert arrays are placed like dense
+    ones, so the budget's one-axis meshes (``data=N``, ``model=N``) get ``compute_layout``'s numbers.
     """
     if strategy == "custom":
         raise ValueError("custom rules match array paths, so a layout by shape alone cannot apply them")
-    _check_strategy(mesh, strategy, ())
+    check_strategy(mesh, strategy, ())
+    if EXPERT_AXIS in mesh.names:
+        raise ValueError(
+            f"the mesh {mesh.text} has an `{EXPERT_AXIS}` axis, which splits expert arrays apart from dense "
+            "arrays of the same shape; a layout by shape alone cannot tell them apart, so lay the model out "
+            "with compute_layout"
+        )
     jax_mesh = abstract_mesh(mesh)
     everything = mesh.names if len(mesh.names) > 1 else mesh.names[0]
     answers: dict[tuple[int, Any], int | None] = {}
@@ -246,7 +101,7 @@ def shard_values_by_shape(
         """JAX's size of a dimension of ``size`` split over ``entry``, or None if it refuses."""
         key = (size, entry)
         if key not in answers:
-            if size % math.prod(mesh.shape[name] for name in _entry_names(entry)):
+            if size % math.prod(mesh.shape[name] for name in entry_names(entry)):
                 # JAX splits a dimension only into equal parts: it would refuse this one. Not asking
                 # saves the costly refusal (an exception with its message); every split made is JAX's.
                 answers[key] = None
@@ -265,7 +120,7 @@ def shard_values_by_shape(
         total = math.prod(shape)
         if strategy == "replicated":
             values[shape] = total
-        elif strategy == "fsdp":  # _place's rule: the largest dimension JAX splits, the first on a tie
+        elif strategy == "fsdp":  # placement.place's rule: the largest dimension JAX splits, the first on a tie
             values[shape] = total
             for index in sorted(range(len(shape)), key=lambda i: (-shape[i], i)):
                 part = split(shape[index], everything)
@@ -279,7 +134,7 @@ def shard_values_by_shape(
                 why = (
                     "a scalar has no last dimension to split"
                     if not shape
-                    else f"its last dimension has size {shape[-1]:,}, which {_axes_text(mesh, (TENSOR_AXIS,))} "
+                    else f"its last dimension has size {shape[-1]:,}, which {axes_text(mesh, (TENSOR_AXIS,))} "
                     "does not divide evenly"
                 )
                 problems.append((path, f"`{path}` cannot be split as the tensor strategy asks: {why}"))
@@ -335,6 +190,7 @@ class ArrayLayout:
       stored_values: values_per_shard x number of devices.
       replicated_fallback: True when the strategy had to replicate the array (fsdp found no
         dimension to split; no custom rule matched).
+      expert: True for a stacked expert array (``placement.is_expert``: num_experts is dimension 0).
       note: why the array is laid out so.
     """
 
@@ -348,6 +204,7 @@ class ArrayLayout:
     replication_factor: int
     stored_values: int
     replicated_fallback: bool
+    expert: bool
     note: str
 
     @property
@@ -417,6 +274,35 @@ class LayoutReport:
     def num_replicated_fallbacks(self) -> int:
         return sum(row.replicated_fallback for row in self.arrays)
 
+    @property
+    def num_expert_arrays(self) -> int:
+        return sum(row.expert for row in self.arrays)
+
+
+def num_expert_arrays(report: ParamReport) -> int:
+    """How many of the model's arrays are stacked expert arrays (``placement.is_expert``)."""
+    return sum(is_expert(row) for row in report.arrays)
+
+
+def experts_note(mesh: MeshSpec, num_experts: int) -> str | None:
+    """What the mesh's ``expert`` axis does to a model with ``num_experts`` expert arrays, as a
+    sentence the page and the command line both show; None for a mesh without one."""
+    if EXPERT_AXIS not in mesh.names:
+        return None
+    axis = axes_text(mesh, (EXPERT_AXIS,))
+    if not num_experts:
+        return (
+            f"This model has no experts (no arrays under a module named `{EXPERTS_MODULE}`), so {axis} acts as "
+            "one more data axis: fsdp splits arrays over it with the other axes, tensor and replicated copy "
+            "every array over it."
+        )
+    return (
+        f"{num_experts:,} expert array{'s' * (num_experts != 1)} (under modules named `{EXPERTS_MODULE}`): "
+        f"the built-in strategies split their {NUM_EXPERTS} over {axis}. For dense arrays `{EXPERT_AXIS}` is "
+        "one more data axis: fsdp splits them over it with the other axes, tensor and replicated copy them "
+        f"over it. Custom rules name `{EXPERT_AXIS}` like any other axis."
+    )
+
 
 def compute_layout(report: ParamReport, mesh: MeshSpec, strategy: str, rules: Sequence[Rule] = ()) -> LayoutReport:
     """Lay every parameter array of ``report`` out on ``mesh`` with JAX; see ``partition_specs``."""
@@ -439,6 +325,7 @@ def compute_layout(report: ParamReport, mesh: MeshSpec, strategy: str, rules: Se
                 replication_factor=replication,
                 stored_values=values * mesh.num_devices,
                 replicated_fallback=placement.replicated_fallback,
+                expert=is_expert(row),
                 note=placement.note,
             )
         )

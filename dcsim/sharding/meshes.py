@@ -5,7 +5,8 @@ gives JAX's device-free ``AbstractMesh``); a ``Rule`` pairs a glob on array path
 entry per leading dimension: ``None``, a mesh axis, or axes joined by ``+`` (``parse_rule`` reads
 ``PATTERN=SPEC``; ``spec_text`` writes a ``PartitionSpec`` back in that syntax). Constructors own
 the invariants (names, sizes, counts) and parsers guard lengths, so a mesh or a rule set that
-arrives in a link is cheap to refuse. ``dcsim.sharding.layout`` places arrays with them.
+arrives in a link is cheap to refuse. ``dcsim.sharding.placement`` places arrays with them, and
+words its refusals with the texts here (``shape_text``, ``axes_text``, ``dividing_sizes_text``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ MAX_RULES = 64
 MAX_RULE_CHARS = 512
 MAX_PATTERN_CHARS = 256
 MAX_SPEC_ENTRIES = 16  # dimensions a SPEC may describe
+MAX_DIVISORS_LISTED = 16  # axis sizes named in a refusal: a dimension of 720,720 has 240 divisors
 
 _AXIS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # no nested quantifiers: linear time
 _RESERVED_NAMES = frozenset({"None"})  # `None` means "not split" in a SPEC
@@ -144,6 +146,44 @@ def parse_mesh(text: str) -> MeshSpec:
 def abstract_mesh(mesh: MeshSpec) -> AbstractMesh:
     """JAX's device-free mesh with the same axis names and sizes."""
     return AbstractMesh(mesh.sizes, mesh.names)
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    """``4x8``, or ``scalar`` for a shape of no dimensions."""
+    return "x".join(str(dim) for dim in shape) if shape else "scalar"
+
+
+def entry_names(entry: Any) -> tuple[str, ...]:
+    """The mesh axes of one PartitionSpec entry (``None``, a name, or a tuple of names)."""
+    if entry is None:
+        return ()
+    return (entry,) if isinstance(entry, str) else tuple(entry)
+
+
+def axes_text(mesh: MeshSpec, names: Sequence[str]) -> str:
+    """``mesh axis `data` (size 4)``, or ``mesh axes `data` x `model` (sizes 4 x 2 = 8)``."""
+    if len(names) == 1:
+        return f"mesh axis `{names[0]}` (size {mesh.shape[names[0]]:,})"
+    sizes = [mesh.shape[name] for name in names]
+    return (
+        f"mesh axes {' x '.join(f'`{name}`' for name in names)} "
+        f"(sizes {' x '.join(f'{size:,}' for size in sizes)} = {math.prod(sizes):,})"
+    )
+
+
+def dividing_sizes_text(size: int, names: Sequence[str]) -> str:
+    """Which sizes of the axes ``names`` would split a dimension of ``size`` evenly, in words:
+    ``an axis `expert` of size 1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30 or 60`` (its divisors)."""
+    small = [d for d in range(1, math.isqrt(size) + 1) if size % d == 0]
+    divisors = sorted({*small, *(size // d for d in small)})
+    shown = [f"{d:,}" for d in divisors[:MAX_DIVISORS_LISTED]]
+    if len(divisors) > MAX_DIVISORS_LISTED:
+        listed = ", ".join(shown) + ", …"
+    else:
+        listed = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1]
+    if len(names) == 1:
+        return f"an axis `{names[0]}` of size {listed}"
+    return f"axes {' x '.join(f'`{name}`' for name in names)} whose sizes multiply to {listed}"
 
 
 def _entry_text(entry: SpecEntry) -> str:

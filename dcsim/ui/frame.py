@@ -14,8 +14,8 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from dcsim import links
-from dcsim.model import hf, presets
+from dcsim import hf, links
+from dcsim.model import presets
 from dcsim.model.config import MAX_CONFIG_BYTES, ModelConfig
 from dcsim.report import units
 from dcsim.ui import cache, state, widgets

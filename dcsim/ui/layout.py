@@ -40,11 +40,21 @@ SWEEP_DEVICES = tuple(2**power for power in range(13))  # 1 to 4,096 devices
 SWEEP_MESHES = (("replicated", "data"), ("fsdp", "data"), ("tensor", layout.TENSOR_AXIS))
 
 STRATEGY_HELP = {  # shown under the strategy's name, so each says what it does as a sentence
-    "replicated": "Every device holds every array whole.",
-    "fsdp": "Each array is split along its largest evenly dividing dimension over all devices.",
-    "tensor": "Each array's last dimension is split over the `model` axis and copied over the others.",
+    "replicated": "Every device holds every array whole (with an `expert` axis, expert arrays have their experts "
+    "split over it).",
+    "fsdp": "Each array is split along its largest evenly dividing dimension over all devices (with an `expert` "
+    "axis, expert arrays: their experts over it, the largest other dimension over the other axes).",
+    "tensor": "Each array's last dimension is split over the `model` axis and copied over the others (with an "
+    "`expert` axis, expert arrays also have their experts split over it).",
     "custom": "Your PATTERN=SPEC rules, first match wins; unmatched arrays are replicated.",
 }
+MESH_HELP = (
+    "Named axes of the device mesh and their sizes, e.g. `data=4,model=2` (8 devices). "
+    f"At most {meshes.MAX_MESH_AXES} axes and {meshes.MAX_MESH_DEVICES:,} devices; the tensor strategy needs "
+    f"an axis named `{layout.TENSOR_AXIS}`. An axis named `{layout.EXPERT_AXIS}` (e.g. `data=2,expert=8`) splits "
+    "the experts of Mixture-of-Experts blocks (expert parallelism) and is one more data axis for every "
+    "other array."
+)
 
 # Status of a row in the per-array table.
 SPLIT = "split"
@@ -253,6 +263,23 @@ def _cached_sweep(config_json: str) -> pd.DataFrame:
 def cached_sweep(config: ModelConfig) -> pd.DataFrame:
     """``sweep_frame`` of the configuration, cached per configuration."""
     return _cached_sweep(config.architecture().to_json())
+
+
+def experts_caption(report: ParamReport, mesh: meshes.MeshSpec) -> str | None:
+    """What the mesh's ``expert`` axis does to this model (``layout.experts_note``); None without one."""
+    return layout.experts_note(mesh, layout.num_expert_arrays(report))
+
+
+def fallback_warning(laid: LayoutReport) -> str:
+    """Why some arrays are flagged as replicated by necessity, in one sentence for the page."""
+    copied = "replicated on every device instead"
+    if any(row.replicated_fallback and len(row.spec) for row in laid.arrays):  # split over `expert` only
+        copied = f"replicated instead (expert arrays: over every axis but `{layout.EXPERT_AXIS}`)"
+    return (
+        f"{laid.num_replicated_fallbacks:,} of {len(laid.arrays):,} arrays could not be split as the "
+        f"{laid.strategy} strategy asks and are {copied}; they are flagged “{FALLBACK}” in the table below, "
+        "with the reason."
+    )
 
 
 def mesh_frame(mesh: meshes.MeshSpec) -> pd.DataFrame:

@@ -1,0 +1,288 @@
+"""The transformer parts dcsim's families are built from, as real ``flax.linen`` modules.
+
+Attention (grouped key/value heads, optional per-head query/key norms, optional fused ``qkv``),
+multi-head latent attention (DeepSeek-V2 and V3), the MLP (plain, gated, optionally fused
+``gate_up``), a Mixture-of-Experts layer (a router, routed experts stacked on an expert axis,
+optional shared experts), token embeddings and the pre-norm block that joins them. Names follow the
+architecture, so a parameter's path says what it is: ``block_3/attn/query``,
+``block_3/moe/experts/gate``, ``block_3/attn/kv_down``.
+
+Routed experts are one module, ``experts``, owning three arrays whose dimension 0 is the expert:
+``gate`` and ``up`` (num_experts, d_model, expert_ffn_dim) and ``down`` (num_experts,
+expert_ffn_dim, d_model), as MaxText and transformers (since v5) store them. Every expert is stored,
+whichever ones a token is routed to, so all of them count; ``dcsim.model.breakdown.active_params``
+says what one token uses. ``dcsim.sharding.layout`` splits dimension 0 over a mesh axis named
+``expert``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+EXPERTS = "experts"  # the module that owns the stacked routed experts
+BUFFERS = "buffers"  # state a checkpoint stores that is not a parameter (DeepSeek-V3's router bias)
+
+
+def norm(kind: str, name: str) -> nn.Module:
+    """``nn.RMSNorm`` (a scale) or ``nn.LayerNorm`` (a scale and a bias) called ``name``."""
+    if kind == "rmsnorm":
+        return nn.RMSNorm(name=name)
+    return nn.LayerNorm(name=name)
+
+
+def _attend(
+    query: jax.Array, key: jax.Array, value: jax.Array, causal: bool, bias: jax.Array | None = None
+) -> jax.Array:
+    """Softmax attention of (..., q, heads, d) queries over (..., k, heads, d) keys and values."""
+    logits = jnp.einsum("...qhd,...khd->...hqk", query, key) / math.sqrt(query.shape[-1])
+    if bias is not None:
+        logits = logits + bias
+    if causal:
+        length = query.shape[-3]
+        logits = jnp.where(jnp.tril(jnp.ones((length, key.shape[-3]), bool)), logits, jnp.finfo(logits.dtype).min)
+    return jnp.einsum("...hqk,...khd->...qhd", jax.nn.softmax(logits, axis=-1), value)
+
+
+class Attention(nn.Module):
+    """Multi-head attention with grouped key/value heads (``num_kv_heads`` divides ``num_heads``).
+
+    Built from ``nn.DenseGeneral`` because ``nn.MultiHeadDotProductAttention`` has no grouped KV
+    heads: ``query`` is d_model -> (num_heads, head_dim), ``key``/``value`` are d_model ->
+    (num_kv_heads, head_dim), ``out`` is (num_heads, head_dim) -> d_model. ``fused`` makes the three
+    input projections one, ``qkv`` (Phi-3); ``qk_norm`` adds ``query_norm`` and ``key_norm``, an
+    RMSNorm over each head (Gemma 3, Qwen3). ``context`` given: cross-attention, keys and values
+    from it (T5's decoder).
+    """
+
+    num_heads: int
+    num_kv_heads: int
+    use_bias: bool = True
+    causal: bool = False
+    head_dim: int = 0  # 0: d_model / num_heads; Gemma's heads are wider (256 on d_model 3,072 with 16 heads)
+    qkv_bias: bool = False  # biases on query, key and value even without use_bias (Qwen2)
+    qk_norm: bool = False
+    fused: bool = False
+
+    @nn.compact
+    def __call__(self, x: jax.Array, context: jax.Array | None = None, bias: jax.Array | None = None) -> jax.Array:
+        d_model = x.shape[-1]
+        head_dim = self.head_dim or d_model // self.num_heads
+        qkv_bias = self.use_bias or self.qkv_bias
+        if self.fused:
+            heads = self.num_heads + 2 * self.num_kv_heads
+            qkv = nn.DenseGeneral((heads, head_dim), use_bias=qkv_bias, name="qkv")(x)
+            query, key, value = jnp.split(qkv, (self.num_heads, self.num_heads + self.num_kv_heads), axis=-2)
+        else:
+            source = x if context is None else context
+            query = nn.DenseGeneral((self.num_heads, head_dim), use_bias=qkv_bias, name="query")(x)
+            key = nn.DenseGeneral((self.num_kv_heads, head_dim), use_bias=qkv_bias, name="key")(source)
+            value = nn.DenseGeneral((self.num_kv_heads, head_dim), use_bias=qkv_bias, name="value")(source)
+        if self.qk_norm:
+            query, key = nn.RMSNorm(name="query_norm")(query), nn.RMSNorm(name="key_norm")(key)
+        groups = self.num_heads // self.num_kv_heads
+        key, value = jnp.repeat(key, groups, axis=-2), jnp.repeat(value, groups, axis=-2)
+        mixed = _attend(query, key, value, self.causal, bias)
+        return nn.DenseGeneral(d_model, axis=(-2, -1), use_bias=self.use_bias, name="out")(mixed)
+
+
+class LatentAttention(nn.Module):
+    """Multi-head latent attention (DeepSeek-V2 and V3): keys and values are rebuilt from a small
+    latent the cache keeps.
+
+    ``query`` (d_model -> heads x (nope + rope)) or, with ``q_lora_rank``, ``query_down`` (d_model
+    -> rank), ``query_norm`` and ``query_up`` (rank -> heads x (nope + rope)); ``kv_down`` (d_model
+    -> kv_lora_rank + rope: the latent and one rotary key shared by every head), ``kv_norm`` over
+    the latent, ``kv_up`` (kv_lora_rank -> heads x (nope + v)); ``out`` (heads x v -> d_model).
+    No biases, as in the published models.
+    """
+
+    num_heads: int
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        heads, nope, rope = self.num_heads, self.qk_nope_head_dim, self.qk_rope_head_dim
+        if self.q_lora_rank:
+            latent_q = nn.RMSNorm(name="query_norm")(nn.Dense(self.q_lora_rank, use_bias=False, name="query_down")(x))
+            query = nn.DenseGeneral((heads, nope + rope), use_bias=False, name="query_up")(latent_q)
+        else:
+            query = nn.DenseGeneral((heads, nope + rope), use_bias=False, name="query")(x)
+        compressed = nn.Dense(self.kv_lora_rank + rope, use_bias=False, name="kv_down")(x)
+        latent, shared_rope = jnp.split(compressed, (self.kv_lora_rank,), axis=-1)
+        kv = nn.DenseGeneral((heads, nope + self.v_head_dim), use_bias=False, name="kv_up")(
+            nn.RMSNorm(name="kv_norm")(latent)
+        )
+        key_nope, value = jnp.split(kv, (nope,), axis=-1)
+        key_rope = jnp.broadcast_to(shared_rope[..., None, :], (*key_nope.shape[:-1], rope))
+        mixed = _attend(query, jnp.concatenate([key_nope, key_rope], axis=-1), value, causal=True)
+        return nn.DenseGeneral(x.shape[-1], axis=(-2, -1), use_bias=False, name="out")(mixed)
+
+
+class FeedForward(nn.Module):
+    """The block's MLP: ``up`` and ``down`` with GELU (or ReLU, T5), or gated with ``gate`` too
+    (SwiGLU; GeGLU for T5 v1.1); ``fused`` makes gate and up one array, ``gate_up`` (Phi-3)."""
+
+    ffn_dim: int
+    gated: bool = False
+    use_bias: bool = True
+    fused: bool = False
+    activation: str = "gelu"  # of the plain MLP; gated ones use silu, or gelu when activation is "geglu"
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        if self.gated:
+            gate_activation = nn.gelu if self.activation == "geglu" else nn.silu
+            if self.fused:
+                gate_up = nn.Dense(2 * self.ffn_dim, use_bias=self.use_bias, name="gate_up")(x)
+                gate, up = jnp.split(gate_up, 2, axis=-1)
+            else:
+                gate = nn.Dense(self.ffn_dim, use_bias=self.use_bias, name="gate")(x)
+                up = nn.Dense(self.ffn_dim, use_bias=self.use_bias, name="up")(x)
+            hidden = gate_activation(gate) * up
+        else:
+            activation = nn.relu if self.activation == "relu" else nn.gelu
+            hidden = activation(nn.Dense(self.ffn_dim, use_bias=self.use_bias, name="up")(x))
+        return nn.Dense(x.shape[-1], use_bias=self.use_bias, name="down")(hidden)
+
+
+class Experts(nn.Module):
+    """Routed experts, stacked: ``gate``, ``up`` (num_experts, d_model, ffn_dim) and ``down``
+    (num_experts, ffn_dim, d_model), a SwiGLU MLP each. ``combine`` (..., num_experts) weighs each
+    expert's output (zero for the experts a token is not routed to)."""
+
+    num_experts: int
+    ffn_dim: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array, combine: jax.Array) -> jax.Array:
+        d_model, init = x.shape[-1], nn.initializers.lecun_normal(batch_axis=(0,))
+        gate = self.param("gate", init, (self.num_experts, d_model, self.ffn_dim))
+        up = self.param("up", init, (self.num_experts, d_model, self.ffn_dim))
+        down = self.param("down", init, (self.num_experts, self.ffn_dim, d_model))
+        hidden = nn.silu(jnp.einsum("...d,edf->...ef", x, gate)) * jnp.einsum("...d,edf->...ef", x, up)
+        return jnp.einsum("...ef,efd,...e->...d", hidden, down, combine)
+
+
+class MixtureOfExperts(nn.Module):
+    """A Mixture-of-Experts MLP: ``router`` (d_model -> num_experts logits, no bias) picks
+    ``top_k`` of the ``experts`` for each token; ``shared`` experts (a gated MLP every token goes
+    through, DeepSeek and Qwen-MoE) and Qwen-MoE's ``shared_gate`` (d_model -> 1) are optional.
+    ``router_bias``: DeepSeek-V3's per-expert score correction, a ``buffers`` variable (transformers
+    registers it as a buffer: in the checkpoint, not in ``num_parameters()``)."""
+
+    num_experts: int
+    top_k: int
+    ffn_dim: int
+    shared_ffn_dim: int = 0
+    shared_gate: bool = False
+    router_bias: bool = False
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        scores = jax.nn.softmax(nn.Dense(self.num_experts, use_bias=False, name="router")(x), axis=-1)
+        if self.router_bias:
+            correction = self.variable(BUFFERS, "router_bias", jnp.zeros, (self.num_experts,))
+            scores = scores + correction.value
+        weights, chosen = jax.lax.top_k(scores, self.top_k)
+        combine = jnp.sum(jax.nn.one_hot(chosen, self.num_experts) * weights[..., None], axis=-2)
+        y = Experts(self.num_experts, self.ffn_dim, name=EXPERTS)(x, combine)
+        if self.shared_ffn_dim:
+            shared = FeedForward(self.shared_ffn_dim, gated=True, use_bias=False, name="shared")(x)
+            if self.shared_gate:
+                shared = jax.nn.sigmoid(nn.Dense(1, use_bias=False, name="shared_gate")(x)) * shared
+            y = y + shared
+        return y
+
+
+class TransformerBlock(nn.Module):
+    """Attention and MLP with residuals; pre-norm (GPT-2, LLaMA, ViT) or post-norm (BERT).
+
+    ``post_norms``: a norm after each sublayer as well as before it (Gemma 2 and 3), called
+    ``attn_post_norm`` and ``mlp_post_norm``. ``qk_norm`` and ``fused`` go to the attention (and
+    ``fused`` to a gated MLP too).
+    """
+
+    num_heads: int
+    num_kv_heads: int
+    ffn_dim: int
+    use_bias: bool = True
+    norm: str = "layernorm"
+    gated_mlp: bool = False
+    causal: bool = False
+    post_norm: bool = False
+    head_dim: int = 0
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    post_norms: bool = False
+    fused: bool = False
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        attn = Attention(
+            self.num_heads,
+            self.num_kv_heads,
+            self.use_bias,
+            self.causal,
+            self.head_dim,
+            self.qkv_bias,
+            self.qk_norm,
+            self.fused,
+            name="attn",
+        )
+        mlp = FeedForward(self.ffn_dim, self.gated_mlp, self.use_bias, self.fused, name="mlp")
+        if self.post_norm:
+            x = norm(self.norm, "attn_norm")(x + attn(x))
+            return norm(self.norm, "mlp_norm")(x + mlp(x))
+        return sandwich(x, attn, mlp, self.norm, self.post_norms)
+
+
+def sandwich(x: jax.Array, attn: nn.Module, mlp: nn.Module, kind: str, post_norms: bool) -> jax.Array:
+    """The pre-norm residual block: ``attn_norm`` before attention and ``mlp_norm`` before the MLP,
+    and with ``post_norms`` also ``attn_post_norm`` and ``mlp_post_norm`` after them (Gemma 2)."""
+    y = attn(norm(kind, "attn_norm")(x))
+    x = x + (norm(kind, "attn_post_norm")(y) if post_norms else y)
+    y = mlp(norm(kind, "mlp_norm")(x))
+    return x + (norm(kind, "mlp_post_norm")(y) if post_norms else y)
+
+
+class TokenEmbeddings(nn.Module):
+    """Token (and optionally position and token-type) tables: ``embed/token``, ``embed/position``,
+    ``embed/token_type``; ``attend`` gives tied output logits."""
+
+    vocab_size: int
+    d_model: int
+    max_positions: int | None = None
+    type_vocab_size: int | None = None
+
+    def setup(self) -> None:
+        self.token = nn.Embed(self.vocab_size, self.d_model)
+        if self.max_positions is not None:
+            self.position = nn.Embed(self.max_positions, self.d_model)
+        if self.type_vocab_size is not None:
+            self.token_type = nn.Embed(self.type_vocab_size, self.d_model)
+
+    def __call__(self, tokens: jax.Array, token_types: jax.Array | None = None) -> jax.Array:
+        x = self.token(tokens)
+        if self.max_positions is not None:
+            x = x + self.position(jnp.arange(tokens.shape[-1]))
+        if self.type_vocab_size is not None:
+            x = x + self.token_type(token_types)
+        return x
+
+    def attend(self, x: jax.Array) -> jax.Array:
+        return self.token.attend(x)
+
+
+def output_logits(x: jax.Array, embed: TokenEmbeddings, vocab_size: int, tied: bool) -> jax.Array:
+    """Logits through the tied token table, or through an untied ``lm_head`` (no bias)."""
+    if tied:
+        return embed.attend(x)
+    return nn.Dense(vocab_size, use_bias=False, name="lm_head")(x)

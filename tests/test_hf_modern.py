@@ -1,0 +1,95 @@
+"""The config.json model types of issue 16 (Mixtral, Qwen-MoE, Qwen3 and Qwen3-MoE, DeepSeek-V2 and
+V3, Gemma 2 and 3, Phi-3, T5): absent fields take transformers' class defaults, fields transformers
+ignores are noted, and what no family builds is refused by name.
+
+tests/data/hf/defaults.json holds transformers' count of each class at its defaults (a bare
+``{"model_type": ...}``), written by bench/hf_import.py like the files and counts.json.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dcsim import hf
+from dcsim.model.count import count_params
+
+DATA = Path(__file__).parent / "data" / "hf"
+DEFAULTS = json.loads((DATA / "defaults.json").read_text())
+
+
+def opened(name: str, **changes):
+    data = json.loads((DATA / f"{name}.json").read_text())
+    for key, value in changes.items():
+        if value is ...:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    return hf.from_hf_config(data)
+
+
+@pytest.mark.parametrize("model_type", sorted(DEFAULTS))
+def test_a_bare_model_type_is_the_class_defaults(model_type):
+    imported = hf.from_hf_config({"model_type": model_type})
+    assert count_params(imported.config).total_params == DEFAULTS[model_type]
+
+
+def test_absent_fields_take_the_class_defaults_not_dcsims():
+    # DeepSeek-V3's class defaults are DeepSeek-V3 itself: drop every size and the count stays.
+    sizes = ("vocab_size", "hidden_size", "n_routed_experts", "first_k_dense_replace", "n_shared_experts")
+    imported = opened("deepseek-v3", **dict.fromkeys(sizes, ...))
+    assert count_params(imported.config).total_params == 671_026_404_352
+    # Qwen3's heads are 128 wide by default, whatever hidden_size / num_attention_heads says.
+    qwen3 = opened("qwen3-0.6b", head_dim=...)  # 1,024 / 16 = 64, but the class default is 128
+    assert count_params(qwen3.config).total_params == 596_049_920
+
+
+def test_fields_transformers_ignores_are_noted_not_refused():
+    imported = opened("deepseek-v3")
+    assert "num_nextn_predict_layers is 1" in imported.message()
+    assert "not part of transformers' model, nor of this count" in imported.message()
+    assert "score-correction bias is a buffer" in imported.message()
+    frequency = opened("deepseek-v2-lite", moe_layer_freq=2)
+    assert "moe_layer_freq is 2; transformers' class ignores it" in frequency.message()
+    assert count_params(frequency.config).total_params == 15_706_484_224
+
+
+def test_qwen_moe_dense_blocks_follow_mlp_only_layers_and_the_sparse_step():
+    d_model, experts, expert_ffn, shared_ffn, ffn = 2048, 60, 1408, 5632, 5632
+    moe_block_mlp = d_model * experts + 3 * experts * d_model * expert_ffn + 3 * d_model * shared_ffn + d_model
+    dense_block_mlp = 3 * d_model * ffn
+    base = 14_315_784_192
+    only = opened("qwen1.5-moe-a2.7b", mlp_only_layers=[0, 5])
+    assert count_params(only.config).total_params == base - 2 * (moe_block_mlp - dense_block_mlp)
+    step = opened("qwen1.5-moe-a2.7b", decoder_sparse_step=2)  # blocks 1, 3, ..., 23 keep their experts
+    assert count_params(step.config).total_params == base - 12 * (moe_block_mlp - dense_block_mlp)
+
+
+def test_an_untied_t5_counts_its_own_head_and_says_transformers_does_not():
+    imported = opened("flan-t5-base")
+    assert count_params(imported.config).total_params == 247_577_856
+    assert "transformers 5 ties T5's head" in imported.message()
+
+
+@pytest.mark.parametrize(
+    ("name", "changes", "message"),
+    [
+        ("qwen3-8b", {"attention_bias": True}, r"`attention_bias` is true; dcsim's Qwen3 blocks have no biases"),
+        ("gemma-2-2b", {"attention_bias": True}, r"`attention_bias` is true; dcsim's Gemma blocks"),
+        ("deepseek-v3", {"attention_bias": True}, r"`attention_bias` is true; dcsim's DeepSeek attention"),
+        ("qwen3-30b-a3b", {"attention_bias": True}, r"`attention_bias` is true"),
+        ("mixtral-8x7b", {"num_local_experts": 0}, r"`num_local_experts` must be an integer from 1 to 1,024, got 0"),
+        (
+            "mixtral-8x7b",
+            {"num_experts_per_tok": 9},
+            r"`experts_per_token` \(9\) must be at most `num_experts` \(8\).*experts_per_token is num_experts_per_tok",
+        ),
+        ("deepseek-v3", {"kv_lora_rank": 0}, r"`kv_lora_rank` must be an integer from 1"),
+        ("qwen1.5-moe-a2.7b", {"mlp_only_layers": "0,1"}, r"`mlp_only_layers` must be a list of block numbers"),
+        ("t5-small", {"feed_forward_proj": "gated-gelu-x"}, r"`feed_forward_proj` must be an activation"),
+        ("t5-small", {"d_kv": 0}, r"`d_kv` must be an integer from 1"),
+    ],
+)
+def test_what_no_family_builds_is_refused_by_name(name, changes, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        opened(name, **changes)
