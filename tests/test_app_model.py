@@ -115,7 +115,7 @@ def test_editing_a_files_model_keeps_its_name_and_says_it_was_edited():
 
 
 def test_a_refused_upload_is_explained_in_the_main_area_too():
-    at = upload(open_app(), "config.json", b'{"model_type": "gemma2"}')
+    at = upload(open_app(), "config.json", b'{"model_type": "falcon"}')
     assert "This file was not opened" in shown(at.sidebar.get("error")[0])
     assert any("This file was not opened" in shown(error) for error in at.main.get("error"))
 
@@ -202,7 +202,7 @@ def test_the_views_below_the_form_are_drawn_when_opened(query, views, tables, ch
     ("query", "label", "field"),
     [
         ({}, "Edit the Dense layers (1)", None),
-        ({"preset": "llama2-70b"}, "Llama 2 70B (8 KV heads): edit its 13 hyperparameters", "num_kv_heads"),
+        ({"preset": "llama2-70b"}, "Llama 2 70B (8 KV heads): edit its 16 hyperparameters", "num_kv_heads"),
     ],
     ids=["dense", "llama2-70b"],
 )
