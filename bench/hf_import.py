@@ -182,7 +182,9 @@ MODELS = {
     "phi-3-mini-4k": published(
         Phi3ForCausalLM, Phi3Config, **decoder_sizes(32064, 3072, 32, 32, 32, 8192, 4096), pad_token_id=32000
     ),
+    "qwen2.5-72b": decoder("qwen2", 152064, 8192, 80, 64, 8, 29568, 131072, tie_word_embeddings=False),
     "t5-small": published(T5ForConditionalGeneration, T5Config),
+    "t5-large": published(T5ForConditionalGeneration, T5Config, d_model=1024, d_ff=4096, num_layers=24, num_heads=16),
     "flan-t5-base": published(
         T5ForConditionalGeneration,
         T5Config,

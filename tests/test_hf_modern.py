@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dcsim import hf
+from dcsim.model import presets, schemas
 from dcsim.model.count import count_params
 
 DATA = Path(__file__).parent / "data" / "hf"
@@ -93,3 +94,33 @@ def test_an_untied_t5_counts_its_own_head_and_says_transformers_does_not():
 def test_what_no_family_builds_is_refused_by_name(name, changes, message):
     with pytest.raises((TypeError, ValueError), match=message):
         opened(name, **changes)
+
+
+# Each preset of issue 16 and the config.json transformers wrote for the same model.
+PRESET_FILES = {
+    "gemma-7b": "gemma-7b",
+    "gemma2-2b": "gemma-2-2b",
+    "gemma3-1b": "gemma-3-1b",
+    "qwen2.5-72b": "qwen2.5-72b",
+    "qwen3-8b": "qwen3-8b",
+    "phi3-mini": "phi-3-mini-4k",
+    "mixtral-8x7b": "mixtral-8x7b",
+    "qwen1.5-moe-a2.7b": "qwen1.5-moe-a2.7b",
+    "qwen3-30b-a3b": "qwen3-30b-a3b",
+    "deepseek-v2-lite": "deepseek-v2-lite",
+    "deepseek-v3": "deepseek-v3",
+    "t5-small": "t5-small",
+    "t5-large": "t5-large",
+    "flan-t5-base": "flan-t5-base",
+}
+COUNTS = json.loads((DATA / "counts.json").read_text())
+
+
+@pytest.mark.parametrize("preset", sorted(PRESET_FILES))
+def test_each_new_preset_is_its_config_json(preset):
+    imported = opened(PRESET_FILES[preset])
+    row = presets.PRESETS[preset]
+    opened_hparams = presets.resolved_hparams(imported.config)
+    shown = schemas.applicable(row.family, row.hparams)  # what changes the count; the rest is unused
+    assert {name: opened_hparams[name] for name in shown} == {name: row.hparams[name] for name in shown}
+    assert row.published_params == COUNTS[PRESET_FILES[preset]] == count_params(imported.config).total_params

@@ -78,7 +78,9 @@ def _model_lines(config: ModelConfig, report: ParamReport) -> list[str]:
         ]
     family = config.family
     assert family is not None
-    hparams = ", ".join(f"{name}={presets.value_text(value)}" for name, value in resolved_hparams(config).items())
+    resolved = resolved_hparams(config)
+    shown = schemas.applicable(family, resolved)  # what changes this model's count, as the page's form shows
+    hparams = ", ".join(f"{name}={presets.value_text(resolved[name])}" for name in shown)
     groups = breakdown.breakdown_frame(report)
     groups["percent_of_total"] = groups["percent_of_total"].map(_percent)
     if config.origin is not None:
@@ -97,9 +99,21 @@ def _model_lines(config: ModelConfig, report: ParamReport) -> list[str]:
         *([said] if said else []),
         f"non-embedding parameters: {units.count(breakdown.non_embedding_params(config, report))}"
         " (total less token, position and token-type tables and an untied output projection, as Pythia reports)",
+        *_active_lines(config, report),
         f"(batch size {config.batch_size:,} and seed {config.seed} change no count)",
         "",
         frame_text(groups),
+    ]
+
+
+def _active_lines(config: ModelConfig, report: ParamReport) -> list[str]:
+    """For a Mixture-of-Experts model: what one token uses, and what that means."""
+    active = breakdown.active_params(config, report)
+    if active is None:
+        return []
+    return [
+        f"active parameters per token: {units.count(active)} of {units.count(report.total_params)}",
+        "  " + (breakdown.ACTIVE_DEFINITION),
     ]
 
 

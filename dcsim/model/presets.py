@@ -212,8 +212,12 @@ def _h(**hparams: Any) -> dict[str, Any]:
     return hparams
 
 
+# The rows below are checked against transformers too: bench/hf_import.py writes each model's
+# config.json and num_parameters() to tests/data/hf/, and tests/test_hf_modern.py opens every file
+# named here and requires the preset's hyperparameters and count.
+_HF_FILE = "transformers {cls}({config}).num_parameters(), written by bench/hf_import.py to tests/data/hf/"
 _BASES = {"decoder": _ROTARY, "moe": _MOE, "t5": _T5}
-_GEMMA_SOURCE = _HF.format(cls="{cls}", config="{config}") + _TRAP_GEMMA
+_GEMMA_SOURCE = _HF_FILE.format(cls="{cls}", config="{config}") + _TRAP_GEMMA
 
 # The families of issue 16. Each row: name, family, title, published count, source, and the
 # hyperparameters that differ from the family's base above (a rotary Llama-style decoder, Mixtral,
@@ -229,47 +233,47 @@ _MODERN_ROWS: tuple[tuple[str, str, str, int, str, dict[str, Any]], ...] = (
      _h(vocab_size=256_000, d_model=2304, num_layers=26, num_heads=8, num_kv_heads=4, ffn_dim=9216,
         head_dim=256, tied_embeddings=True, post_norms=True)),
     ("gemma3-1b", "decoder", "Gemma 3 1B", 999_885_952,
-     _HF.format(cls="Gemma3ForCausalLM", config="google/gemma-3-1b-pt"),
+     _HF_FILE.format(cls="Gemma3ForCausalLM", config="google/gemma-3-1b-pt"),
      _h(vocab_size=262_144, d_model=1152, num_layers=26, num_heads=4, num_kv_heads=1, ffn_dim=6912,
         head_dim=256, tied_embeddings=True, post_norms=True, qk_norm=True)),
     ("qwen2.5-72b", "decoder", "Qwen2.5 72B (8 KV heads)", 72_706_203_648,
-     _HF.format(cls="Qwen2ForCausalLM", config="Qwen/Qwen2.5-72B") + _TRAP_QWEN2,
+     _HF_FILE.format(cls="Qwen2ForCausalLM", config="Qwen/Qwen2.5-72B") + _TRAP_QWEN2,
      _h(vocab_size=152_064, d_model=8192, num_layers=80, num_heads=64, num_kv_heads=8, ffn_dim=29_568,
         qkv_bias=True)),
     ("qwen3-8b", "decoder", "Qwen3 8B", 8_190_735_360,
-     _HF.format(cls="Qwen3ForCausalLM", config="Qwen/Qwen3-8B"),
+     _HF_FILE.format(cls="Qwen3ForCausalLM", config="Qwen/Qwen3-8B"),
      _h(vocab_size=151_936, d_model=4096, num_layers=36, num_heads=32, num_kv_heads=8, ffn_dim=12_288,
         qk_norm=True)),
     ("phi3-mini", "decoder", "Phi-3 mini (4k)", 3_821_079_552,
-     _HF.format(cls="Phi3ForCausalLM", config="microsoft/Phi-3-mini-4k-instruct"),
+     _HF_FILE.format(cls="Phi3ForCausalLM", config="microsoft/Phi-3-mini-4k-instruct"),
      _h(vocab_size=32_064, d_model=3072, num_layers=32, num_heads=32, num_kv_heads=32, ffn_dim=8192,
         fused_projections=True)),
     ("mixtral-8x7b", "moe", "Mixtral 8x7B (8 experts, top-2)", 46_702_792_704,
-     _HF.format(cls="MixtralForCausalLM", config="mistralai/Mixtral-8x7B-v0.1"), {}),
+     _HF_FILE.format(cls="MixtralForCausalLM", config="mistralai/Mixtral-8x7B-v0.1"), {}),
     ("qwen1.5-moe-a2.7b", "moe", "Qwen1.5-MoE-A2.7B (60 experts, top-4, shared expert)", 14_315_784_192,
-     _HF.format(cls="Qwen2MoeForCausalLM", config="Qwen/Qwen1.5-MoE-A2.7B"),
+     _HF_FILE.format(cls="Qwen2MoeForCausalLM", config="Qwen/Qwen1.5-MoE-A2.7B"),
      _h(vocab_size=151_936, d_model=2048, num_layers=24, num_heads=16, num_kv_heads=16, qkv_bias=True,
         num_experts=60, experts_per_token=4, expert_ffn_dim=1408, shared_ffn_dim=5632, shared_expert_gate=True,
         ffn_dim=5632)),
     ("qwen3-30b-a3b", "moe", "Qwen3-30B-A3B (128 experts, top-8)", 30_532_122_624,
-     _HF.format(cls="Qwen3MoeForCausalLM", config="Qwen/Qwen3-30B-A3B"),
+     _HF_FILE.format(cls="Qwen3MoeForCausalLM", config="Qwen/Qwen3-30B-A3B"),
      _h(vocab_size=151_936, d_model=2048, num_layers=48, num_heads=32, num_kv_heads=4, head_dim=128,
         qk_norm=True, num_experts=128, experts_per_token=8, expert_ffn_dim=768, ffn_dim=6144)),
     ("deepseek-v2-lite", "moe", "DeepSeek-V2-Lite (MLA, 64 experts, top-6)", 15_706_484_224,
-     _HF.format(cls="DeepseekV2ForCausalLM", config="deepseek-ai/DeepSeek-V2-Lite"),
+     _HF_FILE.format(cls="DeepseekV2ForCausalLM", config="deepseek-ai/DeepSeek-V2-Lite"),
      _h(vocab_size=102_400, d_model=2048, num_layers=27, attention="mla", num_heads=16, num_kv_heads=16,
         q_lora_rank=0, kv_lora_rank=512, num_experts=64, experts_per_token=6, expert_ffn_dim=1408,
         shared_ffn_dim=2 * 1408, dense_layers=(0,), ffn_dim=10_944)),
     ("deepseek-v3", "moe", "DeepSeek-V3 (671B; MLA, 256 experts, top-8)", 671_026_404_352,
-     _HF.format(cls="DeepseekV3ForCausalLM", config="deepseek-ai/DeepSeek-V3")
+     _HF_FILE.format(cls="DeepseekV3ForCausalLM", config="deepseek-ai/DeepSeek-V3")
      + "; the paper's 671B, without the 14B multi-token-prediction module its checkpoint also holds",
      _h(vocab_size=129_280, d_model=7168, num_layers=61, attention="mla", num_heads=128, num_kv_heads=128,
         q_lora_rank=1536, kv_lora_rank=512, num_experts=256, experts_per_token=8, expert_ffn_dim=2048,
         shared_ffn_dim=2048, router_bias=True, dense_layers=(0, 1, 2), ffn_dim=18_432)),
     ("t5-small", "t5", "T5-small", 60_506_624,
-     _HF.format(cls="T5ForConditionalGeneration", config="t5-small"), {}),
+     _HF_FILE.format(cls="T5ForConditionalGeneration", config="t5-small"), {}),
     ("t5-large", "t5", "T5-large", 737_668_096,
-     _HF.format(cls="T5ForConditionalGeneration", config="t5-large"),
+     _HF_FILE.format(cls="T5ForConditionalGeneration", config="t5-large"),
      _h(d_model=1024, num_layers=24, num_decoder_layers=24, num_heads=16, ffn_dim=4096)),
     ("flan-t5-base", "t5", "Flan-T5-base (gated-GELU, untied head)", 247_577_856,
      "the published checkpoint (google/flan-t5-base stores its lm_head.weight apart); transformers 5 ties T5's "

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from dcsim.model import breakdown
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport
 from dcsim.report import units
@@ -114,6 +115,7 @@ def count_record(config: ModelConfig, report: ParamReport) -> dict[str, Any]:
         "raw_bytes": {row.dtype: row.num_bytes for row in payload.raw_payloads(report.total_params)},
         "raw_bytes_note": payload.NOT_CHECKPOINT_SIZE,
         "other_variables": report.total_other_values,
+        "active_params": breakdown.active_params(config, report),
         "config": config.to_dict(),
         "layers": [
             {"path": row.path, "num_arrays": row.num_arrays, "num_params": row.num_params} for row in report.layers
