@@ -87,6 +87,7 @@ config = state.config()
 show_answer(config, model.edit_error())
 st.subheader("Configuration")
 model.form(config)
+model.hub_box()
 if model.edited():  # widget state changed without a callback (AppTest): draw again from it
     st.rerun()
 report = cache.count(config)

@@ -49,6 +49,10 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ and "DCSIM_COMPILATION_CACHE" n
     _XLA_CACHE = tempfile.mkdtemp(prefix="dcsim-test-xla-")
     os.environ["DCSIM_COMPILATION_CACHE"] = _XLA_CACHE
     atexit.register(shutil.rmtree, _XLA_CACHE, ignore_errors=True)
+# No test reaches the Hub: a link naming a model by `hf=` alone (the hostile-link sweep sends them)
+# makes a page fetch from HF_ENDPOINT, so by default that is a closed loopback port. Tests of the Hub
+# fetcher start their own loopback Hub (tests/fake_hub.py) and pass its address.
+os.environ.setdefault("HF_ENDPOINT", "http://127.0.0.1:9")
 SERVER_START_SECONDS = 90
 # Playwright's 5 s default for `expect` is tight on two shared cores under a full test run; a
 # waiting expect costs nothing when the page is quick, so leave a busy CI machine room.

@@ -314,3 +314,14 @@ def test_the_budget_tables_say_how_many_larger_counts_fit_and_show_the_counts_bo
     )
     assert two["note"] == "the fewest devices that fit; the ideal share's shard count"  # 20 / 10 = 2 as well
     assert (three["verdict"], three["on_trend"], three["is_answer"]) == ("Over the budget", False, False)
+
+
+def test_a_scenario_naming_a_hub_model_alone_says_a_comparison_does_not_fetch():
+    decoded = comparisons.decode({"s": ["float32~hf=mistralai/Mixtral-8x7B-v0.1~n=Mixtral"]})
+    (scenario,) = decoded.comparison.scenarios
+    assert scenario.config.is_dense
+    assert any(
+        "names the Hub model 'mistralai/Mixtral-8x7B-v0.1' without its hyperparameters" in problem
+        and "does not fetch" in problem
+        for problem in decoded.problems
+    )

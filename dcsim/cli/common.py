@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from typing import Any, NoReturn
 
@@ -36,6 +37,18 @@ def model_flags() -> Parser:
         "--config",
         metavar="FILE",
         help="configuration JSON as the dashboard downloads it, or a Hugging Face config.json ('-' reads stdin)",
+    )
+    group.add_argument(
+        "--hf",
+        metavar="OWNER/NAME",
+        help="a model's Hugging Face Hub id: its config.json is fetched (HF_ENDPOINT; a gated model's token from "
+        "HF_TOKEN; HF_HUB_OFFLINE reads the local cache only) and opened as --config opens one",
+    )
+    group.add_argument("--revision", metavar="REV", help="with --hf: a branch, tag or commit (default: main)")
+    group.add_argument(
+        "--hf-cache",
+        metavar="DIR",
+        help="with --hf: read config.json from this Hugging Face cache folder, offline (never the network)",
     )
     group.add_argument("--input-dim", metavar="D", help="input dimension D (default 4)")
     group.add_argument("--features", metavar="F1,F2,...", help="widths of the Dense layers in order (default 4)")
@@ -74,20 +87,54 @@ def read_file(path: str, what: str, max_bytes: int) -> bytes:
         raise UsageError(f"cannot read the {what} file {path!r}: {err.strerror or err}") from None
 
 
-def _read_config(path: str) -> ModelConfig:
+def _read_config(path: str) -> tuple[ModelConfig, str | None]:
     data = read_file(path, "configuration", hf.MAX_HF_CONFIG_BYTES)
     try:
         config, note = hf.read_config_file(data)
     except (TypeError, ValueError) as err:
         raise UsageError(f"configuration file {path!r}: {err}") from None
-    if note is not None:
-        print(f"dcsim: {note}", file=sys.stderr)
-    return config
+    return config, note
+
+
+def _read_hub(args: argparse.Namespace) -> tuple[ModelConfig, str]:
+    """The model of --hf: its config.json from the Hub, or from the --hf-cache folder offline. The
+    token is HF_TOKEN's (huggingface_hub's convention), sent to the Hub only, never printed."""
+    from dcsim.hf import hub  # here, not above: huggingface_hub's HTTP stack loads only for --hf
+
+    if args.config:
+        raise UsageError("--hf and --config both name the model; give one")
+    settings = hub.HubSettings.from_env()
+    if args.hf_cache is not None:
+        if not os.path.isdir(args.hf_cache):
+            raise UsageError(
+                f"--hf-cache: {args.hf_cache!r} is not a folder (a Hugging Face cache: ~/.cache/huggingface/hub)"
+            )
+        settings = dataclasses.replace(
+            settings,
+            offline=True,
+            cache_dir=args.hf_cache,
+            offline_because="--hf-cache reads only its folder",
+            offline_remedy="or leave out --hf-cache to fetch it from the Hub",
+        )
+    repo_id = hub.check_repo_id(args.hf.strip(), "--hf")
+    revision = None if args.revision is None else hub.check_revision(args.revision.strip(), "--revision")
+    try:
+        opened = hub.open_model(repo_id, revision, token=os.environ.get("HF_TOKEN") or None, settings=settings)
+    except (TypeError, ValueError) as err:
+        raise UsageError(f"--hf: {err}") from None
+    return opened.config, opened.message
 
 
 def config_from_args(args: argparse.Namespace) -> ModelConfig:
-    """The configuration the model flags describe: the --config file's, then each given flag."""
-    config = _read_config(args.config) if args.config else ModelConfig()
+    """The configuration the model flags describe: the --config file's (or --hf's), then each given flag."""
+    for flag in ("revision", "hf_cache"):
+        if getattr(args, flag) is not None and args.hf is None:
+            raise UsageError(f"--{flag.replace('_', '-')} is for --hf OWNER/NAME; give the model's Hub id too")
+    config, note = ModelConfig(), None
+    if args.hf is not None:
+        config, note = _read_hub(args)
+    elif args.config:
+        config, note = _read_config(args.config)
     changes: dict[str, Any] = {}
     for flag, field in (
         ("input_dim", "input_dim"),
@@ -105,7 +152,10 @@ def config_from_args(args: argparse.Namespace) -> ModelConfig:
         layers = tuple(dataclasses.replace(layer, use_bias=False) for layer in layers)
     if args.dtype is not None:
         changes["dtype"] = args.dtype
-    return dataclasses.replace(config, layers=layers, **changes, **_preset_changes(args, config))
+    config = dataclasses.replace(config, layers=layers, **changes, **_preset_changes(args, config))
+    if note is not None:  # said once the whole command line is accepted, so a refusal stays one line
+        print(f"dcsim: {note}", file=sys.stderr)
+    return config
 
 
 def _preset_changes(args: argparse.Namespace, config: ModelConfig) -> dict[str, Any]:

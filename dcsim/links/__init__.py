@@ -10,7 +10,10 @@ and one ``h.<name>=<value>`` per hyperparameter changed from the preset's (``h.n
 ``h.tied_embeddings=false``, ``h.stage_blocks=3,4,6,3``). A model opened from a Hugging Face
 config.json carries its ``family``, ``model_type`` and ``name`` (and ``edited=true`` once changed)
 instead of a preset, its ``h.`` values against the family's defaults, so it reopens under its own
-name.
+name; one fetched from the Hugging Face Hub adds ``hf=OWNER/NAME`` (and ``rev=REV`` when a revision
+was given; ``name`` is left out when it is the Hub id), and still reopens without asking the Hub.
+A link with ``hf`` but no ``family`` (written by hand, or pasted from a chat) names a model to fetch:
+``Decoded.hub`` says which, checked against the Hub's id rules here, and the dashboard fetches it.
 
 Versions: 1 had the Dense stack only; 2 added presets. A version-1 link opens as it always did.
 
@@ -31,14 +34,18 @@ from urllib.parse import urlencode
 from dcsim.inputs import show
 from dcsim.model import presets, schemas
 from dcsim.model.config import (
+    MAX_HUB_ID_CHARS,
     MAX_LAYERS,
     MAX_MODEL_TYPE_CHARS,
     MAX_NAME_CHARS,
+    MAX_REVISION_CHARS,
     DenseLayer,
     ModelConfig,
     Origin,
     check_dtype,
     check_field,
+    check_hub_id,
+    check_hub_revision,
     parse_int,
 )
 
@@ -58,12 +65,34 @@ MODEL_TYPE_KEY = "model_type"
 NAME_KEY = "name"
 EDITED_KEY = "edited"
 ORIGIN_KEYS = (FAMILY_KEY, MODEL_TYPE_KEY, NAME_KEY, EDITED_KEY)
+HUB_KEY = "hf"
+REVISION_KEY = "rev"
+HUB_KEYS = (HUB_KEY, REVISION_KEY)
 HPARAM_PREFIX = "h."
-KEYS = (VERSION_KEY, "input_dim", LAYERS_KEY, "batch", "seed", "shards", DTYPE_KEY, PRESET_KEY, *ORIGIN_KEYS)
+KEYS = (
+    VERSION_KEY,
+    "input_dim",
+    LAYERS_KEY,
+    "batch",
+    "seed",
+    "shards",
+    DTYPE_KEY,
+    PRESET_KEY,
+    *ORIGIN_KEYS,
+    *HUB_KEYS,
+)
 _MAX_NAMED = 5  # unknown hyperparameters named in one message; the rest are counted
 
 # Fixed-width pieces and no nested quantifiers: this cannot backtrack, whatever arrives.
 _LAYER_TOKEN = re.compile(r"([0-9]{1,8})(n?)(?:x([0-9]{1,4}))?")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HubRef:
+    """A model a link names only by its Hub id, to be fetched: both checked by the Hub's rules."""
+
+    repo_id: str
+    revision: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -73,10 +102,13 @@ class Decoded:
     Attributes:
       config: the configuration, with every field the link got wrong at its default.
       problems: one sentence per rejected field, saying what was wrong and what was used instead.
+      hub: the Hub model to fetch when the link names one by ``hf`` alone (no ``family``); ``config``
+        is then the Dense stack with the link's shards, dtype, seed and batch, to be replaced by it.
     """
 
     config: ModelConfig
     problems: tuple[str, ...] = ()
+    hub: HubRef | None = None
 
 
 def encode_layers(layers: Sequence[DenseLayer]) -> str:
@@ -135,9 +167,15 @@ def encode(config: ModelConfig) -> dict[str, str]:
         params[PRESET_KEY] = config.preset
     if config.origin is not None:
         origin = config.origin
-        params |= {FAMILY_KEY: origin.family, MODEL_TYPE_KEY: origin.model_type, NAME_KEY: origin.name}
+        params |= {FAMILY_KEY: origin.family, MODEL_TYPE_KEY: origin.model_type}
+        if origin.name != origin.hub_id:
+            params[NAME_KEY] = origin.name
         if origin.edited:
             params[EDITED_KEY] = "true"
+        if origin.hub_id is not None:
+            params[HUB_KEY] = origin.hub_id
+        if origin.revision is not None:
+            params[REVISION_KEY] = origin.revision
     params.update({HPARAM_PREFIX + name: presets.value_text(value) for name, value in config.overrides})
     return params
 
@@ -170,19 +208,69 @@ def _decode_origin(params: Mapping[str, Sequence[str]], problems: list[str]) -> 
         if text not in ("true", "false"):
             problems.append(f"Link: `{EDITED_KEY}` must be true or false, got {show(text)}; using false.")
         edited = text == "true"
+    hub_id, revision = None, None
+    if HUB_KEY in params:
+        try:
+            hub_id = check_hub_id(single(params, HUB_KEY, MAX_HUB_ID_CHARS), HUB_KEY)
+        except (TypeError, ValueError) as err:
+            problems.append(f"Link: {err}; showing the model without a Hub id.")
+    if REVISION_KEY in params:
+        revision = _revision(params, problems, hub_id, "ignoring it")
     return Origin(
         family=family,
         model_type=str(fields["model_type"]),
-        name=str(fields["name"] or fields["model_type"]),
+        name=str(fields["name"] or hub_id or fields["model_type"]),
         edited=edited,
+        hub_id=hub_id,
+        revision=revision,
     )
 
 
-def _decode_model(params: Mapping[str, Sequence[str]], config: ModelConfig, problems: list[str]) -> ModelConfig:
+def _revision(params: Mapping[str, Sequence[str]], problems: list[str], hub_id: str | None, instead: str) -> str | None:
+    """The link's ``rev``, checked, for the Hub model ``hub_id``; None with a sentence ending in
+    ``instead`` when it is bad or names no model."""
+    if hub_id is None:
+        names = f"the link names no valid one (`{HUB_KEY}`)"
+        problems.append(f"Link: `{REVISION_KEY}` is a revision of a Hub model, and {names}; {instead}.")
+        return None
+    try:
+        return check_hub_revision(single(params, REVISION_KEY, MAX_REVISION_CHARS), REVISION_KEY)
+    except (TypeError, ValueError) as err:
+        problems.append(f"Link: {err}; {instead}.")
+        return None
+
+
+def _decode_hub(params: Mapping[str, Sequence[str]], names: list[str], problems: list[str]) -> HubRef | None:
+    """The Hub model a link names by ``hf`` alone, to fetch; None (with a sentence) when its id or
+    revision breaks the Hub's rules, so nothing is asked of the Hub for it."""
+    dense = "showing the Dense stack instead" + (" and ignoring its hyperparameters (`h.…`)" if names else "")
+    try:
+        repo_id = check_hub_id(single(params, HUB_KEY, MAX_HUB_ID_CHARS), HUB_KEY)
+    except (TypeError, ValueError) as err:
+        problems.append(f"Link: {err}; {dense}.")
+        return None
+    revision = None
+    if REVISION_KEY in params:
+        before = len(problems)
+        revision = _revision(params, problems, repo_id, f"{repo_id} is not opened at another revision instead; {dense}")
+        if len(problems) > before:
+            return None
+    if names:
+        problems.append(
+            f"Link: hyperparameters (`h.…`) were given without the model's `{FAMILY_KEY}`; ignoring them: "
+            f"{repo_id} opens as its config.json on the Hub has it."
+        )
+    return HubRef(repo_id=repo_id, revision=revision)
+
+
+def _decode_model(
+    params: Mapping[str, Sequence[str]], config: ModelConfig, problems: list[str]
+) -> tuple[ModelConfig, HubRef | None]:
     """Add the link's preset (or model opened from a file) and each of its hyperparameters that
-    is valid, so a bad one (alone, or together with the others) is reported and the rest kept."""
+    is valid, so a bad one (alone, or together with the others) is reported and the rest kept; or
+    the Hub model it names by ``hf`` alone, to fetch."""
     names = [key[len(HPARAM_PREFIX) :] for key in params if key.startswith(HPARAM_PREFIX)]
-    origin_named = [key for key in ORIGIN_KEYS if key in params]
+    origin_named = [key for key in (*ORIGIN_KEYS, *HUB_KEYS) if key in params]
     if PRESET_KEY in params:
         if origin_named:
             problems.append(
@@ -193,9 +281,16 @@ def _decode_model(params: Mapping[str, Sequence[str]], config: ModelConfig, prob
             row = presets.get_preset(single(params, PRESET_KEY, MAX_SCALAR_CHARS))
         except (TypeError, ValueError) as err:
             problems.append(f"Link: {err}; showing the Dense stack instead.")
-            return config
+            return config, None
         config = dataclasses.replace(config, preset=row.name, overrides=())
         family, base, whose = row.family, dict(row.hparams), row.name
+    elif FAMILY_KEY not in params and HUB_KEY in params:
+        return config, _decode_hub(params, names, problems)
+    elif origin_named == [REVISION_KEY]:
+        _revision(params, problems, None, "ignoring it")
+        if names:
+            problems.append("Link: hyperparameters (`h.…`) were given without a `preset`; ignoring them.")
+        return config, None
     elif FAMILY_KEY in params or origin_named:
         origin = _decode_origin(params, problems) if FAMILY_KEY in params else None
         if origin is None:
@@ -204,13 +299,13 @@ def _decode_model(params: Mapping[str, Sequence[str]], config: ModelConfig, prob
             problems.append(
                 f"Link: {why}the model opened from a file cannot be built; showing the Dense stack{ignored}."
             )
-            return config
+            return config, None
         config = dataclasses.replace(config, origin=origin, overrides=())
         family, base, whose = origin.family, schemas.family_defaults(origin.family), origin.title
     else:
         if names:
             problems.append("Link: hyperparameters (`h.…`) were given without a `preset`; ignoring them.")
-        return config
+        return config, None
     valid = {spec.name for spec in schemas.schema(family)}
     unknown = [name for name in names if name not in valid]
     if unknown:
@@ -245,7 +340,7 @@ def _decode_model(params: Mapping[str, Sequence[str]], config: ModelConfig, prob
         pass
     else:
         report()
-        return config
+        return config, None
     # Else keep as many as fit, in passes until none more does; report the rest.
     overrides: dict[str, Any] = {}
     pending = dict(parsed)
@@ -264,7 +359,7 @@ def _decode_model(params: Mapping[str, Sequence[str]], config: ModelConfig, prob
         if not added:
             break
     report()
-    return config
+    return config, None
 
 
 def query_string(config: ModelConfig) -> str:
@@ -346,5 +441,5 @@ def decode(params: Mapping[str, Sequence[str]]) -> Decoded:
             fields["dtype"] = check_dtype(single(params, DTYPE_KEY, MAX_SCALAR_CHARS))
         except (TypeError, ValueError) as err:
             reject(DTYPE_KEY, err, defaults.dtype)
-    config = _decode_model(params, dataclasses.replace(defaults, **fields), problems)
-    return Decoded(config=config, problems=tuple(problems))
+    config, hub = _decode_model(params, dataclasses.replace(defaults, **fields), problems)
+    return Decoded(config=config, problems=tuple(problems), hub=hub)

@@ -127,6 +127,12 @@ def decode_scenario(token: str, position: int) -> tuple[Scenario | None, list[st
         params.setdefault(key, []).append(value)
     decoded = links.decode(params)
     problems += [f"{where}: {problem.removeprefix('Link: ')}" for problem in decoded.problems]
+    if decoded.hub is not None:  # a comparison never fetches: its scenarios carry their hyperparameters
+        problems.append(
+            f"{where}: names the Hub model {show(decoded.hub.repo_id)} without its hyperparameters, and a "
+            "comparison link does not fetch from the Hub; open it on the Model page and add it from there. "
+            "Showing the Dense stack in its place."
+        )
     return Scenario(name=name, config=decoded.config, dtype=dtype), problems
 
 

@@ -8,16 +8,25 @@ query string) loses nothing and the address bar is always a link that reopens wh
 Widgets are never bound to the URL (``bind="query-params"`` on a number input raises before any
 code runs on ``?shards=1e400``): each widget is seeded from the configuration, and its value,
 once validated, becomes the configuration.
+
+A link that names a model by its Hub id alone (``?hf=owner/name``) is opened on the first run by
+fetching its config.json (``open_from_hub``: the server's bounded, cached fetcher, this session's
+budget); when that fails, the link's problems say why, the Model page's Hub id box is opened with
+the id filled in, and no other model's figures are shown under that name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
 from dcsim import links
 from dcsim.model.config import ModelConfig
+
+if TYPE_CHECKING:
+    from dcsim.hf.hub import Opened, SessionBudget
 
 CONFIG = "dcsim.config"
 PROBLEMS = "dcsim.link_problems"
@@ -27,6 +36,14 @@ PAGE_MEMORY = "dcsim.page_memory"
 LAST_DENSE = "dcsim.last_dense"
 LAST_OPENED = "dcsim.last_opened"
 WIDGET_PREFIX = "w."
+# The Hub id box (``dcsim.ui.model.hub_box``): its widgets, kept apart from the configuration's
+# ``w.`` widgets so a newly opened model does not empty them, and its expander.
+HUB_ID = "hub.id"
+HUB_REVISION = "hub.revision"
+HUB_TOKEN = "hub.token"  # the token stays in this session's state: never in the URL, never logged
+HUB_OPEN = "model.hub_open"
+HUB_BUDGET = "dcsim.hub_budget"
+HUB_NOTE = "dcsim.hub_note"  # (architecture, message) of the model last opened from the Hub
 
 
 def _query() -> dict[str, list[str]]:
@@ -37,11 +54,54 @@ def config() -> ModelConfig:
     """The session's configuration: the link's on the first run, the last valid one after."""
     if CONFIG not in st.session_state:
         decoded = links.decode(_query())
-        st.session_state[CONFIG] = decoded.config
-        st.session_state[PROBLEMS] = decoded.problems
+        config, problems = decoded.config, decoded.problems
+        if decoded.hub is not None:
+            config, problems = _open_linked(decoded)
+        st.session_state[CONFIG] = config
+        st.session_state[PROBLEMS] = problems
         st.session_state[GENERATION] = 0
-        _remember(decoded.config)
+        _remember(config)
     return st.session_state[CONFIG]
+
+
+def _open_linked(decoded: links.Decoded) -> tuple[ModelConfig, tuple[str, ...]]:
+    """The model a link names by its Hub id alone, fetched; or, when it cannot be, the link's own
+    configuration (the Dense stack) and a problem saying why, the Hub id box filled in for a retry."""
+    assert decoded.hub is not None
+    repo_id, revision = decoded.hub.repo_id, decoded.hub.revision
+    try:
+        return open_from_hub(repo_id, revision, token=None, base=decoded.config).config, decoded.problems
+    except (TypeError, ValueError) as err:
+        st.session_state[HUB_ID], st.session_state[HUB_REVISION] = repo_id, revision or ""
+        st.session_state[HUB_OPEN] = True
+        problem = (
+            f"Link: `hf`: {repo_id} could not be opened from the Hugging Face Hub: {err}. The figures shown are "
+            f"the Dense stack's, not {repo_id}'s; try again in the Model page's Hub id box."
+        )
+        return decoded.config, (*decoded.problems, problem)
+
+
+def hub_budget() -> SessionBudget:
+    """This session's budget of fetches from the Hub (``dcsim.hf.hub.SessionBudget``)."""
+    from dcsim.hf import hub  # loaded on the first fetch: a visit that fetches nothing never waits for it
+
+    budget = st.session_state.get(HUB_BUDGET)
+    if not isinstance(budget, hub.SessionBudget):
+        budget = st.session_state[HUB_BUDGET] = hub.SessionBudget()
+    return budget
+
+
+def open_from_hub(repo_id: str, revision: str | None, *, token: str | None, base: ModelConfig) -> Opened:
+    """``dcsim.hf.hub.open_model`` with this session's budget, under a spinner; the message saying
+    what was opened is kept for the Model page (``HUB_NOTE``). Raises what ``open_model`` raises."""
+    from dcsim.hf import hub
+
+    repo_id = hub.check_repo_id(repo_id)  # checked before it is shown, too
+    revision = None if revision is None else hub.check_revision(revision)
+    with st.spinner(f"Fetching `config.json` of `{repo_id}` from the Hugging Face Hub…"):
+        opened = hub.open_model(repo_id, revision, token=token, base=base, budget=hub_budget())
+    st.session_state[HUB_NOTE] = (opened.config.architecture(), opened.message)
+    return opened
 
 
 def _remember(config: ModelConfig) -> None:
