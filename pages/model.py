@@ -49,6 +49,18 @@ def show_answer(config: ModelConfig, error: str | None = None) -> None:
                 "projection over the vocabulary, as Pythia reports it (a tied output layer is the token table, "
                 "subtracted once).",
             )
+        active = breakdown.active_params(config, report)
+        if active is not None:
+            hparams = presets.resolved_hparams(config)
+            figure(
+                row,
+                "Active per token",
+                units.count(active),
+                help=breakdown.ACTIVE_DEFINITION,
+                caption=f"What one token uses: {hparams['experts_per_token']:,} of the {hparams['num_experts']:,} "
+                "routed experts in each MoE block, everything else in full. Every expert is stored: memory, "
+                "shards and checkpoints hold the total.",
+            )
         figure(
             row,
             f"Ideal share per shard ({config.num_shards:,} shards)",
@@ -76,7 +88,7 @@ def show_answer(config: ModelConfig, error: str | None = None) -> None:
             st.caption(frame.plain(said))
         if report.other:
             st.caption(
-                f"Other variables (BatchNorm statistics and the like; not parameters, not in the total): "
+                f"Other variables ({breakdown.other_variables_text(report)}; not parameters, not in the total): "
                 f"{units.count(report.total_other_values)} values."
             )
 

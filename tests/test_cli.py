@@ -266,7 +266,7 @@ def test_preset_table_shows_groups_non_embedding_and_batchnorm_apart(capsys):
     assert "model: preset resnet18 (ResNet-18;" in out
     assert "ResNet-18: matches the published 11,689,512" in out
     assert out.startswith("total parameters       11,689,512\n")  # the answer first
-    assert "other variables        9,600 (e.g. BatchNorm statistics: not parameters, not in the total)" in out
+    assert "other variables        9,600 (BatchNorm running statistics: not parameters, not in the total)" in out
     assert "\nstage_3 " in out  # the top-level modules; every array is in --format csv
     assert "(62 arrays: every one with --format csv or --format json)" in out
     _, out, _ = run(capsys, "count", "--preset", "llama2-7b", "--set", "num_layers=2")

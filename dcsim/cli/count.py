@@ -39,7 +39,7 @@ def render_count_table(config: ModelConfig, report: ParamReport) -> str:
     if report.other:
         lines.append(
             f"other variables        {units.count(report.total_other_values)}"
-            " (e.g. BatchNorm statistics: not parameters, not in the total)"
+            f" ({breakdown.other_variables_text(report)}: not parameters, not in the total)"
         )
     lines += ["", *_model_lines(config, report), ""]
     if config.is_dense:

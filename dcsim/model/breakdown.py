@@ -158,3 +158,16 @@ def active_params(config: ModelConfig, report: ParamReport) -> int | None:
     experts, top_k = hparams["num_experts"], hparams["experts_per_token"]
     idle = sum(row.num_values // experts * (experts - top_k) for row in report.arrays if is_routed_expert(row))
     return report.total_params - idle
+
+
+# What each variable collection other than ``params`` holds, in a person's words.
+OTHER_COLLECTIONS = {
+    "batch_stats": "BatchNorm running statistics",
+    "buffers": "the router's score-correction biases (DeepSeek-V3): buffers, not trained by gradients",
+}
+
+
+def other_variables_text(report: ParamReport) -> str:
+    """What the variables outside ``params`` are, by collection: ``BatchNorm running statistics``."""
+    collections = dict.fromkeys(row.collection for row in report.other)
+    return "; ".join(OTHER_COLLECTIONS.get(name, f"the {name} collection") for name in collections)

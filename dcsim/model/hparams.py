@@ -110,7 +110,7 @@ class HParam:
             return lowered == "true"
         if self.kind == "choice":
             return self.check(text)
-        if not text and self.min_length == 0:
+        if self.min_length == 0 and text.lower() in ("", "none"):  # as presets.value_text writes an empty list
             return ()
         entries = text.split(",")
         if len(entries) > self.longest:

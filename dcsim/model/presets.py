@@ -367,12 +367,15 @@ def provenance(config: Any, total_params: int) -> str | None:
     return f"{row.title}: {same} the published {row.published_params:,} ({row.source})."
 
 
+EMPTY_LIST = "none"
+
+
 def value_text(value: Any) -> str:
     """A hyperparameter as a link or a message writes it: ``true``, ``3,4,6,3``, ``768``."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, tuple):
-        return ",".join(str(entry) for entry in value)
+    if isinstance(value, tuple):  # an empty list is `none`: an empty link value may be dropped on the way
+        return ",".join(str(entry) for entry in value) or EMPTY_LIST
     return str(value)
 
 

@@ -143,7 +143,8 @@ FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
                 name="dense_layers",
                 kind="ints",
                 default=(),
-                description="blocks with a dense MLP instead of experts, numbered from 0 (DeepSeek-V3: 0,1,2)",
+                description="blocks with a dense MLP instead of experts, numbered from 0 (DeepSeek-V3: 0,1,2); "
+                "none or empty: every block has experts",
                 minimum=0,
                 maximum=MAX_BLOCKS - 1,
                 max_length=MAX_BLOCKS,
