@@ -309,3 +309,20 @@ def command_lines() -> Iterator[tuple[int, list[bytes]]]:
 def processes_mentioning(text: str) -> list[int]:
     """Live processes whose command line contains ``text`` (a worker's argv names its folder)."""
     return [pid for pid, argv in command_lines() if text in b"\0".join(argv).decode(errors="replace")]
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    """``python -m dcsim ARGV`` in process: its exit code, stdout and stderr."""
+    from dcsim.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def refused_in_one_line(capsys, *argv) -> str:
+    """The error line of a command line the CLI refuses: exit 2, nothing on stdout, one line on stderr."""
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("dcsim: error: ")
+    return err

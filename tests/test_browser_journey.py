@@ -69,7 +69,10 @@ def assert_belongs_to_the_link(browser, page, total: str) -> list[tuple[str, str
 
 
 def choose_model(page, title: str) -> None:
+    """Pick a model as a person does in a list of thirty: type part of its name, then click it (the
+    list is virtualised, so an option far down is not in the page until the list is filtered)."""
     page.get_by_role("combobox", name="Model").click()
+    page.keyboard.type(title)
     page.get_by_role("option", name=title, exact=False).first.click()
     wait_for_app(page)
 

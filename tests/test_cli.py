@@ -12,24 +12,11 @@ import hypothesis.strategies as hs
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from dcsim.cli import main
+from conftest import refused_in_one_line
+from conftest import run_cli as run
 from dcsim.model.config import ModelConfig
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def refused_in_one_line(capsys, *argv) -> str:
-    """The error line of a command line the CLI refuses: exit 2, nothing on stdout, one line on stderr."""
-    code, out, err = run(capsys, *argv)
-    assert code == 2 and out == ""
-    assert err.count("\n") == 1 and err.startswith("dcsim: error: ")
-    return err
 
 
 def test_no_flags_answer_the_seed_example(capsys):

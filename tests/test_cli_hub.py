@@ -11,26 +11,14 @@ from pathlib import Path
 import pytest
 from fake_hub import LLAMA, LLAMA_COMMIT, Repo, llama, running
 
-from dcsim.cli import main
+from conftest import refused_in_one_line
+from conftest import run_cli as run
 from dcsim.hf import hub
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = str(ROOT / "examples" / "hub-cache")
 TOKEN = "hf_CliGatedToken0987654321zyxwvu"
 LLAMA_TOTAL = "total parameters       6,738,415,616\n"
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def refused_in_one_line(capsys, *argv) -> str:
-    code, out, err = run(capsys, *argv)
-    assert code == 2 and out == ""
-    assert err.count("\n") == 1 and err.startswith("dcsim: error: ")
-    return err
 
 
 @pytest.fixture
