@@ -4,7 +4,7 @@ init; the parameters a token uses; and the rules that tie their hyperparameters 
 
 import pytest
 
-from dcsim.model import breakdown, modules, presets, schemas
+from dcsim.model import breakdown, families, modules, presets, schemas
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import count_module, count_params
 
@@ -14,7 +14,7 @@ FULL_INIT = {
     "deepseek-v3": {"num_layers": 7, "dense_layers": (0, 2, 3)},
     "deepseek-v2-lite": {"num_layers": 4},
     "qwen1.5-moe-a2.7b": {"num_layers": 5, "dense_layers": (1, 3)},
-    "qwen3-30b-a3b": {"num_layers": 3},
+    "qwen3-30b-a3b": {"num_layers": 7, "dense_layers": (1, 3, 5)},  # alternating, as decoder_sparse_step 2
     "mixtral-8x7b": {"num_layers": 3},
     "t5-small": {"num_layers": 4, "num_decoder_layers": 3},
     "flan-t5-base": {"num_layers": 3, "num_decoder_layers": 1},
@@ -27,6 +27,8 @@ FULL_INIT = {
 
 @pytest.mark.parametrize("preset", list(FULL_INIT), ids=list(FULL_INIT))
 def test_counting_traces_a_few_blocks_and_equals_the_full_init(preset):
+    # At most two blocks of each kind are traced, wherever they sit; every other block's rows are
+    # its kind's, renamed, and must be exactly what initialising every block gives.
     config = ModelConfig(preset=preset, overrides=FULL_INIT[preset])
     module, inputs = modules.build(config)
     assert count_params(config) == count_module(module, *inputs)
@@ -34,6 +36,13 @@ def test_counting_traces_a_few_blocks_and_equals_the_full_init(preset):
 
 def _shapes(preset: str) -> dict[str, tuple[int, ...]]:
     return {row.path: row.shape for row in count_params(ModelConfig(preset=preset)).arrays}
+
+
+def test_an_alternating_pattern_traces_four_blocks_whatever_the_depth():
+    config = ModelConfig(preset="qwen3-30b-a3b", overrides={"num_layers": 256, "dense_layers": tuple(range(0, 256, 2))})
+    hparams, runs = families.traced_hparams("moe", presets.resolved_hparams(config))
+    assert hparams["built_layers"] == (0, 1, 2, 3)
+    assert [len(run.members) for run in runs] == [128, 128]
 
 
 def test_deepseek_v3_latent_attention_and_experts_by_hand():

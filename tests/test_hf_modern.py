@@ -66,6 +66,11 @@ def test_qwen_moe_dense_blocks_follow_mlp_only_layers_and_the_sparse_step():
     assert count_params(step.config).total_params == base - 12 * (moe_block_mlp - dense_block_mlp)
 
 
+def test_a_field_only_another_version_reads_is_not_refused():
+    # DeepSeek-V3's class never reads mlp_bias (V2's does): transformers counts the same, so does dcsim.
+    assert count_params(opened("deepseek-v3", mlp_bias=True).config).total_params == 671_026_404_352
+
+
 def test_an_untied_t5_counts_its_own_head_and_says_transformers_does_not():
     imported = opened("flan-t5-base")
     assert count_params(imported.config).total_params == 247_577_856
@@ -77,7 +82,9 @@ def test_an_untied_t5_counts_its_own_head_and_says_transformers_does_not():
     [
         ("qwen3-8b", {"attention_bias": True}, r"`attention_bias` is true; dcsim's Qwen3 blocks have no biases"),
         ("gemma-2-2b", {"attention_bias": True}, r"`attention_bias` is true; dcsim's Gemma blocks"),
-        ("deepseek-v3", {"attention_bias": True}, r"`attention_bias` is true; dcsim's DeepSeek attention"),
+        ("deepseek-v3", {"attention_bias": True}, r"`attention_bias` is true; dcsim's DeepSeek blocks have no biases"),
+        ("deepseek-v2-lite", {"mlp_bias": True}, r"`mlp_bias` is true; dcsim's DeepSeek blocks have no biases"),
+        ("qwen1.5-moe-a2.7b", {"shared_expert_intermediate_size": 0}, r"`shared_expert_intermediate_size` is 0"),
         ("qwen3-30b-a3b", {"attention_bias": True}, r"`attention_bias` is true"),
         ("mixtral-8x7b", {"num_local_experts": 0}, r"`num_local_experts` must be an integer from 1 to 1,024, got 0"),
         (

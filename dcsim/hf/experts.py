@@ -71,7 +71,12 @@ def _qwen2_moe(fields: Fields) -> str:
     )
     fields.head_width(None)
     _experts(fields, "num_experts", 60, 4, "moe_intermediate_size", 1408)
-    fields.take("shared_ffn_dim", "shared_expert_intermediate_size", 5632)
+    if fields.take("shared_ffn_dim", "shared_expert_intermediate_size", 5632) == 0:
+        raise ValueError(
+            "`shared_expert_intermediate_size` is 0: transformers would still build the shared expert's gate "
+            "(hidden_size values a block) around an empty expert, which dcsim's family does not; "
+            "give the shared expert a width of at least 1"
+        )
     qkv_bias = fields.flag("qkv_bias", True)
     return _moe(
         fields,
@@ -109,7 +114,9 @@ def _deepseek(fields: Fields, *, v3: bool) -> str:
         | {"num_attention_heads": 32, "intermediate_size": 11_008, "num_key_value_heads": 32}
     )
     sizes(fields, defaults)
-    fields.no_biases(_NO_BIASES.format(family="DeepSeek", what="biases"), "attention_bias")
+    # DeepSeek-V2's MLPs read mlp_bias; V3's class ignores it.
+    biases = ("attention_bias",) if v3 else ("attention_bias", "mlp_bias")
+    fields.no_biases("dcsim's DeepSeek blocks have no biases on their projections", *biases)
     if "q_lora_rank" in fields.data and fields.data["q_lora_rank"] is None:  # a direct query projection
         fields.set(q_lora_rank=0)
     else:

@@ -164,24 +164,36 @@ def count_params(config: ModelConfig) -> ParamReport:
 
 
 def expand_repeats(rows: tuple[ArrayRow, ...], runs: tuple[families.Repeat, ...]) -> tuple[ArrayRow, ...]:
-    """Rows traced with each run cut short, with the run's last traced block's rows repeated,
-    renamed, up to the run's full length, in place (blocks create their variables in order)."""
+    """Rows traced with only the first ``TRACED_PER_RUN`` members of each set of blocks built alike,
+    with every other member's rows added: its set's last traced block's rows, renamed. Sets that
+    share a namespace (a Mixture-of-Experts model's dense and MoE blocks, both ``block_``) are laid
+    out together, block by block in index order, where their traced rows were (a module creates its
+    blocks' variables in order)."""
+    namespaces: dict[str, list[families.Repeat]] = {}
     for run in runs:
-        traced = min(run.count, families.TRACED_PER_RUN)
-        if run.count <= traced:
+        namespaces.setdefault(run.namespace, []).append(run)
+    for namespace, group in namespaces.items():
+        blocks: dict[int, tuple[ArrayRow, ...]] = {}
+        positions: list[int] = []
+        for run in group:
+            traced = min(len(run.members), families.TRACED_PER_RUN)
+            for index in range(traced):
+                start = run.path(index) + "/"
+                found = [at for at, row in enumerate(rows) if row.path.startswith(start)]
+                blocks[run.members[index]] = tuple(rows[at] for at in found)
+                positions += found
+            template = run.path(traced - 1) + "/"
+            for index in range(traced, len(run.members)):
+                blocks[run.members[index]] = tuple(
+                    _moved(row, template, run.path(index) + "/") for row in blocks[run.members[traced - 1]]
+                )
+        if not positions:  # this collection has nothing in these blocks (no batch_stats in a transformer)
             continue
-        template = run.path(traced - 1) + "/"
-        positions = [index for index, row in enumerate(rows) if row.path.startswith(template)]
-        if not positions:  # this collection has nothing in the run (no batch_stats in a transformer)
-            continue
-        if positions != list(range(positions[0], positions[-1] + 1)):
-            raise RuntimeError(f"the rows of {template!r} are not contiguous; cannot expand {run}")
-
-        block = rows[positions[0] : positions[-1] + 1]
-        copies = tuple(
-            _moved(row, template, run.path(index) + "/") for index in range(traced - 1, run.count) for row in block
-        )
-        rows = rows[: positions[0]] + copies + rows[positions[-1] + 1 :]
+        first, last = min(positions), max(positions)
+        if sorted(positions) != list(range(first, last + 1)):
+            raise RuntimeError(f"the rows of the {namespace!r} blocks are not contiguous; cannot expand them")
+        laid_out = tuple(row for index in sorted(blocks) for row in blocks[index])
+        rows = rows[:first] + laid_out + rows[last + 1 :]
     return rows
 
 
