@@ -299,7 +299,7 @@ def test_the_process_fetcher_reads_hf_endpoint_when_it_fetches(fake, monkeypatch
     monkeypatch.setenv("HF_ENDPOINT", fake.url + "/")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(hub, "FETCHER", hub.Fetcher())
-    assert hub.fetch_config(LLAMA).data["model_type"] == "llama"
+    assert hub.FETCHER.fetch(LLAMA).data["model_type"] == "llama"
     assert len(fake.requests) == 2
 
 

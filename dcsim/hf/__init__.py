@@ -7,12 +7,13 @@ family with hyperparameters and an ``Origin`` naming the model as the file does
 (``GemmaForCausalLM (gemma, from config.json)``), never a preset's name; it travels in a link like
 any other configuration.
 
-A field that changes the count and that dcsim's family cannot express (a ``head_dim`` other than
-``hidden_size / num_attention_heads``, biases on the attention but not the MLP, cross-attention,
-relative position tables...) is refused by name, never ignored: an import either counts what
-transformers counts or says why it cannot. Fields that change no count (dropouts, activations,
-rotary settings, token ids) are not read. ``bench/hf_import.py`` checks every supported
-``model_type`` against transformers' own ``num_parameters()``.
+A field that changes the count and that dcsim's family cannot express (biases on the attention
+but not the MLP, cross-attention, relative position tables...) is refused by name, never ignored:
+an import either counts what transformers counts or says why it cannot. Fields that change no count
+(dropouts, activations, rotary settings, token ids) are not read; fields transformers' own class
+ignores are noted. How each ``model_type`` is read is in ``dcsim.hf.readers`` and
+``dcsim.hf.experts``; ``bench/hf_import.py`` checks every supported ``model_type`` against
+transformers' own ``num_parameters()``.
 """
 
 from __future__ import annotations

@@ -16,8 +16,6 @@ from dcsim.hf.fields import Fields, lm_head, sizes
 from dcsim.inputs import as_int, show
 from dcsim.model import schemas
 
-_NO_BIASES = "dcsim's {family} attention has no {what}"
-
 
 def _experts(fields: Fields, experts_key: str, experts: int, top_k: int, ffn_key: str, ffn: int) -> None:
     fields.take("num_experts", experts_key, experts)
@@ -96,7 +94,7 @@ def _qwen3_moe(fields: Fields) -> str:
         | {"num_attention_heads": 32, "intermediate_size": 6144, "num_key_value_heads": 4},
     )
     fields.head_width(None)
-    fields.no_biases(_NO_BIASES.format(family="Qwen3-MoE", what="biases"), "attention_bias")
+    fields.no_biases("dcsim's Qwen3-MoE attention has no biases", "attention_bias")
     _experts(fields, "num_experts", 128, 8, "moe_intermediate_size", 768)
     return _moe(
         fields, False, "routed experts, query and key norms", qk_norm=True, dense_layers=_qwen_dense_layers(fields)

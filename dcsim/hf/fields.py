@@ -74,17 +74,6 @@ class Fields:
         self.hparams["head_dim"] = 0 if width * heads == hidden else width
         self.source["head_dim"] = "head_dim"
 
-    def head_dim(self) -> None:
-        """Heads wider (or narrower) than hidden_size / num_attention_heads, as Gemma's are, become
-        the ``head_dim`` hyperparameter; the usual width stays 0, dcsim's "d_model / num_heads"."""
-        hidden, heads = self.hparams["d_model"], self.hparams["num_heads"]
-        if self.data.get("head_dim") is None:
-            return
-        spec = schemas.hparam(self.family, "head_dim", self.family)
-        width = self._int("head_dim", MISSING, 1, spec.maximum)
-        self.hparams["head_dim"] = 0 if width * heads == hidden else width
-        self.source["head_dim"] = "head_dim"
-
 
 def lm_head(tied: bool) -> str:
     return "language-model head " + ("tied to the token embedding" if tied else "untied")
@@ -109,10 +98,9 @@ def sizes(fields: Fields, defaults: Mapping[str, int]) -> None:
 
 
 def rotary_decoder(fields: Fields, tied_default: bool, **hparams: Any) -> str:
-    """Set what every rotary decoder here shares (RMSNorm, a gated MLP without biases) and say what
-    is counted."""
+    """Set what every rotary decoder here shares (RMSNorm, a gated MLP, no biases unless ``hparams``
+    says otherwise) and say what is counted."""
     tied = fields.flag("tie_word_embeddings", tied_default)
-    fields.set(
-        position_embedding="none", tied_embeddings=tied, use_bias=False, norm="rmsnorm", gated_mlp=True, **hparams
-    )
+    shared = {"position_embedding": "none", "tied_embeddings": tied, "use_bias": False, "norm": "rmsnorm"}
+    fields.set(**(shared | {"gated_mlp": True} | hparams))
     return f"embeddings, blocks, final norm, {lm_head(tied)}; rotary positions hold no parameters"

@@ -443,11 +443,6 @@ class Fetcher:
 FETCHER = Fetcher()
 
 
-def fetch_config(repo_id: Any, revision: Any = None, **kwargs: Any) -> Fetched:
-    """``FETCHER.fetch``: the process's bounded, cached fetcher."""
-    return FETCHER.fetch(repo_id, revision, **kwargs)
-
-
 @dataclasses.dataclass(frozen=True)
 class Opened:
     """A model opened by its Hub id: its configuration, what to tell the person, and the fetch."""

@@ -46,9 +46,7 @@ def _gpt_neox(fields: Fields) -> str:
     fields.require("attention_bias", True, True, f"{_ONE_BIAS}, and GPT-NeoX's MLP always has them")
     _decoder_dims(fields)
     fields.take("num_kv_heads", "num_attention_heads")
-    tied = fields.flag("tie_word_embeddings", False)
-    fields.set(position_embedding="none", tied_embeddings=tied, use_bias=True, norm="layernorm", gated_mlp=False)
-    return f"embeddings, blocks, final norm, {lm_head(tied)}; rotary positions hold no parameters"
+    return rotary_decoder(fields, False, use_bias=True, norm="layernorm", gated_mlp=False)
 
 
 def _transformer_dims(fields: Fields) -> None:
@@ -71,22 +69,20 @@ def _decoder_dims(fields: Fields) -> None:
 def _llama(fields: Fields, *, tied_by_default: bool = False) -> str:
     """Llama, Mistral and Gemma: RMSNorm, a gated MLP, rotary positions, grouped KV heads."""
     _decoder_dims(fields)
-    fields.head_dim()
+    fields.head_width(None)
     fields.take("num_kv_heads", "num_key_value_heads", fields.hparams["num_heads"])
     attention_bias, mlp_bias = fields.flag("attention_bias", False), fields.flag("mlp_bias", False)
     if attention_bias != mlp_bias:
         raise ValueError(
             f"`attention_bias` is {str(attention_bias).lower()} and `mlp_bias` is {str(mlp_bias).lower()}; {_ONE_BIAS}"
         )
-    tied = fields.flag("tie_word_embeddings", tied_by_default)
-    fields.set(position_embedding="none", tied_embeddings=tied, use_bias=attention_bias, norm="rmsnorm", gated_mlp=True)
-    return f"embeddings, blocks, final norm, {lm_head(tied)}; rotary positions hold no parameters"
+    return rotary_decoder(fields, tied_by_default, use_bias=attention_bias)
 
 
 def _qwen2(fields: Fields) -> str:
     """Qwen2 is Llama with biases on query, key and value only (transformers hard-codes them)."""
     _decoder_dims(fields)
-    fields.head_dim()
+    fields.head_width(None)
     fields.take("num_kv_heads", "num_key_value_heads", fields.hparams["num_heads"])
     tied = fields.flag("tie_word_embeddings", False)
     fields.set(

@@ -405,8 +405,8 @@ TRACED_PER_RUN = 2
 
 
 def traced_hparams(family: str, hparams: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[Repeat, ...]]:
-    """``hparams`` with every run of identical blocks cut to its first ``TRACED_PER_RUN`` blocks,
-    and the runs to expand back to full length (see ``dcsim.model.count.expand_repeats``)."""
+    """``hparams`` with every set of blocks built alike cut to its first ``TRACED_PER_RUN`` members,
+    and the sets to expand back to full length (see ``dcsim.model.count.expand_repeats``)."""
     h = dict(hparams)
     if family == "resnet":
         runs = tuple(
