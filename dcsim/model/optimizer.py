@@ -29,7 +29,11 @@ from dcsim.sharding import payload
 # Learning rates and decay constants change no shape; these are the libraries' usual defaults.
 OPTIMIZERS: MappingProxyType[str, tuple[str, Callable[[], optax.GradientTransformation]]] = MappingProxyType(
     {
-        "sgd": ("SGD with momentum 0.9 (one momentum buffer per parameter)", lambda: optax.sgd(1e-3, momentum=0.9)),
+        "sgd": ("plain SGD (no state: the update is the scaled gradient)", lambda: optax.sgd(1e-3)),
+        "momentum": (
+            "SGD with momentum 0.9 (one momentum buffer per parameter)",
+            lambda: optax.sgd(1e-3, momentum=0.9),
+        ),
         "adam": ("Adam (first and second moments, and a step count)", lambda: optax.adam(1e-3)),
         "adamw": ("AdamW (Adam's state; weight decay adds none)", lambda: optax.adamw(1e-3)),
         "adafactor": (

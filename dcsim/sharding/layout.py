@@ -63,21 +63,61 @@ def _placements(report: ParamReport, mesh: MeshSpec, strategy: str, rules: Seque
     return placements
 
 
-def shard_values_by_shape(
-    shapes: Sequence[tuple[int, ...]], mesh: MeshSpec, strategy: str
-) -> dict[tuple[int, ...], int]:
-    """The values one device holds of an array of each distinct shape, as ``compute_layout``
-    gives every array of that shape, for sweeps over thousands of meshes.
+class Splitter:
+    """JAX's shard sizes on one mesh, asked once per distinct (dimension size, mesh entry).
+
+    ``split(size, entry)`` is the size of a dimension of ``size`` split over ``entry`` (an axis
+    name, a tuple of names, or None), or None when JAX would refuse: JAX splits a dimension only
+    into equal parts, so a size the entry's devices do not divide is not asked about (the refusal,
+    an exception with its message, is the costly path). Every split made is JAX's
+    ``NamedSharding.shard_shape``, which splits each dimension on its own, so a shape's shard shape
+    is its dimensions' answers side by side (``values``). Sweeps over thousands of meshes use it:
+    llama2-70b's 723 arrays have six distinct dimension sizes, so a mesh costs a few JAX calls.
+    """
+
+    def __init__(self, mesh: MeshSpec) -> None:
+        self.mesh = mesh
+        self.jax_mesh = abstract_mesh(mesh)
+        self._answers: dict[tuple[int, Any], int | None] = {}
+        self._shardings: dict[Any, NamedSharding] = {}
+
+    def split(self, size: int, entry: Any) -> int | None:
+        if entry is None:
+            return size
+        key = (size, entry)
+        if key not in self._answers:
+            if size % math.prod(self.mesh.shape[name] for name in entry_names(entry)):
+                self._answers[key] = None
+                return None
+            if entry not in self._shardings:
+                self._shardings[entry] = NamedSharding(self.jax_mesh, PartitionSpec(entry))
+            try:
+                self._answers[key] = int(self._shardings[entry].shard_shape((size,))[0])
+            except ValueError:
+                self._answers[key] = None
+        return self._answers[key]
+
+    def values(self, shape: tuple[int, ...], spec: PartitionSpec) -> int:
+        """Values one device holds of an array of ``shape`` under ``spec`` (which must divide it)."""
+        total = 1
+        for index, size in enumerate(shape):
+            part = self.split(size, spec[index] if index < len(spec) else None)
+            if part is None:
+                raise ValueError(f"{spec_text(spec)} does not divide {shape_text(shape)} on the mesh {self.mesh.text}")
+            total *= part
+        return total
+
+
+def specs_by_shape(
+    shapes: Sequence[tuple[int, ...]], mesh: MeshSpec, strategy: str, splitter: Splitter | None = None
+) -> dict[tuple[int, ...], tuple[PartitionSpec, int]]:
+    """The PartitionSpec, and the values one device holds, of an array of each distinct shape, as
+    ``compute_layout`` gives every array of that shape, for sweeps over thousands of meshes.
 
     Only for strategies whose placement depends on the shape alone (``replicated``, ``fsdp``,
     ``tensor``; ``custom`` rules match paths). The strategy's rule is ``placement.place``'s, and JAX makes
-    every split: ``NamedSharding.shard_shape`` is asked once per distinct dimension size and mesh
-    entry (it splits each dimension on its own, so a shape's shard shape is its dimensions' answers
-    side by side). A size the entry's devices do not divide is not asked about: JAX splits only into
-    equal parts, and its refusal (an exception with a message) is the costly path. llama2-70b's 723
-    arrays have six distinct dimension sizes, so a mesh costs a few JAX calls instead of hundreds.
-    The tests compare the result with ``compute_layout`` array by array. Raises ``LayoutError``
-    naming each shape that cannot be placed, as ``compute_layout`` would.
+    every split (``Splitter``). The tests compare the result with ``compute_layout`` array by
+    array. Raises ``LayoutError`` naming each shape that cannot be placed, as ``compute_layout`` would.
 
     A mesh with an ``expert`` axis is refused (ValueError): it splits expert arrays apart from
     dense ones, which shapes cannot tell. On any other mesh expert arrays are placed like dense
@@ -92,43 +132,23 @@ def shard_values_by_shape(
             "arrays of the same shape; a layout by shape alone cannot tell them apart, so lay the model out "
             "with compute_layout"
         )
-    jax_mesh = abstract_mesh(mesh)
+    splitter = splitter or Splitter(mesh)
     everything = mesh.names if len(mesh.names) > 1 else mesh.names[0]
-    answers: dict[tuple[int, Any], int | None] = {}
-    shardings: dict[Any, NamedSharding] = {}
-
-    def split(size: int, entry: Any) -> int | None:
-        """JAX's size of a dimension of ``size`` split over ``entry``, or None if it refuses."""
-        key = (size, entry)
-        if key not in answers:
-            if size % math.prod(mesh.shape[name] for name in entry_names(entry)):
-                # JAX splits a dimension only into equal parts: it would refuse this one. Not asking
-                # saves the costly refusal (an exception with its message); every split made is JAX's.
-                answers[key] = None
-                return None
-            if entry not in shardings:
-                shardings[entry] = NamedSharding(jax_mesh, PartitionSpec(entry))
-            try:
-                answers[key] = int(shardings[entry].shard_shape((size,))[0])
-            except ValueError:
-                answers[key] = None
-        return answers[key]
-
-    values: dict[tuple[int, ...], int] = {}
+    placed: dict[tuple[int, ...], tuple[PartitionSpec, int]] = {}
     problems = []
     for shape in dict.fromkeys(tuple(shape) for shape in shapes):
         total = math.prod(shape)
         if strategy == "replicated":
-            values[shape] = total
+            placed[shape] = (PartitionSpec(), total)
         elif strategy == "fsdp":  # placement.place's rule: the largest dimension JAX splits, the first on a tie
-            values[shape] = total
+            placed[shape] = (PartitionSpec(), total)
             for index in sorted(range(len(shape)), key=lambda i: (-shape[i], i)):
-                part = split(shape[index], everything)
+                part = splitter.split(shape[index], everything)
                 if part is not None:
-                    values[shape] = total // shape[index] * part
+                    placed[shape] = (PartitionSpec(*([None] * index), everything), total // shape[index] * part)
                     break
         else:  # tensor: the last dimension over `model`, copied over every other axis
-            part = split(shape[-1], TENSOR_AXIS) if shape else None
+            part = splitter.split(shape[-1], TENSOR_AXIS) if shape else None
             if part is None:
                 path = f"an array of shape {shape_text(shape)}"
                 why = (
@@ -139,10 +159,17 @@ def shard_values_by_shape(
                 )
                 problems.append((path, f"`{path}` cannot be split as the tensor strategy asks: {why}"))
                 continue
-            values[shape] = total // shape[-1] * part
+            placed[shape] = (PartitionSpec(*([None] * (len(shape) - 1)), TENSOR_AXIS), total // shape[-1] * part)
     if problems:
         raise LayoutError(problems)
-    return values
+    return placed
+
+
+def shard_values_by_shape(
+    shapes: Sequence[tuple[int, ...]], mesh: MeshSpec, strategy: str
+) -> dict[tuple[int, ...], int]:
+    """The values one device holds of an array of each distinct shape (``specs_by_shape``)."""
+    return {shape: values for shape, (_, values) in specs_by_shape(shapes, mesh, strategy).items()}
 
 
 class LayoutError(ValueError):

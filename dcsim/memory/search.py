@@ -1,0 +1,149 @@
+"""The budget question for training: the smallest mesh whose most-loaded device holds the whole
+training state within a budget, by the ideal share and by the real layout.
+
+The meshes searched keep the given mesh's shape: its first axis takes every power of two (and its
+own size), the other axes stay as given, up to ``MAX_SEARCH_DEVICES`` devices (or the given mesh's
+count when larger). So ``data=8,model=4`` is searched as ``data=1,model=4`` (4 devices),
+``data=2,model=4`` (8) ... ``data=1024,model=4`` (4,096): the tensor-parallel group a team has
+chosen stays, and data parallelism grows. Two answers, never mixed up:
+
+- **ideal share**: the smallest count searched with total state bytes / devices <= budget (and,
+  exactly, ceil(total / budget), the fewest devices an even split could ever use).
+- **real layout**: the smallest count searched whose most-loaded device, laid out by
+  ``dcsim.memory.state.compute_memory``, holds at most the budget. Not monotone: a layout may
+  replicate on a larger mesh what a smaller one splits, so every candidate is laid out and shown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+from dcsim.inputs import show
+from dcsim.memory.state import compute_memory
+from dcsim.memory.training import Training
+from dcsim.model.count import ParamReport
+from dcsim.sharding import budget as budgets
+from dcsim.sharding import layout
+from dcsim.sharding.meshes import MeshSpec, Rule
+
+MAX_SEARCH_DEVICES = budgets.MAX_SEARCH_DEVICES
+
+
+def parse_budget(text: Any) -> int:
+    """A memory budget with its unit (``80GiB``, ``80 GB``, ``1.5 TiB``, ``96e9 B``) as exact bytes.
+
+    A bare number is refused: ``80`` could be GiB or bytes, and a device's memory is never 80
+    bytes. Raises ValueError naming what is allowed."""
+    if not isinstance(text, str):
+        raise TypeError(f"the budget must be text such as '80GiB', got {type(text).__name__}")
+    if not any(char.isalpha() for char in text.replace("e", "").replace("E", "")):
+        raise ValueError(
+            f"the budget needs a unit: B, KB, MB, GB, TB, PB (powers of 1,000) or KiB, MiB, GiB, TiB, PiB "
+            f"(powers of 1,024), e.g. 80GiB; got {show(text)}"
+        )
+    return budgets.parse_amount(text, "bytes")
+
+
+def candidate_meshes(mesh: MeshSpec, up_to: int = MAX_SEARCH_DEVICES) -> tuple[MeshSpec, ...]:
+    """The meshes searched: ``mesh`` with its first axis at each power of two and at its own size,
+    the other axes as given, up to ``max(up_to, mesh.num_devices)`` devices, fewest first."""
+    (first, size), rest = mesh.axes[0], mesh.axes[1:]
+    others = mesh.num_devices // size
+    limit = max(up_to, mesh.num_devices)
+    sizes = sorted({size, *(1 << k for k in range(limit.bit_length()) if (1 << k) * others <= limit)})
+    return tuple(MeshSpec(((first, n), *rest)) for n in sizes)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Candidate:
+    """One mesh searched: what its most-loaded device holds, or why the layout is impossible."""
+
+    mesh: MeshSpec
+    total_bytes_per_device: int | None
+    error: str | None = None
+
+    def fits(self, amount: int) -> bool:
+        return self.total_bytes_per_device is not None and self.total_bytes_per_device <= amount
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Fit:
+    """Both answers to "how many devices until each holds at most ``amount`` bytes of state?".
+
+    Attributes:
+      amount: the budget, bytes per device.
+      total_bytes: the training state once (what the ideal share divides).
+      candidates: every mesh searched, fewest devices first.
+      ideal: the smallest candidate by the ideal share (None if none is large enough).
+      real: the smallest candidate by the real layout (None if none fits).
+    """
+
+    amount: int
+    total_bytes: int
+    candidates: tuple[Candidate, ...]
+    ideal: MeshSpec | None
+    real: Candidate | None
+
+    @property
+    def min_ideal_devices(self) -> int:
+        """ceil(total / budget): the fewest devices an even split could ever use, searched or not."""
+        return budgets.ideal_shards(self.total_bytes, self.amount)
+
+
+def fit(
+    report: ParamReport,
+    mesh: MeshSpec,
+    strategy: str,
+    rules: Sequence[Rule],
+    training: Training,
+    amount: int,
+    up_to: int = MAX_SEARCH_DEVICES,
+) -> Fit:
+    """Lay the training state out on every candidate mesh and answer the budget question."""
+    amount = budgets.check_amount(amount)
+    candidates = []
+    total = None
+    for candidate in candidate_meshes(mesh, up_to):
+        try:
+            memory = compute_memory(report, candidate, strategy, rules, training)
+        except layout.LayoutError as err:
+            candidates.append(Candidate(mesh=candidate, total_bytes_per_device=None, error=str(err)))
+            continue
+        total = memory.total_bytes
+        candidates.append(Candidate(mesh=candidate, total_bytes_per_device=memory.total_bytes_per_device))
+    if total is None:  # nothing could be laid out: the state's size does not depend on the mesh
+        total = compute_memory(report, mesh, "replicated", (), training).total_bytes
+    ideal = next((c.mesh for c in candidates if Fraction(total, c.mesh.num_devices) <= amount), None)
+    real = next((c for c in candidates if c.fits(amount)), None)
+    return Fit(amount=amount, total_bytes=total, candidates=tuple(candidates), ideal=ideal, real=real)
+
+
+def fit_record(answer: Fit) -> dict[str, Any]:
+    """The answer as JSON-ready data: ``bytes``, ``ideal`` and ``real`` (``{devices, mesh}`` or
+    null), ``min_ideal_devices`` and every ``candidate``."""
+    return {
+        "bytes": answer.amount,
+        "total_bytes": answer.total_bytes,
+        "min_ideal_devices": answer.min_ideal_devices,
+        "ideal": None if answer.ideal is None else {"devices": answer.ideal.num_devices, "mesh": answer.ideal.text},
+        "real": None
+        if answer.real is None
+        else {
+            "devices": answer.real.mesh.num_devices,
+            "mesh": answer.real.mesh.text,
+            "total_bytes_per_device": answer.real.total_bytes_per_device,
+        },
+        "candidates": [
+            {
+                "mesh": c.mesh.text,
+                "devices": c.mesh.num_devices,
+                "total_bytes_per_device": c.total_bytes_per_device,
+                "fits": c.fits(answer.amount),
+                "error": c.error,
+            }
+            for c in answer.candidates
+        ],
+    }

@@ -1,0 +1,337 @@
+"""The training state each device holds: params, grads, master copy and optimizer state, laid out
+by JAX's own sharding rules.
+
+Parts the setup splits (``dcsim.memory.training``) follow the parameters' layout: the mesh, the
+strategy and the rules place each parameter array exactly as ``dcsim.sharding.layout`` does, and
+its gradient and master copy get the same ``PartitionSpec``. Parts it does not split are whole
+(``P()``) on every device.
+
+The optimizer state is a real optax optimizer's, and so is its layout: ``optimizer.init`` is
+evaluated abstractly (``jax.eval_shape``) on parameters that carry their shardings on an abstract
+mesh whose axes are ``Explicit`` (JAX's sharding in types), so JAX itself propagates each
+parameter's spec to the state it makes: Adam's moments take their parameter's spec, Adafactor's
+factored moments its spec without the reduced dimension, and its one-value placeholders and the
+int32 step counts are whole on every device. The state of one parameter depends only on its shape,
+its dtype and its spec, so optax is asked once per distinct (shape, spec) and the answer is reused
+for every array alike: llama2-70b's 723 arrays are six kinds.
+
+Under JAX's rules every device of a mesh holds shards of the same shapes, so the most-loaded
+device holds what every device holds, and ``per_device`` is exact for each. Bytes are Python ints
+end to end: values x the dtype's size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections import Counter
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+import jax
+from flax import traverse_util
+from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
+
+from dcsim.model import optimizer as optimizers
+from dcsim.model.count import ParamReport
+from dcsim.sharding import layout, payload
+from dcsim.sharding.meshes import MeshSpec, Rule, abstract_mesh, shape_text, spec_text
+from dcsim.memory.training import PARTS, Training
+
+MAX_CACHED_KINDS = 4096  # distinct (optimizer, dtype, shape, spec, axes): a 70B model has six
+_PARAM = "p"  # the one parameter's key when optax is asked about one kind of array
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One state array optax makes for a parameter: where in its state (``0/mu``), its shape,
+    dtype and spec."""
+
+    prefix: str
+    shape: tuple[int, ...]
+    dtype: str
+    spec: PartitionSpec
+
+
+def _key_name(key: Any) -> str:
+    for attribute in ("key", "name", "idx"):
+        if hasattr(key, attribute):
+            return str(getattr(key, attribute))
+    return str(key)
+
+
+def _path(keys: Sequence[Any]) -> str:
+    return "/".join(_key_name(key) for key in keys)
+
+
+def _unit_mesh(names: tuple[str, ...]) -> AbstractMesh:
+    """An abstract mesh with ``names``, every axis of size 1 and ``Explicit``: specs propagate as on
+    any mesh of those axes (they depend on names, not sizes), and every spec divides every shape."""
+    return AbstractMesh((1,) * len(names), names, axis_types=(AxisType.Explicit,) * len(names))
+
+
+def _spec(leaf: Any) -> PartitionSpec:
+    sharding = getattr(leaf, "sharding", None)
+    return sharding.spec if isinstance(sharding, NamedSharding) else PartitionSpec()
+
+
+@functools.lru_cache(maxsize=MAX_CACHED_KINDS)
+def state_entries(
+    name: str, dtype: str, shape: tuple[int, ...], spec: PartitionSpec, names: tuple[str, ...]
+) -> tuple[Entry, ...]:
+    """The state optax ``name`` makes for one parameter of ``shape`` and ``dtype`` laid out as
+    ``spec`` on a mesh with axes ``names``, with the specs JAX gives it."""
+    mesh = _unit_mesh(names)
+    leaf = jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
+    make = optimizers.OPTIMIZERS[name][1]
+    with jax.sharding.use_abstract_mesh(mesh):
+        state = jax.eval_shape(make().init, {_PARAM: leaf})
+    entries = []
+    for keys, value in jax.tree_util.tree_flatten_with_path(state)[0]:
+        if keys and _key_name(keys[-1]) == _PARAM:  # the parameter's own state; the rest is global
+            entries.append(Entry(_path(keys[:-1]), tuple(int(d) for d in value.shape), str(value.dtype), _spec(value)))
+    return tuple(entries)
+
+
+@functools.lru_cache(maxsize=64)
+def global_entries(name: str) -> tuple[tuple[str, tuple[int, ...], str], ...]:
+    """The state optax ``name`` keeps whatever the parameters (its step counts): ``(path, shape, dtype)``."""
+    state = jax.eval_shape(optimizers.OPTIMIZERS[name][1]().init, {})
+    return tuple(
+        (_path(keys), tuple(int(d) for d in value.shape), str(value.dtype))
+        for keys, value in jax.tree_util.tree_flatten_with_path(state)[0]
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StateArray:
+    """One array of the training state on the mesh.
+
+    Attributes:
+      path: the parameter's path for params, grads and master; optax's path in its state for the
+        optimizer (``0/mu/block_0/attn/query/kernel``, ``0/count``).
+      part: ``params``, ``grads``, ``master`` or ``optimizer``.
+      shape, dtype: the whole array.
+      spec: its PartitionSpec (``P()``: whole on every device).
+      shard_shape: what each device holds of it (JAX's ``shard_shape``).
+      bytes_per_device: bytes each device holds of it.
+      note: why it is laid out so.
+    """
+
+    path: str
+    part: str
+    shape: tuple[int, ...]
+    dtype: str
+    spec: PartitionSpec
+    shard_shape: tuple[int, ...]
+    bytes_per_device: int
+    note: str
+
+    @property
+    def num_values(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def bytes(self) -> int:
+        """The whole array's bytes, once."""
+        return payload.raw_bytes_as(self.num_values, self.dtype)
+
+    @property
+    def values_per_device(self) -> int:
+        return math.prod(self.shard_shape)
+
+    @property
+    def spec_text(self) -> str:
+        return str(self.spec)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MemoryReport:
+    """The training state of a model on a mesh: every array, and exact totals per device."""
+
+    mesh: MeshSpec
+    strategy: str
+    rules: tuple[Rule, ...]
+    training: Training
+    arrays: tuple[StateArray, ...]
+
+    @property
+    def num_devices(self) -> int:
+        return self.mesh.num_devices
+
+    def part_bytes(self, part: str) -> int:
+        """Bytes one device holds of ``part`` (every device holds the same)."""
+        return sum(row.bytes_per_device for row in self.arrays if row.part == part)
+
+    @property
+    def per_device(self) -> dict[str, int]:
+        """``{params_bytes, grads_bytes, master_bytes, optimizer_bytes, total_bytes}`` of a device."""
+        parts = {f"{part}_bytes": self.part_bytes(part) for part in PARTS}
+        return {**parts, "total_bytes": sum(parts.values())}
+
+    @property
+    def total_bytes_per_device(self) -> int:
+        return sum(row.bytes_per_device for row in self.arrays)
+
+    @property
+    def total_bytes(self) -> int:
+        """The state once, without replicas: every array's bytes."""
+        return sum(row.bytes for row in self.arrays)
+
+    def part_total_bytes(self, part: str) -> int:
+        return sum(row.bytes for row in self.arrays if row.part == part)
+
+    @property
+    def ideal_bytes_per_device(self) -> Fraction:
+        """All state bytes over the devices, exactly: an average, not a layout."""
+        return Fraction(self.total_bytes, self.num_devices)
+
+    @property
+    def largest(self) -> StateArray:
+        """The array that takes the most bytes on a device (the first on a tie)."""
+        return max(self.arrays, key=lambda row: row.bytes_per_device)
+
+    def is_even(self, row: StateArray) -> bool:
+        """Whether each device holds exactly 1 / devices of ``row``."""
+        return row.values_per_device * self.num_devices == row.num_values
+
+    @property
+    def num_arrays(self) -> int:
+        return len(self.arrays)
+
+
+def _whole_note(training: Training, part: str) -> str:
+    if training.zero is not None:
+        return f"whole on every device: ZeRO-{training.zero} does not split the {part}"
+    return f"whole on every device: the {part} are not among the parts to shard"
+
+
+def compute_memory(
+    report: ParamReport, mesh: MeshSpec, strategy: str, rules: Sequence[Rule], training: Training
+) -> MemoryReport:
+    """Lay ``training``'s state for the model counted as ``report`` out on ``mesh``.
+
+    Raises ValueError (a ``layout.LayoutError`` naming every array) when a part that is split
+    cannot be laid out by the strategy on this mesh, as ``dcsim.sharding.layout.compute_layout``
+    does; with nothing split the strategy is not consulted.
+    """
+    if not isinstance(training, Training):
+        raise TypeError(f"training must be a dcsim.memory.training.Training, got {type(training).__name__}")
+    rules = tuple(rules)
+    jax_mesh = abstract_mesh(mesh)
+    whole = PartitionSpec()
+    if training.sharded_parts:
+        laid = layout.compute_layout(report, mesh, strategy, rules)
+        specs = {row.path: (row.spec, row.note) for row in laid.arrays}
+    else:
+        layout.check_strategy(mesh, strategy, rules)
+        specs = {row.path: (whole, "") for row in report.arrays}
+    shard_shapes: dict[tuple[tuple[int, ...], PartitionSpec], tuple[int, ...]] = {}
+
+    def shard_shape(shape: tuple[int, ...], spec: PartitionSpec) -> tuple[int, ...]:
+        key = (shape, spec)
+        if key not in shard_shapes:
+            shard_shapes[key] = tuple(int(d) for d in NamedSharding(jax_mesh, spec).shard_shape(shape))
+        return shard_shapes[key]
+
+    def row(path: str, part: str, shape: tuple[int, ...], dtype: str, spec: PartitionSpec, note: str) -> StateArray:
+        held = shard_shape(shape, spec)
+        return StateArray(
+            path=path,
+            part=part,
+            shape=shape,
+            dtype=dtype,
+            spec=spec,
+            shard_shape=held,
+            bytes_per_device=payload.raw_bytes_as(math.prod(held), dtype),
+            note=note,
+        )
+
+    rows: list[StateArray] = []
+    for part in ("params", "grads", "master"):
+        if part not in training.parts:
+            continue
+        split = part in training.shard
+        for array in report.arrays:
+            spec, note = specs[array.path] if split else (whole, _whole_note(training, part))
+            rows.append(row(array.path, part, tuple(array.shape), training.dtype_of(part), spec, note))
+    split = "optimizer" in training.shard
+    dtype = training.state_dtype
+    by_prefix: dict[str, list[StateArray]] = {}
+    for array in report.arrays:
+        shape = tuple(array.shape)
+        spec, layout_note = specs[array.path] if split else (whole, _whole_note(training, "optimizer state"))
+        for entry in state_entries(training.optimizer, dtype, shape, spec, mesh.names):
+            if entry.shape == shape and entry.spec == spec:
+                note = f"laid out like its parameter: {layout_note}" if split else layout_note
+            elif len(entry.shape) == len(shape) - 1:
+                note = (
+                    f"{training.optimizer}'s factored moment of a {shape_text(shape)} parameter, laid out as JAX "
+                    f"propagates its spec ({spec_text(spec) or 'whole'}) without the reduced dimension"
+                    + ("" if split else f"; {layout_note}")
+                )
+            else:
+                note = f"a {shape_text(entry.shape)} placeholder {training.optimizer} keeps whole on every device"
+            path = f"{entry.prefix}/{array.path}"
+            by_prefix.setdefault(entry.prefix, []).append(row(path, "optimizer", entry.shape, entry.dtype, entry.spec, note))
+    for path, shape, dtype in global_entries(training.optimizer):
+        rows.append(row(path, "optimizer", shape, dtype, whole, "a step count: one value, whole on every device"))
+    for prefix_rows in by_prefix.values():
+        rows.extend(prefix_rows)
+    return MemoryReport(mesh=mesh, strategy=strategy, rules=rules, training=training, arrays=tuple(rows))
+
+
+# --- sweeps: what a device holds on many meshes, by shape ------------------------------------------
+
+
+def per_device_by_shape(
+    shapes: Counter[tuple[int, ...]] | dict[tuple[int, ...], int],
+    mesh: MeshSpec,
+    strategy: str,
+    training: Training,
+    splitter: layout.Splitter | None = None,
+) -> dict[str, tuple[int, int]]:
+    """``{part: (values, bytes)}`` one device holds on ``mesh``, for parameters given as
+    ``{shape: how many arrays}``: ``compute_memory``'s figures (the tests compare them mesh by mesh)
+    at the cost of a few JAX calls, for sweeps over thousands of meshes.
+
+    Only for strategies that place by shape alone (see ``layout.specs_by_shape``, which raises
+    ``LayoutError`` where the strategy cannot place an array).
+    """
+    splitter = splitter or layout.Splitter(mesh)
+    counts = Counter({tuple(shape): count for shape, count in dict(shapes).items()})
+    if training.sharded_parts:
+        placed = layout.specs_by_shape(list(counts), mesh, strategy, splitter)
+    else:
+        layout.check_strategy(mesh, strategy, ())
+        placed = {}
+    totals: dict[str, tuple[int, int]] = {}
+
+    def add(part: str, values: int, dtype: str) -> None:
+        held, size = totals.get(part, (0, 0))
+        totals[part] = (held + values, size + payload.raw_bytes_as(values, dtype))
+
+    whole = PartitionSpec()
+    for shape, count in counts.items():
+        spec, values = placed.get(shape, (whole, math.prod(shape)))
+        for part in ("params", "grads", "master"):
+            if part in training.parts:
+                held = values if part in training.shard else math.prod(shape)
+                add(part, held * count, training.dtype_of(part))
+        state_spec = spec if "optimizer" in training.shard else whole
+        for entry in state_entries(training.optimizer, training.state_dtype, shape, state_spec, mesh.names):
+            add("optimizer", splitter.values(entry.shape, entry.spec) * count, entry.dtype)
+    for _, shape, dtype in global_entries(training.optimizer):
+        add("optimizer", math.prod(shape), dtype)
+    return totals
+
+
+def abstract_state(memory: MemoryReport) -> dict[str, Any]:
+    """Every state array as a ``jax.ShapeDtypeStruct``, nested by part and path: what ``--verify``
+    compiles (``dcsim.memory.verify``)."""
+    flat = {
+        (row.part, *row.path.split("/")): jax.ShapeDtypeStruct(row.shape, row.dtype) for row in memory.arrays
+    }
+    return traverse_util.unflatten_dict(flat)

@@ -1,0 +1,180 @@
+"""What a training run keeps on its devices, and which of it is split: the ``Training`` request.
+
+The parts of the training state:
+
+- ``params``: the model's parameters, in ``param_dtype``.
+- ``grads``: one gradient per parameter, in ``grad_dtype`` (the params' dtype unless given).
+- ``master``: an optional float32 (or other) master copy of the parameters, kept by mixed
+  precision beside low-precision params; ``None`` when there is none.
+- ``optimizer``: a real optax optimizer's state, initialised abstractly on the parameters in the
+  master copy's dtype when there is one, else the params' (as optax does: its moments take the
+  dtype of the arrays it is initialised on); its scalar step counts are int32.
+
+Which parts are split over the mesh: the ZeRO stages people know (Rajbhandari et al., 2020; the
+names DeepSpeed and PyTorch FSDP use), or any set of parts. The stage decides which parts are
+split; the mesh, the strategy and the rules decide only how.
+
+- 0: nothing split: every device holds every part whole (plain data parallelism).
+- 1: the optimizer state and the master copy are split (ZeRO-1, "optimizer state partitioning").
+- 2: the gradients too (ZeRO-2).
+- 3: the parameters too (ZeRO-3, PyTorch's FULL_SHARD, what JAX's fsdp layouts do).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from dcsim.inputs import show
+from dcsim.model import optimizer
+
+PARTS = ("params", "grads", "master", "optimizer")
+STAGES: dict[int, frozenset[str]] = {
+    0: frozenset(),
+    1: frozenset({"optimizer", "master"}),
+    2: frozenset({"optimizer", "master", "grads"}),
+    3: frozenset(PARTS),
+}
+STAGE_HELP = {
+    0: "ZeRO-0: nothing split, every device holds every part whole (plain data parallelism)",
+    1: "ZeRO-1: the optimizer state and the master copy split, params and grads whole on every device",
+    2: "ZeRO-2: the optimizer state, the master copy and the grads split, params whole on every device",
+    3: "ZeRO-3: every part split (PyTorch's FULL_SHARD; what JAX's fsdp layouts do)",
+}
+# Training dtypes: floating types optax initialises its state in. float64 needs JAX's x64 mode,
+# without which JAX would quietly make float32 state, so it is not offered; int8 is not trained.
+DTYPES = ("float32", "bfloat16", "float16")
+NO_MASTER = "none"
+MAX_PARTS_CHARS = 64
+
+
+def parse_parts(text: str) -> frozenset[str]:
+    """A comma list of parts (``params,grads``; ``none`` for no part) as a set; raises
+    ValueError naming the part and the allowed ones."""
+    if not isinstance(text, str):
+        raise TypeError(f"the parts to shard must be text such as 'optimizer,grads', got {type(text).__name__}")
+    if len(text) > MAX_PARTS_CHARS:
+        raise ValueError(f"the parts to shard may be at most {MAX_PARTS_CHARS} characters, got {len(text):,}")
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if names == [NO_MASTER]:
+        return frozenset()
+    if not names:
+        raise ValueError(f"name the parts to shard: a comma list of {', '.join(PARTS)}, or {NO_MASTER}")
+    for name in names:
+        if name not in PARTS:
+            raise ValueError(f"unknown part {show(name)} to shard; parts: {', '.join(PARTS)} (or {NO_MASTER})")
+    return frozenset(names)
+
+
+def parts_text(parts: frozenset[str]) -> str:
+    """A set of parts as a comma list in ``PARTS`` order (``none`` when empty)."""
+    return ",".join(part for part in PARTS if part in parts) or NO_MASTER
+
+
+def check_stage(value: Any, shown: Any = None) -> int:
+    if isinstance(value, str) and value.strip() in {str(stage) for stage in STAGES}:
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value not in STAGES:
+        raise ValueError(
+            f"the ZeRO stage must be 0, 1, 2 or 3 (0: nothing split ... 3: every part split), "
+            f"got {show(value if shown is None else shown)}"
+        )
+    return value
+
+
+def check_dtype(value: Any, what: str) -> str:
+    if not isinstance(value, str) or value not in DTYPES:
+        raise ValueError(
+            f"the {what} dtype must be one of {', '.join(DTYPES)}, got {show(value)} (float64 needs JAX's x64 "
+            "mode and int8 is not trained)"
+        )
+    return value
+
+
+def check_optimizer(value: Any) -> str:
+    if not isinstance(value, str) or value not in optimizer.OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {show(value)}; optimizers: {', '.join(optimizer.OPTIMIZER_NAMES)}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Training:
+    """A training setup: the optimizer, the dtypes, and which parts are split over the mesh.
+
+    Attributes:
+      optimizer: a key of ``dcsim.model.optimizer.OPTIMIZERS``.
+      shard: the parts split over the mesh (the others are whole on every device).
+      zero: the ZeRO stage ``shard`` came from, or None when the parts were named freely.
+      param_dtype: the parameters' dtype.
+      grad_dtype: the gradients' dtype (None: the params').
+      master_dtype: the master copy's dtype, or None for no master copy.
+    """
+
+    optimizer: str = "adam"
+    shard: frozenset[str] = STAGES[3]
+    zero: int | None = 3
+    param_dtype: str = "bfloat16"
+    grad_dtype: str | None = None
+    master_dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        check_optimizer(self.optimizer)
+        if not isinstance(self.shard, frozenset) or not self.shard <= set(PARTS):
+            raise ValueError(f"the parts to shard must be a set of {', '.join(PARTS)}, got {show(self.shard)}")
+        if self.zero is not None:
+            check_stage(self.zero)
+            if self.shard != STAGES[self.zero]:
+                raise ValueError(f"ZeRO stage {self.zero} shards {parts_text(STAGES[self.zero])}, not {parts_text(self.shard)}")
+        check_dtype(self.param_dtype, "param")
+        if self.grad_dtype is not None:
+            check_dtype(self.grad_dtype, "grad")
+        if self.master_dtype is not None:
+            check_dtype(self.master_dtype, "master")
+
+    @classmethod
+    def stage(cls, zero: int, **kwargs: Any) -> Training:
+        """The setup of ZeRO stage ``zero``."""
+        zero = check_stage(zero)
+        return cls(shard=STAGES[zero], zero=zero, **kwargs)
+
+    @classmethod
+    def sharding(cls, parts: frozenset[str], **kwargs: Any) -> Training:
+        """A setup that splits ``parts`` (named freely, not by stage)."""
+        return cls(shard=frozenset(parts), zero=None, **kwargs)
+
+    @property
+    def grads_dtype(self) -> str:
+        return self.grad_dtype or self.param_dtype
+
+    @property
+    def state_dtype(self) -> str:
+        """The dtype optax initialises its state on: the master copy's when there is one."""
+        return self.master_dtype or self.param_dtype
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """The parts this setup holds, in ``PARTS`` order (no ``master`` without a master copy)."""
+        return tuple(part for part in PARTS if part != "master" or self.master_dtype is not None)
+
+    @property
+    def sharded_parts(self) -> tuple[str, ...]:
+        """The parts held that are split, in ``PARTS`` order."""
+        return tuple(part for part in self.parts if part in self.shard)
+
+    def dtype_of(self, part: str) -> str:
+        return {
+            "params": self.param_dtype,
+            "grads": self.grads_dtype,
+            "master": self.master_dtype or self.param_dtype,
+            "optimizer": self.state_dtype,
+        }[part]
+
+    @property
+    def text(self) -> str:
+        """One line: ``adam, ZeRO-3 (params, grads, optimizer split), params bfloat16 ...``."""
+        which = f"ZeRO-{self.zero}" if self.zero is not None else "parts named freely"
+        master = f", master copy {self.master_dtype}" if self.master_dtype else ", no master copy"
+        return (
+            f"{self.optimizer}, {which} ({', '.join(self.sharded_parts) or 'nothing'} split), params "
+            f"{self.param_dtype}, grads {self.grads_dtype}{master}"
+        )
