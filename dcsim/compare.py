@@ -34,7 +34,18 @@ MAX_SCENARIOS = 8
 MAX_NAME_CHARS = 64
 MAX_COMPARISON_BYTES = 256 * 1024  # eight configurations of 256 distinct layers each fit
 COMPARISON_FORMAT = "dcsim.comparison"
-COMPARISON_VERSION = 1
+COMPARISON_VERSION = 2
+# Version 1 called SGD with momentum 0.9 `sgd`; version 2 follows optax: `sgd` is plain SGD (no
+# state) and `momentum` the momentum variant. A version-1 link or file opens as it always did.
+V1_TRAINING = {"sgd": "momentum"}
+
+
+def training_of_version(training: Any, version: Any) -> Any:
+    """A budget's optimizer as a comparison of ``version`` named it, in today's names."""
+    if version == 1 and isinstance(training, str):
+        return V1_TRAINING.get(training, training)
+    return training
+
 
 NO_TRAINING = "none"
 
@@ -160,7 +171,9 @@ class Comparison:
             except (TypeError, ValueError) as err:
                 raise type(err)(f"scenario {index}: {err}") from None
         return cls(
-            scenarios=tuple(scenarios), baseline=data.get("baseline", 1), budget=_budget_from_dict(data.get("budget"))
+            scenarios=tuple(scenarios),
+            baseline=data.get("baseline", 1),
+            budget=_budget_from_dict(data.get("budget"), data.get("version", COMPARISON_VERSION)),
         )
 
     @classmethod
@@ -188,7 +201,7 @@ def _scenario_from_dict(item: Any) -> Scenario:
 _BUDGET_KEYS = ("amount", "unit", "training", "strategy")
 
 
-def _budget_from_dict(item: Any) -> budgets.Budget:
+def _budget_from_dict(item: Any, version: Any = COMPARISON_VERSION) -> budgets.Budget:
     if item is None:
         return budgets.Budget()
     if not isinstance(item, dict):
@@ -196,6 +209,8 @@ def _budget_from_dict(item: Any) -> budgets.Budget:
             f'`budget` must be an object like {{"amount": 85899345920, "unit": "bytes"}}, got {json_kind(item)}'
         )
     reject_unknown(item, _BUDGET_KEYS, "budget")
+    if "training" in item:
+        item = {**item, "training": training_of_version(item["training"], version)}
     try:
         return budgets.Budget(**item)
     except (TypeError, ValueError) as err:

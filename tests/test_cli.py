@@ -298,7 +298,8 @@ def test_optimizer_state_is_a_section_apart(capsys):
     assert "not part of the parameter total" in record["optimizer_state_note"]
     _, out, _ = run(capsys, "count", "--optimizer", "all")
     assert "optimizer state: held beside the parameters" in out
-    assert "  sgd                       20 values" in out
+    assert "  sgd                        0 values (0 per parameter)  raw 0 bytes" in out
+    assert "  momentum                  20 values" in out
 
 
 def test_presets_lists_names_families_and_counts(capsys):

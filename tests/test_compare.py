@@ -176,7 +176,7 @@ def test_unique_names_count_up():
     [
         (lambda d: d.update(extra=1), "unknown comparison field 'extra'; valid fields: format"),
         (lambda d: d.update(format="dcsim.config"), "`format` must be 'dcsim.comparison'"),
-        (lambda d: d.update(version=2), "version 2, newer than this dcsim"),
+        (lambda d: d.update(version=3), "version 3, newer than this dcsim"),
         (lambda d: d["scenarios"][0].update(colour="red"), "scenario 1: unknown scenario field 'colour'"),
         (lambda d: d["scenarios"][0].update(num_shards=0), "scenario 1: `num_shards` must be an integer"),
         (lambda d: d["scenarios"][0].update(dtype="float8"), "scenario 1: a scenario's `dtype` must be one of"),
@@ -248,8 +248,8 @@ GOOD = comparisons.scenario_token(TWO.scenarios[1])
         ({"s": [GOOD], "bunit": ["GiB"]}, ["big"], "`bunit` must be one of bytes, values"),
         ({"s": [GOOD], "btrain": ["rmsprop"]}, ["big"], "`btrain` must be none or an optimizer"),
         ({"s": [GOOD], "bstrat": ["custom"]}, ["big"], "`bstrat` must be one of fsdp, replicated, tensor"),
-        ({"cv": ["2"], "s": [GOOD]}, [], "made by a newer dcsim (comparison link version 2"),
-        ({"cv": ["x"], "s": [GOOD]}, ["big"], "reading it as version 1"),
+        ({"cv": ["3"], "s": [GOOD]}, [], "made by a newer dcsim (comparison link version 3"),
+        ({"cv": ["x"], "s": [GOOD]}, ["big"], "reading it as version 2"),
         ({"cv": ["9" * 400], "s": [GOOD]}, ["big"], "at most 32 characters"),
     ],
     ids=lambda value: None,
@@ -278,7 +278,7 @@ def test_decoding_never_raises_on_junk():
 def test_a_link_is_compact_and_the_token_reuses_the_configuration_link():
     assert GOOD == "bfloat16~shards=8~preset=gpt2-small~n=big"
     text = comparisons.query_string(comparisons.encode(TWO))
-    assert text.startswith("cv=1&s=float32~shards%3D2~n%3Dbase&s=bfloat16")
+    assert text.startswith("cv=2&s=float32~shards%3D2~n%3Dbase&s=bfloat16")
     assert comparisons.fits_in_link(text)
     dtype, *fields = GOOD.split("~")[:-1]
     params = {key: [value] for key, value in (field.split("=", 1) for field in fields)} | {"dtype": [dtype]}

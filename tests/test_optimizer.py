@@ -15,7 +15,8 @@ P = 669_706
 @pytest.mark.parametrize(
     "name, num_values, by_dtype",
     [
-        ("sgd", P, {"float32": 4 * P}),  # one momentum buffer
+        ("sgd", 0, {}),  # plain SGD keeps no state
+        ("momentum", P, {"float32": 4 * P}),  # one momentum buffer
         ("adam", 2 * P + 1, {"int32": 4, "float32": 8 * P}),  # mu, nu and an int32 step count
         ("adamw", 2 * P + 1, {"int32": 4, "float32": 8 * P}),  # weight decay adds no state
         ("lion", P + 1, {"int32": 4, "float32": 4 * P}),
@@ -25,7 +26,7 @@ P = 669_706
         # head (10 < 128, not factored) 1+1+5120, its bias 1+1+10, the step count 1.
         ("adafactor", 1297 + 514 + 1025 + 514 + 5122 + 12 + 1, {"int32": 4, "float32": 4 * 8484}),
     ],
-    ids=["sgd", "adam", "adamw", "lion", "adafactor"],
+    ids=["sgd", "momentum", "adam", "adamw", "lion", "adafactor"],
 )
 def test_mnist_state_by_hand(name, num_values, by_dtype):
     (state,) = optimizer.optimizer_states(MNIST, (name,))
@@ -67,11 +68,11 @@ def test_llama2_70b_adam_state_costs_no_memory():
 
 
 def test_state_record_is_json_ready():
-    (sgd,) = optimizer.optimizer_states(MNIST, ("sgd",))
-    record = optimizer.state_record(sgd, P)
+    (momentum,) = optimizer.optimizer_states(MNIST, ("momentum",))
+    record = optimizer.state_record(momentum, P)
     assert record == {
-        "optimizer": "sgd",
-        "description": sgd.description,
+        "optimizer": "momentum",
+        "description": momentum.description,
         "num_values": P,
         "values_per_param": 1.0,
         "raw_bytes": 4 * P,
@@ -80,5 +81,7 @@ def test_state_record_is_json_ready():
 
 
 def test_unknown_optimizer_is_named():
-    with pytest.raises(ValueError, match=r"unknown optimizer 'rmsprop'; optimizers: sgd, adam, adamw, adafactor, lion"):
+    with pytest.raises(
+        ValueError, match=r"unknown optimizer 'rmsprop'; optimizers: sgd, momentum, adam, adamw, adafactor, lion"
+    ):
         optimizer.state_of("rmsprop", {})

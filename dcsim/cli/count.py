@@ -121,7 +121,10 @@ def render_optimizer_table(states: tuple[optimizer.OptimizerState, ...], total_p
     """Optimizer state for people: values and raw bytes per optimizer, apart from the parameters."""
     lines = [f"{optimizer.STATE_NOTE}:"]
     for state in states:
-        by_dtype = " + ".join(f"{dtype} {units.bytes_exact(size)}" for dtype, size in state.raw_bytes_by_dtype.items())
+        by_dtype = (
+            " + ".join(f"{dtype} {units.bytes_exact(size)}" for dtype, size in state.raw_bytes_by_dtype.items())
+            or "0 bytes"
+        )
         per_param = state.num_values / total_params if total_params else 0.0
         lines.append(
             f"  {state.optimizer:<9} {units.count(state.num_values):>18} values ({per_param:.4g} per parameter)"

@@ -1,4 +1,5 @@
-"""A comparison's link: ``cv=1`` (this encoding's version), one ``s=`` per scenario, ``base`` and the
+"""A comparison's link: ``cv=2`` (this encoding's version; a ``cv=1`` link's ``btrain=sgd`` meant SGD with
+momentum, today's ``momentum``), one ``s=`` per scenario, ``base`` and the
 budget keys. A scenario token is ``DTYPE~KEY=VALUE~...~n=NAME``: its fields are the configuration
 link's own (``dcsim.links``: ``shards``, ``layers``, ``preset``, ``h.<name>``...; defaults left
 out), so one codec reads a configuration wherever it appears. The name comes last and may hold
@@ -22,6 +23,7 @@ from dcsim.compare import (
     Scenario,
     check_dtype,
     check_name,
+    training_of_version,
     unique_name,
 )
 from dcsim.inputs import as_int, show
@@ -200,7 +202,7 @@ def decode(params: Mapping[str, Sequence[str]]) -> Decoded:
             default.amount_text,
         ),
         (UNIT_KEY, "unit", _choice(budgets.BUDGET_UNITS, UNIT_KEY), default.unit),
-        (TRAINING_KEY, "training", _training, NO_TRAINING),
+        (TRAINING_KEY, "training", lambda text: _training(training_of_version(text, version)), NO_TRAINING),
         (STRATEGY_KEY, "strategy", _choice(budgets.BUDGET_STRATEGIES, STRATEGY_KEY), default.strategy),
     )
     for key, field, read, shown_default in readers:

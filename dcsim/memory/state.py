@@ -34,11 +34,11 @@ import jax
 from flax import traverse_util
 from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 
+from dcsim.memory.training import PARTS, Training
 from dcsim.model import optimizer as optimizers
 from dcsim.model.count import ParamReport
 from dcsim.sharding import layout, payload
 from dcsim.sharding.meshes import MeshSpec, Rule, abstract_mesh, shape_text, spec_text
-from dcsim.memory.training import PARTS, Training
 
 MAX_CACHED_KINDS = 4096  # distinct (optimizer, dtype, shape, spec, axes): a 70B model has six
 _PARAM = "p"  # the one parameter's key when optax is asked about one kind of array
@@ -72,9 +72,19 @@ def _unit_mesh(names: tuple[str, ...]) -> AbstractMesh:
     return AbstractMesh((1,) * len(names), names, axis_types=(AxisType.Explicit,) * len(names))
 
 
+def same_spec(a: PartitionSpec, b: PartitionSpec, rank: int) -> bool:
+    """Whether two specs lay an array of ``rank`` dimensions out alike (JAX writes ``P('data')`` for
+    a 2-D array as ``P('data', None)``: trailing Nones say nothing)."""
+    return (*a, *([None] * (rank - len(a)))) == (*b, *([None] * (rank - len(b))))
+
+
 def _spec(leaf: Any) -> PartitionSpec:
+    """A leaf's spec as the layout writes specs: trailing Nones dropped (``P()``: whole)."""
     sharding = getattr(leaf, "sharding", None)
-    return sharding.spec if isinstance(sharding, NamedSharding) else PartitionSpec()
+    entries = list(sharding.spec) if isinstance(sharding, NamedSharding) else []
+    while entries and entries[-1] is None:
+        entries.pop()
+    return PartitionSpec(*entries)
 
 
 @functools.lru_cache(maxsize=MAX_CACHED_KINDS)
@@ -86,7 +96,7 @@ def state_entries(
     mesh = _unit_mesh(names)
     leaf = jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
     make = optimizers.OPTIMIZERS[name][1]
-    with jax.sharding.use_abstract_mesh(mesh):
+    with jax.sharding.use_abstract_mesh(mesh), jax.enable_x64(dtype == "float64"):
         state = jax.eval_shape(make().init, {_PARAM: leaf})
     entries = []
     for keys, value in jax.tree_util.tree_flatten_with_path(state)[0]:
@@ -264,7 +274,7 @@ def compute_memory(
         shape = tuple(array.shape)
         spec, layout_note = specs[array.path] if split else (whole, _whole_note(training, "optimizer state"))
         for entry in state_entries(training.optimizer, dtype, shape, spec, mesh.names):
-            if entry.shape == shape and entry.spec == spec:
+            if entry.shape == shape and same_spec(entry.spec, spec, len(shape)):
                 note = f"laid out like its parameter: {layout_note}" if split else layout_note
             elif len(entry.shape) == len(shape) - 1:
                 note = (
@@ -275,7 +285,9 @@ def compute_memory(
             else:
                 note = f"a {shape_text(entry.shape)} placeholder {training.optimizer} keeps whole on every device"
             path = f"{entry.prefix}/{array.path}"
-            by_prefix.setdefault(entry.prefix, []).append(row(path, "optimizer", entry.shape, entry.dtype, entry.spec, note))
+            by_prefix.setdefault(entry.prefix, []).append(
+                row(path, "optimizer", entry.shape, entry.dtype, entry.spec, note)
+            )
     for path, shape, dtype in global_entries(training.optimizer):
         rows.append(row(path, "optimizer", shape, dtype, whole, "a step count: one value, whole on every device"))
     for prefix_rows in by_prefix.values():
@@ -331,7 +343,5 @@ def per_device_by_shape(
 def abstract_state(memory: MemoryReport) -> dict[str, Any]:
     """Every state array as a ``jax.ShapeDtypeStruct``, nested by part and path: what ``--verify``
     compiles (``dcsim.memory.verify``)."""
-    flat = {
-        (row.part, *row.path.split("/")): jax.ShapeDtypeStruct(row.shape, row.dtype) for row in memory.arrays
-    }
+    flat = {(row.part, *row.path.split("/")): jax.ShapeDtypeStruct(row.shape, row.dtype) for row in memory.arrays}
     return traverse_util.unflatten_dict(flat)

@@ -27,6 +27,7 @@ from typing import Any
 
 from dcsim.inputs import show
 from dcsim.model import optimizer
+from dcsim.model.config import DTYPES as RAW_DTYPES
 
 PARTS = ("params", "grads", "master", "optimizer")
 STAGES: dict[int, frozenset[str]] = {
@@ -41,9 +42,11 @@ STAGE_HELP = {
     2: "ZeRO-2: the optimizer state, the master copy and the grads split, params whole on every device",
     3: "ZeRO-3: every part split (PyTorch's FULL_SHARD; what JAX's fsdp layouts do)",
 }
-# Training dtypes: floating types optax initialises its state in. float64 needs JAX's x64 mode,
-# without which JAX would quietly make float32 state, so it is not offered; int8 is not trained.
-DTYPES = ("float32", "bfloat16", "float16")
+# The storage dtypes dcsim knows everywhere. optax keeps its moments in the dtype it is initialised
+# on, so int8 params (quantised storage) get int8 moments, as optax would make them; float64 state
+# is initialised with JAX's x64 mode on (``dcsim.memory.state``), without which JAX would quietly
+# make it float32.
+DTYPES = RAW_DTYPES
 NO_MASTER = "none"
 MAX_PARTS_CHARS = 64
 
@@ -84,10 +87,7 @@ def check_stage(value: Any, shown: Any = None) -> int:
 
 def check_dtype(value: Any, what: str) -> str:
     if not isinstance(value, str) or value not in DTYPES:
-        raise ValueError(
-            f"the {what} dtype must be one of {', '.join(DTYPES)}, got {show(value)} (float64 needs JAX's x64 "
-            "mode and int8 is not trained)"
-        )
+        raise ValueError(f"the {what} dtype must be one of {', '.join(DTYPES)}, got {show(value)}")
     return value
 
 
@@ -124,7 +124,9 @@ class Training:
         if self.zero is not None:
             check_stage(self.zero)
             if self.shard != STAGES[self.zero]:
-                raise ValueError(f"ZeRO stage {self.zero} shards {parts_text(STAGES[self.zero])}, not {parts_text(self.shard)}")
+                raise ValueError(
+                    f"ZeRO stage {self.zero} shards {parts_text(STAGES[self.zero])}, not {parts_text(self.shard)}"
+                )
         check_dtype(self.param_dtype, "param")
         if self.grad_dtype is not None:
             check_dtype(self.grad_dtype, "grad")

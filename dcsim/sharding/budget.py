@@ -11,25 +11,24 @@ Two answers, never mixed up:
   the larger counts that fail after the smallest fit are reported.
 
 A budget is values or bytes per device. Bytes count each value in the scenario's dtype. With
-training state, the gradients (one per parameter, the same shapes, layout and dtype) and a real
-optax optimizer's state (initialised abstractly on the parameters in the scenario's dtype, laid
-out by the same strategy; its scalar step counts are replicated) are added to the parameters.
+training state, what each device holds is ``dcsim.memory``'s answer for ZeRO-3 (the parameters,
+one gradient per parameter and a real optax optimizer's state, in the scenario's dtype, all split
+by the strategy; optax's scalar step counts whole on every device): the figure ``dcsim memory
+--zero 3`` and the Memory page give on the same mesh, so the question has one answer.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import re
 from collections import Counter
 from fractions import Fraction
 from typing import Any
 
-import jax
-from flax import traverse_util
-
 from dcsim.inputs import as_int, show
+from dcsim.memory.state import per_device_by_shape
+from dcsim.memory.training import Training
 from dcsim.model import optimizer
 from dcsim.model.count import ParamReport
 from dcsim.report import units
@@ -134,44 +133,65 @@ class Budget:
         """What the budget must hold, in words."""
         if self.training is None:
             return "parameters only"
-        return f"parameters + gradients (same as parameters) + {self.training} optimizer state (optax)"
+        return (
+            f"ZeRO-3 training state: parameters + gradients + {self.training} optimizer state (optax), all split, "
+            "as dcsim memory lays it out"
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Demand:
-    """What must fit: arrays grouped by (shape, dtype), with how many of each.
+    """What must fit: the parameter arrays grouped by shape, their dtype, and the training state.
 
     Attributes:
-      groups: ``(shape, dtype, count, replicated)``; ``replicated`` marks optimizer scalars (step
-        counts), kept whole on every device whatever the strategy.
+      shapes: ``(shape, how many arrays)`` of the parameters.
+      dtype: the dtype every parameter is stored in.
+      training: None for the parameters alone; else the training state ZeRO-3 keeps (params,
+        grads and optimizer state, all split by the layout; see ``dcsim.memory``), which
+        ``dcsim.memory.state.per_device_by_shape`` lays out: the figures ``dcsim memory`` and the
+        Memory page give for the same mesh, so the budget has one answer, not two.
     """
 
-    groups: tuple[tuple[tuple[int, ...], str, int, bool], ...]
+    shapes: tuple[tuple[tuple[int, ...], int], ...]
+    dtype: str
+    training: Training | None = None
+
+    @functools.cached_property
+    def _whole(self) -> dict[str, tuple[int, int]]:
+        """``{part: (values, bytes)}`` of everything once: what one device of a one-device mesh holds."""
+        return self.held(meshes.MeshSpec((("data", 1),)), "replicated")
 
     @property
     def num_values(self) -> int:
-        return sum(math.prod(shape) * count for shape, _, count, _ in self.groups)
+        return sum(values for values, _ in self._whole.values())
 
     @property
     def num_bytes(self) -> int:
-        return sum(payload.raw_bytes_as(math.prod(shape) * count, dtype) for shape, dtype, count, _ in self.groups)
+        return sum(size for _, size in self._whole.values())
 
     def amount(self, unit: str) -> int:
         return self.num_bytes if unit == "bytes" else self.num_values
 
+    def held(
+        self, mesh: meshes.MeshSpec, strategy: str, splitter: layout.Splitter | None = None
+    ) -> dict[str, tuple[int, int]]:
+        """``{part: (values, bytes)}`` each device of ``mesh`` holds under ``strategy``; raises
+        ``layout.LayoutError`` when the strategy cannot place an array there."""
+        splitter = splitter or layout.Splitter(mesh)
+        if self.training is not None:
+            return per_device_by_shape(dict(self.shapes), mesh, strategy, self.training, splitter)
+        placed = layout.specs_by_shape([shape for shape, _ in self.shapes], mesh, strategy, splitter)
+        values = sum(placed[shape][1] * count for shape, count in self.shapes)
+        return {"params": (values, values * _itemsize(self.dtype))}
+
 
 def demand(report: ParamReport, dtype: str, training: str | None = None) -> Demand:
-    """The arrays a device budget must hold for a model counted as ``report``, stored as ``dtype``."""
+    """The arrays a device budget must hold for a model counted as ``report``, stored as ``dtype``;
+    with ``training`` (an optimizer's name), ZeRO-3's training state in ``dtype`` (no master copy)."""
     payload.bytes_per_value(dtype)  # checks the dtype
-    groups: Counter[tuple[tuple[int, ...], str, bool]] = Counter()
-    for row in report.arrays:
-        groups[(tuple(row.shape), dtype, False)] += 2 if training else 1  # gradients mirror parameters
-    if training is not None:
-        flat = {tuple(row.path.split("/")): jax.ShapeDtypeStruct(row.shape, dtype) for row in report.arrays}
-        state = optimizer.state_of(training, traverse_util.unflatten_dict(flat))
-        for entry in state.arrays:
-            groups[(tuple(entry.shape), entry.dtype, not entry.shape)] += 1
-    return Demand(groups=tuple((shape, dt, count, whole) for (shape, dt, whole), count in groups.items()))
+    shapes = Counter(tuple(row.shape) for row in report.arrays)
+    setup = None if training is None else Training.stage(3, optimizer=training, param_dtype=dtype)
+    return Demand(shapes=tuple(shapes.items()), dtype=dtype, training=setup)
 
 
 def ideal_shards(need: int, amount: int) -> int:
@@ -182,13 +202,8 @@ def ideal_shards(need: int, amount: int) -> int:
 def per_device(demand: Demand, mesh: meshes.MeshSpec, strategy: str, unit: str) -> int:
     """What each device of ``mesh`` holds of ``demand`` under ``strategy``, in ``unit``; raises
     ``layout.LayoutError`` when the strategy cannot place an array there."""
-    split = [shape for shape, _, _, whole in demand.groups if not whole]
-    values = layout.shard_values_by_shape(split, mesh, strategy)
-    total = 0
-    for shape, dtype, count, whole in demand.groups:
-        held = math.prod(shape) if whole else values[shape]
-        total += count * held * (_itemsize(dtype) if unit == "bytes" else 1)
-    return total
+    held = demand.held(mesh, strategy)
+    return sum(size if unit == "bytes" else values for values, size in held.values())
 
 
 @functools.cache
