@@ -209,8 +209,10 @@ with st.form(f"compare.budget.{gen}"):
         format_func=lambda name: (
             "Parameters only"
             if name is None
-            else f"Parameters + gradients (same as parameters) + {name} optimizer state (optax)"
+            else f"ZeRO-3 training state: parameters + gradients + {name} optimizer state (optax)"
         ),
+        help="The training state is the Memory page's and `dcsim memory --zero 3`'s: every part split by the "
+        "strategy, in the scenario's dtype, no master copy. The Memory page sets the stage, dtypes and mesh freely.",
     )
     strategy = strategy_col.selectbox(
         "Layout strategy", budget.BUDGET_STRATEGIES, index=budget.BUDGET_STRATEGIES.index(spec.strategy)

@@ -48,7 +48,7 @@ def shown(element):
 def test_an_empty_comparison_invites_an_addition_and_carries_the_budget_in_the_url():
     at = open_compare()
     assert any("No scenarios yet" in info.value for info in at.info)
-    assert query(at, "cv") == ["1"] and query(at, "bunit") == ["bytes"]
+    assert query(at, "cv") == ["2"] and query(at, "bunit") == ["bytes"]
     assert query(at, "s") == []
 
 
@@ -194,7 +194,7 @@ def test_a_comparison_too_large_for_a_link_says_so_and_offers_json():
     at = open_compare({"s": tokens})
     assert len(table(at)) == 3
     assert any("too large for a link" in warning.value for warning in at.warning)
-    assert query(at, "s") == [] and query(at, "cv") == ["1"]
+    assert query(at, "s") == [] and query(at, "cv") == ["2"]
     labels = [button.proto.label for button in at.get("download_button")]
     assert "Download the comparison (JSON) to share" in labels
 
