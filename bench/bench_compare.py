@@ -24,9 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jax
 
+from dcsim.memory import budget
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import count_params
-from dcsim.sharding import budget, layout, meshes
+from dcsim.sharding import layout, meshes
 
 CONFIG = ModelConfig(preset="llama2-70b")
 

@@ -2,7 +2,7 @@
 
 Teams compare the model they have with the one they want, at several shard counts, against a
 per-device budget. A ``Comparison`` holds up to ``MAX_SCENARIOS`` named ``Scenario``s, which one is
-the baseline, and the budget question (``dcsim.sharding.budget``). It travels three ways, each checked here:
+the baseline, and the budget question (``dcsim.memory.budget``). It travels three ways, each checked here:
 
 - **JSON** (``"format": "dcsim.comparison"``, version 1): each scenario is its configuration's
   JSON object (``ModelConfig.to_dict``) plus ``name`` and ``dtype``; unknown keys are refused by
@@ -23,11 +23,11 @@ import pandas as pd
 
 from dcsim import links
 from dcsim.inputs import as_int, check_document, json_kind, load_json, reject_unknown, show
+from dcsim.memory import budget as budgets
 from dcsim.model import presets
 from dcsim.model.config import CONFIG_FORMAT, CONFIG_VERSION, MODEL_KEYS, ModelConfig
 from dcsim.model.count import ParamReport
 from dcsim.report import units
-from dcsim.sharding import budget as budgets
 from dcsim.sharding import payload, shares
 
 MAX_SCENARIOS = 8
@@ -343,7 +343,7 @@ def budget_frame(comparison: Comparison, answers: Sequence[budgets.Answer]) -> p
     ``ideal_shards`` (ideal share, an average), ``ideal_share_text``, ``devices`` (real layout,
     JAX's sharding rules; missing when no N up to 4,096 fits), ``per_device``, ``larger_searched``
     (how many N above the answer were searched), ``larger_that_fit`` and ``larger_that_fail`` (how
-    many of them fit and do not), and ``summary`` (``dcsim.sharding.budget.summary``: the answer in words)."""
+    many of them fit and do not), and ``summary`` (``dcsim.memory.budget.summary``: the answer in words)."""
     budget = comparison.budget
     return pd.DataFrame(
         {
@@ -365,7 +365,7 @@ def budget_frame(comparison: Comparison, answers: Sequence[budgets.Answer]) -> p
 
 def held_frame(comparison: Comparison, answers: Sequence[budgets.Answer]) -> pd.DataFrame:
     """What the fullest device holds under the real layout at the device counts worth showing
-    (``dcsim.sharding.budget.shown_counts``: the counts a team buys, the answer, the ideal share's count),
+    (``dcsim.memory.budget.shown_counts``: the counts a team buys, the answer, the ideal share's count),
     per scenario: ``name``, ``devices``, ``mesh``, ``held`` (float, missing where the layout is
     impossible), ``held_text`` (exact), ``verdict`` (fits the budget, over the budget, cannot be
     laid out), ``is_answer`` (the fewest devices that fit), ``on_trend`` (a power of two: the

@@ -15,9 +15,10 @@ from dcsim.compare import (
     unique_name,
 )
 from dcsim.links.comparisons import MAX_LINK_CHARS
+from dcsim.memory import budget
 from dcsim.model import optimizer
 from dcsim.report import compare_charts, units
-from dcsim.sharding import budget, payload
+from dcsim.sharding import payload
 from dcsim.ui import compare, frame, router, state, widgets
 
 router.require_router()

@@ -6,9 +6,10 @@ import hypothesis.strategies as hs
 import pytest
 from hypothesis import given, settings
 
+from dcsim.memory import budget
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import ArrayRow, ParamReport, count_params
-from dcsim.sharding import budget, layout, meshes
+from dcsim.sharding import layout, meshes
 
 SEED = count_params(ModelConfig())  # Dense(4) on input 4: kernel 4x4 + bias 4 = 20 values
 

@@ -251,7 +251,7 @@ def test_layout_bars_baseline_lies_below_every_figure(low, high, baseline):
 @pytest.fixture(scope="module")
 def comparison_tables():
     from dcsim import compare
-    from dcsim.sharding import budget
+    from dcsim.memory import budget
 
     comparison = compare.Comparison(
         scenarios=(

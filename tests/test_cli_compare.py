@@ -8,8 +8,8 @@ import pytest
 
 from dcsim import compare
 from dcsim.cli import main
+from dcsim.memory import budget
 from dcsim.model.config import ModelConfig
-from dcsim.sharding import budget
 
 TWO = compare.Comparison(
     scenarios=(
@@ -42,7 +42,7 @@ def test_the_table_shows_both_scenarios_and_both_budget_answers(capsys, two_file
     assert lines[2].split()[1:] == ["<b>wide</b>", "Dense", "8", "→", "4", "3", "bfloat16", "36", "12", "72", "16",
                                     "1.8", "(9/5)", "-8"]  # fmt: skip
     assert "  seed: needs 20 values in all\n    ideal share (an average): 3 shards\n" in out
-    # the page's own sentence (dcsim.sharding.budget.summary): past 4, no count divides a dimension of 4, so every
+    # the page's own sentence (dcsim.memory.budget.summary): past 4, no count divides a dimension of 4, so every
     # device holds all 20 again
     assert (
         "real layout (JAX's sharding rules, fsdp): Fits on 4 devices (data=4), 5 values each. None of the 4,092 "

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 
 from dcsim import compare, hf, links
 from dcsim.links import comparisons
+from dcsim.memory import budget
 from dcsim.model.config import DenseLayer, ModelConfig, Origin
 from dcsim.model.count import count_params
-from dcsim.sharding import budget
 
 HF = Path(__file__).parent / "data" / "hf"
 

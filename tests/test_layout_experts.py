@@ -15,8 +15,9 @@ from test_layout import _REAL_MESH
 
 from dcsim.cli import main
 from dcsim.cli.layout import render_layout_table
+from dcsim.memory import budget
 from dcsim.model.count import ArrayRow, ParamReport
-from dcsim.sharding import budget, layout, meshes
+from dcsim.sharding import layout, meshes
 from dcsim.sharding.layout import LayoutError, compute_layout, partition_specs
 from dcsim.sharding.meshes import parse_mesh, parse_rules
 from dcsim.ui import layout as lw

@@ -12,13 +12,13 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
 from dcsim.compare import Comparison, Scenario
 from dcsim.links import comparisons
-from dcsim.memory import search
+from dcsim.memory import budget, search
 from dcsim.memory.state import compute_memory, per_device_by_shape, same_spec
 from dcsim.memory.training import PARTS, STAGES, Training, parse_parts
 from dcsim.model import optimizer
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import count_params
-from dcsim.sharding import budget, layout
+from dcsim.sharding import layout
 from dcsim.sharding.meshes import abstract_mesh, parse_mesh, parse_rules
 
 # 3 -> 4 -> 2: kernels 3x4 and 4x2, biases 4 and 2: 12 + 4 + 8 + 2 = 26 values.

@@ -10,9 +10,9 @@ import pandas as pd
 
 from dcsim import compare
 from dcsim.cli.common import UsageError, frame_text, read_file
+from dcsim.memory import budget
 from dcsim.model.count import count_params
 from dcsim.report import units
-from dcsim.sharding import budget
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:

@@ -27,9 +27,9 @@ from dcsim.compare import (
     unique_name,
 )
 from dcsim.inputs import as_int, show
+from dcsim.memory import budget as budgets
 from dcsim.model import optimizer
 from dcsim.model.config import ModelConfig
-from dcsim.sharding import budget as budgets
 
 # Link keys. `v`, `input_dim`, `shards`... stay the session configuration's (dcsim.links).
 VERSION_KEY = "cv"

@@ -22,10 +22,10 @@ from fractions import Fraction
 from typing import Any
 
 from dcsim.inputs import show
+from dcsim.memory import budget as budgets
 from dcsim.memory.state import compute_memory
 from dcsim.memory.training import Training
 from dcsim.model.count import ParamReport
-from dcsim.sharding import budget as budgets
 from dcsim.sharding import layout
 from dcsim.sharding.meshes import MeshSpec, Rule
 

@@ -18,9 +18,9 @@ import streamlit as st
 from dcsim import compare
 from dcsim.compare import Comparison, Scenario
 from dcsim.links import comparisons
+from dcsim.memory import budget
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport
-from dcsim.sharding import budget
 from dcsim.ui import cache, state
 
 COMPARISON = "dcsim.comparison"
