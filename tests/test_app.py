@@ -313,12 +313,16 @@ def test_hostile_preset_links_warn_and_fall_back(query, message):
 
 
 def test_bytes_page_shows_optimizer_state_apart_from_the_parameters():
-    at = open_app({"input_dim": "784", "layers": "512x2_10", "opt": "adam,sgd"}, "pages/bytes.py")
+    at = open_app({"input_dim": "784", "layers": "512x2_10", "opt": "adam,momentum,sgd"}, "pages/bytes.py")
     table = next(frame.value for frame in at.dataframe if "optimizer" in frame.value.columns)
-    # Adam: two moments per parameter and one int32 step count; SGD: one momentum buffer.
-    assert dict(zip(table["optimizer"], table["num_values"], strict=True)) == {"adam": "1,339,413", "sgd": "669,706"}
+    # Adam: two moments per parameter and one int32 step count; momentum: one buffer; plain SGD: none.
+    assert dict(zip(table["optimizer"], table["num_values"], strict=True)) == {
+        "adam": "1,339,413",
+        "momentum": "669,706",
+        "sgd": "0",
+    }
     assert "not part of the parameter total" in all_text(at)
-    assert at.query_params["opt"] == "adam,sgd"
+    assert at.query_params["opt"] == "adam,momentum,sgd"
 
 
 def test_links_between_pages_carry_the_configuration():

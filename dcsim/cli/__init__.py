@@ -1,7 +1,7 @@
 """The command line: ``python -m dcsim count ...`` for scripts and quick checks.
 
 A module a command, each with its parser, its run and its rendering (``count`` and ``presets``,
-``layout``, ``checkpoint``, ``compare``); ``common`` holds what they share. Every subcommand
+``layout``, ``memory``, ``checkpoint``, ``compare``); ``common`` holds what they share. Every subcommand
 shares one set of model flags and one glossary of JSON keys (docs/cli.md). Bad input prints one
 line on stderr and exits 2; nothing here prints a traceback at a person.
 """
@@ -18,6 +18,7 @@ from dcsim.cli import checkpoint as checkpoint_command
 from dcsim.cli import compare as compare_command
 from dcsim.cli import count as count_command
 from dcsim.cli import layout as layout_command
+from dcsim.cli import memory as memory_command
 from dcsim.cli.common import PROG, Parser, UsageError, one_line
 
 EXIT_INTERNAL = 1
@@ -37,9 +38,18 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     count_command.add_parsers(commands)
     layout_command.add_parser(commands)
+    memory_command.add_parser(commands)
     checkpoint_command.add_parser(commands)
     compare_command.add_parser(commands)
     return parser
+
+
+def _verify_failures() -> tuple[type[Exception], ...]:
+    """``memory --verify``'s failure, if its module was loaded: it loads XLA's check only for
+    ``--verify``, so an error raised before it cannot be one. Evaluated when an error is caught."""
+    verify = sys.modules.get("dcsim.memory.verify")
+    failed = getattr(verify, "VerifyFailed", None)
+    return (failed,) if isinstance(failed, type) and issubclass(failed, Exception) else ()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -50,8 +60,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as done:  # --help has printed its text; in process, return instead of exiting
             return done.code if isinstance(done.code, int) else EXIT_USAGE
         if args.command is None:
-            raise UsageError(f"choose a command: count, presets, layout, checkpoint, compare (see `{PROG} --help`)")
+            raise UsageError(
+                f"choose a command: count, presets, layout, memory, checkpoint, compare (see `{PROG} --help`)"
+            )
         output = args.run(args)
+    except _verify_failures() as err:  # before ValueError: XLA could not check, the input was fine
+        print(f"dcsim: verify failed: {one_line(str(err))}", file=sys.stderr)
+        return EXIT_INTERNAL
     except (UsageError, TypeError, ValueError) as err:
         print(f"dcsim: error: {one_line(str(err))}", file=sys.stderr)
         return EXIT_USAGE

@@ -31,7 +31,6 @@ from fractions import Fraction
 from typing import Any
 
 import jax
-from flax import traverse_util
 from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 
 from dcsim.memory.training import PARTS, Training
@@ -338,10 +337,3 @@ def per_device_by_shape(
     for _, shape, dtype in global_entries(training.optimizer):
         add("optimizer", math.prod(shape), dtype)
     return totals
-
-
-def abstract_state(memory: MemoryReport) -> dict[str, Any]:
-    """Every state array as a ``jax.ShapeDtypeStruct``, nested by part and path: what ``--verify``
-    compiles (``dcsim.memory.verify``)."""
-    flat = {(row.part, *row.path.split("/")): jax.ShapeDtypeStruct(row.shape, row.dtype) for row in memory.arrays}
-    return traverse_util.unflatten_dict(flat)

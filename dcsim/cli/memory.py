@@ -1,0 +1,454 @@
+"""``memory``: the training state each device holds (params, grads, master copy, optimizer state)
+under a ZeRO stage or a chosen set of split parts, laid out by JAX's sharding rules; with
+``--budget``, the smallest mesh that fits; with ``--verify``, XLA's own figure beside dcsim's."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from fractions import Fraction
+from typing import Any
+
+import pandas as pd
+from jax.sharding import PartitionSpec
+
+from dcsim.cli.common import UsageError, config_from_args, frame_text, model_flags
+from dcsim.inputs import show
+from dcsim.memory import search, training
+from dcsim.memory.state import MemoryReport, StateArray, compute_memory
+from dcsim.model import optimizer
+from dcsim.model.count import count_params
+from dcsim.report import units
+from dcsim.sharding import layout, meshes
+
+DEFAULT_STRATEGY = "fsdp"  # ZeRO's split is fsdp's: each array over every device of the mesh
+DEFAULT_ZERO = 3
+DEFAULT_PARAM_DTYPE = "bfloat16"
+TOP_ARRAYS = 10  # rows of the table's largest arrays; JSON has every one (a 70B model has ~3,600)
+ALL_ARRAYS_UP_TO = 24  # a model this small shows every array in the table
+MAX_UNEVEN_NAMED = 3
+EVERY_DEVICE_ALIKE = (
+    "the most-loaded device is any device: under JAX's even splits every device of a mesh holds shards "
+    "of the same shapes"
+)
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    command = commands.add_parser(
+        "memory",
+        parents=[model_flags()],
+        help="the training state each device holds: params, grads, master copy and optimizer state",
+        description=(
+            "Lay a training run's state out on a device mesh with JAX's sharding rules: the parameters, one "
+            "gradient each, an optional master copy and a real optax optimizer's state (initialised abstractly; "
+            "JAX propagates each parameter's spec to its state). A ZeRO stage (--zero) or a list of parts "
+            "(--shard) says which parts are split; the mesh, --strategy and --rule say how. The mesh sets the "
+            "number of devices; --shards and --dtype do not apply (the dtypes are --param-dtype, --grad-dtype "
+            "and --master-dtype)."
+        ),
+    )
+    command.add_argument(
+        "--mesh",
+        metavar="AXIS=SIZE[,AXIS=SIZE...]",
+        required=True,
+        help="named mesh axes, e.g. data=8 or data=4,model=2, as for layout",
+    )
+    command.add_argument(
+        "--strategy",
+        choices=layout.STRATEGIES,
+        help=f"how a split part is laid out, as for layout: {DEFAULT_STRATEGY} (default: ZeRO's split, each array "
+        "along one dimension over every device), tensor, replicated (nothing is split, whatever the stage), or "
+        "custom (implied by --rule)",
+    )
+    command.add_argument(
+        "--rule",
+        metavar="PATTERN=SPEC",
+        action="append",
+        default=[],
+        help="custom rule as for layout, repeatable, first match wins (e.g. '*/kernel=None,model')",
+    )
+    command.add_argument(
+        "--optimizer",
+        choices=optimizer.OPTIMIZER_NAMES,
+        default="adam",
+        help="the optax optimizer whose state is held (default adam: two moments per parameter and a step count)",
+    )
+    split = command.add_argument_group("which parts are split (one of; default --zero 3)")
+    split.add_argument(
+        "--zero",
+        metavar="K",
+        help="ZeRO stage (default 3, what fsdp means): "
+        + "; ".join(f"{stage}: {training.STAGE_HELP[stage].split(': ', 1)[1]}" for stage in training.STAGES),
+    )
+    split.add_argument(
+        "--shard",
+        metavar="PARTS",
+        help=f"the parts to split, a comma list of {', '.join(training.PARTS)} (or {training.NO_MASTER}); "
+        "the others are whole on every device",
+    )
+    dtypes = ", ".join(training.DTYPES)
+    command.add_argument(
+        "--param-dtype",
+        metavar="D",
+        default=DEFAULT_PARAM_DTYPE,
+        help=f"the parameters' dtype: {dtypes} (default {DEFAULT_PARAM_DTYPE}, as mixed-precision training keeps them)",
+    )
+    command.add_argument("--grad-dtype", metavar="D", help="the gradients' dtype (default: the parameters')")
+    command.add_argument(
+        "--master-dtype",
+        metavar="D",
+        default=training.NO_MASTER,
+        help=f"the master copy's dtype, or {training.NO_MASTER} for no master copy (default {training.NO_MASTER}); "
+        "the optimizer state takes the master copy's dtype when there is one, else the parameters'",
+    )
+    command.add_argument(
+        "--verify",
+        action="store_true",
+        help="also compile the same state with XLA on virtual CPU devices and show its per-device bytes "
+        "beside dcsim's (small meshes only)",
+    )
+    command.add_argument(
+        "--budget",
+        metavar="SIZE",
+        help="bytes a device may hold, with a unit (80GiB, 96GB): the smallest mesh that fits, by the ideal share "
+        "and by the real layout, growing the mesh's first axis",
+    )
+    command.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
+    command.set_defaults(run=run)
+
+
+def training_from_args(args: argparse.Namespace) -> training.Training:
+    """The ``Training`` the flags describe; ValueError or UsageError naming the flag at fault."""
+    if args.zero is not None and args.shard is not None:
+        raise UsageError(
+            "--zero and --shard both choose the parts to split; give one (--zero K splits stage K's parts, "
+            "--shard PARTS names them)"
+        )
+    master = None if args.master_dtype == training.NO_MASTER else args.master_dtype
+    if master is not None and master not in training.DTYPES:
+        raise ValueError(
+            f"the master dtype must be one of {', '.join(training.DTYPES)}, or {training.NO_MASTER} for no master "
+            f"copy; got {show(master)}"
+        )
+    kwargs: dict[str, Any] = {
+        "optimizer": args.optimizer,
+        "param_dtype": training.check_dtype(args.param_dtype, "param"),
+        "grad_dtype": None if args.grad_dtype is None else training.check_dtype(args.grad_dtype, "grad"),
+        "master_dtype": master,
+    }
+    if args.shard is not None:
+        return training.Training.sharding(training.parse_parts(args.shard), **kwargs)
+    zero = DEFAULT_ZERO if args.zero is None else training.check_stage(args.zero)
+    return training.Training.stage(zero, **kwargs)
+
+
+# --- JSON -------------------------------------------------------------------------------------------
+
+
+def spec_text(row: StateArray) -> str:
+    """The row's PartitionSpec as JAX writes it, trailing Nones dropped: JAX's propagation writes the
+    same layout either way (``P('data',)`` for a parameter, ``P('data', None)`` for its moment)."""
+    entries = list(row.spec)
+    while entries and entries[-1] is None:
+        entries.pop()
+    return str(PartitionSpec(*entries))
+
+
+def _array_record(row: StateArray) -> dict[str, Any]:
+    return {
+        "path": row.path,
+        "part": row.part,
+        "shape": list(row.shape),
+        "dtype": row.dtype,
+        "spec": spec_text(row),
+        "bytes_per_device": row.bytes_per_device,
+    }
+
+
+def _part_dtypes(memory: MemoryReport, part: str) -> list[str]:
+    """The dtypes ``part`` is stored in, in order of first use (Adam's moments, then its int32 count)."""
+    return list(dict.fromkeys(row.dtype for row in memory.arrays if row.part == part))
+
+
+def uneven_arrays(memory: MemoryReport) -> list[StateArray]:
+    """The arrays of the split parts of which a device holds more than 1 / devices (the layout could
+    not split them evenly, or the optimizer keeps them whole), most bytes a device first. The parts
+    left whole are whole by choice and are not listed."""
+    split = memory.training.shard
+    rows = (row for row in memory.arrays if row.part in split and not memory.is_even(row))
+    return sorted(rows, key=lambda row: -row.bytes_per_device)
+
+
+def memory_record(
+    memory: MemoryReport, total_params: int, fit: search.Fit | None = None, verified: Any = None
+) -> dict[str, Any]:
+    """The ``memory`` result as one JSON-ready object (keys in docs/cli.md). Bytes are exact ints;
+    the ideal share, when not whole, is a float with its exact fraction beside it."""
+    setup = memory.training
+    ideal = memory.ideal_bytes_per_device
+    largest = memory.largest
+    uneven = uneven_arrays(memory)
+    record: dict[str, Any] = {
+        "num_devices": memory.num_devices,
+        "zero": setup.zero,
+        "shard": list(setup.sharded_parts),
+        "optimizer": setup.optimizer,
+        "per_device": memory.per_device,
+        "ideal_total_bytes_per_device": ideal.numerator if ideal.denominator == 1 else float(ideal),
+        "ideal_total_bytes_per_device_fraction": str(ideal),
+        "total_bytes": memory.total_bytes,
+        "mesh": memory.mesh.text,
+        "mesh_axes": [{"name": name, "size": size} for name, size in memory.mesh.axes],
+        "strategy": memory.strategy,
+        "rules": [rule.text for rule in memory.rules],
+        "param_dtype": setup.param_dtype,
+        "grad_dtype": setup.grads_dtype,
+        "master_dtype": setup.master_dtype,
+        "optimizer_dtype": setup.state_dtype,
+        "total_params": total_params,
+        "num_arrays": memory.num_arrays,
+        "parts": {
+            part: {
+                "dtypes": _part_dtypes(memory, part),
+                "split": part in setup.shard,
+                "num_arrays": sum(row.part == part for row in memory.arrays),
+                "total_bytes": memory.part_total_bytes(part),
+                "bytes_per_device": memory.part_bytes(part),
+            }
+            for part in setup.parts
+        },
+        "largest": {
+            **_array_record(largest),
+            "shard_shape": list(largest.shard_shape),
+            "even": memory.is_even(largest),
+            "note": largest.note,
+        },
+        "num_uneven_arrays": len(uneven),
+        "uneven_bytes_per_device": sum(row.bytes_per_device for row in uneven),
+        "every_device_alike": EVERY_DEVICE_ALIKE,
+        "arrays": [_array_record(row) for row in memory.arrays],
+    }
+    if verified is not None:
+        from dcsim.memory import verify  # loaded only for --verify, as in ``run``
+
+        record["xla"] = {
+            **verify.verify_record(verified),
+            "output_bytes_per_device": verified.output_bytes_per_device,
+            "matches": verified.matches,
+            "seconds": round(verified.seconds, 3),
+        }
+    if fit is not None:
+        record["budget"] = search.fit_record(fit)
+    return record
+
+
+# --- the table --------------------------------------------------------------------------------------
+
+
+def _bytes(n: int) -> str:
+    return units.bytes_exact(n)
+
+
+def _array_line(row: StateArray) -> str:
+    return (
+        f"{row.part} {row.path}, {meshes.shape_text(row.shape) or 'scalar'} {row.dtype} {spec_text(row)} -> "
+        f"{meshes.shape_text(row.shard_shape) or 'scalar'} on each device, {_bytes(row.bytes_per_device)}"
+    )
+
+
+def _headline(memory: MemoryReport) -> list[str]:
+    """The most-loaded device against the ideal, the largest array, and what does not split evenly."""
+    ideal = memory.ideal_bytes_per_device
+    total = memory.total_bytes_per_device
+    gap = total - ideal
+    ratio = total / ideal if ideal else None
+    if ratio is None:
+        against = ""
+    elif ratio < Fraction(10001, 10000):
+        against = "  (within 0.01% of the ideal)"
+    else:
+        against = f"  ({float(ratio):,.4g}x the ideal)"
+    width = 18
+    lines = [f"{'on each device':<{width}}bytes ({EVERY_DEVICE_ALIKE})"]
+    lines += [
+        f"{part:<{width}}{_bytes(memory.part_bytes(part))}"
+        + ("" if part in memory.training.shard else "  (whole on every device)")
+        for part in memory.training.parts
+    ]
+    lines += [
+        f"{'total':<{width}}{_bytes(total)}",
+        f"{'ideal':<{width}}{units.bytes_share(ideal)}  (all {units.count(memory.total_bytes)} state bytes / "
+        f"{units.count(memory.num_devices)} devices: an average, not a layout)",
+        f"{'over the ideal':<{width}}{units.share_short(gap)} byte{'s' * (gap != 1)}{against}",
+    ]
+    largest = memory.largest
+    why = "splits evenly" if memory.is_even(largest) else "does not split evenly"
+    lines.append(f"{'largest array':<{width}}{_array_line(largest)}; {why}: {largest.note}")
+    uneven = uneven_arrays(memory)
+    split = [row for row in memory.arrays if row.part in memory.training.shard]
+    if not split:
+        lines.append(f"{'uneven arrays':<{width}}none split: every part is whole on every device")
+    elif not uneven:
+        every = f"none: each device holds exactly 1 / {memory.num_devices:,} of every array of the split parts"
+        lines.append(f"{'uneven arrays':<{width}}{every}")
+    else:
+        held = sum(row.bytes_per_device for row in uneven)
+        named = "; ".join(f"{row.part} {row.path} ({row.note})" for row in uneven[:MAX_UNEVEN_NAMED])
+        more = len(uneven) - MAX_UNEVEN_NAMED
+        lines.append(
+            f"{'uneven arrays':<{width}}{len(uneven):,} of the {len(split):,} arrays of the split parts "
+            f"{'does' if len(uneven) == 1 else 'do'} not split evenly, {_bytes(held)} on each device: {named}"
+            + (f"; {more:,} more (see --format json)" if more > 0 else "")
+        )
+    return lines
+
+
+def parts_frame(memory: MemoryReport) -> pd.DataFrame:
+    setup = memory.training
+    parts = setup.parts
+    return pd.DataFrame(
+        {
+            "part": list(parts),
+            "dtype": [", ".join(_part_dtypes(memory, part)) for part in parts],
+            "split": ["yes" if part in setup.shard else "no" for part in parts],
+            "num_arrays": [sum(row.part == part for row in memory.arrays) for part in parts],
+            "total_bytes": [memory.part_total_bytes(part) for part in parts],
+            "bytes_per_device": [memory.part_bytes(part) for part in parts],
+            "size_per_device": [units.binary_bytes(memory.part_bytes(part)) for part in parts],
+        }
+    )
+
+
+def arrays_frame(rows: list[StateArray]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "part": [row.part for row in rows],
+            "path": [row.path for row in rows],
+            "shape": [meshes.shape_text(row.shape) or "scalar" for row in rows],
+            "dtype": [row.dtype for row in rows],
+            "spec": [spec_text(row) for row in rows],
+            "shard_shape": [meshes.shape_text(row.shard_shape) or "scalar" for row in rows],
+            "bytes_per_device": [row.bytes_per_device for row in rows],
+        }
+    )
+
+
+def _verify_lines(memory: MemoryReport, verified: Any) -> list[str]:
+    """XLA's figure beside dcsim's: its output per device is the state plus a tuple table (a
+    pointer a returned array), so dcsim's figure is shown with that table added."""
+    table = verified.expected_bytes_per_device - memory.total_bytes_per_device
+    if verified.matches:
+        verdict = "yes, to the byte"
+    else:
+        difference = verified.output_bytes_per_device - verified.expected_bytes_per_device
+        verdict = f"NO: XLA's figure is {abs(difference):,} bytes {'more' if difference > 0 else 'less'}"
+    return [
+        "",
+        f"XLA's check: the {units.count(verified.num_arrays)} state arrays compiled, never run, on "
+        f"{units.count(memory.num_devices)} virtual CPU devices ({verified.seconds:.1f} s); XLA's memory analysis:",
+        f"  XLA's output bytes per device  {_bytes(verified.output_bytes_per_device)}",
+        f"  dcsim's figure                 {_bytes(verified.expected_bytes_per_device)}  (the state's "
+        f"{units.count(memory.total_bytes_per_device)} bytes and {units.count(table)} bytes of the table of "
+        "arrays XLA returns)",
+        f"  match: {verdict}",
+    ]
+
+
+def _budget_lines(fit: search.Fit, given: meshes.MeshSpec) -> list[str]:
+    lines = [
+        "",
+        f"budget: {_bytes(fit.amount)} a device for the state's {_bytes(fit.total_bytes)}",
+        f"  ideal share: at least {units.count(fit.min_ideal_devices)} devices (total / budget, rounded up); "
+        + (
+            f"smallest mesh searched: {fit.ideal.text} ({units.count(fit.ideal.num_devices)} devices)"
+            if fit.ideal is not None
+            else "no mesh searched is that large"
+        ),
+        "  real layout: "
+        + (
+            f"{fit.real.mesh.text} ({units.count(fit.real.mesh.num_devices)} devices), "
+            f"{_bytes(fit.real.total_bytes_per_device or 0)} on its most-loaded device"
+            if fit.real is not None
+            else "no mesh searched fits"
+        ),
+        "",
+        f"meshes searched (the first axis of {given.text} grows, the others stay; the layout is not monotone, "
+        "so each is laid out):",
+    ]
+    laid = [c for c in fit.candidates if c.total_bytes_per_device is not None]
+    if laid:
+        frame = pd.DataFrame(
+            {
+                "mesh": [c.mesh.text for c in laid],
+                "devices": [c.mesh.num_devices for c in laid],
+                "bytes_per_device": [c.total_bytes_per_device for c in laid],
+                "size": [units.binary_bytes(c.total_bytes_per_device or 0) for c in laid],
+                "fits": ["yes" if c.fits(fit.amount) else "no" for c in laid],
+            }
+        )
+        lines.append(frame_text(frame))
+    failed = [c for c in fit.candidates if c.error is not None]
+    for c in failed[:MAX_UNEVEN_NAMED]:
+        lines.append(f"{c.mesh.text}: cannot be laid out: {c.error}")
+    if len(failed) > MAX_UNEVEN_NAMED:
+        lines.append(f"({len(failed) - MAX_UNEVEN_NAMED:,} more meshes cannot be laid out; see --format json)")
+    return lines
+
+
+def render_memory_table(
+    memory: MemoryReport, total_params: int, fit: search.Fit | None = None, verified: Any = None
+) -> str:
+    """The ``memory`` result for people: the most-loaded device first (each part against the ideal,
+    the largest array and why), then the parts, the largest arrays, XLA's check and the budget."""
+    rules = "".join(f"\n  rule {rule.text}" for rule in memory.rules)
+    lines = [
+        f"mesh: {memory.mesh.text} ({units.count(memory.num_devices)} devices), strategy: {memory.strategy}{rules}",
+        f"training: {memory.training.text}",
+        f"model: {units.count(total_params)} parameters; {units.count(memory.num_arrays)} state arrays",
+        "",
+        *_headline(memory),
+        "",
+        frame_text(parts_frame(memory)),
+        "",
+    ]
+    if memory.num_arrays <= ALL_ARRAYS_UP_TO:
+        lines += ["arrays:", frame_text(arrays_frame(list(memory.arrays)))]
+    else:
+        top = sorted(memory.arrays, key=lambda row: -row.bytes_per_device)[:TOP_ARRAYS]
+        lines += [
+            f"the {len(top)} largest arrays on a device ({units.count(memory.num_arrays)} in all: every one with "
+            "--format json):",
+            frame_text(arrays_frame(top)),
+        ]
+    if verified is not None:
+        lines += _verify_lines(memory, verified)
+    if fit is not None:
+        lines += _budget_lines(fit, memory.mesh)
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> str:
+    for flag, name in (("shards", "--shards"), ("dtype", "--dtype")):
+        if getattr(args, flag) is not None:
+            raise UsageError(
+                f"{name} does not apply to memory: the mesh sets the number of devices (--mesh) and "
+                "--param-dtype, --grad-dtype and --master-dtype the dtypes"
+            )
+    strategy = args.strategy or ("custom" if args.rule else DEFAULT_STRATEGY)
+    mesh = meshes.parse_mesh(args.mesh)
+    rules = meshes.parse_rules(args.rule)
+    setup = training_from_args(args)
+    amount = None if args.budget is None else search.parse_budget(args.budget)
+    report = count_params(config_from_args(args))
+    memory = compute_memory(report, mesh, strategy, rules, setup)
+    verified = None
+    if args.verify:
+        from dcsim.memory import verify  # XLA compiles only for --verify
+
+        verify.check_verifiable(memory)  # refuses a mesh past its bounds before the budget search runs
+    fit = None if amount is None else search.fit(report, mesh, strategy, rules, setup, amount)
+    if args.verify:
+        verified = verify.verify(memory)
+    if args.format == "json":
+        return json.dumps(memory_record(memory, report.total_params, fit, verified), indent=2) + "\n"
+    return render_memory_table(memory, report.total_params, fit, verified)

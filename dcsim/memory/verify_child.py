@@ -1,0 +1,118 @@
+"""The child process of ``dcsim.memory.verify``: ``python -m dcsim.memory.verify_child REQUEST RESULT PROGRESS``.
+
+It compiles, and never runs, one program with no inputs that returns the whole training state
+laid out on a real ``jax.sharding.Mesh`` of virtual CPU devices, and reports the bytes of output
+XLA's memory analysis says each device holds. Lowering and compiling allocate nothing, so a 7B
+model's state on 256 devices is checked in a second or two and a few hundred MB.
+
+The device count must be set before JAX starts (``XLA_FLAGS``, set by the parent), so this runs
+in a fresh interpreter. It imports JAX and NumPy only: no Flax, optax or Orbax, which the answer
+does not need and whose imports would slow every check.
+
+The request is compact: the mesh as ``[[axis, size], ...]`` and the state as kinds of array,
+``[[shape, dtype, spec, count], ...]``, each spec entry null, an axis name or a list of names.
+The result is ``{"output_bytes_per_device", "num_arrays", "num_devices"}``, or ``{"error": message}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, TextIO
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from dcsim.checkpoint import workers
+
+MODULE = "dcsim.memory.verify_child"
+STAGES = ("lowering", "compiling", "done")
+_MESSAGE_CHARS = 400
+
+
+def _stage(progress: TextIO, name: str) -> None:
+    progress.write(name + "\n")
+    progress.flush()
+
+
+def _spec_entry(entry: Any) -> Any:
+    return tuple(entry) if isinstance(entry, list) else entry
+
+
+def output_bytes(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
+    """Compile the state the request describes; XLA's output bytes per device."""
+    names = tuple(str(name) for name, _ in request["mesh"])
+    sizes = tuple(int(size) for _, size in request["mesh"])
+    num_devices = math.prod(sizes)
+    devices = jax.devices()
+    if len(devices) < num_devices:
+        raise RuntimeError(
+            f"JAX started with {len(devices):,} CPU devices and the mesh needs {num_devices:,} "
+            "(XLA_FLAGS did not take effect)"
+        )
+    mesh = Mesh(np.array(devices[:num_devices]).reshape(sizes), names)
+    _stage(progress, STAGES[0])
+    shapes: list[tuple[tuple[int, ...], str]] = []
+    shardings: list[NamedSharding] = []
+    for shape, dtype, spec, count in request["kinds"]:
+        sharding = NamedSharding(mesh, PartitionSpec(*(_spec_entry(entry) for entry in spec)))
+        shapes += [(tuple(int(d) for d in shape), str(dtype))] * int(count)
+        shardings += [sharding] * int(count)
+
+    def state() -> list[Any]:
+        return [jnp.zeros(shape, dtype) for shape, dtype in shapes]
+
+    lowered = jax.jit(state, out_shardings=shardings).lower()
+    _stage(progress, STAGES[1])
+    compiled = lowered.compile()
+    analysis = compiled.memory_analysis()
+    if analysis is None:
+        raise RuntimeError("XLA gave no memory analysis for the compiled state")
+    _stage(progress, STAGES[2])
+    return {
+        "output_bytes_per_device": int(analysis.output_size_in_bytes),
+        "num_arrays": len(shapes),
+        "num_devices": num_devices,
+    }
+
+
+def _message(err: BaseException) -> str:
+    """One line a person can read: the error's first line, without JAX's long tail."""
+    text = (str(err).strip().splitlines() or [""])[0] or type(err).__name__
+    return text[:_MESSAGE_CHARS]
+
+
+def main(argv: list[str]) -> int:
+    """Run one check; returns the exit code (0: a result, 1: an error message in the result)."""
+    if len(argv) != 3:
+        raise SystemExit(f"usage: python -m {MODULE} REQUEST RESULT PROGRESS")
+    request_path, result_path, progress_path = (Path(arg) for arg in argv)
+    details = ""
+    try:
+        with open(progress_path, "a") as progress:
+            result = output_bytes(json.loads(request_path.read_text()), progress)
+        code = 0
+    except Exception as err:
+        details = traceback.format_exc()
+        result, code = {"error": f"XLA could not compile the training state: {_message(err)}"}, 1
+    workers.write_whole(result_path, result)
+    if details:
+        with contextlib.suppress(OSError):
+            sys.stderr.write(details)
+            sys.stderr.flush()
+    return code
+
+
+if __name__ == "__main__":
+    exit_code = main(sys.argv[1:])
+    # The result is written: skip the interpreter's teardown of JAX, which the parent would wait for.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)

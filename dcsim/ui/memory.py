@@ -1,0 +1,485 @@
+"""The Memory page's settings, tables and cached training-memory computations.
+
+The mesh, strategy and rules are the Layout page's settings under the same link keys (``mesh``,
+``strategy``, ``rules``), remembered per session by ``dcsim.ui.state`` across pages, so a person who
+laid a model out on the Layout page finds the same mesh here. The page's own link keys:
+
+- ``zero``: the ZeRO stage, 0 to 3; or, instead of it, ``parts``: the parts split, named freely
+  (``optimizer,grads``; ``none``). A link names one of the two.
+- ``optim``: the optax optimizer (``dcsim.model.optimizer.OPTIMIZER_NAMES``).
+- ``param``, ``grad``, ``master``: the parameters' dtype, the gradients' (``same``: the params'),
+  and the master copy's (``none``: no master copy).
+- ``devmem``: the memory budget of one device, with its unit (``80GiB``).
+
+Each is checked on its own when a link arrives (``frame.setting_from_link``): a bad value is named
+in a warning and replaced by its default. Answers are cached (bounded) on text: the configuration's
+JSON, the mesh, the strategy, the rules and the training setup's JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any, TypeVar
+
+import pandas as pd
+import streamlit as st
+
+from dcsim.memory import search
+from dcsim.memory import training as trainings
+from dcsim.memory.state import MemoryReport, compute_memory
+from dcsim.memory.training import PARTS, STAGES, Training
+from dcsim.model.config import ModelConfig
+from dcsim.report import memory_charts, units
+from dcsim.sharding import meshes
+from dcsim.ui import cache, frame, layout, state
+
+T = TypeVar("T")
+
+PAGE = "memory"
+DEFAULT_ZERO = "3"
+FREE_PARTS = "parts"  # the stage picker's choice that names the parts freely
+STAGE_CHOICES = (*(str(stage) for stage in STAGES), FREE_PARTS)
+STAGE_SHORT = {0: "nothing split", 1: "optimizer state split", 2: "optimizer + grads split", 3: "everything split"}
+DEFAULT_PARTS = "optimizer,master"
+DEFAULT_OPTIMIZER = "adam"
+DEFAULT_PARAM_DTYPE = "bfloat16"
+SAME_AS_PARAMS = "same"
+DEFAULT_GRAD_DTYPE = SAME_AS_PARAMS
+NO_MASTER = trainings.NO_MASTER
+DEFAULT_MASTER_DTYPE = NO_MASTER
+DEFAULT_BUDGET = "80GiB"
+MAX_SETTING_CHARS = 64
+MAX_CACHED_MEMORY = 128
+MAX_CACHED_FITS = 32
+MAX_VERIFIED = 16  # XLA answers kept per session: each took seconds of a child process
+LAST_VALID = "dcsim.memory.last_valid"  # this session's last valid mesh, rules and budget
+LAST_SPLIT = "dcsim.memory.split"  # ("zero", "3") or ("parts", "grads,optimizer"): what a page switch restores
+VERIFIED = "dcsim.memory.verified"
+PART_FILTER = "memory.part_filter"  # the table's filter: a view, not a setting, so not in the link
+STAGE_KEY = state.WIDGET_PREFIX + f"{PAGE}.zero"
+PARTS_KEY = state.WIDGET_PREFIX + f"{PAGE}.parts"
+PART_TITLES = memory_charts.PART_TITLES
+CAVEAT = (
+    "Device memory for the training state only: parameters, gradients, master copy and optimizer state, "
+    "values x their dtype's size. No activations, no XLA temporaries or buffers, no framework overhead; "
+    "and not a checkpoint size (a checkpoint writes a replicated array once)."
+)
+
+
+# --- settings from a link, the session or a widget ------------------------------------------------
+
+
+def parse_zero(text: str) -> str:
+    """A ZeRO stage from a link, as the picker holds it (``"3"``)."""
+    return str(trainings.check_stage(text))
+
+
+def parse_parts_text(text: str) -> str:
+    """Parts from a link, as the link writes them (``grads,optimizer``, ``none``)."""
+    return trainings.parts_text(trainings.parse_parts(text))
+
+
+def _dtype_or(word: str, what: str, meaning: str) -> Callable[[str], str]:
+    """A dtype picker's check: one of the training dtypes, or ``word`` (``meaning``)."""
+
+    def parse(text: str) -> str:
+        if text == word:
+            return text
+        try:
+            return trainings.check_dtype(text, what)
+        except ValueError as err:
+            raise ValueError(f"{err}, or {word} ({meaning})") from None
+
+    return parse
+
+
+parse_grad = _dtype_or(SAME_AS_PARAMS, "grad", "the params' dtype")
+parse_master = _dtype_or(NO_MASTER, "master", "no master copy")
+
+
+def parse_param(text: str) -> str:
+    return trainings.check_dtype(text, "param")
+
+
+def parse_budget(text: str) -> tuple[str, int]:
+    """The budget box's text (stripped) and its exact bytes; raises ValueError when it has no unit."""
+    return text.strip(), search.parse_budget(text)
+
+
+def seeded(name: str, default: str, parse: Callable[[str], Any], limit: int = MAX_SETTING_CHARS) -> str:
+    """The widget key of the setting ``name``, seeded (when it has no state) from the link, else
+    the session's memory of the page's settings, else ``default``; a bad link value is explained and
+    replaced by ``default``. The widget holds the text; ``parse`` only checks it."""
+    key = f"{state.WIDGET_PREFIX}{PAGE}.{name}"
+    if key in st.session_state:
+        return key
+    text, value = frame.setting_from_link(name, default, parse, limit=limit)
+    st.session_state.setdefault(LAST_VALID, {})[name] = text
+    return state.seed_widget(f"{PAGE}.{name}", value if isinstance(value, str) else text)
+
+
+def parsed(name: str, text: str, parse: Callable[[str], T], what: str) -> T:
+    """``parse(text)``, remembered as the last valid; on a bad edit, the error and the last valid."""
+    last = st.session_state.setdefault(LAST_VALID, {})
+    try:
+        value = parse(text)
+    except (TypeError, ValueError) as err:
+        shown = last.get(name, "")
+        st.error(frame.plain(f"{what}: {err}. Showing the last valid {what.lower()}: {shown}"), icon=":material/error:")
+        return parse(shown)
+    last[name] = text
+    return value
+
+
+def seed_split() -> None:
+    """Seed the ZeRO stage picker (and the parts picker): from the link's ``zero`` or ``parts``
+    (one of them: a link with both keeps ``zero``), else from this session's last visit, else
+    ZeRO-3. A bad value is named in a warning and ZeRO-3 is used."""
+    if STAGE_KEY in st.session_state:
+        return
+    linked = [name for name in ("zero", "parts") if name in st.query_params]
+    if linked == ["zero", "parts"]:
+        st.warning(
+            "Link: `parts` is ignored: the link also gives `zero`, and a link names either the ZeRO stage or "
+            "the parts to split, not both.",
+            icon=frame.LINK_ICON,
+        )
+    split = st.session_state.get(LAST_SPLIT, ("zero", DEFAULT_ZERO))
+    if linked and linked[0] == "zero":
+        split = ("zero", frame.setting_from_link("zero", DEFAULT_ZERO, parse_zero, limit=MAX_SETTING_CHARS)[1])
+    elif linked:
+        text, problem = state.page_setting("parts", DEFAULT_PARTS, limit=trainings.MAX_PARTS_CHARS)
+        try:
+            split = ("parts", parse_parts_text(text)) if problem is None else ("zero", DEFAULT_ZERO)
+        except ValueError as err:
+            problem = f"Link: `parts`: {err}"
+        if problem is not None:
+            st.warning(frame.plain(f"{problem.rstrip('.')}; using ZeRO-{DEFAULT_ZERO}."), icon=frame.LINK_ICON)
+            split = ("zero", DEFAULT_ZERO)
+    kind, text = split
+    st.session_state[STAGE_KEY] = text if kind == "zero" else FREE_PARTS
+    parts = trainings.parse_parts(text) if kind == "parts" else STAGES[int(DEFAULT_ZERO)]
+    st.session_state[PARTS_KEY] = [part for part in PARTS if part in parts]
+
+
+def remember_split(training: Training) -> None:
+    """What the stage picker shows, for when the person comes back to the page (a page switch drops
+    the pickers' state): the stage, or the parts named freely."""
+    st.session_state[LAST_SPLIT] = (
+        ("zero", str(training.zero)) if training.zero is not None else ("parts", trainings.parts_text(training.shard))
+    )
+
+
+def stage_label(choice: str) -> str:
+    """The stage picker's words for a choice."""
+    if choice == FREE_PARTS:
+        return "Name the parts to split"
+    return trainings.STAGE_HELP[int(choice)].split(":")[0] + f": {STAGE_SHORT[int(choice)]}"
+
+
+# --- the setup a run computes ----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Setup:
+    """Everything the page's figures depend on besides the model: the mesh, strategy and rules,
+    the training setup and the budget (exact bytes, and the text it was typed as)."""
+
+    mesh: meshes.MeshSpec
+    strategy: str
+    rules: tuple[meshes.Rule, ...]
+    training: Training
+    budget: int
+    budget_text: str
+
+    def params(self) -> dict[str, str]:
+        """The page's settings as its link writes them."""
+        training = self.training
+        params = {"mesh": self.mesh.text, "strategy": self.strategy}
+        if self.strategy == "custom":
+            params["rules"] = layout.rules_text(self.rules)
+        if training.zero is not None:
+            params["zero"] = str(training.zero)
+        else:
+            params["parts"] = trainings.parts_text(training.shard)
+        params |= {
+            "optim": training.optimizer,
+            "param": training.param_dtype,
+            "grad": training.grad_dtype or SAME_AS_PARAMS,
+            "master": training.master_dtype or NO_MASTER,
+            "devmem": self.budget_text,
+        }
+        return params
+
+    def with_training(self, training: Training) -> Setup:
+        return dataclasses.replace(self, training=training)
+
+
+def make_training(stage: str, parts: list[str], optimizer_name: str, param: str, grad: str, master: str) -> Training:
+    """The ``Training`` the pickers describe (each value already one of the picker's choices)."""
+    fields: dict[str, Any] = {
+        "optimizer": optimizer_name,
+        "param_dtype": param,
+        "grad_dtype": None if grad == SAME_AS_PARAMS else grad,
+        "master_dtype": None if master == NO_MASTER else master,
+    }
+    if stage == FREE_PARTS:
+        return Training.sharding(frozenset(parts), **fields)
+    return Training.stage(int(stage), **fields)
+
+
+def training_json(training: Training) -> str:
+    """The setup as cache-key text (``training_from_json`` reads it back)."""
+    fields = dataclasses.asdict(training) | {"shard": sorted(training.shard)}
+    return json.dumps(fields, sort_keys=True)
+
+
+def training_from_json(text: str) -> Training:
+    fields = json.loads(text)
+    return Training(**{**fields, "shard": frozenset(fields["shard"])})
+
+
+# --- cached engine answers -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """The memory report, or the engine's one-line refusal (a layout it cannot make)."""
+
+    memory: MemoryReport | None = None
+    error: str | None = None
+
+
+def _key(config: ModelConfig, setup: Setup) -> tuple[str, str, str, str, str]:
+    rules = layout.rules_text(setup.rules) if setup.strategy == "custom" else ""
+    return config.architecture().to_json(), setup.mesh.text, setup.strategy, rules, training_json(setup.training)
+
+
+def _parts(config_json: str, mesh_text: str, strategy: str, rules: str, training: str) -> tuple[Any, ...]:
+    report = cache.count(ModelConfig.from_json(config_json))
+    return (
+        report,
+        meshes.parse_mesh(mesh_text),
+        strategy,
+        layout.parse_rules_text(rules) if rules else (),
+        training_from_json(training),
+    )
+
+
+@st.cache_data(max_entries=MAX_CACHED_MEMORY, show_spinner=False)
+def _cached_memory(config_json: str, mesh_text: str, strategy: str, rules: str, training: str) -> Outcome:
+    try:
+        return Outcome(memory=compute_memory(*_parts(config_json, mesh_text, strategy, rules, training)))
+    except (TypeError, ValueError) as err:
+        return Outcome(error=str(err))
+
+
+def cached_memory(config: ModelConfig, setup: Setup) -> Outcome:
+    """``compute_memory`` of the configuration and setup, cached per their text."""
+    return _cached_memory(*_key(config, setup))
+
+
+@st.cache_data(max_entries=MAX_CACHED_FITS, show_spinner="Laying the state out on every mesh of the sweep…")
+def _cached_fit(
+    config_json: str, mesh_text: str, strategy: str, rules: str, training: str, amount: int
+) -> search.Fit | str:
+    report, mesh, strategy, parsed_rules, setup = _parts(config_json, mesh_text, strategy, rules, training)
+    try:
+        return search.fit(report, mesh, strategy, parsed_rules, setup, amount)
+    except (TypeError, ValueError) as err:
+        return str(err)
+
+
+def cached_fit(config: ModelConfig, setup: Setup) -> search.Fit | str:
+    """``search.fit`` over the current mesh's candidates and the budget (or the refusal), cached."""
+    return _cached_fit(*_key(config, setup), setup.budget)
+
+
+def verify_key(config: ModelConfig, setup: Setup) -> str:
+    return json.dumps(_key(config, setup))
+
+
+def verified(key: str) -> Any:
+    """This session's XLA answer for ``key`` (a ``Verified`` or the refusal's text), if any."""
+    return st.session_state.get(VERIFIED, {}).get(key)
+
+
+def remember_verified(key: str, answer: Any) -> None:
+    """Keep ``answer`` for ``key``, dropping the oldest past ``MAX_VERIFIED``."""
+    kept = st.session_state.setdefault(VERIFIED, {})
+    kept.pop(key, None)
+    kept[key] = answer
+    while len(kept) > MAX_VERIFIED:
+        kept.pop(next(iter(kept)))
+
+
+# --- frames for the tables and charts --------------------------------------------------------------
+
+
+def parts_frame(memory: MemoryReport) -> pd.DataFrame:
+    """One row per part the setup holds: part, title, bytes_per_device, percent_of_device, split
+    (``split`` or ``whole``: on every device), dtype, num_arrays and total_bytes (the part once, all
+    devices together). Bytes are exact ints."""
+    training = memory.training
+    device = memory.total_bytes_per_device
+    records = []
+    for part in training.parts:
+        held = memory.part_bytes(part)
+        rows = [row for row in memory.arrays if row.part == part]
+        records.append(
+            {
+                "part": part,
+                "title": PART_TITLES[part],
+                "bytes_per_device": held,
+                "percent_of_device": 100 * held / device if device else 0.0,
+                "split": "split" if part in training.shard else "whole",
+                "dtype": ", ".join(sorted({row.dtype for row in rows})) or "none",
+                "num_arrays": len(rows),
+                "total_bytes": memory.part_total_bytes(part),
+            }
+        )
+    return pd.DataFrame(records)
+
+
+def arrays_frame(memory: MemoryReport) -> pd.DataFrame:
+    """One row per state array, in the engine's order: path, part, shape, dtype, partition_spec,
+    shard_shape, bytes_per_device (exact int) and note (why it is laid out so)."""
+    return pd.DataFrame(
+        {
+            "path": [row.path for row in memory.arrays],
+            "part": [row.part for row in memory.arrays],
+            "shape": [meshes.shape_text(row.shape) for row in memory.arrays],
+            "dtype": [row.dtype for row in memory.arrays],
+            "partition_spec": [row.spec_text for row in memory.arrays],
+            "shard_shape": [meshes.shape_text(row.shard_shape) for row in memory.arrays],
+            "bytes_per_device": [row.bytes_per_device for row in memory.arrays],
+            "note": [row.note for row in memory.arrays],
+        }
+    )
+
+
+def stage_frame(config: ModelConfig, setup: Setup) -> pd.DataFrame:
+    """What one device holds under each ZeRO stage (and under the parts named freely, when that is
+    the setup), part by part, for ``memory_charts.stage_bars``. Stages the layout refuses are left
+    out."""
+    training = setup.training
+    fields = {
+        "optimizer": training.optimizer,
+        "param_dtype": training.param_dtype,
+        "grad_dtype": training.grad_dtype,
+        "master_dtype": training.master_dtype,
+    }
+    setups = [(f"ZeRO-{stage}", Training.stage(stage, **fields)) for stage in STAGES]
+    if training.zero is None:
+        setups.append((f"Parts: {trainings.parts_text(training.shard)}", training))
+    records = []
+    for label, candidate in setups:
+        memory = cached_memory(config, setup.with_training(candidate)).memory
+        if memory is None:
+            continue
+        total = memory.total_bytes_per_device
+        chosen = candidate == training
+        for order, part in enumerate(candidate.parts):
+            held = memory.part_bytes(part)
+            records.append(
+                {
+                    "setup": f"▶ {label}" if chosen else label,
+                    "part": part,
+                    "part_title": PART_TITLES[part],
+                    "part_order": order,
+                    "gib": held / memory_charts.GIB,
+                    "bytes_text": units.bytes_exact(held),
+                    "total_gib": total / memory_charts.GIB,
+                    "total_short": units.binary_bytes(total),
+                    "total_text": units.bytes_exact(total),
+                    "chosen": chosen,
+                }
+            )
+    return pd.DataFrame(records)
+
+
+def candidates_frame(answer: search.Fit) -> pd.DataFrame:
+    """Every mesh searched as text for a table: mesh, devices, per_device, ideal_share, fits."""
+    return pd.DataFrame(
+        {
+            "mesh": [c.mesh.text for c in answer.candidates],
+            "devices": [units.count(c.mesh.num_devices) for c in answer.candidates],
+            "per_device": [
+                units.bytes_exact(c.total_bytes_per_device)
+                if c.total_bytes_per_device is not None
+                else "cannot be laid out"
+                for c in answer.candidates
+            ],
+            "ideal_share": [
+                units.bytes_share(Fraction(answer.total_bytes, c.mesh.num_devices)) for c in answer.candidates
+            ],
+            "fits": ["yes" if c.fits(answer.amount) else "no" for c in answer.candidates],
+        }
+    )
+
+
+def devices_text(n: int) -> str:
+    return f"{units.count(n)} device{'' if n == 1 else 's'}"
+
+
+def fit_sentences(answer: search.Fit, budget_text: str) -> list[str]:
+    """The budget's two answers in words: by the ideal share and by the real layout."""
+    least = answer.min_ideal_devices
+    searched = answer.candidates[-1].mesh.num_devices if answer.candidates else 0
+    ideal = (
+        f"**By the ideal share**: the state ({units.bytes_exact(answer.total_bytes)}) needs at least "
+        f"{units.count(least)} device{'' if least == 1 else 's'} of {budget_text}"
+    )
+    if answer.ideal is not None:
+        smallest = f"{answer.ideal.text} ({devices_text(answer.ideal.num_devices)})"
+        ideal += f"; the smallest mesh searched that reaches it is {smallest}."
+    else:
+        ideal += f"; no mesh searched (up to {units.count(searched)} devices) is that large."
+    if answer.real is not None:
+        real = (
+            f"**By the real layout**: {answer.real.mesh.text} ({devices_text(answer.real.mesh.num_devices)}) is "
+            f"the smallest mesh searched whose devices each hold at most {budget_text}: "
+            f"{units.bytes_exact(answer.real.total_bytes_per_device or 0)} a device."
+        )
+    else:
+        real = (
+            f"**By the real layout**: no mesh searched (up to {units.count(searched)} devices) fits {budget_text} "
+            "a device: split more parts (a higher ZeRO stage), use smaller dtypes or another strategy."
+        )
+    return [ideal, real]
+
+
+def refused_meshes(answer: search.Fit) -> list[str]:
+    """The meshes searched that cannot be laid out, with the engine's reason (the first few)."""
+    refused = [c for c in answer.candidates if c.error]
+    return [f"{c.mesh.text}: {c.error}" for c in refused[:3]] + (
+        [f"… and {len(refused) - 3:,} more meshes."] if len(refused) > 3 else []
+    )
+
+
+def budget_delta(memory: MemoryReport, budget: int) -> tuple[str, str]:
+    """The metric's value and help for the budget: what is left, or by how much it is over."""
+    held = memory.total_bytes_per_device
+    if held <= budget:
+        return (
+            f"Fits: {units.binary_bytes(budget - held)} left",
+            f"{units.bytes_exact(budget - held)} left of the budget.",
+        )
+    return f"Over by {units.binary_bytes(held - budget)}", f"{units.bytes_exact(held - budget)} over the budget."
+
+
+def largest_text(memory: MemoryReport) -> str:
+    """The array that takes the most bytes on a device, and why, in one sentence."""
+    row = memory.largest
+    return (
+        f"Largest array on a device: {row.path} ({PART_TITLES[row.part].lower()}, {meshes.shape_text(row.shape)} "
+        f"{row.dtype}, {row.spec_text}, each device holds {meshes.shape_text(row.shard_shape)}): "
+        f"{units.bytes_exact(row.bytes_per_device)}. Why: {row.note}."
+    )
+
+
+def part_filter_label(choice: str) -> str:
+    return "All parts" if choice == "all" else PART_TITLES[choice]

@@ -1,0 +1,327 @@
+"""Memory page: the training state each device holds (parameters, gradients, master copy and
+optimizer state) under a ZeRO stage on a real mesh, against a budget, with XLA's own figure beside
+dcsim's on request."""
+
+from typing import Any
+
+import streamlit as st
+
+from dcsim.memory import training as trainings
+from dcsim.memory.state import MemoryReport
+from dcsim.memory.training import PARTS
+from dcsim.model import optimizer
+from dcsim.report import memory_charts, units
+from dcsim.sharding.layout import STRATEGIES
+from dcsim.sharding.meshes import MAX_MESH_CHARS, MAX_RULES, Rule, parse_mesh
+from dcsim.ui import cache, frame, layout, memory, router, state, widgets
+
+router.require_router()
+
+st.header("Training memory per device")
+config = state.config()
+report = cache.count(config)
+summary_col, link_col = st.columns([3, 1])
+summary_col.caption(f"Model: {frame.plain(frame.describe(config))} · {units.count(report.total_params)} parameters.")
+with link_col:
+    frame.page_link("pages/model.py", label="Change the model", icon=":material/calculate:")
+
+# --- settings: the Layout page's mesh, strategy and rules, then the training setup -------------------
+
+st.subheader("Mesh and strategy")
+mesh_col, strategy_col = st.columns([3, 2])
+with mesh_col:
+    mesh_text = st.text_input(
+        "Mesh: AXIS=SIZE, comma separated",
+        key=memory.seeded("mesh", layout.DEFAULT_MESH, parse_mesh, MAX_MESH_CHARS),
+        max_chars=MAX_MESH_CHARS,
+        placeholder="data=4,model=2",
+        help=layout.MESH_HELP,
+    )
+with strategy_col:
+    strategy = st.selectbox(
+        "Strategy",
+        STRATEGIES,
+        key=memory.seeded("strategy", layout.DEFAULT_STRATEGY, layout.parse_strategy, 32),
+        help="How each split part's arrays are laid out over the mesh (the Layout page's strategies); parts the "
+        "ZeRO stage does not split are whole on every device whatever the strategy.",
+    )
+    st.caption(layout.STRATEGY_HELP[strategy])
+mesh = memory.parsed("mesh", mesh_text, parse_mesh, "Mesh")
+mesh_col.metric("Devices", units.count(mesh.num_devices), help="The product of the mesh's axis sizes.")
+rules: tuple[Rule, ...] = ()
+if strategy == "custom":
+    rules_box = st.text_area(
+        "Custom rules: one PATTERN=SPEC a line, first match wins",
+        key=memory.seeded("rules", layout.DEFAULT_RULES, layout.parse_rules_text, layout.MAX_RULES_TEXT),
+        max_chars=layout.MAX_RULES_TEXT,
+        height=100,
+        help="As on the Layout page: PATTERN is a glob on the parameter's path, SPEC one entry per dimension "
+        f"(`None`, a mesh axis, or axes joined by `+`). Unmatched arrays are replicated. At most {MAX_RULES} rules.",
+    )
+    rules = memory.parsed("rules", rules_box, layout.parse_rules_text, "Rules")
+
+st.subheader("Training setup")
+memory.seed_split()
+stage_col, optimizer_col, budget_col = st.columns([2, 2, 1])
+stage = stage_col.selectbox(
+    "ZeRO stage: which parts are split over the mesh",
+    memory.STAGE_CHOICES,
+    key=memory.STAGE_KEY,
+    format_func=memory.stage_label,
+    help="\n\n".join(trainings.STAGE_HELP.values())
+    + "\n\nOr name the parts to split yourself. The stage decides which parts are split; the mesh, strategy and "
+    "rules decide how.",
+)
+parts: list[str] = []
+if stage == memory.FREE_PARTS:
+    st.session_state.setdefault(memory.PARTS_KEY, sorted(trainings.STAGES[3], key=PARTS.index))
+    parts = stage_col.multiselect(
+        "Parts split over the mesh (the others are whole on every device)",
+        PARTS,
+        key=memory.PARTS_KEY,
+        format_func=memory.PART_TITLES.__getitem__,
+    )
+optimizer_name = optimizer_col.selectbox(
+    "Optimizer",
+    optimizer.OPTIMIZER_NAMES,
+    key=memory.seeded("optim", memory.DEFAULT_OPTIMIZER, trainings.check_optimizer),
+    help="A real optax optimizer, initialised abstractly: its state's every array, shape and dtype.",
+)
+optimizer_col.caption(frame.plain(optimizer.OPTIMIZERS[optimizer_name][0].capitalize()))
+budget_text = budget_col.text_input(
+    "Budget per device",
+    key=memory.seeded("devmem", memory.DEFAULT_BUDGET, memory.parse_budget),
+    max_chars=32,
+    help="One device's memory, with its unit: 80GiB, 96 GB, 1.5 TiB (GiB = 2^30 bytes, GB = 10^9).",
+)
+param_col, grad_col, master_col = st.columns(3)
+param_dtype = param_col.selectbox(
+    "Parameters' dtype",
+    trainings.DTYPES,
+    key=memory.seeded("param", memory.DEFAULT_PARAM_DTYPE, memory.parse_param),
+)
+grad_dtype = grad_col.selectbox(
+    "Gradients' dtype",
+    (memory.SAME_AS_PARAMS, *trainings.DTYPES),
+    key=memory.seeded("grad", memory.DEFAULT_GRAD_DTYPE, memory.parse_grad),
+    format_func=lambda name: f"same as the parameters ({param_dtype})" if name == memory.SAME_AS_PARAMS else name,
+)
+master_dtype = master_col.selectbox(
+    "Master copy",
+    (memory.NO_MASTER, *trainings.DTYPES),
+    key=memory.seeded("master", memory.DEFAULT_MASTER_DTYPE, memory.parse_master),
+    format_func=lambda name: "none (no master copy)" if name == memory.NO_MASTER else f"{name} master copy",
+    help="Mixed precision keeps a master copy of the parameters (usually float32) beside low-precision ones; "
+    "the optimizer state is then initialised on it, in its dtype.",
+)
+budget_text, budget = memory.parsed("devmem", budget_text, memory.parse_budget, "Budget")
+
+training = memory.make_training(stage, parts, optimizer_name, param_dtype, grad_dtype, master_dtype)
+setup = memory.Setup(
+    mesh=mesh, strategy=strategy, rules=rules, training=training, budget=budget, budget_text=budget_text
+)
+state.set_page_params(setup.params())
+memory.remember_split(training)
+st.caption(frame.plain(f"Setup: {training.text}."))
+
+outcome = memory.cached_memory(config, setup)
+held = outcome.memory
+
+
+def verify_section(held: MemoryReport) -> None:
+    """The "Verify with XLA" button and this session's answer for the setup: XLA's compiled figure
+    beside dcsim's, or why the check is not offered (past its bound) or failed."""
+    from dcsim.memory import verify  # loaded when a layout is shown: it starts child processes
+
+    st.subheader("Check with XLA")
+    try:
+        verify.check_verifiable(held)
+        refusal = None
+    except (TypeError, ValueError) as err:
+        refusal = str(err)
+    st.caption(
+        "Compiles a program that makes every array of this state with its sharding, on as many virtual CPU "
+        "devices as the mesh has, in a separate process, and reads XLA's own memory analysis of one device: "
+        "nothing is allocated. Takes seconds; the answer is kept for this setup while the page is open."
+    )
+    pressed = st.button(
+        "Verify with XLA", key="memory.verify", disabled=refusal is not None, icon=":material/fact_check:"
+    )
+    if refusal is not None:
+        st.info(frame.plain(f"XLA's check is not offered for this setup: {refusal}."), icon=":material/block:")
+        return
+    key = memory.verify_key(config, setup)
+    if pressed:
+        with st.spinner(f"Compiling the state on {units.count(held.num_devices)} virtual devices…"):
+            try:
+                answer: Any = verify.verify(held)
+            except (TypeError, ValueError, verify.VerifyFailed) as err:
+                answer = str(err)
+        memory.remember_verified(key, answer)
+    answer = memory.verified(key)
+    if isinstance(answer, str):
+        st.error(frame.plain(f"XLA's check failed: {answer}"), icon=":material/error:")
+    elif answer is not None:
+        xla_col, dcsim_col, match_col = st.columns(3)
+        xla_col.metric(
+            "XLA: output bytes per device",
+            units.bytes_exact(answer.output_bytes_per_device),
+            help="`memory_analysis().output_size_in_bytes` of the compiled program, on one device.",
+        )
+        dcsim_col.metric(
+            "Expected by dcsim",
+            units.bytes_exact(answer.expected_bytes_per_device),
+            help=f"dcsim's total per device ({units.bytes_exact(held.total_bytes_per_device)}) plus the output "
+            f"tuple's table XLA counts too: {verify.TUPLE_ENTRY_BYTES} bytes (a pointer) per returned array, "
+            f"{units.bytes_exact(verify.tuple_table_bytes(held.num_arrays))} here.",
+        )
+        match_col.metric("Match", "yes, to the byte" if answer.matches else "no")
+        agree = "They agree exactly." if answer.matches else "They differ: dcsim's layout is not what XLA compiled."
+        st.caption(
+            f"{units.count(answer.num_arrays)} arrays compiled in {answer.seconds:.1f} s. XLA's figure is the state "
+            f"per device plus its output tuple's table ({verify.TUPLE_ENTRY_BYTES} bytes a returned array, "
+            f"{units.count(verify.tuple_table_bytes(held.num_arrays))} bytes here). {agree}"
+        )
+
+
+# --- the answer ------------------------------------------------------------------------------------
+
+st.subheader("What each device holds")
+if held is None:
+    st.error(frame.plain(f"This layout is impossible: {outcome.error}"), icon=":material/error:")
+    st.caption(
+        "Fix the mesh, the strategy or the rules (the Layout page shows which arrays cannot be placed), or pick "
+        "ZeRO-0 with a strategy the mesh allows."
+    )
+else:
+    st.caption(
+        "Under JAX's even splits every device holds shards of the same shapes, so the most-loaded device holds "
+        "exactly what every other one does: the figures below are each device's."
+    )
+    total_col, ideal_col, fits_col = st.columns(3)
+    total_col.metric(
+        "Total per device",
+        units.bytes_exact(held.total_bytes_per_device),
+        help="Every array's bytes on one device, summed: what the most-loaded (every) device holds.",
+    )
+    ideal_col.metric(
+        "Ideal share (total state / devices)",
+        units.bytes_share(held.ideal_bytes_per_device),
+        help=f"The whole state once ({units.bytes_exact(held.total_bytes)}) over {units.count(held.num_devices)} "
+        f"devices, exactly {units.share(held.ideal_bytes_per_device)} bytes: an average, not a layout.",
+    )
+    fits_text, fits_help = memory.budget_delta(held, budget)
+    fits_col.metric(f"Against the budget ({budget_text})", fits_text, help=fits_help)
+    for column, part in zip(st.columns(len(training.parts)), training.parts, strict=True):
+        column.metric(
+            f"{memory.PART_TITLES[part]} per device",
+            units.bytes_exact(held.part_bytes(part)),
+            help=f"{'Split over the mesh' if part in training.shard else 'Whole on every device'}; "
+            f"{units.bytes_exact(held.part_total_bytes(part))} once, all devices together.",
+        )
+    st.markdown(frame.plain(memory.largest_text(held)))
+    st.caption(f"**{memory.CAVEAT}**")
+
+    st.subheader("By ZeRO stage")
+    stages = memory.stage_frame(config, setup)
+    st.altair_chart(memory_charts.stage_bars(stages, budget, budget_text), width="stretch")
+    st.caption(
+        "Each bar is one device under that ZeRO stage, with this mesh, strategy, optimizer and dtypes; the arrow "
+        "marks the chosen setup."
+    )
+
+    st.subheader("Against the budget as the mesh grows")
+    answer = memory.cached_fit(config, setup)
+    if isinstance(answer, str):
+        st.error(frame.plain(f"The sweep over device counts failed: {answer}"), icon=":material/error:")
+    else:
+        sweep_col, answer_col = st.columns([3, 2])
+        sweep = memory_charts.sweep_frame(answer, mesh)
+        sweep_col.altair_chart(
+            memory_charts.device_sweep(sweep, budget, budget_text, mesh.num_devices), width="stretch"
+        )
+        with answer_col:
+            st.markdown("\n".join(f"- {line}" for line in memory.fit_sentences(answer, frame.plain(budget_text))))
+            refused = memory.refused_meshes(answer)
+            if refused:
+                st.caption(frame.plain("Meshes the layout refuses (no point drawn): " + " ".join(refused)))
+            st.caption(
+                "The mesh's first axis takes every power of two (and its own size), the other axes stay as given: "
+                "the model-parallel group you chose stays, data parallelism grows."
+            )
+        box = widgets.opened(f"Every mesh searched ({len(answer.candidates)})", "memory.candidates_open")
+        if box is not None:
+            with box:
+                frame.text_table(
+                    memory.candidates_frame(answer),
+                    {
+                        "mesh": "Mesh",
+                        "devices": "Devices",
+                        "per_device": "Per device (real layout)",
+                        "ideal_share": "Ideal share",
+                        "fits": f"Fits {budget_text}",
+                    },
+                )
+
+    verify_section(held)
+
+    st.subheader("By part")
+    frame.text_table(
+        memory.parts_frame(held).drop(columns="part"),
+        {
+            "title": "Part",
+            "bytes_per_device": "Per device",
+            "percent_of_device": st.column_config.NumberColumn(
+                "Share", format="%.2f%%", help="Of what one device holds"
+            ),
+            "split": st.column_config.TextColumn("Split?", help="Split over the mesh, or whole on every device"),
+            "dtype": "Dtype",
+            "num_arrays": "Arrays",
+            "total_bytes": st.column_config.TextColumn("Once", help="The part once, all devices together"),
+        },
+        formats={"num_arrays": units.count, "bytes_per_device": units.bytes_exact, "total_bytes": units.bytes_exact},
+    )
+
+    st.subheader("Every array of the state")
+    arrays = memory.arrays_frame(held)
+    filters = ("all", *training.parts)
+    if st.session_state.get(memory.PART_FILTER) not in filters:  # master gone with its copy, or a first visit
+        st.session_state[memory.PART_FILTER] = "all"
+    shown_part = st.selectbox(
+        "Show the arrays of",
+        filters,
+        key=memory.PART_FILTER,
+        format_func=memory.part_filter_label,
+    )
+    rows = arrays if shown_part == "all" else arrays[arrays["part"] == shown_part]
+    st.dataframe(
+        rows.assign(bytes_per_device=rows["bytes_per_device"].map(units.bytes_exact)),
+        hide_index=True,
+        # What a device holds first, where it shows without scrolling sideways.
+        column_order=["path", "part", "bytes_per_device", "shard_shape", "partition_spec", "shape", "dtype", "note"],
+        column_config={
+            "path": "Array",
+            "part": "Part",
+            "shape": "Shape",
+            "dtype": "Dtype",
+            "partition_spec": st.column_config.TextColumn("Partition spec", help="JAX's PartitionSpec; P() = whole"),
+            "shard_shape": st.column_config.TextColumn("Shard shape", help="What each device holds of the array"),
+            "bytes_per_device": st.column_config.TextColumn("Bytes per device"),
+            "note": st.column_config.TextColumn("Why", width="large"),
+        },
+    )
+    st.caption(f"{units.count(len(rows))} of {units.count(len(arrays))} arrays shown.")
+    widgets.download("Download every array (CSV)", arrays, "dcsim-memory.csv")
+
+st.subheader("How to read this page")
+st.markdown(
+    """
+- **Parts**: the parameters, one gradient per parameter, an optional master copy (mixed precision), and
+  the optimizer state optax really makes (Adam: two moments and a step count; Adafactor: factored moments).
+- **ZeRO stages** say which parts are split over the mesh: 0 none, 1 the optimizer state and master copy,
+  2 the gradients too, 3 every part (PyTorch's FULL_SHARD). A split part follows its parameter's layout
+  under the strategy; a part that is not split is whole on every device.
+- **Ideal share** is the whole state over the devices: what each would hold if bytes could be poured
+  evenly. The real layout is above it wherever an array cannot be split evenly, or a part is not split.
+"""
+)

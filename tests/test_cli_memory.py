@@ -1,0 +1,319 @@
+"""``python -m dcsim memory``: exact figures against a hand calculation, the stages, the refusals.
+
+The model of most tests is the Dense stack 8 -> 16 -> 4: arrays of 8x16, 16, 16x4 and 4 values
+(212 in all). On ``data=4`` fsdp splits every one of them four ways (each has a dimension 4
+divides), so a split part holds a quarter of each array on every device; Adam keeps two moments
+per parameter in the optimizer state's dtype and one int32 step count, whole on every device.
+"""
+
+import json
+
+import pytest
+
+from conftest import refused_in_one_line
+from conftest import run_cli as run
+from dcsim.memory import training
+
+MLP = ("--input-dim", "8", "--features", "16,4")
+SIZES = (8 * 16, 16, 16 * 4, 4)
+NUM_VALUES = sum(SIZES)  # 212
+ITEMSIZE = {"bfloat16": 2, "float32": 4, "int32": 4}
+COUNT_BYTES = 4  # Adam's int32 step count, whole on every device
+PER_DEVICE_KEYS = {"params_bytes", "grads_bytes", "master_bytes", "optimizer_bytes", "total_bytes"}
+ARRAY_KEYS = {"path", "part", "shape", "dtype", "spec", "bytes_per_device"}
+
+
+def memory_json(capsys, *argv):
+    code, out, err = run(capsys, "memory", *argv, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def expected_per_device(split, devices=4, param="bfloat16", master="float32", state=None):
+    """Bytes a device holds of each part, by hand: a split part is 1 / devices of every array."""
+    state = state or master or param
+
+    def part(dtype, name):
+        values = NUM_VALUES // devices if name in split else NUM_VALUES
+        return values * ITEMSIZE[dtype]
+
+    figures = {
+        "params_bytes": part(param, "params"),
+        "grads_bytes": part(param, "grads"),
+        "master_bytes": part(master, "master") if master else 0,
+        "optimizer_bytes": 2 * part(state, "optimizer") + COUNT_BYTES,
+    }
+    return {**figures, "total_bytes": sum(figures.values())}
+
+
+# bfloat16 params and grads (424 bytes each whole), a float32 master copy (848) and float32 moments
+# (2 x 848) with the step count (4): 3,396 bytes of state.
+TOTAL_BYTES = 2 * 424 + 848 + 2 * 848 + 4
+
+
+def test_json_has_the_keys_and_the_exact_figures(capsys):
+    record = memory_json(capsys, *MLP, "--mesh", "data=4", "--strategy", "fsdp", "--optimizer", "adam")
+    assert record["num_devices"] == 4 and record["zero"] == 3 and record["optimizer"] == "adam"
+    assert record["shard"] == ["params", "grads", "optimizer"]  # no master copy by default
+    assert record["per_device"] == {
+        "params_bytes": 106,
+        "grads_bytes": 106,
+        "master_bytes": 0,
+        "optimizer_bytes": 2 * 106 + 4,  # bfloat16 moments without a master copy
+        "total_bytes": 106 + 106 + 216,
+    }
+    assert record["per_device"] == expected_per_device({"params", "grads", "optimizer"}, master=None)
+    assert record["total_bytes"] == 424 * 4 + 4
+    assert record["ideal_total_bytes_per_device"] == 425 and record["ideal_total_bytes_per_device_fraction"] == "425"
+    assert (record["param_dtype"], record["grad_dtype"], record["master_dtype"]) == ("bfloat16", "bfloat16", None)
+    assert record["total_params"] == NUM_VALUES and record["strategy"] == "fsdp" and record["mesh"] == "data=4"
+    assert set(PER_DEVICE_KEYS) == set(record["per_device"])
+    arrays = record["arrays"]
+    assert len(arrays) == record["num_arrays"] == 4 * 4 + 1  # params, grads, mu, nu and the count
+    assert all(set(row) == ARRAY_KEYS for row in arrays)
+    assert sum(row["bytes_per_device"] for row in arrays) == record["per_device"]["total_bytes"]
+    kernel = next(row for row in arrays if row["part"] == "params" and row["path"] == "Dense_0/kernel")
+    assert kernel == {
+        "path": "Dense_0/kernel",
+        "part": "params",
+        "shape": [8, 16],
+        "dtype": "bfloat16",
+        "spec": "P(None, 'data')",  # fsdp splits the largest dimension that divides
+        "bytes_per_device": 8 * 4 * 2,
+    }
+    count = next(row for row in arrays if row["path"] == "0/count")
+    assert count == {
+        "path": "0/count",
+        "part": "optimizer",
+        "shape": [],
+        "dtype": "int32",
+        "spec": "P()",
+        "bytes_per_device": 4,
+    }
+    assert record["num_uneven_arrays"] == 1 and record["uneven_bytes_per_device"] == 4
+    assert "xla" not in record and "budget" not in record
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3], ids=lambda zero: f"zero-{zero}")
+def test_each_stage_splits_its_parts(capsys, zero):
+    record = memory_json(capsys, *MLP, "--mesh", "data=4", "--zero", str(zero), "--master-dtype", "float32")
+    assert record["per_device"] == expected_per_device(training.STAGES[zero])
+    assert record["total_bytes"] == TOTAL_BYTES  # the state once: the stage moves it, never changes it
+    assert record["ideal_total_bytes_per_device"] == TOTAL_BYTES // 4 == 849
+    assert record["zero"] == zero
+    assert record["shard"] == [part for part in training.PARTS if part in training.STAGES[zero]]
+
+
+def test_zero_0_holds_everything_and_zero_3_a_quarter(capsys):
+    whole = memory_json(capsys, *MLP, "--mesh", "data=4", "--zero", "0", "--master-dtype", "float32")
+    split = memory_json(capsys, *MLP, "--mesh", "data=4", "--zero", "3", "--master-dtype", "float32")
+    assert whole["per_device"]["total_bytes"] == TOTAL_BYTES == 3396
+    assert split["per_device"]["total_bytes"] == 852  # a quarter of each array; the count whole: 849 + 3
+    assert {row["spec"] for row in whole["arrays"]} == {"P()"}
+    by_path = {(row["part"], row["path"]): row for row in split["arrays"]}
+    for row in whole["arrays"]:
+        quartered = by_path[row["part"], row["path"]]["bytes_per_device"]
+        assert quartered == (row["bytes_per_device"] if row["path"] == "0/count" else row["bytes_per_device"] // 4)
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3], ids=lambda zero: f"zero-{zero}")
+def test_shard_names_the_same_parts_as_the_stage(capsys, zero):
+    flags = (*MLP, "--mesh", "data=4", "--master-dtype", "float32")
+    staged = memory_json(capsys, *flags, "--zero", str(zero))
+    named = memory_json(capsys, *flags, "--shard", training.parts_text(training.STAGES[zero]))
+    assert named["zero"] is None and staged["zero"] == zero
+    for key in ("per_device", "shard", "total_bytes", "ideal_total_bytes_per_device", "arrays"):
+        assert named[key] == staged[key], key
+
+
+def test_no_flag_means_zero_3_on_fsdp(capsys):
+    default = memory_json(capsys, *MLP, "--mesh", "data=4")
+    explicit = memory_json(capsys, *MLP, "--mesh", "data=4", "--zero", "3", "--strategy", "fsdp")
+    assert default == explicit
+
+
+def test_a_master_copy_makes_the_optimizer_state_float32(capsys):
+    flags = (*MLP, "--mesh", "data=4", "--param-dtype", "bfloat16")
+    without = memory_json(capsys, *flags)
+    master = memory_json(capsys, *flags, "--master-dtype", "float32")
+    moments = lambda record: {row["dtype"] for row in record["arrays"] if row["path"].startswith("0/")}  # noqa: E731
+    assert moments(without) == {"bfloat16", "int32"} and without["optimizer_dtype"] == "bfloat16"
+    assert moments(master) == {"float32", "int32"} and master["optimizer_dtype"] == "float32"
+    assert {row["dtype"] for row in master["arrays"] if row["part"] == "master"} == {"float32"}
+    assert without["per_device"]["optimizer_bytes"] == 2 * 106 + 4
+    assert master["per_device"]["optimizer_bytes"] == 2 * 212 + 4
+    assert master["per_device"]["master_bytes"] == 212 and without["per_device"]["master_bytes"] == 0
+    assert master["parts"]["master"]["dtypes"] == ["float32"] and "master" not in without["parts"]
+
+
+def test_grad_dtype_changes_the_grads_alone(capsys):
+    record = memory_json(capsys, *MLP, "--mesh", "data=4", "--grad-dtype", "float32")
+    assert record["per_device"]["grads_bytes"] == 212 and record["per_device"]["params_bytes"] == 106
+    assert record["grad_dtype"] == "float32"
+
+
+def test_an_uneven_ideal_is_a_float_with_its_fraction(capsys):
+    record = memory_json(capsys, *MLP, "--mesh", "data=8", "--master-dtype", "float32")
+    assert record["ideal_total_bytes_per_device"] == 424.5
+    assert record["ideal_total_bytes_per_device_fraction"] == "849/2"
+    # 8 divides every array but the last bias (4 values), which fsdp keeps whole: params
+    # 128/8 + 16/8 + 64/8 = 26 values and 4 whole, in bfloat16 (60 bytes); the master copy and each
+    # moment the same values in float32 (120 bytes); and the count.
+    assert record["per_device"] == {
+        "params_bytes": 60,
+        "grads_bytes": 60,
+        "master_bytes": 120,
+        "optimizer_bytes": 2 * 120 + 4,
+        "total_bytes": 60 + 60 + 120 + 244,
+    }
+    assert record["num_uneven_arrays"] == 6  # the bias in each of five parts of it, and the count
+    largest = record["largest"]
+    assert largest["bytes_per_device"] == 64 and largest["even"] is True
+
+
+def test_table_leads_with_the_device_and_the_ideal(capsys):
+    code, out, err = run(capsys, "memory", *MLP, "--mesh", "data=4", "--master-dtype", "float32")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0] == "mesh: data=4 (4 devices), strategy: fsdp"
+    assert lines[1].startswith("training: adam, ZeRO-3 (params, grads, master, optimizer split)")
+    start = lines.index(next(line for line in lines if line.startswith("on each device")))
+    assert "the most-loaded device is any device" in lines[start]
+    assert lines[start + 1 : start + 8] == [
+        "params            106 bytes",
+        "grads             106 bytes",
+        "master            212 bytes",
+        "optimizer         428 bytes",
+        "total             852 bytes",
+        "ideal             849 bytes  (all 3,396 state bytes / 4 devices: an average, not a layout)",
+        "over the ideal    3 bytes  (1.004x the ideal)",
+    ]
+    assert "largest array     master Dense_0/kernel, 8x16 float32 P(None, 'data') -> 8x4 on each device" in out
+    assert (
+        "1 of the 21 arrays of the split parts does not split evenly, 4 bytes on each device: optimizer 0/count" in out
+    )
+    assert "\narrays:\n" in out  # a model this small shows every array
+
+
+def test_table_says_why_the_largest_array_is_uneven(capsys):
+    code, out, _ = run(capsys, "memory", "--input-dim", "3", "--features", "3", "--mesh", "data=2")
+    assert code == 0
+    assert "largest array     params Dense_0/kernel, 3x3 bfloat16 P() -> 3x3 on each device, 18 bytes;" in out
+    assert "does not split evenly: replicated: no dimension of 3x3 splits evenly into 2 parts" in out
+
+
+def test_table_of_a_larger_model_shows_the_top_arrays_and_points_to_json(capsys):
+    code, out, _ = run(capsys, "memory", "--features", ",".join(["8"] * 8), "--mesh", "data=2")
+    assert code == 0
+    assert "the 10 largest arrays on a device (65 in all: every one with --format json):" in out
+    assert "\narrays:\n" not in out
+
+
+def test_a_whole_part_is_said_to_be_whole(capsys):
+    _, out, _ = run(capsys, "memory", *MLP, "--mesh", "data=4", "--zero", "1")
+    assert "params            424 bytes  (whole on every device)" in out
+    assert "optimizer         216 bytes\n" in out  # bfloat16 moments, split
+
+
+def test_budget_gives_both_answers(capsys):
+    # 3,396 bytes of state: 850 bytes a device needs 4 devices by the ideal share (849 each), but the
+    # count is whole on every device, so data=4 holds 852 and the real layout needs data=8 (484).
+    flags = (*MLP, "--mesh", "data=4", "--master-dtype", "float32", "--budget", "850B")
+    record = memory_json(capsys, *flags)
+    budget = record["budget"]
+    assert budget["bytes"] == 850 and budget["total_bytes"] == TOTAL_BYTES
+    assert budget["min_ideal_devices"] == 4
+    assert budget["ideal"] == {"devices": 4, "mesh": "data=4"}
+    assert budget["real"] == {"devices": 8, "mesh": "data=8", "total_bytes_per_device": 484}
+    by_mesh = {row["mesh"]: row for row in budget["candidates"]}
+    assert by_mesh["data=1"]["total_bytes_per_device"] == TOTAL_BYTES
+    assert by_mesh["data=4"]["total_bytes_per_device"] == 852 and by_mesh["data=4"]["fits"] is False
+    assert by_mesh["data=8"]["fits"] is True
+    code, out, _ = run(capsys, "memory", *flags)
+    assert code == 0
+    assert "budget: 850 bytes a device for the state's 3,396 bytes" in out
+    assert "ideal share: at least 4 devices (total / budget, rounded up); smallest mesh searched: data=4" in out
+    assert "real layout: data=8 (8 devices), 484 bytes on its most-loaded device" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--optimizer", "adamax"], "argument --optimizer: invalid choice: 'adamax'"),
+        (["--shard", "params,weights"], "unknown part 'weights' to shard; parts: params, grads, master, optimizer"),
+        (["--shard", ""], "name the parts to shard"),
+        (["--param-dtype", "int4"], "the param dtype must be one of float32, bfloat16"),
+        (["--grad-dtype", "fp8"], "the grad dtype must be one of"),
+        (["--master-dtype", "float128"], "the master dtype must be one of"),
+        (["--zero", "4"], "the ZeRO stage must be 0, 1, 2 or 3"),
+        (["--zero", "three"], "the ZeRO stage must be 0, 1, 2 or 3"),
+        (["--zero", "3", "--shard", "params"], "--zero and --shard both choose the parts to split; give one"),
+        (["--budget", "80"], "the budget needs a unit"),
+        (["--budget", "80 parsecs"], "parsecs"),
+        (["--shards", "4"], "--shards does not apply to memory: the mesh sets the number of devices"),
+        (["--dtype", "float32"], "--dtype does not apply to memory"),
+        (["--strategy", "tensor"], "model"),
+        (["--mesh", "data=0"], "mesh axis `data` needs a size"),
+        (["--format", "csv"], "invalid choice: 'csv'"),
+    ],
+    ids=[
+        "optimizer",
+        "part",
+        "no-part",
+        "param-dtype",
+        "grad-dtype",
+        "master-dtype",
+        "stage",
+        "stage-text",
+        "zero-and-shard",
+        "budget-without-unit",
+        "budget-unit",
+        "shards",
+        "dtype",
+        "tensor-without-model",
+        "mesh",
+        "format",
+    ],
+)
+def test_bad_input_is_refused_in_one_line(capsys, argv, message):
+    flags = ["--mesh", "data=4"] if "--mesh" not in argv else []
+    err = refused_in_one_line(capsys, "memory", *MLP, *flags, *argv)
+    assert message in err
+
+
+def test_a_mesh_is_required(capsys):
+    assert "the following arguments are required: --mesh" in refused_in_one_line(capsys, "memory", *MLP)
+
+
+def test_verify_refuses_a_mesh_past_its_bounds(capsys):
+    from dcsim.memory import verify
+
+    err = refused_in_one_line(capsys, "memory", *MLP, "--mesh", "data=4096", "--verify")
+    assert f"at most {verify.MAX_VERIFY_DEVICES:,} virtual CPU devices" in err and "4,096" in err
+
+
+def test_a_verify_failure_exits_1_in_one_line(capsys, monkeypatch):
+    from dcsim.memory import verify
+
+    def fail(memory, timeout_seconds=None):
+        raise verify.VerifyFailed("XLA's child process ended with signal 9")
+
+    monkeypatch.setattr(verify, "verify", fail)
+    code, out, err = run(capsys, "memory", *MLP, "--mesh", "data=4", "--verify")
+    assert code == 1 and out == ""
+    assert err == "dcsim: verify failed: XLA's child process ended with signal 9\n"
+
+
+@pytest.mark.slow  # compiles the state with XLA on virtual CPU devices
+def test_verify_matches_xla_on_a_small_mesh(capsys):
+    flags = (*MLP, "--mesh", "data=4", "--master-dtype", "float32", "--verify")
+    record = memory_json(capsys, *flags)
+    xla = record["xla"]
+    assert xla["matches"] is True
+    assert record["per_device"]["total_bytes"] == 852
+    assert xla["output_bytes_per_device"] == 852 + 8 * 21  # the state and XLA's table of the 21 arrays
+    assert xla["expected_bytes_per_device"] == xla["output_bytes_per_device"]
+    code, out, _ = run(capsys, "memory", *flags)
+    assert code == 0
+    assert "  XLA's output bytes per device  1,020 bytes\n" in out
+    assert "  match: yes, to the byte\n" in out
