@@ -9,12 +9,21 @@ import pytest
 from conftest import open_app
 from dcsim.model import schemas
 
-PAGES = ["pages/model.py", "pages/shards.py", "pages/bytes.py", "pages/layout.py", "pages/checkpoint.py"]
+PAGES = [
+    "pages/model.py",
+    "pages/shards.py",
+    "pages/bytes.py",
+    "pages/layout.py",
+    "pages/memory.py",
+    "pages/checkpoint.py",
+]
 LINKS = {
     "dense": {"input_dim": "1024", "layers": "1024", "dtype": "bfloat16"},
     "llama-tensor-refused": {"preset": "llama2-7b", "mesh": "data=8", "strategy": "tensor"},
     "llama-fsdp-fallback": {"preset": "llama2-7b", "mesh": "data=3", "strategy": "fsdp"},
     "custom-rules": {"input_dim": "8", "layers": "5", "mesh": "data=2,model=2", "strategy": "custom"},
+    "llama-zero1-master": {"preset": "llama2-7b", "mesh": "data=64", "zero": "1", "master": "float32"},
+    "mixtral-expert-parts": {"preset": "mixtral-8x7b", "mesh": "data=2,expert=8", "parts": "optimizer,grads"},
 }
 # The Model page's hyperparameter fields are labelled with the names a link (h.d_model) and the
 # CLI (--set d_model=...) use: identifiers, shown as such on purpose.
