@@ -222,6 +222,16 @@ SPECIFIC |= {
     "bstrat": ("fsdp", "tensor", "custom"),
     "cv": ("1", "2", "x"),
 }
+# The Memory page's keys (dcsim.ui.memory): valid, near-valid and a hostile few of each.
+SPECIFIC |= {
+    "zero": ("0", "1", "2", "3", "4", "-1", "3.0", "ZeRO-3"),
+    "parts": ("params,grads", "none", "optimizer,master", "weights", ",,,", "params," * 50),
+    "optim": ("adam", "sgd", "momentum", "adafactor", "rmsprop", "ADAM"),
+    "param": ("bfloat16", "float32", "int8", "float64", "fp8"),
+    "grad": ("same", "float32", "int4"),
+    "master": ("none", "float32", "bfloat16", "double"),
+    "devmem": ("80GiB", "80 GB", "80", "1.5TiB", "0GiB", "1e400 GiB", "80 GiBs", "9" * 40),
+}
 for _key in HPARAM_KEYS:
     SPECIFIC[_key] = ("1", "6", "0", "257", "true", "false", "rmsnorm", "none", "3,4,6,3", "1,2,3,4,5,6,7,8,9", "65")
 
