@@ -14,32 +14,13 @@ from dcsim.ui import cache, frame, layout, router, state, widgets
 
 router.require_router()
 
-LAST_VALID = "dcsim.layout.last_valid"  # this session's last valid mesh and rules, shown after a bad edit
-
 
 def seeded(name: str, default: str, parse, limit: int) -> str:
-    """The widget key of the setting ``name``, seeded (when it has no state) from the link, else
-    the session's memory of this page, else ``default``; a bad link value is explained and
-    replaced by ``default``."""
-    key = f"{state.WIDGET_PREFIX}layout.{name}"
-    if key in st.session_state:
-        return key
-    text, _ = frame.setting_from_link(name, default, parse, limit=limit)
-    st.session_state.setdefault(LAST_VALID, {})[name] = text
-    return state.seed_widget(f"layout.{name}", text)
+    return frame.seeded_setting("layout", name, default, parse, limit=limit)
 
 
 def parsed(name: str, text: str, parse, what: str):
-    """``parse(text)``, remembered as the last valid; on a bad edit, the error and the last valid."""
-    last = st.session_state.setdefault(LAST_VALID, {})
-    try:
-        value = parse(text)
-    except (TypeError, ValueError) as err:
-        shown = last.get(name, "")
-        st.error(frame.plain(f"{what}: {err}. Showing the last valid {what.lower()}: {shown}"), icon=":material/error:")
-        return parse(shown)
-    last[name] = text
-    return value
+    return frame.parsed_setting("layout", name, text, parse, what)
 
 
 st.header("What each device holds on a real mesh")

@@ -75,6 +75,37 @@ def setting_from_link(name: str, default: str, parse: Callable[[str], T], *, lim
         return default, parse(default)
 
 
+def seeded_setting(page: str, name: str, default: str, parse: Callable[[str], Any], *, limit: int) -> str:
+    """The widget key of ``page``'s setting ``name``, seeded (when it has no state) from the link,
+    else the session's memory of the page's settings, else ``default``; a bad link value is
+    explained and replaced by ``default`` (``setting_from_link``). The widget holds the text;
+    ``parse`` only checks it. The text is remembered as the page's last valid (``parsed_setting``)."""
+    key = f"{state.WIDGET_PREFIX}{page}.{name}"
+    if key in st.session_state:
+        return key
+    text, value = setting_from_link(name, default, parse, limit=limit)
+    st.session_state.setdefault(_last_valid(page), {})[name] = text
+    return state.seed_widget(f"{page}.{name}", value if isinstance(value, str) else text)
+
+
+def parsed_setting(page: str, name: str, text: str, parse: Callable[[str], T], what: str) -> T:
+    """``parse(text)``, remembered as ``page``'s last valid ``name``; on a bad edit, the error and
+    the last valid value, which stays on screen."""
+    last = st.session_state.setdefault(_last_valid(page), {})
+    try:
+        value = parse(text)
+    except (TypeError, ValueError) as err:
+        shown = last.get(name, "")
+        st.error(plain(f"{what}: {err}. Showing the last valid {what.lower()}: {shown}"), icon=":material/error:")
+        return parse(shown)
+    last[name] = text
+    return value
+
+
+def _last_valid(page: str) -> str:
+    return f"dcsim.{page}.last_valid"  # this session's last valid settings of the page, shown after a bad edit
+
+
 def text_table(
     data: pd.DataFrame,
     columns: Mapping[str, str | Any],

@@ -55,7 +55,6 @@ MAX_SETTING_CHARS = 64
 MAX_CACHED_MEMORY = 128
 MAX_CACHED_FITS = 32
 MAX_VERIFIED = 16  # XLA answers kept per session: each took seconds of a child process
-LAST_VALID = "dcsim.memory.last_valid"  # this session's last valid mesh, rules and budget
 LAST_SPLIT = "dcsim.memory.split"  # ("zero", "3") or ("parts", "grads,optimizer"): what a page switch restores
 VERIFIED = "dcsim.memory.verified"
 PART_FILTER = "memory.part_filter"  # the table's filter: a view, not a setting, so not in the link
@@ -110,28 +109,13 @@ def parse_budget(text: str) -> tuple[str, int]:
 
 
 def seeded(name: str, default: str, parse: Callable[[str], Any], limit: int = MAX_SETTING_CHARS) -> str:
-    """The widget key of the setting ``name``, seeded (when it has no state) from the link, else
-    the session's memory of the page's settings, else ``default``; a bad link value is explained and
-    replaced by ``default``. The widget holds the text; ``parse`` only checks it."""
-    key = f"{state.WIDGET_PREFIX}{PAGE}.{name}"
-    if key in st.session_state:
-        return key
-    text, value = frame.setting_from_link(name, default, parse, limit=limit)
-    st.session_state.setdefault(LAST_VALID, {})[name] = text
-    return state.seed_widget(f"{PAGE}.{name}", value if isinstance(value, str) else text)
+    """The widget key of the Memory page's setting ``name`` (``frame.seeded_setting``)."""
+    return frame.seeded_setting(PAGE, name, default, parse, limit=limit)
 
 
 def parsed(name: str, text: str, parse: Callable[[str], T], what: str) -> T:
-    """``parse(text)``, remembered as the last valid; on a bad edit, the error and the last valid."""
-    last = st.session_state.setdefault(LAST_VALID, {})
-    try:
-        value = parse(text)
-    except (TypeError, ValueError) as err:
-        shown = last.get(name, "")
-        st.error(frame.plain(f"{what}: {err}. Showing the last valid {what.lower()}: {shown}"), icon=":material/error:")
-        return parse(shown)
-    last[name] = text
-    return value
+    """``parse(text)`` or the last valid value (``frame.parsed_setting``)."""
+    return frame.parsed_setting(PAGE, name, text, parse, what)
 
 
 def seed_split() -> None:
