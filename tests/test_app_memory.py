@@ -406,3 +406,10 @@ def test_verify_with_xla_shows_the_match():
     assert "Match" not in metrics(at)  # another setup: not checked yet
     at.selectbox(key="w.memory.optim").set_value("adam").run()
     assert metrics(at)["Match"] == "yes, to the byte"  # kept for this setup in the session
+
+
+def test_a_budget_the_whole_parts_alone_pass_says_why_no_mesh_fits():
+    # ZeRO-0 keeps everything whole: bfloat16 params 144 + grads 144 + adam's moments 288 + a 4-byte count.
+    at = open_link({**DENSE, "mesh": "data=4", "zero": "0", "devmem": "500B"})
+    text = " ".join(block.value for block in at.markdown)
+    assert "alone take 580 bytes a device, over the budget of 500 bytes on any number of devices" in text

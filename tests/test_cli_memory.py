@@ -236,6 +236,22 @@ def test_budget_gives_both_answers(capsys):
     assert "real layout: data=8 (8 devices), 484 bytes on its most-loaded device" in out
 
 
+def test_a_budget_the_whole_parts_alone_pass_says_no_count_can_fit(capsys):
+    # ZeRO-1 keeps the bfloat16 params and grads whole: 2 x 424 = 848 bytes a device on any mesh.
+    flags = (*MLP, "--mesh", "data=4", "--zero", "1", "--master-dtype", "float32", "--budget", "800B")
+    budget = memory_json(capsys, *flags)["budget"]
+    assert budget["real"] is None
+    assert budget["whole_bytes_per_device"] == {"params": 424, "grads": 424}
+    code, out, _ = run(capsys, "memory", *flags)
+    assert code == 0
+    assert (
+        "real layout: no mesh searched fits: the parts this setup keeps whole on every device (params, grads) "
+        "alone take 848 bytes a device, over the budget of 800 bytes on any number of devices" in out
+    )
+    flags = (*MLP, "--mesh", "data=4", "--zero", "3", "--master-dtype", "float32", "--budget", "800B")
+    assert memory_json(capsys, *flags)["budget"]["why_none_fits"] is None
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [

@@ -369,7 +369,7 @@ def _budget_lines(fit: search.Fit, given: meshes.MeshSpec) -> list[str]:
             f"{fit.real.mesh.text} ({units.count(fit.real.mesh.num_devices)} devices), "
             f"{_bytes(fit.real.total_bytes_per_device or 0)} on its most-loaded device"
             if fit.real is not None
-            else "no mesh searched fits"
+            else "no mesh searched fits" + (f": {fit.why_none_fits}" if fit.why_none_fits else "")
         ),
         "",
         f"meshes searched (the first axis of {given.text} grows, the others stay; the layout is not monotone, "

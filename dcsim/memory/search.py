@@ -26,6 +26,7 @@ from dcsim.memory import budget as budgets
 from dcsim.memory.state import compute_memory
 from dcsim.memory.training import Training
 from dcsim.model.count import ParamReport
+from dcsim.report import units
 from dcsim.sharding import layout
 from dcsim.sharding.meshes import MeshSpec, Rule
 
@@ -79,6 +80,8 @@ class Fit:
       candidates: every mesh searched, fewest devices first.
       ideal: the smallest candidate by the ideal share (None if none is large enough).
       real: the smallest candidate by the real layout (None if none fits).
+      whole_bytes: bytes a device holds of the parts the setup does not split, ``{part: bytes}``:
+        the same on every mesh, so when they alone pass the budget no device count can fit.
     """
 
     amount: int
@@ -86,6 +89,20 @@ class Fit:
     candidates: tuple[Candidate, ...]
     ideal: MeshSpec | None
     real: Candidate | None
+    whole_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def why_none_fits(self) -> str | None:
+        """Why no device count could ever fit, when the parts kept whole alone pass the budget."""
+        held = sum(self.whole_bytes.values())
+        if not self.whole_bytes or held <= self.amount:
+            return None
+        parts = ", ".join(self.whole_bytes)
+        return (
+            f"the parts this setup keeps whole on every device ({parts}) alone take {units.bytes_exact(held)} a "
+            f"device, over the budget of {units.bytes_exact(self.amount)} on any number of devices; split them "
+            "(a higher ZeRO stage) or store them in a smaller dtype"
+        )
 
     @property
     def min_ideal_devices(self) -> int:
@@ -106,6 +123,7 @@ def fit(
     amount = budgets.check_amount(amount)
     candidates = []
     total = None
+    whole: dict[str, int] = {}
     for candidate in candidate_meshes(mesh, up_to):
         try:
             memory = compute_memory(report, candidate, strategy, rules, training)
@@ -113,12 +131,15 @@ def fit(
             candidates.append(Candidate(mesh=candidate, total_bytes_per_device=None, error=str(err)))
             continue
         total = memory.total_bytes
+        whole = {part: memory.part_bytes(part) for part in training.parts if part not in training.shard}
         candidates.append(Candidate(mesh=candidate, total_bytes_per_device=memory.total_bytes_per_device))
     if total is None:  # nothing could be laid out: the state's size does not depend on the mesh
         total = compute_memory(report, mesh, "replicated", (), training).total_bytes
     ideal = next((c.mesh for c in candidates if Fraction(total, c.mesh.num_devices) <= amount), None)
     real = next((c for c in candidates if c.fits(amount)), None)
-    return Fit(amount=amount, total_bytes=total, candidates=tuple(candidates), ideal=ideal, real=real)
+    return Fit(
+        amount=amount, total_bytes=total, candidates=tuple(candidates), ideal=ideal, real=real, whole_bytes=whole
+    )
 
 
 def fit_record(answer: Fit) -> dict[str, Any]:
@@ -128,6 +149,8 @@ def fit_record(answer: Fit) -> dict[str, Any]:
         "bytes": answer.amount,
         "total_bytes": answer.total_bytes,
         "min_ideal_devices": answer.min_ideal_devices,
+        "whole_bytes_per_device": answer.whole_bytes,
+        "why_none_fits": answer.why_none_fits,
         "ideal": None if answer.ideal is None else {"devices": answer.ideal.num_devices, "mesh": answer.ideal.text},
         "real": None
         if answer.real is None

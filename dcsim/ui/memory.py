@@ -431,7 +431,12 @@ def fit_sentences(answer: search.Fit, budget_text: str) -> list[str]:
     else:
         real = (
             f"**By the real layout**: no mesh searched (up to {units.count(searched)} devices) fits {budget_text} "
-            "a device: split more parts (a higher ZeRO stage), use smaller dtypes or another strategy."
+            "a device: "
+            + (
+                f"{answer.why_none_fits}."
+                if answer.why_none_fits
+                else "split more parts (a higher ZeRO stage), use smaller dtypes or another strategy."
+            )
         )
     return [ideal, real]
 
