@@ -190,6 +190,9 @@ SETUPS = [
         (),
         Training.stage(3, optimizer="lion", master_dtype="float32"),
     ),
+    # float64 needs JAX's x64 mode in the child too, or XLA would size float32 arrays.
+    ("mlp-float64-adam-zero3", MLP, "data=4", "fsdp", (), Training.stage(3, param_dtype="float64")),
+    ("mlp-int8-f64-master", MLP, "data=4", "fsdp", (), Training.stage(1, param_dtype="int8", master_dtype="float64")),
 ]
 
 

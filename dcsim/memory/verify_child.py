@@ -48,6 +48,9 @@ def _spec_entry(entry: Any) -> Any:
 
 def output_bytes(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
     """Compile the state the request describes; XLA's output bytes per device."""
+    if any(str(dtype) == "float64" for _, dtype, _, _ in request["kinds"]):
+        # Without x64 JAX would quietly make float64 arrays float32, and XLA would size those.
+        jax.config.update("jax_enable_x64", True)
     names = tuple(str(name) for name, _ in request["mesh"])
     sizes = tuple(int(size) for _, size in request["mesh"])
     num_devices = math.prod(sizes)
