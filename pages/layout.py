@@ -86,6 +86,12 @@ settings = {"mesh": mesh.text, "strategy": strategy}
 if strategy == "custom":
     settings["rules"] = layout.rules_text(rules)
 state.set_page_params(settings)
+frame.page_link(
+    "pages/memory.py",
+    settings,
+    label="Training memory on this mesh: params, grads and optimizer state by ZeRO stage",
+    icon=":material/memory:",
+)
 
 outcome = layout.cached_layout(config, mesh, strategy, rules)
 laid = outcome.layout

@@ -3,6 +3,7 @@ settings that survive page switches, and no exception anywhere."""
 
 import json
 import math
+from urllib.parse import parse_qs
 
 import pytest
 import streamlit as st
@@ -272,10 +273,18 @@ def test_switching_pages_keeps_the_settings():
 
 
 def test_the_model_page_is_linked():
-    at = open_link(GOLDEN)
+    at = open_link({**GOLDEN, "mesh": "data=4,model=2", "strategy": "tensor"})
     links = at.get("page_link")
-    assert [link.proto.label for link in links] == ["Change the model"]
+    assert links[0].proto.label == "Change the model"
     assert links[0].proto.page_script_hash
+
+
+def test_the_memory_page_is_linked_with_this_mesh():
+    at = open_link({**GOLDEN, "mesh": "data=4,model=2", "strategy": "tensor"})
+    (memory,) = [link for link in at.get("page_link") if "Training memory" in link.proto.label]
+    assert memory.proto.page_script_hash
+    query = parse_qs(memory.proto.query_string)
+    assert query["mesh"] == ["data=4,model=2"] and query["strategy"] == ["tensor"]
 
 
 def test_downloads_are_offered_and_the_json_only_for_a_layout():

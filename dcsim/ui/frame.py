@@ -47,10 +47,11 @@ def style() -> None:
     st.html(_STYLE)
 
 
-def page_link(page: str, **kwargs) -> None:
-    """``st.page_link`` that carries the configuration: a link opened in a new tab (or copied)
-    reopens the same model, where a bare page link would drop the whole query string."""
-    st.page_link(page, query_params=links.encode(state.config()), **kwargs)
+def page_link(page: str, settings: Mapping[str, str] | None = None, **kwargs) -> None:
+    """``st.page_link`` that carries the configuration (and ``settings`` the target page shares,
+    such as the mesh): a link opened in a new tab (or copied) reopens the same model, where a bare
+    page link would drop the whole query string."""
+    st.page_link(page, query_params={**links.encode(state.config()), **(settings or {})}, **kwargs)
 
 
 def plain(text: str) -> str:
