@@ -15,10 +15,12 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import open_app, uploader
 from dcsim import cli
+from dcsim.memory import verify
 from dcsim.ui import cache
 from dcsim.ui import checkpoint as measuring
 from dcsim.ui import compare as compare_widgets
 from dcsim.ui import layout as layout_widgets
+from dcsim.ui import memory as memory_widgets
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -95,9 +97,24 @@ def _custom_rules(text: str) -> str:
     return _one(at)
 
 
-def _cli(argv: list[str], capsys) -> str:
-    assert cli.main(argv) == 2
+def _cli(argv: list[str], capsys, code: int = 2) -> str:
+    assert cli.main(argv) == code
     return capsys.readouterr().err.strip()
+
+
+TINY_MEMORY = ["memory", "--input-dim", "8", "--features", "16,4", "--mesh", "data=4"]
+
+
+def _verify_busy(monkeypatch, capsys) -> str:
+    """Every slot held, as by two visitors' checks: the next check waits, then says so."""
+    monkeypatch.setattr(verify, "BUSY_WAIT_SECONDS", 0.1)
+    held = [verify._RUNNING.acquire(timeout=5) for _ in range(verify.MAX_RUNNING)]
+    try:
+        return _cli([*TINY_MEMORY, "--verify"], capsys, code=1)
+    finally:
+        for taken in held:
+            if taken:
+                verify._RUNNING.release()
 
 
 def _compare_file(folder: Path, document, capsys) -> str:
@@ -160,6 +177,23 @@ PROBES = {
     ),
     "comparison file": lambda capsys, tmp_path, **_: _compare_file(tmp_path, " " * 300_000, capsys),
     "budget": lambda **_: _link({"budget": "1e400"}, "pages/compare.py"),
+    "ZeRO stage, parts, optimizer, training dtypes": lambda capsys, **_: _cli([*TINY_MEMORY, "--zero", "5"], capsys),
+    "device memory budget": lambda capsys, **_: _cli([*TINY_MEMORY, "--budget", "80"], capsys),
+    "XLA memory check devices": lambda capsys, **_: _cli(
+        ["memory", "--preset", "llama2-7b", "--mesh", "data=4096", "--verify"], capsys
+    ),
+    "XLA memory check arrays": lambda capsys, **_: _cli(
+        [
+            *("memory", "--preset", "llama2-7b", "--set", "num_layers=256", "--mesh", "data=8"),
+            *("--optimizer", "adafactor", "--master-dtype", "float32", "--verify"),
+        ],
+        capsys,
+    ),
+    "XLA memory check time": lambda capsys, monkeypatch, **_: (
+        monkeypatch.setenv("DCSIM_VERIFY_TIMEOUT_SECONDS", "0.01"),
+        _cli([*TINY_MEMORY, "--verify"], capsys, code=1),
+    )[1],
+    "XLA memory checks at once": lambda capsys, monkeypatch, **_: _verify_busy(monkeypatch, capsys),
 }
 
 # Bounded caches: past the bound the oldest entry is dropped and recomputed on request; no message.
@@ -172,6 +206,8 @@ CACHES = {
     "kept checkpoint reports": measuring._reports,
     "kept sweeps": measuring._sweeps,
     "budget answers": compare_widgets._answer,
+    "memory layouts": memory_widgets._cached_memory,
+    "memory sweeps": memory_widgets._cached_fit,
 }
 # Rows that describe what happens instead of quoting a message: Streamlit or the web server acts
 # first (link length, uploads), or the page explains and offers another way (a comparison link).
