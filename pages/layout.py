@@ -26,22 +26,12 @@ def parsed(name: str, text: str, parse, what: str):
 st.header("What each device holds on a real mesh")
 config = state.config()
 report = cache.count(config)
-summary_col, link_col = st.columns([3, 1])
-summary_col.caption(f"Model: {frame.plain(frame.describe(config))} · {units.count(report.total_params)} parameters.")
-with link_col:
-    frame.page_link("pages/model.py", label="Change the model", icon=":material/calculate:")
+frame.model_line(config, report.total_params)
 
 st.subheader("Mesh and strategy")
 mesh_col, strategy_col = st.columns([3, 2])
 with mesh_col:
-    mesh_key = seeded("mesh", layout.DEFAULT_MESH, parse_mesh, MAX_MESH_CHARS)
-    mesh_text = st.text_input(
-        "Mesh: AXIS=SIZE, comma separated",
-        key=mesh_key,
-        max_chars=MAX_MESH_CHARS,
-        placeholder="data=4,model=2",
-        help=layout.MESH_HELP,
-    )
+    mesh_text = layout.mesh_input(seeded("mesh", layout.DEFAULT_MESH, parse_mesh, MAX_MESH_CHARS))
 with strategy_col:
     strategy_key = seeded("strategy", layout.DEFAULT_STRATEGY, layout.parse_strategy, 32)
     strategy = st.selectbox(

@@ -20,23 +20,14 @@ router.require_router()
 st.header("Training memory per device")
 config = state.config()
 report = cache.count(config)
-summary_col, link_col = st.columns([3, 1])
-summary_col.caption(f"Model: {frame.plain(frame.describe(config))} · {units.count(report.total_params)} parameters.")
-with link_col:
-    frame.page_link("pages/model.py", label="Change the model", icon=":material/calculate:")
+frame.model_line(config, report.total_params)
 
 # --- settings: the Layout page's mesh, strategy and rules, then the training setup -------------------
 
 st.subheader("Mesh and strategy")
 mesh_col, strategy_col = st.columns([3, 2])
 with mesh_col:
-    mesh_text = st.text_input(
-        "Mesh: AXIS=SIZE, comma separated",
-        key=memory.seeded("mesh", layout.DEFAULT_MESH, parse_mesh, MAX_MESH_CHARS),
-        max_chars=MAX_MESH_CHARS,
-        placeholder="data=4,model=2",
-        help=layout.MESH_HELP,
-    )
+    mesh_text = layout.mesh_input(memory.seeded("mesh", layout.DEFAULT_MESH, parse_mesh, MAX_MESH_CHARS))
 with strategy_col:
     strategy = st.selectbox(
         "Strategy",

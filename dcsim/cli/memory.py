@@ -10,12 +10,11 @@ from fractions import Fraction
 from typing import Any
 
 import pandas as pd
-from jax.sharding import PartitionSpec
 
 from dcsim.cli.common import UsageError, config_from_args, frame_text, model_flags
 from dcsim.inputs import show
 from dcsim.memory import search, training
-from dcsim.memory.state import MemoryReport, StateArray, compute_memory
+from dcsim.memory.state import MemoryReport, StateArray, compute_memory, trimmed
 from dcsim.model import optimizer
 from dcsim.model.count import count_params
 from dcsim.report import units
@@ -146,12 +145,8 @@ def training_from_args(args: argparse.Namespace) -> training.Training:
 
 
 def spec_text(row: StateArray) -> str:
-    """The row's PartitionSpec as JAX writes it, trailing Nones dropped: JAX's propagation writes the
-    same layout either way (``P('data',)`` for a parameter, ``P('data', None)`` for its moment)."""
-    entries = list(row.spec)
-    while entries and entries[-1] is None:
-        entries.pop()
-    return str(PartitionSpec(*entries))
+    """The row's PartitionSpec as JAX writes it, trailing Nones dropped (``state.trimmed``)."""
+    return str(trimmed(row.spec))
 
 
 def _array_record(row: StateArray) -> dict[str, Any]:
@@ -163,11 +158,6 @@ def _array_record(row: StateArray) -> dict[str, Any]:
         "spec": spec_text(row),
         "bytes_per_device": row.bytes_per_device,
     }
-
-
-def _part_dtypes(memory: MemoryReport, part: str) -> list[str]:
-    """The dtypes ``part`` is stored in, in order of first use (Adam's moments, then its int32 count)."""
-    return list(dict.fromkeys(row.dtype for row in memory.arrays if row.part == part))
 
 
 def uneven_arrays(memory: MemoryReport) -> list[StateArray]:
@@ -209,9 +199,9 @@ def memory_record(
         "num_arrays": memory.num_arrays,
         "parts": {
             part: {
-                "dtypes": _part_dtypes(memory, part),
+                "dtypes": memory.part_dtypes(part),
                 "split": part in setup.shard,
-                "num_arrays": sum(row.part == part for row in memory.arrays),
+                "num_arrays": len(memory.part_arrays(part)),
                 "total_bytes": memory.part_total_bytes(part),
                 "bytes_per_device": memory.part_bytes(part),
             }
@@ -309,9 +299,9 @@ def parts_frame(memory: MemoryReport) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "part": list(parts),
-            "dtype": [", ".join(_part_dtypes(memory, part)) for part in parts],
+            "dtype": [", ".join(memory.part_dtypes(part)) for part in parts],
             "split": ["yes" if part in setup.shard else "no" for part in parts],
-            "num_arrays": [sum(row.part == part for row in memory.arrays) for part in parts],
+            "num_arrays": [len(memory.part_arrays(part)) for part in parts],
             "total_bytes": [memory.part_total_bytes(part) for part in parts],
             "bytes_per_device": [memory.part_bytes(part) for part in parts],
             "size_per_device": [units.binary_bytes(memory.part_bytes(part)) for part in parts],

@@ -77,13 +77,19 @@ def same_spec(a: PartitionSpec, b: PartitionSpec, rank: int) -> bool:
     return (*a, *([None] * (rank - len(a)))) == (*b, *([None] * (rank - len(b))))
 
 
-def _spec(leaf: Any) -> PartitionSpec:
-    """A leaf's spec as the layout writes specs: trailing Nones dropped (``P()``: whole)."""
-    sharding = getattr(leaf, "sharding", None)
-    entries = list(sharding.spec) if isinstance(sharding, NamedSharding) else []
+def trimmed(spec: PartitionSpec) -> PartitionSpec:
+    """``spec`` without trailing Nones (``P()``: whole): JAX's propagation writes the same layout as
+    ``P('data', None)`` that the layout writes ``P('data')``."""
+    entries = list(spec)
     while entries and entries[-1] is None:
         entries.pop()
     return PartitionSpec(*entries)
+
+
+def _spec(leaf: Any) -> PartitionSpec:
+    """A leaf's spec as the layout writes specs (``trimmed``; whole when it has no sharding)."""
+    sharding = getattr(leaf, "sharding", None)
+    return trimmed(sharding.spec) if isinstance(sharding, NamedSharding) else PartitionSpec()
 
 
 @functools.lru_cache(maxsize=MAX_CACHED_KINDS)
@@ -191,6 +197,13 @@ class MemoryReport:
 
     def part_total_bytes(self, part: str) -> int:
         return sum(row.bytes for row in self.arrays if row.part == part)
+
+    def part_arrays(self, part: str) -> list[StateArray]:
+        return [row for row in self.arrays if row.part == part]
+
+    def part_dtypes(self, part: str) -> list[str]:
+        """The dtypes ``part`` is stored in, in order of first use (Adam's moments, then its int32 count)."""
+        return list(dict.fromkeys(row.dtype for row in self.arrays if row.part == part))
 
     @property
     def ideal_bytes_per_device(self) -> Fraction:

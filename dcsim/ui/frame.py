@@ -54,6 +54,14 @@ def page_link(page: str, settings: Mapping[str, str] | None = None, **kwargs) ->
     st.page_link(page, query_params={**links.encode(state.config()), **(settings or {})}, **kwargs)
 
 
+def model_line(config: ModelConfig, total_params: int) -> None:
+    """A page's first line: the model it shows, its parameter count, and the way back to the Model page."""
+    summary_col, link_col = st.columns([3, 1])
+    summary_col.caption(f"Model: {plain(describe(config))} · {units.count(total_params)} parameters.")
+    with link_col:
+        page_link("pages/model.py", label="Change the model", icon=":material/calculate:")
+
+
 def plain(text: str) -> str:
     """``text`` as literal characters in Streamlit's markdown: every mark with a meaning there is
     backslash-escaped, so a value from a link or a file can never become a link, an image,

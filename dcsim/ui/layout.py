@@ -65,6 +65,17 @@ NOT_LAID_OUT = "not laid out"
 STATUS_COLUMN_WIDTH = 190  # pixels: "⚠ replicated (fallback)", the longest status, with its padding
 
 
+def mesh_input(key: str) -> str:
+    """The mesh's text box (the Layout and Memory pages'), its state under ``key``."""
+    return st.text_input(
+        "Mesh: AXIS=SIZE, comma separated",
+        key=key,
+        max_chars=meshes.MAX_MESH_CHARS,
+        placeholder="data=4,model=2",
+        help=MESH_HELP,
+    )
+
+
 def rule_lines(text: str) -> list[str]:
     """The non-empty lines of a rules text area, stripped."""
     return [line.strip() for line in text.splitlines() if line.strip()]

@@ -312,7 +312,7 @@ def parts_frame(memory: MemoryReport) -> pd.DataFrame:
     records = []
     for part in training.parts:
         held = memory.part_bytes(part)
-        rows = [row for row in memory.arrays if row.part == part]
+        rows = memory.part_arrays(part)
         records.append(
             {
                 "part": part,
@@ -320,7 +320,7 @@ def parts_frame(memory: MemoryReport) -> pd.DataFrame:
                 "bytes_per_device": held,
                 "percent_of_device": 100 * held / device if device else 0.0,
                 "split": "split" if part in training.shard else "whole",
-                "dtype": ", ".join(sorted({row.dtype for row in rows})) or "none",
+                "dtype": ", ".join(sorted(memory.part_dtypes(part))) or "none",
                 "num_arrays": len(rows),
                 "total_bytes": memory.part_total_bytes(part),
             }
