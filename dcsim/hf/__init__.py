@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dcsim.hf.readers import MODEL_TYPES, READERS, Fields
+from dcsim.hf.windows import serving_hparams
 from dcsim.inputs import json_kind, json_size, load_json, show
 from dcsim.model import schemas
 from dcsim.model.config import MAX_CONFIG_BYTES, MAX_NAME_CHARS, ModelConfig, Origin
@@ -89,6 +90,7 @@ def from_hf_config(data: Any, base: ModelConfig | None = None) -> Imported:
     family, model_class, reader = READERS[model_type]
     fields = Fields(data, family)
     counted_as = f"{model_class}: {reader(fields)}" + "".join(f". Note: {note}" for note in fields.notes)
+    fields.set(**serving_hparams(data, model_type, family, fields.hparams))
     defaults = schemas.family_defaults(family)
     overrides = {name: value for name, value in fields.hparams.items() if defaults[name] != value}
     origin = Origin(name=model_name(data, model_class), model_type=model_type, family=family)

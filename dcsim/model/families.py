@@ -33,7 +33,9 @@ import jax.numpy as jnp
 
 from dcsim.model import schemas
 from dcsim.model.layers import (
+    CACHE,
     Attention,
+    Decode,
     FeedForward,
     LatentAttention,
     MixtureOfExperts,
@@ -55,7 +57,13 @@ class Decoder(nn.Module):
     """Decoder-only transformer: embeddings, ``block_i`` (causal, pre-norm), ``final_norm``, then
     logits through the tied token table or an untied ``lm_head`` (no bias, as in GPT-2, LLaMA and
     GPT-NeoX). Gemma 2 and 3 add ``post_norms`` (and Gemma 3 ``qk_norm``), Qwen3 ``qk_norm``,
-    Phi-3 ``fused_projections``."""
+    Phi-3 ``fused_projections``.
+
+    ``sliding_window`` and ``local_layers``: the blocks whose attention sees only the last
+    ``sliding_window`` tokens (Mistral, Gemma 2 and 3); they change no count, only what a block
+    caches in decode mode (``decode``, see ``dcsim.model.layers.Decode``). ``built_layers``
+    (empty: all) builds only those blocks, as ``MoEDecoder``'s does.
+    """
 
     vocab_size: int
     d_model: int
@@ -74,13 +82,18 @@ class Decoder(nn.Module):
     qk_norm: bool = False
     post_norms: bool = False
     fused_projections: bool = False
+    sliding_window: int = 0
+    local_layers: tuple[int, ...] = ()
+    rope_scaling: bool = False
+    built_layers: tuple[int, ...] = ()
+    decode: Decode | None = None
 
     @nn.compact
     def __call__(self, tokens: jax.Array) -> jax.Array:
         positions = self.max_positions if self.position_embedding == "learned" else None
         embed = TokenEmbeddings(self.vocab_size, self.d_model, positions, name="embed")
-        x = embed(tokens)
-        for index in range(self.num_layers):
+        x = embed(tokens, positions=_step_positions(self, tokens) if positions and self.decode else None)
+        for index in self.built_layers or range(self.num_layers):
             x = TransformerBlock(
                 self.num_heads,
                 self.num_kv_heads,
@@ -94,10 +107,25 @@ class Decoder(nn.Module):
                 qk_norm=self.qk_norm,
                 post_norms=self.post_norms,
                 fused=self.fused_projections,
+                decode=self.decode,
+                window=window_of(self, index),
                 name=f"block_{index}",
             )(x)
         x = norm(self.norm, "final_norm")(x)
         return output_logits(x, embed, self.vocab_size, self.tied_embeddings)
+
+
+def window_of(model: Any, index: int) -> int:
+    """The sliding window of block ``index`` of a decoder (0: it attends to every token)."""
+    return model.sliding_window if index in model.local_layers else 0
+
+
+def _step_positions(module: nn.Module, tokens: jax.Array) -> jax.Array:
+    """Decode mode's positions of ``tokens``: a ``position`` counter in the cache, advanced a step."""
+    step = module.variable(CACHE, "position", lambda: jnp.zeros((), jnp.int32))
+    positions = step.value + jnp.arange(tokens.shape[-1])
+    step.value = step.value + tokens.shape[-1]
+    return positions
 
 
 class MoEDecoder(nn.Module):
@@ -133,7 +161,12 @@ class MoEDecoder(nn.Module):
     dense_layers: tuple[int, ...]
     ffn_dim: int
     tied_embeddings: bool
+    max_positions: int = 32_768
+    sliding_window: int = 0
+    local_layers: tuple[int, ...] = ()
+    rope_scaling: bool = False
     built_layers: tuple[int, ...] = ()
+    decode: Decode | None = None
 
     @nn.compact
     def __call__(self, tokens: jax.Array) -> jax.Array:
@@ -173,6 +206,8 @@ class MoEDecoder(nn.Module):
                 attention,
                 dense,
                 {"ffn_dim": self.ffn_dim} if dense else experts,
+                decode=self.decode,
+                window=window_of(self, index),
                 name=f"block_{index}",
             )(x)
         x = norm("rmsnorm", "final_norm")(x)
@@ -188,10 +223,13 @@ class MoEBlock(nn.Module):
     attention: Mapping[str, Any]
     dense: bool
     mlp: Mapping[str, Any]
+    decode: Decode | None = None
+    window: int = 0
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        attn = (LatentAttention if self.latent else Attention)(**self.attention, name="attn")
+        kind = LatentAttention if self.latent else Attention
+        attn = kind(**self.attention, decode=self.decode, window=self.window, name="attn")
         mlp: nn.Module
         if self.dense:
             mlp = FeedForward(**self.mlp, gated=True, use_bias=False, name="mlp")
@@ -216,15 +254,20 @@ class T5(nn.Module):
     relative_buckets: int
     gated_mlp: bool
     tied_embeddings: bool
+    decode: Decode | None = None
 
     @nn.compact
     def __call__(self, tokens: jax.Array, targets: jax.Array) -> jax.Array:
+        """In decode mode the encoder runs only while initialising (on the source tokens), when each
+        cross-attention caches its keys and values of the output; a step then reads them cached."""
         embed = TokenEmbeddings(self.vocab_size, self.d_model, name="embed")
         stack = functools.partial(
             T5Stack, self.num_heads, self.head_dim, self.ffn_dim, self.relative_buckets, self.gated_mlp
         )
-        encoded = stack(self.num_layers, name="encoder")(embed(tokens))
-        x = stack(self.num_decoder_layers, decoder=True, name="decoder")(embed(targets), encoded)
+        encoded = None
+        if self.decode is None or self.is_initializing():
+            encoded = stack(self.num_layers, name="encoder")(embed(tokens))
+        x = stack(self.num_decoder_layers, decoder=True, decode=self.decode, name="decoder")(embed(targets), encoded)
         return output_logits(x, embed, self.vocab_size, self.tied_embeddings)
 
 
@@ -239,11 +282,20 @@ class T5Stack(nn.Module):
     gated_mlp: bool
     num_layers: int
     decoder: bool = False
+    decode: Decode | None = None
 
     @nn.compact
     def __call__(self, x: jax.Array, encoded: jax.Array | None = None) -> jax.Array:
         length = x.shape[-2]
         bias = None
+        # Each query's distance to each key: decode mode's one query (the step's position) to every
+        # slot of the cache; otherwise the sequence to itself.
+        keys = length
+        if self.decode is not None:
+            keys = self.decode.context
+            distance = jnp.arange(keys)[None, :] - _step_positions(self, x[..., 0])[:, None]
+        else:
+            distance = jnp.arange(length)[None, :] - jnp.arange(length)[:, None]
         for index in range(self.num_layers):
             x, bias = T5Block(
                 self.num_heads,
@@ -253,8 +305,9 @@ class T5Stack(nn.Module):
                 self.gated_mlp,
                 self.decoder,
                 relative=index == 0,
+                decode=self.decode,
                 name=f"block_{index}",
-            )(x, encoded, bias if bias is not None else jnp.zeros((self.num_heads, length, length)))
+            )(x, encoded, bias if bias is not None else jnp.zeros((self.num_heads, length, keys)), distance)
         return norm("rmsnorm", "final_norm")(x)
 
 
@@ -266,24 +319,29 @@ class T5Block(nn.Module):
     gated_mlp: bool
     decoder: bool
     relative: bool
+    decode: Decode | None = None
 
     @nn.compact
-    def __call__(self, x: jax.Array, encoded: jax.Array | None, bias: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def __call__(
+        self, x: jax.Array, encoded: jax.Array | None, bias: jax.Array, distance: jax.Array
+    ) -> tuple[jax.Array, jax.Array]:
         if self.relative:  # the first block computes the position bias every block of its stack adds
-            buckets = relative_buckets(x.shape[-2], self.relative_buckets, bidirectional=not self.decoder)
+            buckets = bucket_of(distance, self.relative_buckets, bidirectional=not self.decoder)
             bias = nn.Embed(self.relative_buckets, self.num_heads, name="relative_bias")(buckets).transpose(2, 0, 1)
-        attention = functools.partial(Attention, self.num_heads, self.num_heads, use_bias=False, head_dim=self.head_dim)
+        attention = functools.partial(
+            Attention, self.num_heads, self.num_heads, use_bias=False, head_dim=self.head_dim, decode=self.decode
+        )
         x = x + attention(causal=self.decoder, name="self_attn")(norm("rmsnorm", "self_attn_norm")(x), bias=bias)
         if self.decoder:
-            x = x + attention(name="cross_attn")(norm("rmsnorm", "cross_attn_norm")(x), encoded)
+            x = x + attention(cross=True, name="cross_attn")(norm("rmsnorm", "cross_attn_norm")(x), encoded)
         activation = "geglu" if self.gated_mlp else "relu"
         mlp = FeedForward(self.ffn_dim, self.gated_mlp, use_bias=False, activation=activation, name="mlp")
         return x + mlp(norm("rmsnorm", "mlp_norm")(x)), bias
 
 
-def relative_buckets(length: int, num_buckets: int, bidirectional: bool, max_distance: int = 128) -> jax.Array:
-    """T5's bucket of each (query, key) distance: exact for near ones, logarithmic for far ones."""
-    distance = jnp.arange(length)[None, :] - jnp.arange(length)[:, None]
+def bucket_of(distance: jax.Array, num_buckets: int, bidirectional: bool, max_distance: int = 128) -> jax.Array:
+    """T5's bucket of each (query, key) distance (key position minus query position): exact for
+    near ones, logarithmic for far ones."""
     bucket = jnp.zeros_like(distance)
     if bidirectional:
         num_buckets //= 2
@@ -348,13 +406,31 @@ class MLP(nn.Module):
         return nn.Dense(self.num_classes, use_bias=self.use_bias, name="head")(x)
 
 
+DECODING_FAMILIES = ("decoder", "moe", "t5")  # the families whose attention keeps a decode-mode cache
+
+
 def build_family(
-    family: str, hparams: Mapping[str, Any], batch_size: int = 1
+    family: str, hparams: Mapping[str, Any], batch_size: int = 1, decode: Decode | None = None
 ) -> tuple[nn.Module, tuple[jax.ShapeDtypeStruct, ...]]:
     """The module of ``family`` with ``hparams`` (already checked, see ``dcsim.model.presets.resolve``)
-    and the abstract inputs it initialises on."""
+    and the abstract inputs it initialises on.
+
+    ``decode``: the module in decode mode (a family of ``DECODING_FAMILIES``), initialised on one
+    step, a token for each of ``batch_size`` sequences (T5's encoder on ``decode.source_length``
+    source tokens): its ``cache`` collection is then what serving holds."""
     h = dict(hparams)
     tokens = jax.ShapeDtypeStruct((batch_size, min(INIT_SEQUENCE, h.get("max_positions", 1))), jnp.int32)
+    if decode is not None:
+        if family not in DECODING_FAMILIES:
+            raise ValueError(
+                f"the {family} family has no decoder, so no decode mode; decoding families: "
+                f"{', '.join(DECODING_FAMILIES)}"
+            )
+        step = jax.ShapeDtypeStruct((batch_size, 1), jnp.int32)
+        if family == "t5":
+            source = jax.ShapeDtypeStruct((batch_size, decode.source_length), jnp.int32)
+            return T5(**h, decode=decode), (source, step)
+        return (Decoder if family == "decoder" else MoEDecoder)(**h, decode=decode), (step,)
     if family == "mlp":
         module = MLP(h["hidden_dim"], h["num_layers"], h["num_classes"], h["use_bias"])
         return module, (jax.ShapeDtypeStruct((batch_size, h["input_dim"]), jnp.float32),)
@@ -422,10 +498,14 @@ def traced_hparams(family: str, hparams: Mapping[str, Any]) -> tuple[dict[str, A
         h["num_layers"] = min(h["num_layers"], TRACED_PER_RUN)
         h["num_decoder_layers"] = min(h["num_decoder_layers"], TRACED_PER_RUN)
         return h, runs
-    if family == "moe":  # the dense blocks and the MoE blocks, each a set built alike, in any pattern
-        dense = tuple(index for index in range(h["num_layers"]) if index in h["dense_layers"])
-        sparse = tuple(index for index in range(h["num_layers"]) if index not in h["dense_layers"])
-        runs = tuple(Repeat(parent="", prefix="block_", members=members) for members in (dense, sparse) if members)
+    if family == "moe" or (family == "decoder" and h["local_layers"]):
+        # Sets built alike, in any pattern: a Mixture-of-Experts model's dense blocks and its MoE
+        # blocks; a sliding window's local blocks and the global ones (the same weights, another cache).
+        kinds: dict[tuple[bool, bool], list[int]] = {}
+        for index in range(h["num_layers"]):
+            kind = (index in h.get("dense_layers", ()), index in h["local_layers"])
+            kinds.setdefault(kind, []).append(index)
+        runs = tuple(Repeat(parent="", prefix="block_", members=tuple(members)) for members in kinds.values())
         h["built_layers"] = tuple(sorted(index for run in runs for index in run.members[:TRACED_PER_RUN]))
         return h, runs
     runs = (_first_blocks("", "hidden_" if family == "mlp" else "block_", h["num_layers"]),)

@@ -13,11 +13,26 @@ expert_ffn_dim, d_model), as MaxText and transformers (since v5) store them. Eve
 whichever ones a token is routed to, so all of them count; ``dcsim.model.breakdown.active_params``
 says what one token uses. ``dcsim.sharding.layout`` splits dimension 0 over a mesh axis named
 ``expert``.
+
+Decode mode (``Decode``, given to a family's module) is how a model serves: every attention module
+keeps its cache as Flax variables in the ``cache`` collection, as ``flax.linen`` attention does with
+``decode=True``, and one call is one decoding step (a new token for every sequence, attending to the
+cache). ``Attention`` caches keys and values, (sequences, tokens, KV heads, head_dim), a sliding
+window's layer at most its window of tokens (a ring buffer); a cross-attention caches its keys and
+values of the encoder's output once. ``LatentAttention`` caches DeepSeek's compressed latent and the
+shared rotary key, (sequences, tokens, kv_lora_rank) and (sequences, tokens, qk_rope_head_dim), as
+DeepSeek's inference code and vLLM do, never the expanded keys and values; its step attends in the
+latent space ("absorbed": the key and value up-projections folded into the query and the output).
+The KV dtype's scales are cache variables too: int8 keeps a float32 scale a token and head, fp8 one
+float32 scale a layer for keys and one for values. ``dcsim.serving`` reads the cache's shapes and
+dtypes from an abstract init: no formula.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -25,6 +40,98 @@ import jax.numpy as jnp
 
 EXPERTS = "experts"  # the module that owns the stacked routed experts
 BUFFERS = "buffers"  # state a checkpoint stores that is not a parameter (DeepSeek-V3's router bias)
+CACHE = "cache"  # decode mode's cache: keys and values (or latents), their scales, the step index
+
+# The KV cache's storage dtypes (``--kv-dtype``), by the name a person gives; ``fp8`` is an alias.
+KV_DTYPES: dict[str, Any] = {
+    "bfloat16": jnp.bfloat16,
+    "float16": jnp.float16,
+    "float32": jnp.float32,
+    "float8_e4m3fn": jnp.float8_e4m3fn,
+    "int8": jnp.int8,
+}
+KV_DTYPE_ALIASES = {"fp8": "float8_e4m3fn"}
+SCALED_PER_TOKEN = "int8"  # vLLM's int8_per_token_head: a float32 scale per token and head
+SCALED_PER_LAYER = "float8_e4m3fn"  # one float32 scale a layer for keys, one for values (vLLM's k_scale, v_scale)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Decode:
+    """How a model is built to serve: every attention module keeps a ``cache`` for ``context``
+    tokens a sequence (a sliding window's layer at most its window, unless ``full_windows``), in
+    ``kv_dtype``; an encoder-decoder's cross-attention caches ``source_length`` encoder tokens.
+    Checked by ``dcsim.serving``; a module attribute, so frozen and hashable."""
+
+    context: int
+    kv_dtype: str = "bfloat16"
+    source_length: int = 0
+    full_windows: bool = False
+
+    def tokens(self, window: int) -> int:
+        """The tokens a layer with ``window`` (0: none) holds for one sequence."""
+        if not window or self.full_windows:
+            return self.context
+        return min(window, self.context)
+
+
+def _store(decode: Decode, values: jax.Array, scale: Any) -> jax.Array:
+    """``values`` in the cache's dtype: int8 divided by its per-token-head scale and rounded, fp8
+    divided by the layer's scale, the float dtypes cast."""
+    dtype = KV_DTYPES[decode.kv_dtype]
+    if decode.kv_dtype == SCALED_PER_TOKEN:
+        return jnp.round(values / scale[..., None]).astype(dtype)
+    if decode.kv_dtype == SCALED_PER_LAYER:
+        return (values / scale).astype(dtype)
+    return values.astype(dtype)
+
+
+def _load(decode: Decode, stored: jax.Array, scale: Any, dtype: Any) -> jax.Array:
+    """The cache's values back in ``dtype``, scaled as ``_store`` divided them."""
+    values = stored.astype(dtype)
+    if decode.kv_dtype == SCALED_PER_TOKEN:
+        return values * scale[..., None].astype(dtype)
+    if decode.kv_dtype == SCALED_PER_LAYER:
+        return values * scale.astype(dtype)
+    return values
+
+
+class _Slots:
+    """One cached array of a decode-mode attention: its variable, and its scale's (int8: per token
+    and head; fp8: per layer; none for the float dtypes)."""
+
+    def __init__(self, module: nn.Module, name: str, shape: tuple[int, ...], decode: Decode) -> None:
+        self.decode = decode
+        self.cached = module.variable(CACHE, f"cached_{name}", jnp.zeros, shape, KV_DTYPES[decode.kv_dtype])
+        self.scale: Any = None
+        if decode.kv_dtype == SCALED_PER_TOKEN:
+            self.scale = module.variable(CACHE, f"{name}_scale", jnp.ones, shape[:-1], jnp.float32)
+        elif decode.kv_dtype == SCALED_PER_LAYER:
+            self.scale = module.variable(CACHE, f"{name}_scale", jnp.ones, (), jnp.float32)
+
+    def write(self, values: jax.Array, slot: Any) -> None:
+        """Store ``values`` (sequences, tokens, ...) from token ``slot`` on."""
+        start = (0, slot) + (0,) * (values.ndim - 2)
+        scale = None
+        if self.decode.kv_dtype == SCALED_PER_TOKEN:
+            peak = jnp.max(jnp.abs(values), axis=-1).astype(jnp.float32)
+            scale = jnp.maximum(peak / 127.0, jnp.finfo(jnp.float32).tiny)
+            self.scale.value = jax.lax.dynamic_update_slice(self.scale.value, scale, start[:-1])
+        elif self.scale is not None:
+            scale = self.scale.value
+        stored = _store(self.decode, values.astype(jnp.float32), scale)
+        self.cached.value = jax.lax.dynamic_update_slice(self.cached.value, stored, start)
+
+    def read(self, dtype: Any) -> jax.Array:
+        return _load(self.decode, self.cached.value, None if self.scale is None else self.scale.value, dtype)
+
+
+def _step_slot(module: nn.Module, length: int) -> tuple[Any, jax.Array]:
+    """The ring buffer's slot for this step's token and which of the ``length`` slots hold tokens
+    (all once the buffer has wrapped); advances the step index."""
+    index = module.variable(CACHE, "cache_index", lambda: jnp.zeros((), jnp.int32))
+    position = index.value
+    index.value = position + 1
+    return position % length, jnp.arange(length) <= position
 
 
 def norm(kind: str, name: str) -> nn.Module:
@@ -56,6 +163,12 @@ class Attention(nn.Module):
     input projections one, ``qkv`` (Phi-3); ``qk_norm`` adds ``query_norm`` and ``key_norm``, an
     RMSNorm over each head (Gemma 3, Qwen3). ``context`` given: cross-attention, keys and values
     from it (T5's decoder).
+
+    ``decode`` (see ``Decode``): one decoding step against a cache of ``cached_key`` and
+    ``cached_value`` (sequences, tokens, num_kv_heads, head_dim) and ``cache_index``; ``window``
+    (0: none) makes it a sliding-window layer whose cache is a ring buffer of that many tokens.
+    ``cross``: a cross-attention, whose cache holds the encoder's keys and values, made once when
+    the model is initialised on the encoder's output and read at every step after.
     """
 
     num_heads: int
@@ -66,27 +179,70 @@ class Attention(nn.Module):
     qkv_bias: bool = False  # biases on query, key and value even without use_bias (Qwen2)
     qk_norm: bool = False
     fused: bool = False
+    decode: Decode | None = None
+    window: int = 0
+    cross: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array, context: jax.Array | None = None, bias: jax.Array | None = None) -> jax.Array:
         d_model = x.shape[-1]
         head_dim = self.head_dim or d_model // self.num_heads
         qkv_bias = self.use_bias or self.qkv_bias
+        key: jax.Array | None
+        value: jax.Array | None
         if self.fused:
             heads = self.num_heads + 2 * self.num_kv_heads
             qkv = nn.DenseGeneral((heads, head_dim), use_bias=qkv_bias, name="qkv")(x)
             query, key, value = jnp.split(qkv, (self.num_heads, self.num_heads + self.num_kv_heads), axis=-2)
         else:
-            source = x if context is None else context
             query = nn.DenseGeneral((self.num_heads, head_dim), use_bias=qkv_bias, name="query")(x)
-            key = nn.DenseGeneral((self.num_kv_heads, head_dim), use_bias=qkv_bias, name="key")(source)
-            value = nn.DenseGeneral((self.num_kv_heads, head_dim), use_bias=qkv_bias, name="value")(source)
+            key = value = None
+            if not (self.cross and self.decode is not None and context is None):  # a step reads them cached
+                source = x if context is None else context
+                key = nn.DenseGeneral((self.num_kv_heads, head_dim), use_bias=qkv_bias, name="key")(source)
+                value = nn.DenseGeneral((self.num_kv_heads, head_dim), use_bias=qkv_bias, name="value")(source)
         if self.qk_norm:
-            query, key = nn.RMSNorm(name="query_norm")(query), nn.RMSNorm(name="key_norm")(key)
-        groups = self.num_heads // self.num_kv_heads
-        key, value = jnp.repeat(key, groups, axis=-2), jnp.repeat(value, groups, axis=-2)
-        mixed = _attend(query, key, value, self.causal, bias)
+            query = nn.RMSNorm(name="query_norm")(query)
+            key = None if key is None else nn.RMSNorm(name="key_norm")(key)
+        if self.decode is not None:
+            mixed = self._step(self.decode, query, key, value, head_dim, bias)
+        else:
+            groups = self.num_heads // self.num_kv_heads
+            key, value = jnp.repeat(key, groups, axis=-2), jnp.repeat(value, groups, axis=-2)
+            mixed = _attend(query, key, value, self.causal, bias)
         return nn.DenseGeneral(d_model, axis=(-2, -1), use_bias=self.use_bias, name="out")(mixed)
+
+    def _step(
+        self,
+        decode: Decode,
+        query: jax.Array,
+        key: jax.Array | None,
+        value: jax.Array | None,
+        head_dim: int,
+        bias: jax.Array | None,
+    ) -> jax.Array:
+        """Decode mode: write this step's keys and values into the cache, attend to what it holds.
+        Query heads attend to their KV head in groups (no repeated copy of the cache)."""
+        batch = query.shape[0]
+        length = decode.source_length if self.cross else decode.tokens(self.window)
+        shape = (batch, length, self.num_kv_heads, head_dim)
+        keys, values = _Slots(self, "key", shape, decode), _Slots(self, "value", shape, decode)
+        valid = None
+        if key is not None and value is not None:
+            slot = 0  # a cross-attention initialised on the encoder's output caches it whole
+            if not self.cross:
+                slot, valid = _step_slot(self, length)
+            keys.write(key, slot)
+            values.write(value, slot)
+        groups = self.num_heads // self.num_kv_heads
+        grouped = query.reshape(*query.shape[:-2], self.num_kv_heads, groups, head_dim)
+        logits = jnp.einsum("bqkgd,bskd->bkgqs", grouped, keys.read(query.dtype)) / math.sqrt(head_dim)
+        if bias is not None:  # (heads, queries, cached tokens), T5's relative positions
+            logits = logits + bias.reshape(self.num_kv_heads, groups, *bias.shape[-2:])
+        if valid is not None:
+            logits = jnp.where(valid, logits, jnp.finfo(logits.dtype).min)
+        mixed = jnp.einsum("bkgqs,bskd->bqkgd", jax.nn.softmax(logits, axis=-1), values.read(query.dtype))
+        return mixed.reshape(*query.shape)
 
 
 class LatentAttention(nn.Module):
@@ -98,6 +254,10 @@ class LatentAttention(nn.Module):
     -> kv_lora_rank + rope: the latent and one rotary key shared by every head), ``kv_norm`` over
     the latent, ``kv_up`` (kv_lora_rank -> heads x (nope + v)); ``out`` (heads x v -> d_model).
     No biases, as in the published models.
+
+    ``decode``: one step against ``cached_latent`` (sequences, tokens, kv_lora_rank, after
+    ``kv_norm``) and ``cached_rope_key`` (sequences, tokens, rope), the only per-token state MLA
+    needs; keys and values are never expanded (``_step``).
     """
 
     num_heads: int
@@ -106,6 +266,8 @@ class LatentAttention(nn.Module):
     qk_nope_head_dim: int
     qk_rope_head_dim: int
     v_head_dim: int
+    decode: Decode | None = None
+    window: int = 0
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -117,13 +279,38 @@ class LatentAttention(nn.Module):
             query = nn.DenseGeneral((heads, nope + rope), use_bias=False, name="query")(x)
         compressed = nn.Dense(self.kv_lora_rank + rope, use_bias=False, name="kv_down")(x)
         latent, shared_rope = jnp.split(compressed, (self.kv_lora_rank,), axis=-1)
-        kv = nn.DenseGeneral((heads, nope + self.v_head_dim), use_bias=False, name="kv_up")(
-            nn.RMSNorm(name="kv_norm")(latent)
-        )
+        up = nn.DenseGeneral((heads, nope + self.v_head_dim), use_bias=False, name="kv_up")
+        latent = nn.RMSNorm(name="kv_norm")(latent)
+        kv = up(latent)
+        out = nn.DenseGeneral(x.shape[-1], axis=(-2, -1), use_bias=False, name="out")
+        if self.decode is not None:
+            return out(self._step(self.decode, query, latent, shared_rope, up.variables["params"]["kernel"]))
         key_nope, value = jnp.split(kv, (nope,), axis=-1)
         key_rope = jnp.broadcast_to(shared_rope[..., None, :], (*key_nope.shape[:-1], rope))
         mixed = _attend(query, jnp.concatenate([key_nope, key_rope], axis=-1), value, causal=True)
-        return nn.DenseGeneral(x.shape[-1], axis=(-2, -1), use_bias=False, name="out")(mixed)
+        return out(mixed)
+
+    def _step(
+        self, decode: Decode, query: jax.Array, latent: jax.Array, rope_key: jax.Array, up: jax.Array
+    ) -> jax.Array:
+        """Decode mode: cache this step's latent and rotary key, then attend in the latent space.
+        The key up-projection is folded into the query and the value up-projection applied after
+        the weighted sum (DeepSeek-V2's absorbed form), so the cache is read as it is stored."""
+        nope = self.qk_nope_head_dim
+        length = decode.tokens(self.window)
+        batch = query.shape[0]
+        latents = _Slots(self, "latent", (batch, length, self.kv_lora_rank), decode)
+        rope_keys = _Slots(self, "rope_key", (batch, length, self.qk_rope_head_dim), decode)
+        slot, valid = _step_slot(self, length)
+        latents.write(latent, slot)
+        rope_keys.write(rope_key, slot)
+        cached, cached_rope = latents.read(query.dtype), rope_keys.read(query.dtype)
+        query_nope, query_rope = jnp.split(query, (nope,), axis=-1)
+        absorbed = jnp.einsum("bqhn,rhn->bqhr", query_nope, up[..., :nope])
+        logits = jnp.einsum("bqhr,bsr->bhqs", absorbed, cached) + jnp.einsum("bqhp,bsp->bhqs", query_rope, cached_rope)
+        logits = jnp.where(valid, logits / math.sqrt(nope + self.qk_rope_head_dim), jnp.finfo(logits.dtype).min)
+        mixed = jnp.einsum("bhqs,bsr->bqhr", jax.nn.softmax(logits, axis=-1), cached)
+        return jnp.einsum("bqhr,rhv->bqhv", mixed, up[..., nope:])
 
 
 class FeedForward(nn.Module):
@@ -207,7 +394,7 @@ class TransformerBlock(nn.Module):
 
     ``post_norms``: a norm after each sublayer as well as before it (Gemma 2 and 3), called
     ``attn_post_norm`` and ``mlp_post_norm``. ``qk_norm`` and ``fused`` go to the attention (and
-    ``fused`` to a gated MLP too).
+    ``fused`` to a gated MLP too), as do ``decode`` and ``window`` (see ``Attention``).
     """
 
     num_heads: int
@@ -223,6 +410,8 @@ class TransformerBlock(nn.Module):
     qk_norm: bool = False
     post_norms: bool = False
     fused: bool = False
+    decode: Decode | None = None
+    window: int = 0
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -235,6 +424,8 @@ class TransformerBlock(nn.Module):
             self.qkv_bias,
             self.qk_norm,
             self.fused,
+            decode=self.decode,
+            window=self.window,
             name="attn",
         )
         mlp = FeedForward(self.ffn_dim, self.gated_mlp, self.use_bias, self.fused, name="mlp")
@@ -269,10 +460,13 @@ class TokenEmbeddings(nn.Module):
         if self.type_vocab_size is not None:
             self.token_type = nn.Embed(self.type_vocab_size, self.d_model)
 
-    def __call__(self, tokens: jax.Array, token_types: jax.Array | None = None) -> jax.Array:
+    def __call__(
+        self, tokens: jax.Array, token_types: jax.Array | None = None, positions: jax.Array | None = None
+    ) -> jax.Array:
+        """``positions``: each token's position (decode mode's step index); by default 0, 1, ..."""
         x = self.token(tokens)
         if self.max_positions is not None:
-            x = x + self.position(jnp.arange(tokens.shape[-1]))
+            x = x + self.position(jnp.arange(tokens.shape[-1]) if positions is None else positions)
         if self.type_vocab_size is not None:
             x = x + self.token_type(token_types)
         return x

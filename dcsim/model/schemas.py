@@ -55,6 +55,31 @@ _QKV_BIAS = bool_param("qkv_bias", False, "biases on query, key and value even w
 _QK_NORM = bool_param("qk_norm", False, "an RMSNorm over each query and key head, head_dim wide (Gemma 3, Qwen3)")
 _TIED = bool_param("tied_embeddings", True, "the output projection reuses the token embedding")
 _IMAGE = int_param("image_size", 224, "input image height and width in pixels (3 channels)", 1, MAX_IMAGE)
+# What a decoder caches when it serves (dcsim.serving); none of them changes a count.
+_WINDOW = int_param(
+    "sliding_window",
+    0,
+    "tokens a local block attends to and caches (Mistral, Gemma 2 and 3); 0 for none. Changes no count",
+    0,
+    MAX_VOCAB,
+)
+_LOCAL_LAYERS = HParam(
+    name="local_layers",
+    kind="ints",
+    default=(),
+    description="the blocks that attend within the sliding window, numbered from 0 (Gemma 2: the even ones); "
+    "none or empty: every block attends to every token. Changes no count",
+    minimum=0,
+    maximum=MAX_BLOCKS - 1,
+    max_length=MAX_BLOCKS,
+    min_length=0,
+)
+_ROPE_SCALING = bool_param(
+    "rope_scaling",
+    False,
+    "rotary positions are scaled (config.json's rope_scaling): a context past max_positions is allowed, with a note",
+)
+SERVING_ONLY = frozenset({"sliding_window", "local_layers", "rope_scaling"})  # shown by the Serving page only
 
 FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
     {
@@ -100,6 +125,9 @@ FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
                 False,
                 "one qkv projection and one gate_up projection (Phi-3): the same count in fewer, larger arrays",
             ),
+            _WINDOW,
+            _LOCAL_LAYERS,
+            _ROPE_SCALING,
         ),
         "moe": (
             dataclasses.replace(_VOCAB, default=32_000),
@@ -152,6 +180,15 @@ FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
             ),
             dataclasses.replace(_FFN, default=14_336, description="hidden width of the dense blocks' gated MLP"),
             dataclasses.replace(_TIED, default=False),
+            dataclasses.replace(
+                _POSITIONS,
+                default=32_768,
+                description="longest sequence the rotary positions were trained for (the serving context's cap); "
+                "changes no count",
+            ),
+            _WINDOW,
+            _LOCAL_LAYERS,
+            _ROPE_SCALING,
         ),
         "t5": (
             dataclasses.replace(_VOCAB, default=32_128),
@@ -340,7 +377,9 @@ def applicable(family: str, hparams: Mapping[str, Any]) -> tuple[str, ...]:
     """The hyperparameters that change the count of this model (a form shows only these): a
     decoder without a learned position table has no use for ``max_positions``, and ``qkv_bias``
     adds nothing when ``use_bias`` already puts biases everywhere."""
-    hidden: set[str] = set()
+    hidden: set[str] = set(SERVING_ONLY)
+    if family == "moe":
+        hidden.add("max_positions")
     if family == "decoder":
         if hparams["position_embedding"] == "none":
             hidden.add("max_positions")
@@ -395,10 +434,36 @@ def check_hparams(family: str, hparams: Mapping[str, Any]) -> None:
             "so each key/value head serves the same number of query heads",
             "key/value head counts",
         )
+    if "local_layers" in hparams:
+        _check_windows(hparams)
     if family == "vit":
         _must_divide(hparams, "patch_size", "image_size", "so the patches tile the image", "patch sizes")
     if family == "moe":
         _check_experts(hparams)
+
+
+def _check_windows(hparams: Mapping[str, Any]) -> None:
+    """A sliding window and the blocks that use it come together. Blocks past ``num_layers`` are
+    allowed and build nothing, so a preset made shallower keeps its pattern (Gemma 2 cut to 3
+    blocks: 0 and 2 local); blocks added past the list attend to every token."""
+    window, local = hparams["sliding_window"], hparams["local_layers"]
+    if bool(window) != bool(local):
+        raise ValueError(
+            f"`sliding_window` ({window:,}) and `local_layers` ({','.join(map(str, local)) or 'none'}) come together: "
+            "a window needs the blocks that use it, and local blocks need a window; set both, or neither"
+        )
+    _check_block_list("local_layers", local, None)
+
+
+def _check_block_list(name: str, blocks: tuple[int, ...], layers: int | None) -> None:
+    beyond = [index for index in blocks if layers is not None and index >= layers]
+    if beyond and layers is not None:
+        raise ValueError(
+            f"`{name}` names block {beyond[0]:,}, but the model has {layers:,} blocks (`num_layers`), "
+            f"numbered 0 to {layers - 1:,}"
+        )
+    if len(set(blocks)) != len(blocks) or list(blocks) != sorted(blocks):
+        raise ValueError(f"`{name}` must list each block once, in increasing order, got {','.join(map(str, blocks))}")
 
 
 def _check_experts(hparams: Mapping[str, Any]) -> None:
@@ -409,17 +474,7 @@ def _check_experts(hparams: Mapping[str, Any]) -> None:
             f"`experts_per_token` ({top_k:,}) must be at most `num_experts` ({experts:,}): each token is routed "
             f"to that many of the experts; allowed: 1 to {experts:,}"
         )
-    layers, dense = hparams["num_layers"], hparams["dense_layers"]
-    beyond = [index for index in dense if index >= layers]
-    if beyond:
-        raise ValueError(
-            f"`dense_layers` names block {beyond[0]:,}, but the model has {layers:,} blocks (`num_layers`), "
-            f"numbered 0 to {layers - 1:,}"
-        )
-    if len(set(dense)) != len(dense) or list(dense) != sorted(dense):
-        raise ValueError(
-            f"`dense_layers` must list each block once, in increasing order, got {','.join(map(str, dense))}"
-        )
+    _check_block_list("dense_layers", hparams["dense_layers"], hparams["num_layers"])
 
 
 def _check_defaults() -> None:
