@@ -1,0 +1,502 @@
+"""What one device holds to serve a model, and how much it can serve within its budget.
+
+The request (``dcsim.serving.request.Serving``) gives the mesh. The weights are the model's
+parameters laid out by ``dcsim.sharding.layout`` under the request's strategy (``megatron`` by
+default), in the serving format's bytes. The cache is the model's own decode-mode cache
+(``dcsim.serving.cache``), laid out by JAX's ``NamedSharding.shard_shape``:
+
+- the sequences over the replica axes (``data``, and ``expert``, across which attention runs
+  data-parallel): each replica holds its share, the most-loaded ``ceil(concurrency / replicas)``;
+- grouped keys and values (and int8's per-token scales) by KV head over ``model``, by vLLM's rule:
+  with ``kv_heads % tp == 0`` a rank holds ``kv_heads / tp`` heads; with ``tp % kv_heads == 0`` one
+  head, the KV heads repeated to the tensor size first (JAX splits only into equal parts, so the
+  repeated array is what it splits, never ``head_dim``); otherwise refused;
+- DeepSeek's latent cache whole on every tensor rank, as vLLM keeps it;
+- pipeline ``stage``: contiguous blocks a stage, as vLLM's ``get_pp_indices`` partitions them
+  (the remainder to the stages before the last); the embedding on the first stage, the final norm
+  and head on the last (a tied head's table too). The figure is the most-loaded stage's device.
+
+Under JAX's rules the devices of one stage hold shards of the same shapes, so the most-loaded
+device is exact in bytes. The answers (``fits``, ``max_concurrency``, ``max_context``,
+``kv_tokens_per_replica``) compare it with ``usable = floor(budget x (1 - reserve))``, exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from jax.sharding import NamedSharding, PartitionSpec
+
+from dcsim.model import families
+from dcsim.model.config import ModelConfig
+from dcsim.model.count import ParamReport, count_params
+from dcsim.model.layers import Decode
+from dcsim.serving import cache as caches
+from dcsim.serving.request import (
+    MAX_CONTEXT,
+    REPLICA_AXES,
+    STAGE_AXIS,
+    TENSOR_AXIS,
+    Serving,
+)
+from dcsim.sharding import layout, payload
+from dcsim.sharding.meshes import MeshSpec, abstract_mesh
+
+KV_NAMES = frozenset({"cached_key", "cached_value", "key_scale", "value_scale"})  # (seqs, tokens, KV heads, ...)
+BLOCK_SIZE = 16  # vLLM's default KV block, in tokens: shown beside the exact answers, never instead
+
+
+def tensor_heads(num_heads: int, num_kv_heads: int | None, tp: int) -> tuple[int, int]:
+    """vLLM's rule for KV heads on ``tp`` tensor ranks: ``(KV heads a rank holds, copies of each)``.
+
+    ``num_kv_heads`` None: the model's cache has no heads to split (DeepSeek's latent), (0, tp).
+    Raises ValueError naming the heads and the tensor size when a rank cannot hold whole heads."""
+    if num_heads % tp:
+        raise ValueError(
+            f"the tensor size `model`={tp:,} must divide the {num_heads:,} query heads, so that every rank holds "
+            f"whole heads; tensor sizes that do: {_divisors(num_heads)}"
+        )
+    if num_kv_heads is None:
+        return 0, tp
+    if num_kv_heads % tp == 0:
+        return num_kv_heads // tp, 1
+    if tp % num_kv_heads == 0:
+        return 1, tp // num_kv_heads
+    raise ValueError(
+        f"the {num_kv_heads:,} KV heads and the tensor size `model`={tp:,} do not fit vLLM's rule: a rank holds "
+        f"KV heads / tp heads when tp divides the KV heads, or one head copied tp / KV heads times when the KV "
+        f"heads divide tp; neither divides the other here. Tensor sizes that work: divisors of {num_kv_heads:,} "
+        f"or its multiples that divide the {num_heads:,} query heads"
+    )
+
+
+def _divisors(number: int) -> str:
+    found = [d for d in range(1, number + 1) if number % d == 0][:12]
+    return ", ".join(f"{d:,}" for d in found)
+
+
+def stage_blocks(num_layers: int, num_stages: int) -> tuple[range, ...]:
+    """The blocks of each pipeline stage: vLLM's ``get_pp_indices`` (``num_layers // stages`` each,
+    the remainder one more to each stage before the last)."""
+    if num_stages > num_layers:
+        raise ValueError(
+            f"the pipeline has {num_stages:,} stages (`stage`) and the model {num_layers:,} blocks: each stage "
+            f"needs at least one block; use at most `stage`={num_layers:,}"
+        )
+    sizes = [num_layers // num_stages] * num_stages
+    for index in range(2, num_layers % num_stages + 2):
+        sizes[-index] += 1
+    starts = [sum(sizes[:index]) for index in range(num_stages)]
+    return tuple(range(start, start + size) for start, size in zip(starts, sizes, strict=True))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PlacedCache:
+    """One cache array on the mesh: the spec it has, the shape JAX splits (the KV heads repeated to
+    the tensor size when it has more ranks than heads), what a device holds and which stage."""
+
+    array: caches.CacheArray
+    spec: PartitionSpec
+    split_shape: tuple[int, ...]
+    shard_shape: tuple[int, ...]
+    bytes_per_device: int
+    stage: int
+    note: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StageLoad:
+    """What one device of a pipeline stage holds (every stage's devices hold alike).
+
+    ``kv_per_token``: (window, bytes one token of one sequence takes on this device) for each of
+    the stage's layers; ``kv_fixed_per_sequence``: its cross layers' bytes a sequence (they do not
+    grow with the context)."""
+
+    stage: int
+    weights_bytes: int
+    other_bytes: int
+    kv_bytes: int
+    sequences: int
+    kv_per_token: tuple[tuple[int, int], ...]
+    kv_fixed_per_sequence: int
+
+    def kv_bytes_per_sequence(self, context: int, full_windows: bool = False) -> int:
+        """One sequence's cache on this device at ``context``."""
+        tokens = sum(
+            (context if not window or full_windows else min(window, context)) * per_token
+            for window, per_token in self.kv_per_token
+        )
+        return tokens + self.kv_fixed_per_sequence
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return sum(per_token for _, per_token in self.kv_per_token)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.other_bytes + self.kv_bytes
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ServingReport:
+    """A model served on a mesh: the weights and the cache per device, and the capacity answers.
+
+    Every figure is an exact int (bytes unless named otherwise); the answers are None without a budget.
+    """
+
+    serving: Serving
+    family: str | None
+    total_params: int
+    weights: layout.LayoutReport
+    buffers_bytes: int
+    cache: tuple[PlacedCache, ...]
+    layers: tuple[caches.LayerCache, ...]
+    stages: tuple[StageLoad, ...]
+    max_positions: int | None
+    notes: tuple[str, ...]
+
+    # --- the model, whole -------------------------------------------------------------------------
+
+    @property
+    def has_cache(self) -> bool:
+        return bool(self.layers)
+
+    @property
+    def weights_bytes(self) -> int:
+        """Every weight once: values x the format's bytes."""
+        return payload.raw_bytes_as(self.total_params, self.serving.weights)
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """One token of one sequence in every layer that holds the context's tokens, whole model
+        (cross-attention layers hold the encoder's tokens instead: in ``kv_bytes_per_sequence``)."""
+        return sum(layer.bytes_per_token for layer in self.layers if layer.kind != "cross")
+
+    @property
+    def kv_bytes_per_sequence(self) -> int:
+        """One sequence at the context, windows honoured, whole model."""
+        return sum(layer.bytes_for(self.serving.context, self.serving.full_windows) for layer in self.layers)
+
+    # --- the most-loaded device -------------------------------------------------------------------
+
+    @property
+    def busiest(self) -> StageLoad:
+        return max(self.stages, key=lambda stage: (stage.total_bytes, -stage.stage))
+
+    @property
+    def weights_bytes_per_device(self) -> int:
+        return self.busiest.weights_bytes
+
+    @property
+    def kv_bytes_per_device(self) -> int:
+        return self.busiest.kv_bytes
+
+    @property
+    def other_bytes_per_device(self) -> int:
+        return self.busiest.other_bytes
+
+    @property
+    def total_bytes_per_device(self) -> int:
+        return self.busiest.total_bytes
+
+    # --- the answers --------------------------------------------------------------------------------
+
+    @property
+    def budget_bytes(self) -> int | None:
+        return self.serving.budget_bytes
+
+    @property
+    def usable_bytes(self) -> int | None:
+        return self.serving.usable_bytes
+
+    @property
+    def fits(self) -> bool | None:
+        usable = self.usable_bytes
+        return None if usable is None else all(stage.total_bytes <= usable for stage in self.stages)
+
+    def _room(self, stage: StageLoad) -> int:
+        assert self.usable_bytes is not None
+        return self.usable_bytes - stage.weights_bytes - stage.other_bytes
+
+    @property
+    def max_concurrency(self) -> int | None:
+        """The most sequences at the context over the whole mesh: replicas x the fewest any stage's
+        device has room for (an exact floor, no block rounding); None without a budget or a cache."""
+        if self.usable_bytes is None or not self.has_cache:
+            return None
+        per_replica = []
+        for stage in self.stages:
+            need = stage.kv_bytes_per_sequence(self.serving.context, self.serving.full_windows)
+            if need:
+                per_replica.append(max(self._room(stage), 0) // need)
+        return self.serving.num_replicas * min(per_replica) if per_replica else None
+
+    @property
+    def max_concurrency_in_blocks(self) -> int | None:
+        """``max_concurrency`` with each sequence's tokens rounded up to vLLM's 16-token blocks, for
+        comparison with an engine that allocates in blocks (full-attention layers only)."""
+        if self.usable_bytes is None or not self.has_cache:
+            return None
+        blocks_context = -(-self.serving.context // BLOCK_SIZE) * BLOCK_SIZE
+        per_replica = []
+        for stage in self.stages:
+            need = stage.kv_bytes_per_sequence(blocks_context, self.serving.full_windows)
+            if need:
+                per_replica.append(max(self._room(stage), 0) // need)
+        return self.serving.num_replicas * min(per_replica) if per_replica else None
+
+    def _fits_context(self, context: int) -> bool:
+        sequences = self.serving.sequences_per_replica
+        return all(
+            sequences * stage.kv_bytes_per_sequence(context, self.serving.full_windows) <= self._room(stage)
+            for stage in self.stages
+        )
+
+    @property
+    def max_context_by_memory(self) -> int | None:
+        """The longest context whose sequences (the concurrency's share of a replica) fit, ignoring
+        the positions limit: an exact floor, by bisection on the exact per-device bytes (windows
+        make the need piecewise linear); None without a budget or a cache."""
+        if self.usable_bytes is None or not self.has_cache:
+            return None
+        if not self._fits_context(1):
+            return 0
+        low, high = 1, MAX_CONTEXT
+        if self._fits_context(high):
+            return high
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if self._fits_context(middle) else (low, middle)
+        return low
+
+    @property
+    def max_context(self) -> int | None:
+        """``max_context_by_memory`` capped by the model's positions."""
+        by_memory = self.max_context_by_memory
+        if by_memory is None or self.max_positions is None:
+            return by_memory
+        return min(by_memory, self.max_positions)
+
+    @property
+    def max_context_limited_by(self) -> str | None:
+        by_memory = self.max_context_by_memory
+        if by_memory is None:
+            return None
+        return "positions" if self.max_positions is not None and by_memory >= self.max_positions else "memory"
+
+    @property
+    def kv_tokens_per_replica(self) -> int | None:
+        """The tokens one replica's cache has room for, every layer holding each (vLLM's "GPU KV
+        cache size: N tokens"); None without a budget or a cache."""
+        if self.usable_bytes is None or not self.has_cache:
+            return None
+        counts = [
+            max(self._room(stage), 0) // stage.kv_bytes_per_token for stage in self.stages if stage.kv_bytes_per_token
+        ]
+        return min(counts) if counts else None
+
+
+def _kv_heads(family: str | None, hparams: Mapping[str, Any]) -> tuple[int, int | None] | None:
+    """(query heads, KV heads; None for a latent cache) of a family that decodes, else None."""
+    if family == "t5":
+        return hparams["num_heads"], hparams["num_heads"]
+    if family == "moe" and hparams["attention"] == "mla":
+        return hparams["num_heads"], None
+    if family in ("decoder", "moe"):
+        return hparams["num_heads"], hparams["num_kv_heads"]
+    return None
+
+
+def _sub_mesh(mesh: MeshSpec) -> MeshSpec:
+    """The mesh one pipeline stage lays its arrays out on: every axis but ``stage``."""
+    axes = tuple((name, size) for name, size in mesh.axes if name != STAGE_AXIS)
+    return MeshSpec(axes or ((REPLICA_AXES[0], 1),))
+
+
+def _entry(names: tuple[str, ...]) -> Any:
+    return None if not names else names[0] if len(names) == 1 else names
+
+
+def place_cache(array: caches.CacheArray, mesh: MeshSpec, copies: int, stage: int) -> PlacedCache:
+    """Lay one cache array out on a stage's ``mesh`` by the serving rules (see the module's text)."""
+    replicas = tuple(name for name in REPLICA_AXES if name in mesh.names)
+    tensor = TENSOR_AXIS if TENSOR_AXIS in mesh.names else None
+    split = array.shape
+    if not array.per_token:
+        spec, note = PartitionSpec(), "whole on every device: fixed state"
+    elif array.name in KV_NAMES and tensor:
+        if copies > 1:
+            split = (*array.shape[:2], array.shape[2] * copies, *array.shape[3:])
+        spec = PartitionSpec(_entry(replicas), None, tensor)
+        note = "sequences over the replicas, KV heads over `model`" + (
+            f" (each of the {array.shape[2]:,} heads copied {copies:,} times first, one a rank)" if copies > 1 else ""
+        )
+    else:
+        spec = PartitionSpec(_entry(replicas))
+        note = "sequences over the replicas" + (", whole on every tensor rank" if tensor else "")
+    shard = tuple(int(dim) for dim in NamedSharding(abstract_mesh(mesh), spec).shard_shape(split))
+    return PlacedCache(
+        array=array,
+        spec=spec,
+        split_shape=split,
+        shard_shape=shard,
+        bytes_per_device=payload.raw_bytes_as(math.prod(shard), array.dtype),
+        stage=stage,
+        note=note,
+    )
+
+
+def _stage_of(path: str, blocks: tuple[range, ...], tied: bool) -> tuple[int, ...]:
+    """The stages that hold a weight or a cache array at ``path``."""
+    last = len(blocks) - 1
+    index = caches.block_index(path)
+    if index is not None:
+        return tuple(stage for stage, members in enumerate(blocks) if index in members)
+    if path.startswith(("final_norm", "lm_head")):
+        return (last,)
+    if path.startswith("embed/token") and tied:
+        return tuple(sorted({0, last}))  # vLLM's last rank holds the tied table as its head
+    return (0,)
+
+
+def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport | None = None) -> ServingReport:
+    """The serving report of ``config`` under ``serving``; see the module's text.
+
+    Raises ValueError in the person's terms: a context past the positions, a tensor size the
+    heads cannot split, a layout the strategy cannot make (``layout.LayoutError``)."""
+    if not isinstance(config, ModelConfig):
+        raise TypeError(f"a configuration must be a dcsim ModelConfig, got {type(config).__name__}")
+    if not isinstance(serving, Serving):
+        raise TypeError(f"a request must be a dcsim.serving.request.Serving, got {type(serving).__name__}")
+    family = config.family
+    hparams = caches.decode_hparams(config)
+    notes: list[str] = []
+    decodes = family in families.DECODING_FAMILIES
+    positions = hparams.get("max_positions") if family in ("decoder", "moe") else None
+    if positions is not None and serving.context > positions:
+        if not hparams.get("rope_scaling"):
+            raise ValueError(
+                f"`context` ({serving.context:,} tokens) is past the model's {positions:,} positions "
+                f"(max_positions); allowed: 1 to {positions:,}, or more for a model whose rotary positions are scaled "
+                "(rope_scaling in its config.json)"
+            )
+        notes.append(
+            f"The context ({serving.context:,}) is past the model's {positions:,} positions; allowed because its "
+            "rotary positions are scaled (rope_scaling): quality past the trained length is the scaling's to keep"
+        )
+    heads = _kv_heads(family, hparams)
+    tp = serving.tensor_size
+    copies = 1
+    if heads is not None:
+        _, copies = tensor_heads(heads[0], heads[1], tp)
+    if family == "t5" and serving.num_stages > 1:
+        raise ValueError(
+            "pipeline stages (`stage`) are laid out for decoder-only models; an encoder-decoder's encoder and "
+            "decoder would each need their own stages: serve it on data, model and expert axes"
+        )
+    num_layers = hparams.get("num_layers", len(config.layers))
+    blocks = stage_blocks(num_layers if family is not None else 1, serving.num_stages)
+    tied = bool(hparams.get("tied_embeddings", False))
+    sub = _sub_mesh(serving.mesh)
+    report = report or count_params(config)
+    weights = layout.compute_layout(report, sub, serving.strategy, serving.rules)
+
+    stage_weights = [0] * len(blocks)
+    for row in weights.arrays:
+        for stage in _stage_of(row.path, blocks, tied):
+            stage_weights[stage] += payload.raw_bytes_as(row.values_per_shard, serving.weights)
+    stage_other = [0] * len(blocks)
+    buffers = 0
+    for row in report.other:  # buffers (DeepSeek-V3's router bias) and statistics: whole on each device
+        buffers += payload.raw_bytes_as(row.num_values, row.dtype)
+        for stage in _stage_of(row.path, blocks, tied):
+            stage_other[stage] += payload.raw_bytes_as(row.num_values, row.dtype)
+
+    placed: list[PlacedCache] = []
+    layers: tuple[caches.LayerCache, ...] = ()
+    if decodes:
+        decode = Decode(
+            context=serving.context,
+            kv_dtype=serving.kv_dtype,
+            source_length=serving.source_tokens(),
+            full_windows=serving.full_windows,
+        )
+        sequences = serving.sequences_per_replica * serving.num_replicas
+        arrays = caches.read_cache(config, decode, sequences)
+        layers = caches.layer_caches(arrays, hparams)
+        for array in arrays:
+            for stage in _stage_of(array.path, blocks, tied):
+                placed.append(place_cache(array, sub, copies, stage))
+    else:
+        notes.append(
+            f"This model ({family or 'a Dense stack'}) has no decoder, so no KV cache: weights only. Serving it holds "
+            "its activations, which are not counted here"
+        )
+    loads = []
+    for stage in range(len(blocks)):
+        mine = [item for item in placed if item.stage == stage]
+        per_token: dict[str, int] = {}
+        fixed = 0
+        windows: dict[str, int] = {}
+        sequences = serving.sequences_per_replica
+        for item in mine:
+            if not item.array.per_token:
+                continue
+            local_sequences, tokens = item.shard_shape[0], item.shard_shape[1]
+            share = item.bytes_per_device // (local_sequences * tokens)
+            if item.array.module.endswith("cross_attn"):
+                fixed += share * tokens
+            else:
+                per_token[item.array.module] = per_token.get(item.array.module, 0) + share
+        for layer in layers:
+            windows[layer.path] = layer.window
+        loads.append(
+            StageLoad(
+                stage=stage,
+                weights_bytes=stage_weights[stage],
+                other_bytes=stage_other[stage]
+                + sum(item.bytes_per_device for item in mine if not item.array.per_token),
+                kv_bytes=sum(item.bytes_per_device for item in mine if item.array.per_token),
+                sequences=sequences,
+                kv_per_token=tuple((windows.get(module, 0), share) for module, share in per_token.items()),
+                kv_fixed_per_sequence=fixed,
+            )
+        )
+    if family == "moe":
+        notes.append("Routed experts cache nothing: the cache is the attention's alone")
+    local = [layer for layer in layers if layer.kind == "sliding"]
+    if local:
+        window = local[0].window
+        held = (
+            "each holds every token (full windows: as engines without window-aware allocation do)"
+            if (serving.full_windows)
+            else f"each holds at most its window: {min(window, serving.context):,} tokens of {serving.context:,}"
+        )
+        notes.append(
+            f"{len(local):,} of {len(layers):,} layers attend within a sliding window of {window:,} tokens; {held}"
+        )
+    if serving.concurrency % serving.num_replicas:
+        notes.append(
+            f"{serving.concurrency:,} sequences over {serving.num_replicas:,} replicas do not split evenly: the "
+            f"most-loaded replica holds {serving.sequences_per_replica:,}"
+        )
+    if copies > 1 and heads is not None:
+        notes.append(
+            f"The tensor size ({tp:,}) is more than the {heads[1]:,} KV heads: each rank holds one KV head, each head "
+            f"copied on {copies:,} ranks (vLLM's rule), in the weights and in the cache"
+        )
+    return ServingReport(
+        serving=serving,
+        family=family,
+        total_params=report.total_params,
+        weights=weights,
+        buffers_bytes=buffers,
+        cache=tuple(placed),
+        layers=layers,
+        stages=tuple(loads),
+        max_positions=positions,
+        notes=tuple(notes),
+    )
