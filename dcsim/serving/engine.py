@@ -483,7 +483,7 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
             f"{serving.concurrency:,} sequences over {serving.num_replicas:,} replicas do not split evenly: the "
             f"most-loaded replica holds {serving.sequences_per_replica:,}"
         )
-    if copies > 1 and heads is not None:
+    if copies > 1 and heads is not None and heads[1] is not None:
         notes.append(
             f"The tensor size ({tp:,}) is more than the {heads[1]:,} KV heads: each rank holds one KV head, each head "
             f"copied on {copies:,} ranks (vLLM's rule), in the weights and in the cache"
