@@ -19,6 +19,7 @@ from dcsim.cli import compare as compare_command
 from dcsim.cli import count as count_command
 from dcsim.cli import layout as layout_command
 from dcsim.cli import memory as memory_command
+from dcsim.cli import serve as serve_command
 from dcsim.cli.common import PROG, Parser, UsageError, one_line
 
 EXIT_INTERNAL = 1
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     count_command.add_parsers(commands)
     layout_command.add_parser(commands)
     memory_command.add_parser(commands)
+    serve_command.add_parser(commands)
     checkpoint_command.add_parser(commands)
     compare_command.add_parser(commands)
     return parser
@@ -61,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return done.code if isinstance(done.code, int) else EXIT_USAGE
         if args.command is None:
             raise UsageError(
-                f"choose a command: count, presets, layout, memory, checkpoint, compare (see `{PROG} --help`)"
+                f"choose a command: count, presets, layout, memory, serve, checkpoint, compare (see `{PROG} --help`)"
             )
         output = args.run(args)
     except _verify_failures() as err:  # before ValueError: XLA could not check, the input was fine

@@ -1,0 +1,215 @@
+"""``serve``: what each device holds to serve a model (the weights in their serving dtype and the
+KV cache the model's own attention keeps in decode mode, laid out by JAX's sharding rules), and
+with ``--budget`` or ``--device`` how many sequences, how long a context and the smallest mesh."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from dcsim.cli.common import UsageError, config_from_args, model_flags
+from dcsim.inputs import as_int, number_from_text
+from dcsim.memory.search import parse_budget
+from dcsim.model.count import count_params
+from dcsim.report import units
+from dcsim.serving import catalog, records, search
+from dcsim.serving.engine import ServingReport, compute_serving
+from dcsim.serving.request import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_CONTEXT,
+    DEFAULT_KV_DTYPE,
+    DEFAULT_STRATEGY,
+    DEFAULT_WEIGHTS,
+    KV_DTYPE_NAMES,
+    MAX_CONCURRENCY,
+    MAX_CONTEXT,
+    WEIGHT_FORMATS,
+    Serving,
+    check_kv_dtype,
+    check_weights,
+    parse_reserve,
+    reserve_text,
+)
+from dcsim.sharding import layout, meshes
+
+DEFAULT_MESH = "data=1"
+MAX_LAYERS_SHOWN = 12  # the table's layer rows; JSON has every one
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    command = commands.add_parser(
+        "serve",
+        parents=[model_flags()],
+        help="serving memory per device: weights and the KV cache, and what fits a budget",
+        description=(
+            "Lay a model out for serving: its weights in the serving dtype and the KV cache its own attention "
+            "keeps in decode mode (read from an abstract init, never a formula), per device under JAX's sharding "
+            "rules. With --budget or --device: whether it fits, the most sequences at the context, the longest "
+            "context at the concurrency, and the smallest mesh that serves the target. --shards, --dtype and "
+            "--batch do not apply."
+        ),
+    )
+    command.add_argument(
+        "--mesh",
+        metavar="AXIS=SIZE[,...]",
+        default=DEFAULT_MESH,
+        help=f"the serving mesh over data (replicas), model (tensor parallel), expert, stage (pipeline); "
+        f"default {DEFAULT_MESH}",
+    )
+    command.add_argument(
+        "--strategy",
+        choices=layout.STRATEGIES,
+        help=f"how the weights are laid out (default {DEFAULT_STRATEGY}; custom is implied by --rule)",
+    )
+    command.add_argument(
+        "--rule", metavar="PATTERN=SPEC", action="append", default=[], help="custom rule, as for layout"
+    )
+    command.add_argument(
+        "--weights", metavar="F", default=DEFAULT_WEIGHTS, help=f"the weights' format: {', '.join(WEIGHT_FORMATS)}"
+    )
+    command.add_argument(
+        "--kv-dtype", metavar="D", default=DEFAULT_KV_DTYPE, help=f"the cache's dtype: {', '.join(KV_DTYPE_NAMES)}"
+    )
+    command.add_argument(
+        "--context", metavar="T", default=str(DEFAULT_CONTEXT), help=f"tokens a sequence (default {DEFAULT_CONTEXT})"
+    )
+    command.add_argument(
+        "--concurrency",
+        metavar="N",
+        default=str(DEFAULT_CONCURRENCY),
+        help="sequences at once over the whole mesh (default 1)",
+    )
+    command.add_argument(
+        "--source-length", metavar="S", help="an encoder-decoder's encoder tokens a sequence (default: the context)"
+    )
+    budget = command.add_argument_group("the budget a device has (one of)")
+    budget.add_argument("--budget", metavar="SIZE", help="bytes a device has, with a unit: 80GiB, 96GB")
+    budget.add_argument("--device", metavar="NAME", help=f"an accelerator: {', '.join(catalog.DEVICE_NAMES)}")
+    command.add_argument(
+        "--reserve", metavar="FRACTION", default="0.1", help="kept free of each device, 0 to below 1 (default 0.1)"
+    )
+    command.add_argument(
+        "--full-windows",
+        action="store_true",
+        help="allocate every layer's cache in full, as engines without window-aware allocation do",
+    )
+    command.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
+    command.set_defaults(run=run)
+
+
+def _int(text: str, flag: str, maximum: int) -> int:
+    return as_int(number_from_text(text.strip()), flag, maximum=maximum, shown=text)
+
+
+def serving_from_args(args: argparse.Namespace) -> Serving:
+    """The request the flags describe; every flag checked, whatever else is given."""
+    for flag in ("shards", "dtype", "batch"):
+        if getattr(args, flag) is not None:
+            raise UsageError(
+                f"--{flag} does not apply to serve: the mesh sets the devices, --weights and --kv-dtype the dtypes, "
+                "--concurrency the sequences"
+            )
+    if args.budget is not None and args.device is not None:
+        raise UsageError("--budget and --device both give the budget; give one (a device's memory is its budget)")
+    mesh = meshes.parse_mesh(args.mesh)
+    rules = meshes.parse_rules(args.rule)
+    weights = check_weights(args.weights, "--weights")
+    kv_dtype = check_kv_dtype(args.kv_dtype, "--kv-dtype")
+    context = _int(args.context, "--context", MAX_CONTEXT)
+    concurrency = _int(args.concurrency, "--concurrency", MAX_CONCURRENCY)
+    source = None if args.source_length is None else _int(args.source_length, "--source-length", MAX_CONTEXT)
+    reserve = parse_reserve(args.reserve, "--reserve")
+    amount = None if args.budget is None else parse_budget(args.budget)
+    device = None if args.device is None else catalog.get_accelerator(args.device).name
+    return Serving(
+        mesh=mesh,
+        strategy=args.strategy or ("custom" if rules else DEFAULT_STRATEGY),
+        rules=rules,
+        weights=weights,
+        kv_dtype=kv_dtype,
+        context=context,
+        concurrency=concurrency,
+        source_length=source,
+        budget_bytes=amount,
+        device=device,
+        reserve=reserve,
+        full_windows=args.full_windows,
+    )
+
+
+def _bytes(n: int | None) -> str:
+    return "-" if n is None else units.bytes_exact(n)
+
+
+def render_table(report: ServingReport, found: search.MeshSearch | None) -> str:
+    serving = report.serving
+    lines = [
+        f"mesh: {serving.mesh.text} ({units.count(serving.mesh.num_devices)} devices), strategy: {serving.strategy}; "
+        f"weights {serving.weights}, KV cache {serving.kv_dtype}",
+        f"context {units.count(serving.context)} tokens, {units.count(serving.concurrency)} sequences "
+        f"({units.count(serving.sequences_per_replica)} on the most-loaded of {units.count(serving.num_replicas)} "
+        f"replica{'s' * (serving.num_replicas != 1)})",
+        "",
+        f"KV bytes a token (whole model)    {units.count(report.kv_bytes_per_token)}",
+        f"KV bytes a sequence (whole model) {_bytes(report.kv_bytes_per_sequence)}",
+        f"weights (every weight once)       {_bytes(report.weights_bytes)}",
+        "",
+        "the most-loaded device holds",
+        f"  weights                         {_bytes(report.weights_bytes_per_device)}",
+        f"  KV cache                        {_bytes(report.kv_bytes_per_device)}",
+        f"  other (step index, buffers)     {_bytes(report.other_bytes_per_device)}",
+        f"  total                           {_bytes(report.total_bytes_per_device)}"
+        "  (activations and the decode workspace not counted: the reserve is for them)",
+    ]
+    if report.budget_bytes is not None:
+        device = f" ({catalog.ACCELERATORS[serving.device].title})" if serving.device else ""
+        lines += [
+            "",
+            f"budget a device                   {_bytes(report.budget_bytes)}{device}",
+            f"{'usable (reserve ' + reserve_text(serving.reserve) + ')':<34}{_bytes(report.usable_bytes)}",
+            f"fits                              {'yes' if report.fits else 'no'}"
+            "  (weights + KV + other against the usable bytes; activations not counted)",
+        ]
+        if report.has_cache:
+            limited = report.max_context_limited_by
+            lines += [
+                f"max concurrency at the context    {units.count(report.max_concurrency or 0)} sequences"
+                f"  ({units.count(report.max_concurrency_in_blocks or 0)} in vLLM's 16-token blocks)",
+                f"max context at the concurrency    {units.count(report.max_context or 0)} tokens"
+                f"  (limited by {limited})",
+                f"KV tokens a replica               {units.count(report.kv_tokens_per_replica or 0)}",
+            ]
+        if found is not None:
+            answer = found.answer
+            tried = ", ".join(f"{item.mesh.text} {'yes' if item.serves else 'no'}" for item in found.tried)
+            served = (
+                "none of those tried"
+                if answer is None
+                else f"{answer.mesh.text} ({units.count(answer.num_devices)} devices)"
+            )
+            lines += [f"smallest mesh serving the target  {served}", f"  tried: {tried}"]
+    if report.layers:
+        lines += ["", f"{'layers':<32} {'kind':<8} {'window':>7} {'tokens':>9} {'bytes a token':>14}"]
+        groups = records.layer_groups(report.layers)
+        for group in groups[:MAX_LAYERS_SHOWN]:
+            layer = group[0]
+            window = f"{layer.window:,}" if layer.window else "-"
+            name = layer.path if len(group) == 1 else f"{layer.path} and {len(group) - 1:,} more like it"
+            lines.append(f"{name:<32} {layer.kind:<8} {window:>7} {layer.tokens:>9,} {layer.bytes_per_token:>14,}")
+        if len(groups) > MAX_LAYERS_SHOWN:
+            lines.append(f"... {len(groups) - MAX_LAYERS_SHOWN:,} more rows (--format json lists every layer)")
+    lines += ["", *(f"Note: {note}." for note in report.notes)]
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> str:
+    serving = serving_from_args(args)
+    config = config_from_args(args)
+    report = count_params(config)
+    served = compute_serving(config, serving, report)
+    found = search.smallest_mesh(config, serving, report)
+    if args.format == "json":
+        record: dict[str, Any] = records.serving_record(served, found)
+        return json.dumps(record, indent=2) + "\n"
+    return render_table(served, found)
