@@ -175,43 +175,7 @@ def verify(memory: MemoryReport, timeout_seconds: float | None = None) -> Verifi
     failed or overran; it was ended). A mismatch is not an error: see ``Verified.matches``.
     """
     check_verifiable(memory)
-    seconds = default_timeout_seconds() if timeout_seconds is None else check_timeout(timeout_seconds)
-    if not _RUNNING.acquire(timeout=BUSY_WAIT_SECONDS):
-        raise VerifyFailed(
-            f"this server is already running {MAX_RUNNING} XLA memory checks and none finished within "
-            f"{BUSY_WAIT_SECONDS:g} s; try again in a minute"
-        )
-    try:
-        return _verify(memory, seconds)
-    finally:
-        _RUNNING.release()
-
-
-def _verify(memory: MemoryReport, seconds: float) -> Verified:
-    try:
-        folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
-    except OSError as err:
-        raise VerifyFailed(f"no temporary folder could be made for XLA's memory check: {err}") from None
-    try:
-        job = WorkerJob(
-            name=JOB_NAME,
-            module=CHILD_MODULE,
-            request=verify_request(memory),
-            folder=folder,
-            env=_child_env(memory.num_devices),
-        )
-        started = time.monotonic()
-        try:
-            (result,) = run_workers([job], timeout_seconds=seconds)
-        except WorkerTimeout as err:
-            raise VerifyFailed(f"{err}; allow it longer ({TIMEOUT_ENV} sets the default limit, in seconds)") from None
-        except WorkerFailed as err:
-            raise VerifyFailed(str(err)) from None
-        except OSError as err:  # the request could not be written: a full disk, say
-            raise VerifyFailed(f"XLA's memory check could not start: {err}") from None
-        elapsed = time.monotonic() - started
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    result, elapsed = run_check(CHILD_MODULE, JOB_NAME, verify_request(memory), memory.num_devices, timeout_seconds)
     output_bytes, num_arrays = result.get("output_bytes_per_device"), result.get("num_arrays")
     if not isinstance(output_bytes, int) or num_arrays != memory.num_arrays:
         raise VerifyFailed(
@@ -224,6 +188,49 @@ def _verify(memory: MemoryReport, seconds: float) -> Verified:
         num_arrays=memory.num_arrays,
         seconds=elapsed,
     )
+
+
+def run_check(
+    module: str, name: str, request: dict[str, Any], num_devices: int, timeout_seconds: float | None = None
+) -> tuple[dict[str, Any], float]:
+    """Run one XLA check: the child ``module`` on ``num_devices`` virtual CPU devices with
+    ``request``; its result and wall time. At most ``MAX_RUNNING`` checks of any kind run at once
+    per server (this one and ``dcsim.serving.verify``'s share the slots); the child runs under a
+    time limit, is ended with its process group on any failure, and its folder is always removed.
+    Raises ValueError for a bad time limit and ``VerifyFailed`` naming ``name`` otherwise."""
+    seconds = default_timeout_seconds() if timeout_seconds is None else check_timeout(timeout_seconds)
+    if not _RUNNING.acquire(timeout=BUSY_WAIT_SECONDS):
+        raise VerifyFailed(
+            f"this server is already running {MAX_RUNNING} XLA checks and none finished within "
+            f"{BUSY_WAIT_SECONDS:g} s; try again in a minute"
+        )
+    try:
+        return _run_check(module, name, request, num_devices, seconds)
+    finally:
+        _RUNNING.release()
+
+
+def _run_check(
+    module: str, name: str, request: dict[str, Any], num_devices: int, seconds: float
+) -> tuple[dict[str, Any], float]:
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
+    except OSError as err:
+        raise VerifyFailed(f"no temporary folder could be made for the {name}: {err}") from None
+    try:
+        job = WorkerJob(name=name, module=module, request=request, folder=folder, env=_child_env(num_devices))
+        started = time.monotonic()
+        try:
+            (result,) = run_workers([job], timeout_seconds=seconds)
+        except WorkerTimeout as err:
+            raise VerifyFailed(f"{err}; allow it longer ({TIMEOUT_ENV} sets the default limit, in seconds)") from None
+        except WorkerFailed as err:
+            raise VerifyFailed(str(err)) from None
+        except OSError as err:  # the request could not be written: a full disk, say
+            raise VerifyFailed(f"the {name} could not start: {err}") from None
+        return result, time.monotonic() - started
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def verify_record(verified: Verified) -> dict[str, Any]:
