@@ -122,9 +122,10 @@ def specs_by_shape(
 
     Only for strategies whose placement depends on the shape alone (``replicated``, ``fsdp``,
     ``tensor``; ``custom`` rules match paths, and ``megatron`` tells a query from an MLP's up
-    projection by path: both are refused, with a ValueError saying to use ``compute_layout``). The strategy's rule is ``placement.place``'s, and JAX makes
-    every split (``Splitter``). The tests compare the result with ``compute_layout`` array by
-    array. Raises ``LayoutError`` naming each shape that cannot be placed, as ``compute_layout`` would.
+    projection by path: both are refused with a ValueError). The strategy's rule is
+    ``placement.place``'s, and JAX makes every split (``Splitter``). The tests compare the result
+    with ``compute_layout`` array by array. Raises ``LayoutError`` naming each shape that cannot be
+    placed, as ``compute_layout`` would.
 
     A mesh with an ``expert`` axis is refused (ValueError): it splits expert arrays apart from
     dense ones, which shapes cannot tell. On any other mesh expert arrays are placed like dense

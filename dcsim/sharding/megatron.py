@@ -179,7 +179,7 @@ def split(row: ArrayRow, heads: Heads | None, tp: int, expert_axis: bool) -> Spl
             padded = padded_vocab_size(vocab, tp)
         except ValueError as err:
             raise ValueError(f"`{row.path}` (shape {shape_text(shape)}): {err}") from None
-        stored = shape[:dimension] + (padded,) + shape[dimension + 1 :]
+        stored = (*shape[:dimension], padded, *shape[dimension + 1 :])
         padding = (
             f", padded from {vocab:,} to {padded:,} rows as vLLM does (a multiple of {DEFAULT_VOCAB_PADDING_SIZE})"
             if padded != vocab
@@ -234,8 +234,12 @@ def _heads(row: ArrayRow, heads: Heads | None, tp: int, dimension: int) -> Split
     kv_stored = kv_heads * replicas
     fused = layer == "qkv"
     stored_width = num_heads + 2 * kv_stored if fused else kv_stored
-    stored = shape[:dimension] + (stored_width,) + shape[dimension + 1 :]
-    what = f"{num_heads // tp:,} query, {per_rank:,} key and {per_rank:,} value heads" if fused else f"{per_rank:,} KV head"
+    stored = (*shape[:dimension], stored_width, *shape[dimension + 1 :])
+    what = (
+        f"{num_heads // tp:,} query, {per_rank:,} key and {per_rank:,} value heads"
+        if fused
+        else f"{per_rank:,} KV head"
+    )
     what += "s" * (not fused and per_rank != 1)
     note = f"column-parallel: heads (dimension {dimension}) over `model`, {what} a rank"
     if replicas > 1:

@@ -220,9 +220,7 @@ def _place_expert(row: ArrayRow, mesh: MeshSpec, jax_mesh: AbstractMesh, strateg
     return placed(alone, f"replicated over {axes_text(mesh, rest)}: {reason}; {experts}", fallback=True)
 
 
-def _place_megatron(
-    row: ArrayRow, mesh: MeshSpec, jax_mesh: AbstractMesh, heads: megatron.Heads | None
-) -> Placement:
+def _place_megatron(row: ArrayRow, mesh: MeshSpec, jax_mesh: AbstractMesh, heads: megatron.Heads | None) -> Placement:
     """Megatron's rule for ``row`` (``dcsim.sharding.megatron.split``), split by JAX."""
     rule = megatron.split(row, heads, mesh.shape[TENSOR_AXIS], EXPERT_AXIS in mesh.names)
     spec = PartitionSpec(*rule.entries)
