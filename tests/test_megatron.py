@@ -12,6 +12,7 @@ import pytest
 from hypothesis import assume, given, settings
 
 from conftest import open_app
+from dcsim.checkpoint.measurement import MeasurementOptions, plan_checkpoint
 from dcsim.cli import main
 from dcsim.memory.state import compute_memory
 from dcsim.memory.training import Training
@@ -357,3 +358,9 @@ def test_layout_page_offers_megatron():
     table = at.dataframe[-1].value
     embedding = table[table["path"] == "embed/token/embedding"].iloc[0]
     assert embedding["shard_shape"] == "25152x768" and "50,304" in embedding["note"]
+
+
+def test_a_checkpoint_refuses_a_padded_megatron_layout():
+    options = MeasurementOptions(mesh="model=2", strategy="megatron")
+    with pytest.raises(ValueError, match=r"writes each array at its own shape.*`embed/token/embedding`.*50,304"):
+        plan_checkpoint(ModelConfig(preset="gpt2-small"), options)
