@@ -142,7 +142,7 @@ else:
     )
 
 st.subheader("Across strategies and device counts")
-strategies = layout.strategy_frame(config, mesh, rules)
+strategies = layout.strategy_frame(config, mesh, rules, strategy)
 left, right = st.columns(2)
 with left:
     st.altair_chart(layout_charts.layout_vs_ideal(strategies, strategy), width="stretch")
@@ -218,6 +218,10 @@ st.markdown(
 - **fsdp**: each array is cut along one dimension into as many equal parts as there are devices; an array
   with no such dimension stays whole everywhere (flagged).
 - **tensor**: the last dimension of each array is cut over the `model` axis and copied over every other axis.
+- **megatron**: Megatron-LM's tensor parallelism as vLLM lays weights out on its tensor ranks (the `model`
+  axis): query, key and value projections split by heads, gate and up by columns, attention output and MLP
+  down by their inputs, the vocabulary by rows (padded to a multiple of 64, as vLLM pads it); with fewer KV
+  heads than ranks each rank holds one, copied; norms, the router and position tables stay whole.
 - **expert** (a mesh axis, e.g. `data=2,expert=8`): the stacked experts of each Mixture-of-Experts block
   (arrays under a module named `experts`, dimension 0 = num_experts) are cut over it by every built-in
   strategy, the rest as the strategy says; every other array treats it as one more data axis.

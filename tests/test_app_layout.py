@@ -234,7 +234,7 @@ def test_hostile_settings_in_a_link_never_raise(query):
     [
         ({"mesh": "data=0"}, "Link: `mesh`"),
         ({"mesh": "x" * 10_000}, "may be at most 512 characters, got 10,000"),
-        ({"strategy": "(.*)*z"}, "strategy must be one of replicated, fsdp, tensor, custom"),
+        ({"strategy": "(.*)*z"}, "strategy must be one of replicated, fsdp, tensor, megatron, custom"),
         ({"strategy": "custom", "rules": "(.*)*z"}, "a rule must be PATTERN=SPEC"),
         ({"strategy": "custom", "rules": "x" * 10_000}, "may be at most 4,096 characters"),
     ],

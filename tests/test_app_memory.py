@@ -239,7 +239,12 @@ def test_switching_pages_keeps_the_settings_and_the_layout_pages_mesh_carries_ov
         ({"devmem": "80"}, "the budget needs a unit", "devmem", "80GiB"),
         ({"devmem": "x" * 100}, "`devmem` may be at most 64 characters", "devmem", "80GiB"),
         ({"mesh": "data=0"}, "Link: `mesh`", "mesh", "data=2,model=2"),
-        ({"strategy": "(.*)*z"}, "strategy must be one of replicated, fsdp, tensor, custom", "strategy", "fsdp"),
+        (
+            {"strategy": "(.*)*z"},
+            "strategy must be one of replicated, fsdp, tensor, megatron, custom",
+            "strategy",
+            "fsdp",
+        ),
     ],
     ids=[
         "zero",

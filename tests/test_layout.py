@@ -185,7 +185,7 @@ def test_every_array_that_cannot_be_placed_is_listed():
             "data=4",
             "sideways",
             (),
-            r"strategy must be one of replicated, fsdp, tensor, custom; got 'sideways'",
+            r"strategy must be one of replicated, fsdp, tensor, megatron, custom; got 'sideways'",
         ),
         (DENSE_8_8, "data=4", "custom", (), r"custom strategy needs at least one"),
         (DENSE_8_8, "data=4", "fsdp", ("*=data",), r"rules apply only to the custom strategy, not fsdp"),

@@ -54,7 +54,7 @@ def test_bad_rules_text(text, message):
 
 def test_parse_strategy():
     assert [lw.parse_strategy(name) for name in layout.STRATEGIES] == list(layout.STRATEGIES)
-    with pytest.raises(ValueError, match=r"one of replicated, fsdp, tensor, custom; got 'FSDP'"):
+    with pytest.raises(ValueError, match=r"one of replicated, fsdp, tensor, megatron, custom; got 'FSDP'"):
         lw.parse_strategy("FSDP")
 
 

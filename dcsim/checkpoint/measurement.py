@@ -248,6 +248,14 @@ def plan_checkpoint(config: ModelConfig, options: MeasurementOptions = DEFAULT_O
         )
     report = count_params(config)  # abstract: shapes only
     placed = compute_layout(report, mesh_spec, strategy, rules)  # abstract too: JAX's sharding rules
+    grown = [row for row in placed.arrays if row.stored_shape != row.shape]
+    if grown:  # the checkpoint writes the model's own arrays, which JAX cannot split as laid out
+        first = grown[0]
+        raise ValueError(
+            f"a checkpoint writes each array at its own shape, and the {strategy} layout on {mesh_spec.text} "
+            f"lays {len(grown):,} out at another (`{first.path}`: {first.note}); pick a mesh where it does not, "
+            "or another strategy"
+        )
     # Every device holds its own copy of a replica, and a concrete init computes each copy, so
     # the ceiling bounds the values held by all devices together, not just the model's.
     held = placed.total_stored_values

@@ -33,8 +33,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--strategy",
         choices=layout.STRATEGIES,
         help="replicated (default), fsdp (one dimension over all axes), tensor (last dimension over `model`), "
-        "or custom (implied by --rule); with an `expert` axis, the built-in ones also split each expert array's "
-        "experts (dimension 0) over it",
+        "megatron (Megatron-LM/vLLM tensor parallelism over `model`: heads, MLP columns and rows, the vocabulary "
+        "padded to a multiple of 64, KV heads copied when fewer than the ranks), or custom (implied by --rule); "
+        "with an `expert` axis, the built-in ones also split each expert array's experts (dimension 0) over it",
     )
     command.add_argument(
         "--rule",
@@ -46,6 +47,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     command.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
     command.set_defaults(run=run)
+
+
+LABEL_WIDTH = 30  # the totals' labels, then one space: their figures start in one column
 
 
 def render_layout_table(layout_report: layout.LayoutReport, dtype: str = "float32") -> str:
@@ -70,7 +74,11 @@ def render_layout_table(layout_report: layout.LayoutReport, dtype: str = "float3
         + ("" if ratio is None else f"  ({float(ratio):,.4g}x the ideal share)"),
         f"raw float32 bytes per device   {units.bytes_exact(layout_report.raw_float32_bytes_per_device)}",
         *(
-            [f"raw {dtype} bytes per device {units.bytes_exact(payload.raw_bytes(per_device, dtype))}"]
+            # Padded to the column of the other labels: "bfloat16" is one letter longer than "float32".
+            [
+                f"{f'raw {dtype} bytes per device':<{LABEL_WIDTH}} "
+                f"{units.bytes_exact(payload.raw_bytes(per_device, dtype))}"
+            ]
             if dtype != "float32"
             else []
         ),

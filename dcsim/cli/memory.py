@@ -56,8 +56,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--strategy",
         choices=layout.STRATEGIES,
         help=f"how a split part is laid out, as for layout: {DEFAULT_STRATEGY} (default: ZeRO's split, each array "
-        "along one dimension over every device), tensor, replicated (nothing is split, whatever the stage), or "
-        "custom (implied by --rule)",
+        "along one dimension over every device), tensor, megatron, replicated (nothing is split, whatever the "
+        "stage), or custom (implied by --rule)",
     )
     command.add_argument(
         "--rule",

@@ -130,9 +130,11 @@ class StateArray:
       part: ``params``, ``grads``, ``master`` or ``optimizer``.
       shape, dtype: the whole array.
       spec: its PartitionSpec (``P()``: whole on every device).
-      shard_shape: what each device holds of it (JAX's ``shard_shape``).
+      shard_shape: what each device holds of it (JAX's ``shard_shape`` of ``stored_shape``).
       bytes_per_device: bytes each device holds of it.
       note: why it is laid out so.
+      stored_shape: the shape laid out: ``shape``, or the megatron strategy's padded vocabulary or
+        repeated KV heads (``dcsim.sharding.layout.ArrayLayout.stored_shape``).
     """
 
     path: str
@@ -143,6 +145,11 @@ class StateArray:
     shard_shape: tuple[int, ...]
     bytes_per_device: int
     note: str
+    stored_shape: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.stored_shape:  # laid out as counted
+            object.__setattr__(self, "stored_shape", tuple(self.shape))
 
     @property
     def num_values(self) -> int:
@@ -247,9 +254,12 @@ def compute_memory(
     if training.sharded_parts:
         laid = layout.compute_layout(report, mesh, strategy, rules)
         specs = {row.path: (row.spec, row.note) for row in laid.arrays}
+        # The shape JAX splits: the counted one, or megatron's padded vocabulary and repeated KV heads.
+        stored = {row.path: row.stored_shape for row in laid.arrays}
     else:
         layout.check_strategy(mesh, strategy, rules)
         specs = {row.path: (whole, "") for row in report.arrays}
+        stored = {}
     shard_shapes: dict[tuple[tuple[int, ...], PartitionSpec], tuple[int, ...]] = {}
 
     def shard_shape(shape: tuple[int, ...], spec: PartitionSpec) -> tuple[int, ...]:
@@ -258,8 +268,17 @@ def compute_memory(
             shard_shapes[key] = tuple(int(d) for d in NamedSharding(jax_mesh, spec).shard_shape(shape))
         return shard_shapes[key]
 
-    def row(path: str, part: str, shape: tuple[int, ...], dtype: str, spec: PartitionSpec, note: str) -> StateArray:
-        held = shard_shape(shape, spec)
+    def row(
+        path: str,
+        part: str,
+        shape: tuple[int, ...],
+        dtype: str,
+        spec: PartitionSpec,
+        note: str,
+        laid_out: tuple[int, ...] | None = None,
+    ) -> StateArray:
+        laid_out = shape if laid_out is None else laid_out
+        held = shard_shape(laid_out, spec)
         return StateArray(
             path=path,
             part=part,
@@ -269,6 +288,7 @@ def compute_memory(
             shard_shape=held,
             bytes_per_device=payload.raw_bytes_as(math.prod(held), dtype),
             note=note,
+            stored_shape=laid_out,
         )
 
     rows: list[StateArray] = []
@@ -278,16 +298,20 @@ def compute_memory(
         split = part in training.shard
         for array in report.arrays:
             spec, note = specs[array.path] if split else (whole, _whole_note(training, part))
-            rows.append(row(array.path, part, tuple(array.shape), training.dtype_of(part), spec, note))
+            laid_out = stored.get(array.path) if split else None
+            rows.append(row(array.path, part, tuple(array.shape), training.dtype_of(part), spec, note, laid_out))
     split = "optimizer" in training.shard
     dtype = training.state_dtype
     by_prefix: dict[str, list[StateArray]] = {}
     for array in report.arrays:
         shape = tuple(array.shape)
         spec, layout_note = specs[array.path] if split else (whole, _whole_note(training, "optimizer state"))
-        for entry in state_entries(training.optimizer, dtype, shape, spec, mesh.names):
-            if entry.shape == shape and same_spec(entry.spec, spec, len(shape)):
+        laid_out = stored.get(array.path, shape) if split else shape
+        for entry in state_entries(training.optimizer, dtype, laid_out, spec, mesh.names):
+            entry_shape = entry.shape
+            if entry.shape == laid_out and same_spec(entry.spec, spec, len(shape)):
                 note = f"laid out like its parameter: {layout_note}" if split else layout_note
+                entry_shape = shape  # the parameter's own shape, laid out as the parameter is
             elif len(entry.shape) == len(shape) - 1:
                 note = (
                     f"{training.optimizer}'s factored moment of a {shape_text(shape)} parameter, laid out as JAX "
@@ -298,7 +322,7 @@ def compute_memory(
                 note = f"a {shape_text(entry.shape)} placeholder {training.optimizer} keeps whole on every device"
             path = f"{entry.prefix}/{array.path}"
             by_prefix.setdefault(entry.prefix, []).append(
-                row(path, "optimizer", entry.shape, entry.dtype, entry.spec, note)
+                row(path, "optimizer", entry_shape, entry.dtype, entry.spec, note, entry.shape)
             )
     for path, shape, dtype in global_entries(training.optimizer):
         rows.append(row(path, "optimizer", shape, dtype, whole, "a step count: one value, whole on every device"))

@@ -150,7 +150,7 @@ def verify_request(memory: MemoryReport) -> dict[str, Any]:
     arrays are a few dozen kinds."""
     counts: dict[tuple[tuple[int, ...], str, PartitionSpec], int] = {}
     for row in memory.arrays:
-        key = (tuple(row.shape), row.dtype, row.spec)
+        key = (tuple(row.stored_shape), row.dtype, row.spec)  # the shape laid out: megatron may pad or repeat
         counts[key] = counts.get(key, 0) + 1
     return {
         "mesh": [[name, size] for name, size in memory.mesh.axes],

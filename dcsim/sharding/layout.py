@@ -32,7 +32,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from dcsim.model.count import ParamReport
 from dcsim.model.layers import EXPERTS as EXPERTS_MODULE
-from dcsim.sharding import payload, shares
+from dcsim.sharding import megatron, payload, shares
 from dcsim.sharding.meshes import MeshSpec, Rule, abstract_mesh, axes_text, entry_names, spec_text
 from dcsim.sharding.meshes import shape_text as shape_text
 from dcsim.sharding.placement import EXPERT_AXIS as EXPERT_AXIS
@@ -52,13 +52,19 @@ def _placements(report: ParamReport, mesh: MeshSpec, strategy: str, rules: Seque
         raise TypeError(f"a report must be a dcsim.model.count.ParamReport, got {type(report).__name__}")
     checked = check_strategy(mesh, strategy, rules)
     jax_mesh = abstract_mesh(mesh)
+    # Megatron splits by heads, which only the shapes of an attention module's kernels tell.
+    heads = megatron.attention_heads(report) if strategy == "megatron" else {}
     placements, problems = [], []
     for row in report.arrays:
+        module = megatron.attention_module(row) if heads else None
         try:
-            placements.append(place(row, mesh, jax_mesh, strategy, checked))
+            placements.append(place(row, mesh, jax_mesh, strategy, checked, heads.get(module) if module else None))
         except ValueError as err:
             problems.append((row.path, str(err)))
     if problems:
+        if heads:  # the heads decide whether a tensor size can serve the model at all: say them first
+            attention = {row.path for row in report.arrays if megatron.attention_module(row)}
+            problems.sort(key=lambda problem: problem[0] not in attention)
         raise LayoutError(problems)
     return placements
 
@@ -115,9 +121,11 @@ def specs_by_shape(
     ``compute_layout`` gives every array of that shape, for sweeps over thousands of meshes.
 
     Only for strategies whose placement depends on the shape alone (``replicated``, ``fsdp``,
-    ``tensor``; ``custom`` rules match paths). The strategy's rule is ``placement.place``'s, and JAX makes
-    every split (``Splitter``). The tests compare the result with ``compute_layout`` array by
-    array. Raises ``LayoutError`` naming each shape that cannot be placed, as ``compute_layout`` would.
+    ``tensor``; ``custom`` rules match paths, and ``megatron`` tells a query from an MLP's up
+    projection by path: both are refused with a ValueError). The strategy's rule is
+    ``placement.place``'s, and JAX makes every split (``Splitter``). The tests compare the result
+    with ``compute_layout`` array by array. Raises ``LayoutError`` naming each shape that cannot be
+    placed, as ``compute_layout`` would.
 
     A mesh with an ``expert`` axis is refused (ValueError): it splits expert arrays apart from
     dense ones, which shapes cannot tell. On any other mesh expert arrays are placed like dense
@@ -125,6 +133,12 @@ def specs_by_shape(
     """
     if strategy == "custom":
         raise ValueError("custom rules match array paths, so a layout by shape alone cannot apply them")
+    if strategy == "megatron":
+        raise ValueError(
+            "the megatron strategy places each array by what its layer does (its path: a query is split on its "
+            "heads, an MLP's down projection on its inputs), so a layout by shape alone cannot apply it; lay the "
+            "model out with compute_layout"
+        )
     check_strategy(mesh, strategy, ())
     if EXPERT_AXIS in mesh.names:
         raise ValueError(
@@ -175,8 +189,9 @@ def shard_values_by_shape(
 class LayoutError(ValueError):
     """Arrays the requested layout cannot place on the mesh.
 
-    ``problems`` lists every one as ``(path, message)``, in array order, so a table can flag each
-    row; the error's own text is the first message, and how many more there are, on one line.
+    ``problems`` lists every one as ``(path, message)``, in array order (megatron: attention
+    arrays first, since the heads decide whether a tensor size can serve the model), so a table can
+    flag each row; the error's own text is the first message, and how many more there are, on one line.
     """
 
     def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
@@ -210,7 +225,9 @@ class ArrayLayout:
     Attributes:
       path, shape, dtype, num_values: the array, as counted.
       spec: its PartitionSpec (``partition_spec`` is its text, ``rule_spec`` the rule syntax).
-      shard_shape: the shape each device holds (JAX's ``shard_shape``).
+      stored_shape: the shape laid out: ``shape``, unless the strategy lays out a padded or
+        repeated array (megatron's padded vocabulary and repeated KV heads; the note says why).
+      shard_shape: the shape each device holds (JAX's ``shard_shape`` of ``stored_shape``).
       values_per_shard: values each device holds of this array.
       replication_factor: copies of each value across the mesh (1 = not replicated): the product
         of the mesh axes the spec leaves unused.
@@ -233,6 +250,11 @@ class ArrayLayout:
     replicated_fallback: bool
     expert: bool
     note: str
+    stored_shape: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.stored_shape:  # laid out as counted
+            object.__setattr__(self, "stored_shape", tuple(self.shape))
 
     @property
     def partition_spec(self) -> str:
@@ -354,6 +376,7 @@ def compute_layout(report: ParamReport, mesh: MeshSpec, strategy: str, rules: Se
                 replicated_fallback=placement.replicated_fallback,
                 expert=is_expert(row),
                 note=placement.note,
+                stored_shape=tuple(row.shape) if placement.stored_shape is None else placement.stored_shape,
             )
         )
     return LayoutReport(mesh=mesh, strategy=strategy, rules=tuple(rules), arrays=tuple(rows))

@@ -13,6 +13,13 @@ Strategies (``dcsim.sharding.layout.partition_specs`` gives every array's spec):
   such dimension is replicated and flagged.
 - ``tensor``: the last dimension is split over the mesh axis named ``model``, replicated over the
   others. A mesh without ``model``, or a last dimension that does not divide, is an error.
+- ``megatron``: Megatron-LM's tensor parallelism as vLLM lays weights out
+  (``dcsim.sharding.megatron``): attention heads and MLP columns of the first projection of a pair
+  split over ``model``, the second projection's inputs (attention ``out``'s heads, the MLP's
+  ``down`` rows), the vocabulary over ``model`` padded as vLLM pads it, KV heads repeated up to the
+  tensor size when they divide it, routed experts over ``expert`` and their ffn over ``model``;
+  everything else replicated. Its placements may split a *stored shape* that differs from the
+  counted one (the padded vocabulary, the repeated KV heads): ``Placement.stored_shape``.
 - ``custom``: ordered ``PATTERN=SPEC`` rules. PATTERN is a glob (``fnmatch.fnmatchcase``, so ``*``
   also crosses ``/``) on the array path, never a regular expression; SPEC has one entry per
   leading dimension: ``None``, a mesh axis, or axes joined by ``+``. A SPEC shorter than the
@@ -46,6 +53,7 @@ from jax.sharding import AbstractMesh, NamedSharding, PartitionSpec
 
 from dcsim.inputs import show
 from dcsim.model.count import ArrayRow, is_routed_expert
+from dcsim.sharding import megatron
 from dcsim.sharding.meshes import (
     MAX_RULES,
     MeshSpec,
@@ -57,9 +65,10 @@ from dcsim.sharding.meshes import (
     spec_text,
 )
 
-STRATEGIES = ("replicated", "fsdp", "tensor", "custom")
-TENSOR_AXIS = "model"
-EXPERT_AXIS = "expert"
+STRATEGIES = ("replicated", "fsdp", "tensor", "megatron", "custom")
+PATH_STRATEGIES = ("megatron", "custom")  # strategies that place by path, not by shape alone
+TENSOR_AXIS = megatron.TENSOR_AXIS  # "model"; one name for every strategy
+EXPERT_AXIS = megatron.EXPERT_AXIS  # "expert"
 NUM_EXPERTS = "num_experts (dimension 0)"
 
 
@@ -68,9 +77,17 @@ def is_expert(row: ArrayRow) -> bool:
     return bool(row.shape) and is_routed_expert(row)
 
 
-def _shard_shape(mesh: MeshSpec, jax_mesh: AbstractMesh, spec: PartitionSpec, row: ArrayRow, why: str) -> tuple:
-    """JAX's shard shape of ``row`` under ``spec``, or a ValueError in the person's terms."""
-    shape = tuple(row.shape)
+def _shard_shape(
+    mesh: MeshSpec,
+    jax_mesh: AbstractMesh,
+    spec: PartitionSpec,
+    row: ArrayRow,
+    why: str,
+    stored: tuple[int, ...] | None = None,
+) -> tuple:
+    """JAX's shard shape of ``row`` (or of its ``stored`` shape) under ``spec``, or a ValueError in
+    the person's terms."""
+    shape = tuple(row.shape) if stored is None else stored
     sharding = NamedSharding(jax_mesh, spec)
     try:
         sharding.check_compatible_aval(shape)
@@ -106,10 +123,19 @@ def _shard_shape(mesh: MeshSpec, jax_mesh: AbstractMesh, spec: PartitionSpec, ro
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Placement:
+    """Where one array goes: its spec, JAX's shard shape, whether it was copied for want of a
+    split, and why.
+
+    ``stored_shape`` is the shape JAX splits when it is not the counted one (None: the same): the
+    megatron strategy pads the vocabulary and repeats KV heads as vLLM does, and the note says so.
+    ``shard_shape`` is always JAX's split of the shape laid out.
+    """
+
     spec: PartitionSpec
     shard_shape: tuple[int, ...]
     replicated_fallback: bool
     note: str
+    stored_shape: tuple[int, ...] | None = None
 
 
 def check_strategy(mesh: MeshSpec, strategy: str, rules: Sequence[Rule]) -> tuple[Rule, ...]:
@@ -131,6 +157,12 @@ def check_strategy(mesh: MeshSpec, strategy: str, rules: Sequence[Rule]) -> tupl
         raise ValueError(
             f"the tensor strategy splits each array's last dimension over a mesh axis named `{TENSOR_AXIS}`, "
             f"and the mesh {mesh.text} has none; add one, e.g. {mesh.text},{TENSOR_AXIS}=2"
+        )
+    if strategy == "megatron" and TENSOR_AXIS not in mesh.names:
+        raise ValueError(
+            f"the megatron strategy splits heads, MLP columns and the vocabulary over a mesh axis named "
+            f"`{TENSOR_AXIS}` (the tensor ranks), and the mesh {mesh.text} has none; add one, e.g. "
+            f"{mesh.text},{TENSOR_AXIS}=2"
         )
     for rule in rules:
         for entry in rule.spec:
@@ -188,8 +220,28 @@ def _place_expert(row: ArrayRow, mesh: MeshSpec, jax_mesh: AbstractMesh, strateg
     return placed(alone, f"replicated over {axes_text(mesh, rest)}: {reason}; {experts}", fallback=True)
 
 
-def place(row: ArrayRow, mesh: MeshSpec, jax_mesh: AbstractMesh, strategy: str, rules: tuple[Rule, ...]) -> Placement:
+def _place_megatron(row: ArrayRow, mesh: MeshSpec, jax_mesh: AbstractMesh, heads: megatron.Heads | None) -> Placement:
+    """Megatron's rule for ``row`` (``dcsim.sharding.megatron.split``), split by JAX."""
+    rule = megatron.split(row, heads, mesh.shape[TENSOR_AXIS], EXPERT_AXIS in mesh.names)
+    spec = PartitionSpec(*rule.entries)
+    stored = None if rule.stored_shape == tuple(row.shape) else rule.stored_shape
+    shard = _shard_shape(mesh, jax_mesh, spec, row, "the megatron strategy", stored)
+    return Placement(spec=spec, shard_shape=shard, replicated_fallback=False, note=rule.note, stored_shape=stored)
+
+
+def place(
+    row: ArrayRow,
+    mesh: MeshSpec,
+    jax_mesh: AbstractMesh,
+    strategy: str,
+    rules: tuple[Rule, ...],
+    heads: megatron.Heads | None = None,
+) -> Placement:
+    """Where ``row`` goes under ``strategy``; ``heads`` are its attention module's heads, which the
+    megatron strategy needs (``dcsim.sharding.megatron.attention_heads``) and the others ignore."""
     shape = tuple(row.shape)
+    if strategy == "megatron":
+        return _place_megatron(row, mesh, jax_mesh, heads)
     if strategy != "custom" and EXPERT_AXIS in mesh.names and is_expert(row):
         return _place_expert(row, mesh, jax_mesh, strategy)
     if strategy == "replicated":

@@ -46,14 +46,17 @@ STRATEGY_HELP = {  # shown under the strategy's name, so each says what it does 
     "axis, expert arrays: their experts over it, the largest other dimension over the other axes).",
     "tensor": "Each array's last dimension is split over the `model` axis and copied over the others (with an "
     "`expert` axis, expert arrays also have their experts split over it).",
+    "megatron": "Megatron-LM's tensor parallelism as vLLM serves it, over the `model` axis: query, key and value "
+    "heads and MLP columns split, the output and down projections on their inputs, the vocabulary padded to a "
+    "multiple of 64 and split, KV heads copied when fewer than the ranks; norms and the rest replicated.",
     "custom": "Your PATTERN=SPEC rules, first match wins; unmatched arrays are replicated.",
 }
 MESH_HELP = (
     "Named axes of the device mesh and their sizes, e.g. `data=4,model=2` (8 devices). "
-    f"At most {meshes.MAX_MESH_AXES} axes and {meshes.MAX_MESH_DEVICES:,} devices; the tensor strategy needs "
-    f"an axis named `{layout.TENSOR_AXIS}`. An axis named `{layout.EXPERT_AXIS}` (e.g. `data=2,expert=8`) splits "
-    "the experts of Mixture-of-Experts blocks (expert parallelism) and is one more data axis for every "
-    "other array."
+    f"At most {meshes.MAX_MESH_AXES} axes and {meshes.MAX_MESH_DEVICES:,} devices; the tensor and megatron "
+    f"strategies need an axis named `{layout.TENSOR_AXIS}`. An axis named `{layout.EXPERT_AXIS}` "
+    "(e.g. `data=2,expert=8`) splits the experts of Mixture-of-Experts blocks (expert parallelism) and is one "
+    "more data axis for every other array."
 )
 
 # Status of a row in the per-array table.
@@ -208,15 +211,18 @@ def array_table(report: ParamReport, outcome: Outcome) -> pd.DataFrame:
     return frame
 
 
-def strategy_frame(config: ModelConfig, mesh: meshes.MeshSpec, rules: tuple[meshes.Rule, ...]) -> pd.DataFrame:
-    """Values per device of every strategy on this mesh (custom only with rules), beside the
-    ideal share: strategy, values_per_device (None when refused), values_text, ideal_share,
-    ideal_share_text, status (the refusal, or ``ok``)."""
+def strategy_frame(
+    config: ModelConfig, mesh: meshes.MeshSpec, rules: tuple[meshes.Rule, ...], chosen: str | None = None
+) -> pd.DataFrame:
+    """Values per device of every strategy on this mesh (custom only with rules, megatron only when
+    ``chosen``: a serving layout, shown beside the others when asked for), beside the ideal share:
+    strategy, values_per_device (None when refused), values_text, ideal_share, ideal_share_text,
+    status (the refusal, or ``ok``)."""
     report = cache.count(config)
     share = Fraction(report.total_params, mesh.num_devices)
     records = []
     for strategy in layout.STRATEGIES:
-        if strategy == "custom" and not rules:
+        if (strategy == "custom" and not rules) or (strategy == "megatron" and chosen != "megatron"):
             continue
         outcome = cached_layout(config, mesh, strategy, rules if strategy == "custom" else ())
         values = outcome.layout.values_per_device if outcome.layout else None
