@@ -38,11 +38,10 @@ from dcsim.serving import cache as caches
 from dcsim.serving.request import (
     MAX_CONTEXT,
     REPLICA_AXES,
-    STAGE_AXIS,
     TENSOR_AXIS,
     Serving,
 )
-from dcsim.sharding import layout, payload
+from dcsim.sharding import layout, megatron, payload
 from dcsim.sharding.meshes import MeshSpec, abstract_mesh
 
 KV_NAMES = frozenset({"cached_key", "cached_value", "key_scale", "value_scale"})  # (seqs, tokens, KV heads, ...)
@@ -50,32 +49,13 @@ BLOCK_SIZE = 16  # vLLM's default KV block, in tokens: shown beside the exact an
 
 
 def tensor_heads(num_heads: int, num_kv_heads: int | None, tp: int) -> tuple[int, int]:
-    """vLLM's rule for KV heads on ``tp`` tensor ranks: ``(KV heads a rank holds, copies of each)``.
-
-    ``num_kv_heads`` None: the model's cache has no heads to split (DeepSeek's latent), (0, tp).
-    Raises ValueError naming the heads and the tensor size when a rank cannot hold whole heads."""
-    if num_heads % tp:
-        raise ValueError(
-            f"the tensor size `model`={tp:,} must divide the {num_heads:,} query heads, so that every rank holds "
-            f"whole heads; tensor sizes that do: {_divisors(num_heads)}"
-        )
+    """vLLM's rule for KV heads on ``tp`` tensor ranks (``megatron.kv_heads_per_rank``): ``(KV heads
+    a rank holds, copies of each)``. ``num_kv_heads`` None: a latent cache, whole on every rank,
+    (0, tp); the query heads must still split evenly."""
     if num_kv_heads is None:
+        megatron.kv_heads_per_rank(num_heads, num_heads, tp)
         return 0, tp
-    if num_kv_heads % tp == 0:
-        return num_kv_heads // tp, 1
-    if tp % num_kv_heads == 0:
-        return 1, tp // num_kv_heads
-    raise ValueError(
-        f"the {num_kv_heads:,} KV heads and the tensor size `model`={tp:,} do not fit vLLM's rule: a rank holds "
-        f"KV heads / tp heads when tp divides the KV heads, or one head copied tp / KV heads times when the KV "
-        f"heads divide tp; neither divides the other here. Tensor sizes that work: divisors of {num_kv_heads:,} "
-        f"or its multiples that divide the {num_heads:,} query heads"
-    )
-
-
-def _divisors(number: int) -> str:
-    found = [d for d in range(1, number + 1) if number % d == 0][:12]
-    return ", ".join(f"{d:,}" for d in found)
+    return megatron.kv_heads_per_rank(num_kv_heads, num_heads, tp)
 
 
 def stage_blocks(num_layers: int, num_stages: int) -> tuple[range, ...]:
@@ -310,12 +290,6 @@ def _kv_heads(family: str | None, hparams: Mapping[str, Any]) -> tuple[int, int 
     return None
 
 
-def _sub_mesh(mesh: MeshSpec) -> MeshSpec:
-    """The mesh one pipeline stage lays its arrays out on: every axis but ``stage``."""
-    axes = tuple((name, size) for name, size in mesh.axes if name != STAGE_AXIS)
-    return MeshSpec(axes or ((REPLICA_AXES[0], 1),))
-
-
 def _entry(names: tuple[str, ...]) -> Any:
     return None if not names else names[0] if len(names) == 1 else names
 
@@ -400,7 +374,7 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
     num_layers = hparams.get("num_layers", len(config.layers))
     blocks = stage_blocks(num_layers if family is not None else 1, serving.num_stages)
     tied = bool(hparams.get("tied_embeddings", False))
-    sub = _sub_mesh(serving.mesh)
+    sub = serving.layout_mesh
     report = report or count_params(config)
     weights = layout.compute_layout(report, sub, serving.strategy, serving.rules)
 

@@ -30,7 +30,7 @@ MAX_RESERVE_CHARS = 32
 WEIGHT_FORMATS = ("bfloat16", "float16", "float32")  # the plain dtypes; quantized formats plug in here
 DEFAULT_WEIGHTS = "bfloat16"
 DEFAULT_KV_DTYPE = "bfloat16"
-DEFAULT_STRATEGY = "replicated"  # megatron once the sharding layer has it
+DEFAULT_STRATEGY = "megatron"
 DEFAULT_CONTEXT = 4096
 DEFAULT_CONCURRENCY = 1
 DEFAULT_RESERVE = Fraction(1, 10)  # vLLM's gpu_memory_utilization 0.9
@@ -150,7 +150,7 @@ class Serving:
         check_serving_mesh(self.mesh)
         if self.strategy not in STRATEGIES:
             raise ValueError(f"`strategy` must be one of {', '.join(STRATEGIES)}, got {show(self.strategy)}")
-        object.__setattr__(self, "rules", check_strategy(self.mesh, self.strategy, self.rules))
+        object.__setattr__(self, "rules", check_strategy(self.layout_mesh, self.strategy, self.rules))
         object.__setattr__(self, "weights", check_weights(self.weights))
         object.__setattr__(self, "kv_dtype", check_kv_dtype(self.kv_dtype))
         object.__setattr__(self, "context", as_int(self.context, "context", maximum=MAX_CONTEXT))
@@ -166,6 +166,16 @@ class Serving:
             object.__setattr__(self, "budget_bytes", as_int(self.budget_bytes, "budget"))
         object.__setattr__(self, "reserve", parse_reserve(self.reserve))
         object.__setattr__(self, "full_windows", as_bool(self.full_windows, "full_windows"))
+
+    @property
+    def layout_mesh(self) -> MeshSpec:
+        """The mesh one pipeline stage lays its arrays out on: every axis but ``stage``, and a
+        ``model`` axis of size 1 when the mesh names none (no tensor parallelism is a tensor size
+        of 1, so ``megatron`` lays out a one-device mesh)."""
+        axes = tuple((name, size) for name, size in self.mesh.axes if name != STAGE_AXIS)
+        if TENSOR_AXIS not in self.mesh.names:
+            axes += ((TENSOR_AXIS, 1),)
+        return MeshSpec(axes)
 
     def axis(self, name: str) -> int:
         """The size of mesh axis ``name`` (1 when the mesh has none)."""
