@@ -121,8 +121,84 @@ def _labels(fields: Fields) -> None:
     fields.text["labels"] = f"{classes:,}"
 
 
+def _tied_by_default(fields: Fields) -> None:
+    """A head transformers ties though the file does not say so (StarCoder2, GPT-BigCode)."""
+    if fields.data.get("tie_word_embeddings") is None:
+        fields.note(
+            "the file does not set tie_word_embeddings; transformers' class ties the head to the token embedding "
+            "by default, and so does this count"
+        )
+
+
+def _multi_query(fields: Fields) -> None:
+    """GPT-BigCode: ``multi_query`` (true by default) means one key/value head."""
+    if fields.flag("multi_query", True):
+        fields.set(num_kv_heads=1)
+        fields.source["num_kv_heads"] = "multi_query"
+
+
+def _opt_positions(fields: Fields) -> None:
+    """OPT's learned positions have 2 rows more than ``max_position_embeddings`` (an offset kept from
+    fairseq); a ``word_embed_proj_dim`` other than ``hidden_size`` adds projections no family builds."""
+    length = fields.take("max_positions", "max_position_embeddings", 2048)
+    spec = schemas.hparam(fields.family, "max_positions", fields.family)
+    fields.set(max_positions=as_int(length + 2, "max_position_embeddings + 2", maximum=spec.high))
+    width = fields.data.get("word_embed_proj_dim")
+    if width is not None and width != fields.hparams["d_model"]:
+        raise ValueError(
+            f"`word_embed_proj_dim` is {show(width)}, not hidden_size ({fields.hparams['d_model']:,}); "
+            "dcsim counts only OPTs without the project_in and project_out layers that width adds"
+        )
+
+
+def _falcon(fields: Fields) -> None:
+    """Falcon's key/value heads and block wiring: ``new_decoder_architecture`` (Falcon-40B, 180B) has
+    ``num_kv_heads`` and two norms a block; otherwise ``multi_query`` means one key/value head, and
+    ``parallel_attn`` one norm for attention and MLP (or, when false, one before each)."""
+    heads = fields.hparams["num_heads"]
+    new = fields.flag("new_decoder_architecture", False)
+    if new:
+        fields.take("num_kv_heads", "num_kv_heads", heads)
+    else:
+        fields.set(num_kv_heads=1 if fields.flag("multi_query", True) else heads)
+        fields.source["num_kv_heads"] = "multi_query"
+    if not fields.flag("parallel_attn", True):
+        residual, words = "sequential", "a norm before attention and one before the MLP"
+    else:
+        norms = fields.data.get("num_ln_in_parallel_attn")
+        norms = 2 if norms is None and new else norms
+        two = as_int(norms or 1, "num_ln_in_parallel_attn", maximum=2) == 2
+        residual = "parallel_two_norms" if two else "parallel"
+        words = "parallel attention and MLP, " + ("a norm each" if two else "one norm for both")
+    fields.set(residual=residual)
+    fields.text["blocks"] = words
+
+
+def _bloom(fields: Fields) -> None:
+    """BLOOM's width may be written ``n_embed`` (older files); its MLP is 4 x as wide, always."""
+    if "hidden_size" not in fields.data and "n_embed" in fields.data:
+        fields.take("d_model", "n_embed", 64)
+    fields.set(ffn_dim=4 * fields.hparams["d_model"])
+    fields.source["ffn_dim"] = "4 x hidden_size"
+
+
+def _mpt(fields: Fields) -> None:
+    """MPT: the MLP is ``expansion_ratio`` x ``d_model`` wide; ALiBi only (transformers builds no
+    position table whatever ``attn_config`` says)."""
+    ratio = as_int(fields.data.get("expansion_ratio", 4) or 4, "expansion_ratio", maximum=schemas.MAX_VOCAB)
+    spec = schemas.hparam(fields.family, "ffn_dim", fields.family)
+    fields.set(ffn_dim=as_int(ratio * fields.hparams["d_model"], "expansion_ratio x d_model", maximum=spec.high))
+    fields.source["ffn_dim"] = "expansion_ratio x d_model"
+
+
 QUIRKS: Mapping[str, Callable[[Fields], None]] = {
     "one_bias": _one_bias,
+    "tied_by_default": _tied_by_default,
+    "multi_query": _multi_query,
+    "opt_positions": _opt_positions,
+    "falcon": _falcon,
+    "bloom": _bloom,
+    "mpt": _mpt,
     "t5_projection": _t5_projection,
     "labels": _labels,
     **EXPERT_QUIRKS,

@@ -185,6 +185,16 @@ _QWEN3_MOE = "dcsim's Qwen3-MoE attention has no biases"
 _DEEPSEEK = "dcsim's DeepSeek blocks have no biases on their projections"
 _MOE_COUNTED = "embeddings, blocks ({what}), final norm, {head}; rotary positions hold no parameters"
 
+# The variant family's hyperparameters with every quirk off; an entry turns on its own.
+_VARIANT: dict[str, Any] = {"position_embedding": "none", "norm": "layernorm", "residual": "sequential"}
+_VARIANT |= dict.fromkeys(("attn_bias", "qkv_bias", "mlp_bias", "gated_mlp", "fused_qkv", "qk_norm"), False)
+_VARIANT |= {"embed_norm": False, "head_bias": False}
+_SWIGLU = _VARIANT | {"norm": "rmsnorm", "gated_mlp": True}
+_QKV_ONLY = (
+    "embeddings, blocks (biases on query, key and value only), final norm, {head}; rotary positions hold no parameters"
+)
+_ALIBI = "embeddings, blocks, final norm, {head}; ALiBi positions hold no parameters"
+
 MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
     {
         "gpt2": ModelType(
@@ -328,6 +338,207 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
                 "not a parameter",
             ),
         ),
+        "granite": ModelType(
+            family="decoder",
+            model_class="GraniteForCausalLM",
+            sizes=_sizes(32_000, 4096, 32, 32, 11_008, positions=True),
+            fixed=_LLAMA,
+            quirks=("one_bias",),
+            counted="embeddings, blocks, final norm, {head}; Granite's multipliers and rotary positions hold no "
+            "parameters",
+        ),
+        "stablelm": ModelType(
+            family="decoder",
+            model_class="StableLmForCausalLM",
+            sizes=_sizes(50_304, 2560, 32, 32, 6912, positions=True),
+            head_dim=READ_NO_HEAD_DIM,
+            flags=(Flag("use_qkv_bias", False, ("qkv_bias",)),),
+            fixed=_ROTARY | {"use_bias": False, "norm": "layernorm", "gated_mlp": True},
+            rules=(
+                Only("qk_layernorm", False, False, "a LayerNorm for each query and key head, which no family builds"),
+                Only("use_parallel_residual", False, False, "the parallel block has one norm fewer a block"),
+            ),
+            counted="embeddings, blocks (LayerNorms with biases), final norm, {head}; partial rotary positions hold "
+            "no parameters",
+        ),
+        "nemotron": ModelType(
+            family="decoder",
+            model_class="NemotronForCausalLM",
+            sizes=_sizes(256_000, 6144, 32, 48, 24_576, positions=True),
+            fixed=_ROTARY | {"norm": "layernorm", "gated_mlp": False},
+            quirks=("one_bias",),
+            counted="embeddings, blocks (LayerNorm1P: a scale and a bias; squared-ReLU MLP without a gate), final "
+            "norm, {head}; partial rotary positions hold no parameters",
+        ),
+        "starcoder2": ModelType(
+            family="decoder",
+            model_class="Starcoder2ForCausalLM",
+            sizes=_sizes(49_152, 3072, 30, 24, 12_288, 2, positions=True),
+            tied=True,
+            flags=(Flag("use_bias", True, ("use_bias",)),),
+            fixed=_ROTARY | {"norm": "layernorm", "gated_mlp": False},
+            quirks=("tied_by_default",),
+        ),
+        "glm": ModelType(
+            family="decoder",
+            model_class="GlmForCausalLM",
+            sizes=_sizes(151_552, 4096, 40, 32, 13_696, 2, positions=True),
+            head_dim=128,
+            flags=(Flag("attention_bias", True, ("qkv_bias",)),),
+            fixed=_LLAMA,
+            counted=_QKV_ONLY,
+        ),
+        "glm4": ModelType(
+            family="decoder",
+            model_class="Glm4ForCausalLM",
+            sizes=_sizes(151_552, 4096, 40, 32, 13_696, 2, positions=True),
+            head_dim=128,
+            flags=(Flag("attention_bias", True, ("qkv_bias",)),),
+            fixed=_LLAMA | {"post_norms": True},
+            counted=_QKV_ONLY.replace("only)", "only; four norms a block)"),
+        ),
+        "gpt_bigcode": ModelType(
+            family="decoder",
+            model_class="GPTBigCodeForCausalLM",
+            sizes=_gpt2_sizes(50_257, 1024, 768, 12, 12),
+            head_dim=READ_NO_HEAD_DIM,
+            tied=True,
+            fixed=_LEARNED_GPT,
+            rules=(_CROSS,),
+            quirks=("multi_query", "tied_by_default"),
+            counted="embeddings, blocks (one key/value head when multi_query), final norm, {head}",
+        ),
+        "opt": ModelType(
+            family="decoder",
+            model_class="OPTForCausalLM",
+            sizes=(
+                Size("vocab_size", "vocab_size", 50_272),
+                Size("d_model", "hidden_size", 768),
+                Size("num_layers", "num_hidden_layers", 12),
+                Size("num_heads", "num_attention_heads", 12),
+                Size("num_kv_heads", "num_attention_heads", 12),
+                Size("ffn_dim", "ffn_dim", 3072),
+            ),
+            head_dim=READ_NO_HEAD_DIM,
+            tied=True,
+            flags=(Flag("enable_bias", True, ("use_bias",)),),
+            fixed=_LEARNED_GPT,
+            rules=(
+                Only("do_layer_norm_before", True, True, "OPT-350m's post-norm blocks have no final norm"),
+                Only("layer_norm_elementwise_affine", True, True, "norms without parameters are not OPT's"),
+            ),
+            quirks=("opt_positions",),
+            counted="embeddings (a position table 2 rows longer than max_position_embeddings), blocks, final norm, "
+            "{head}",
+        ),
+        "olmo": ModelType(
+            family="variant",
+            model_class="OlmoForCausalLM",
+            sizes=_sizes(50_304, 4096, 32, 32, 11_008),
+            flags=(Flag("attention_bias", False, ("attn_bias",)),),
+            fixed=_SWIGLU | {"norm": "no_params"},
+            counted="embeddings, blocks (LayerNorms without parameters), final norm (none either), {head}; rotary "
+            "positions hold no parameters",
+        ),
+        "olmo2": ModelType(
+            family="variant",
+            model_class="Olmo2ForCausalLM",
+            sizes=_sizes(50_304, 4096, 32, 32, 11_008),
+            flags=(Flag("attention_bias", False, ("attn_bias",)),),
+            fixed=_SWIGLU | {"residual": "post_norms", "qk_norm": True},
+            counted="embeddings, blocks (norms after attention and the MLP, none before; query and key normed over "
+            "every feature), final norm, {head}; rotary positions hold no parameters",
+        ),
+        "cohere": ModelType(
+            family="variant",
+            model_class="CohereForCausalLM",
+            sizes=_sizes(256_000, 8192, 40, 64, 22_528),
+            tied=True,
+            flags=(Flag("attention_bias", False, ("attn_bias",)), Flag("use_qk_norm", False, ("qk_norm",))),
+            fixed=_SWIGLU | {"norm": "layernorm_no_bias", "residual": "parallel"},
+            counted="embeddings, parallel blocks (one LayerNorm without bias each), final norm, {head}; rotary "
+            "positions and the logit scale hold no parameters",
+        ),
+        "cohere2": ModelType(
+            family="variant",
+            model_class="Cohere2ForCausalLM",
+            sizes=_sizes(256_000, 8192, 40, 64, 22_528),
+            head_dim=128,
+            tied=True,
+            flags=(Flag("attention_bias", False, ("attn_bias",)),),
+            fixed=_SWIGLU | {"norm": "layernorm_no_bias", "residual": "parallel"},
+            counted="embeddings, parallel blocks (one LayerNorm without bias each), final norm, {head}; sliding "
+            "windows, rotary positions and the logit scale hold no parameters",
+        ),
+        "gptj": ModelType(
+            family="variant",
+            model_class="GPTJForCausalLM",
+            sizes=(
+                Size("vocab_size", "vocab_size", 50_400),
+                Size("d_model", "n_embd", 4096),
+                Size("num_layers", "n_layer", 28),
+                Size("num_heads", "n_head", 16),
+                Size("num_kv_heads", "n_head", 16),
+                Size("ffn_dim", "n_inner", Same("d_model", 4)),
+            ),
+            head_dim=READ_NO_HEAD_DIM,
+            fixed=_VARIANT | {"residual": "parallel", "mlp_bias": True, "head_bias": True},
+            counted="embeddings, parallel blocks (biases in the MLP only), final norm, {head} with a bias; partial "
+            "rotary positions hold no parameters",
+        ),
+        "falcon": ModelType(
+            family="variant",
+            model_class="FalconForCausalLM",
+            sizes=(*_sizes(65_024, 4544, 32, 71, 0)[:4], Size("ffn_dim", "ffn_hidden_size", Same("d_model", 4))),
+            head_dim=READ_NO_HEAD_DIM,
+            tied=True,
+            flags=(Flag("bias", False, ("attn_bias", "mlp_bias")),),
+            fixed=_VARIANT | {"fused_qkv": True},
+            quirks=("falcon",),
+            counted="embeddings, blocks ({blocks}), final norm, {head}; rotary or ALiBi positions hold no parameters",
+        ),
+        "bloom": ModelType(
+            family="variant",
+            model_class="BloomForCausalLM",
+            sizes=(
+                Size("vocab_size", "vocab_size", 250_880),
+                Size("d_model", "hidden_size", 64),
+                Size("num_layers", "n_layer", 2),
+                Size("num_heads", "n_head", 8),
+                Size("num_kv_heads", "n_head", 8),
+            ),
+            head_dim=READ_NO_HEAD_DIM,
+            tied=True,
+            fixed=_VARIANT | {"attn_bias": True, "mlp_bias": True, "fused_qkv": True, "embed_norm": True},
+            quirks=("bloom",),
+            counted="embeddings and their LayerNorm, blocks, final norm, {head}; ALiBi positions hold no parameters",
+        ),
+        "mpt": ModelType(
+            family="variant",
+            model_class="MptForCausalLM",
+            sizes=(
+                Size("vocab_size", "vocab_size", 50_368),
+                Size("d_model", "d_model", 2048),
+                Size("num_layers", "n_layers", 24),
+                Size("num_heads", "n_heads", 16),
+                Size("num_kv_heads", "n_heads", 16),
+            ),
+            head_dim=READ_NO_HEAD_DIM,
+            tied=True,
+            fixed=_VARIANT | {"norm": "layernorm_no_bias", "fused_qkv": True},
+            quirks=("mpt",),
+            counted="embeddings, blocks (no biases, LayerNorms without bias), final norm, {head}; ALiBi positions "
+            "hold no parameters",
+        ),
+        "phi": ModelType(
+            family="variant",
+            model_class="PhiForCausalLM",
+            sizes=_sizes(51_200, 2048, 24, 32, 8192),
+            fixed=_VARIANT | {"residual": "parallel", "attn_bias": True, "mlp_bias": True, "head_bias": True},
+            rules=(Only("qk_layernorm", False, False, "a LayerNorm over each query and key head adds weights"),),
+            counted="embeddings, parallel blocks (biases everywhere), final norm, {head} with a bias; partial rotary "
+            "positions hold no parameters",
+        ),
         "t5": ModelType(
             family="t5",
             model_class="T5ForConditionalGeneration",
@@ -354,6 +565,24 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
             tied=None,
             rules=_BERT_RULES,
             counted=_BERT_COUNTED,
+        ),
+        "roberta": ModelType(
+            family="bert",
+            model_class="RobertaModel",
+            sizes=(Size("vocab_size", "vocab_size", 50_265), *_BERT_SIZES[1:]),
+            head_dim=READ_NO_HEAD_DIM,
+            tied=None,
+            rules=_BERT_RULES,
+            counted=_BERT_COUNTED.replace("embeddings", "embeddings (the position table as long as the file says)"),
+        ),
+        "xlm-roberta": ModelType(
+            family="bert",
+            model_class="XLMRobertaModel",
+            sizes=_BERT_SIZES,
+            head_dim=READ_NO_HEAD_DIM,
+            tied=None,
+            rules=_BERT_RULES,
+            counted=_BERT_COUNTED.replace("embeddings", "embeddings (the position table as long as the file says)"),
         ),
         "vit": ModelType(
             family="vit",
