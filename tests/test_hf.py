@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from conftest import open_app, uploader
 from dcsim import hf
 from dcsim.cli import main
-from dcsim.model import presets
+from dcsim.hf import table
+from dcsim.model import families, presets
 from dcsim.model.config import MAX_CONFIG_BYTES, ModelConfig
-from dcsim.model.count import count_params
+from dcsim.model.count import count_module, count_params
 
 DATA = Path(__file__).parent / "data" / "hf"
 COUNTS = json.loads((DATA / "counts.json").read_text())
@@ -138,6 +139,23 @@ def test_defaults_transformers_applies_are_applied():
     # hidden_size absent: LlamaConfig's 4,096, which Llama 2 7B's file also says.
     config, _ = hf.read_config_file(edited("llama-2-7b", hidden_size=...))
     assert count_params(config).total_params == COUNTS["llama-2-7b"]
+
+
+def test_the_docs_list_every_model_type_from_the_readers_table():
+    docs = (Path(__file__).parent.parent / "docs" / "presets.md").read_text()
+    start = "<!-- model types: generated from dcsim.hf.table, do not edit by hand -->\n"
+    written = docs[docs.index(start) + len(start) : docs.index("\n<!-- end of model types -->")]
+    assert written == table.markdown_table()
+    assert all(f"| `{model_type}` |" in written for model_type in hf.MODEL_TYPES)
+
+
+@pytest.mark.parametrize("name", ["olmo-2-7b", "falcon-40b", "phi-2", "bloom-560m", "command-r-v01"])
+def test_the_variant_familys_traced_count_is_its_full_init(name):
+    # Counting traces two blocks and repeats them; a full init of the same model, 3 blocks, agrees row by row.
+    config, _ = hf.read_config_file(edited(name, **{"num_hidden_layers": 3, "n_layer": 3}))
+    hparams = presets.resolved_hparams(config)
+    module, inputs = families.build_family(config.family, hparams)
+    assert count_params(config).arrays == count_module(module, *inputs).arrays
 
 
 def test_a_dcsim_configuration_still_opens_without_a_note():

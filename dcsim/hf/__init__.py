@@ -89,8 +89,7 @@ def from_hf_config(data: Any, base: ModelConfig | None = None) -> Imported:
         near = nearest(model_type) if isinstance(model_type, str) else ""
         raise ValueError(
             f"dcsim reads Hugging Face configs of {len(TYPES)} model types (docs/presets.md lists them); "
-            f"got {show(model_type)}, whose layers it has no family for"
-            + (f"; the nearest it reads is {near}" if near else "")
+            f"got {show(model_type)}, whose layers it has no family for" + (f"; {near}" if near else "")
         )
     from dcsim.hf.readers import read  # the reader imports the schemas; a refusal above needs none
 

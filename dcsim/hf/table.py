@@ -104,7 +104,15 @@ class ModelType:
         """What sets this type apart, for the docs' table: the hyperparameters it hard-codes and
         its readings beyond the table."""
         fixed = [name if value is True else f"{name}={value}" for name, value in self.fixed.items() if value]
-        return ", ".join(fixed + [f"{flag.key} -> {'/'.join(flag.names)}" for flag in self.flags] + list(self.quirks))
+        flags = [f"{flag.key} -> {'/'.join(flag.names)}" for flag in self.flags]
+        tied = ["head tied by default"] if self.tied else []
+        return ", ".join(fixed + flags + tied + list(self.quirks))
+
+    def refused(self) -> str:
+        """The fields refused unless at the value dcsim builds, for the docs' table."""
+        keys = [rule.key for rule in self.rules if isinstance(rule, Only)]
+        keys += [key for rule in self.rules if isinstance(rule, NoBias) for key in rule.keys]
+        return ", ".join(f"`{key}`" for key in keys)
 
 
 READ_NO_HEAD_DIM = "not read"
@@ -605,10 +613,49 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
 )
 
 
+_MOE_NEAR = "mixtral (moe): routed experts, but not this type's"
+# Hub model types dcsim does not read yet: what their blocks hold that no family builds, and the
+# nearest type it reads. A refusal names them; docs/presets.md lists the rest as refused.
+NOT_YET: Mapping[str, str] = MappingProxyType(
+    {
+        "mamba": "state-space layers (conv1d, x and dt projections, A_log, D); no family is near",
+        "mamba2": "state-space layers (conv1d, x and dt projections, A_log, D); no family is near",
+        "jamba": "Mamba layers between attention layers, experts every other layer; no family is near",
+        "bart": "an encoder-decoder with learned positions; the nearest is t5 (t5), whose positions differ",
+        "mbart": "an encoder-decoder with learned positions; the nearest is t5 (t5), whose positions differ",
+        "whisper": "an audio encoder (two convolutions) and a decoder; the nearest is t5 (t5)",
+        "olmoe": f"experts under OLMo's norms; the nearest is {_MOE_NEAR}",
+        "granitemoe": f"Granite's experts; the nearest is {_MOE_NEAR}",
+        "granitemoeshared": f"Granite's experts and a shared one; the nearest is {_MOE_NEAR}",
+        "phimoe": f"experts under LayerNorms with biases; the nearest is {_MOE_NEAR}",
+        "dbrx": f"fused experts and clipped qkv; the nearest is {_MOE_NEAR}",
+        "glm4_moe": "DeepSeek-style experts with a dense prefix; the nearest is deepseek_v3 (moe)",
+        "gpt_oss": f"attention sinks and biases on the experts; the nearest is {_MOE_NEAR}",
+        "llama4": "interleaved experts, a vision tower and a projector; the nearest is llama (decoder), for text",
+        "llava": "a vision tower, a projector and a language model; open the text_config's model alone",
+        "qwen2_5_vl": "a vision tower and merger beside Qwen2; the nearest is qwen2 (decoder), for text",
+        "gemma3": "a SigLIP tower and a projector beside Gemma 3; the nearest is gemma3_text (decoder), for text",
+        "mistral3": "a Pixtral tower and a projector beside Mistral; the nearest is mistral (decoder), for text",
+    }
+)
+
+
 def nearest(model_type: str) -> str:
-    """The supported model type closest in spelling to ``model_type``, with its family, for a
-    refusal (``llama (decoder)``); empty when none is near."""
+    """What to say of a type dcsim does not read: what ``NOT_YET`` knows of it, else the supported
+    type closest in spelling, with its family (``the nearest it reads is llama (decoder)``)."""
     import difflib
 
-    close = difflib.get_close_matches(model_type.lower(), list(MODEL_TYPES), n=1, cutoff=0.6)
-    return f"{close[0]} ({MODEL_TYPES[close[0]].family})" if close else ""
+    if model_type in NOT_YET:
+        return NOT_YET[model_type]
+    close = difflib.get_close_matches(model_type.lower(), list(MODEL_TYPES), n=1, cutoff=0.75)
+    return f"the nearest it reads is {close[0]} ({MODEL_TYPES[close[0]].family})" if close else ""
+
+
+def markdown_table() -> str:
+    """docs/presets.md's table of model types, written from ``MODEL_TYPES`` (a test keeps the two equal)."""
+    lines = ["| `model_type` | family | counted as | quirks | refused unless as built |", "|---|---|---|---|---|"]
+    for model_type, entry in MODEL_TYPES.items():
+        quirks = entry.quirk_words() or "none"
+        row = f"| `{model_type}` | {entry.family} | `{entry.model_class}` | {quirks} | {entry.refused() or 'none'} |"
+        lines.append(row)
+    return "\n".join(lines)
