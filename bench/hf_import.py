@@ -21,6 +21,9 @@ import transformers
 from accelerate import init_empty_weights
 from hf_decoders import decoder_sizes
 from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
     BertConfig,
     BertModel,
     DeepseekV2Config,
@@ -200,6 +203,95 @@ MODELS = {
 }
 
 
+# Issue 30: the model types that were refused. Each published configuration as the Hub's config.json
+# has it (model_type, then the fields that differ from the class's defaults), by the file name written.
+HUB_TYPES = {
+    "olmo-7b": ("olmo", {"max_position_embeddings": 2048}),
+    "olmo-2-7b": ("olmo2", {"vocab_size": 100352, "max_position_embeddings": 4096, "rope_theta": 500000}),
+    "granite-3.0-2b": (
+        "granite",
+        {**decoder_sizes(49155, 2048, 40, 32, 8, 8192, 4096), "tie_word_embeddings": True}
+        | {"embedding_multiplier": 12.0, "logits_scaling": 8.0, "residual_multiplier": 0.22},
+    ),
+    "command-r-v01": ("cohere", {"max_position_embeddings": 8192, "logit_scale": 0.0625}),
+    "command-r7b": ("cohere2", {**decoder_sizes(256000, 4096, 32, 32, 8, 14336, 8192), "sliding_window": 4096}),
+    "stablelm-2-1.6b": ("stablelm", {**decoder_sizes(100352, 2048, 24, 32, 32, 5632, 4096), "use_qkv_bias": True}),
+    "nemotron-mini-4b": ("nemotron", {**decoder_sizes(256000, 3072, 32, 24, 8, 9216, 4096), "head_dim": 128}),
+    "starcoder2-3b": ("starcoder2", {**decoder_sizes(49152, 3072, 30, 24, 2, 12288, 16384), "sliding_window": 4096}),
+    "glm-4-9b": ("glm", decoder_sizes(151552, 4096, 40, 32, 2, 13696, 131072)),
+    "glm-4-9b-0414": ("glm4", decoder_sizes(151552, 4096, 40, 32, 2, 13696, 32768)),
+    "starcoderbase-1b": (
+        "gpt_bigcode",
+        {"vocab_size": 49152, "n_embd": 2048, "n_layer": 24, "n_head": 16, "n_inner": 8192, "n_positions": 8192},
+    ),
+    "opt-125m": ("opt", {"max_position_embeddings": 2048}),
+    "gpt-j-6b": ("gptj", {}),
+    "falcon-7b": ("falcon", {}),
+    "falcon-40b": (
+        "falcon",
+        {"hidden_size": 8192, "num_hidden_layers": 60, "num_attention_heads": 128, "num_kv_heads": 8}
+        | {"new_decoder_architecture": True, "ffn_hidden_size": None},
+    ),
+    "bloom-560m": ("bloom", {"hidden_size": 1024, "n_layer": 24, "n_head": 16}),
+    "mpt-7b": ("mpt", {"d_model": 4096, "n_heads": 32, "n_layers": 32, "vocab_size": 50432}),
+    "phi-2": (
+        "phi",
+        {"hidden_size": 2560, "intermediate_size": 10240, "num_hidden_layers": 32, "partial_rotary_factor": 0.4},
+    ),
+    "roberta-base": ("roberta", {"max_position_embeddings": 514, "type_vocab_size": 1}),
+    "xlm-roberta-base": ("xlm-roberta", {"vocab_size": 250002, "max_position_embeddings": 514, "type_vocab_size": 1}),
+}
+# Every model_type dcsim reads, at its class's defaults (tests/test_hf_modern.py opens each bare), but
+# nemotron: transformers 5.24.0 cannot build NemotronConfig() (num_key_value_heads None reaches a //).
+BARE_TYPES = [
+    "gpt2",
+    "gpt_neox",
+    "llama",
+    "mistral",
+    "gemma",
+    "qwen2",
+    "granite",
+    "stablelm",
+    "starcoder2",
+    "glm",
+    "glm4",
+    "gpt_bigcode",
+    "opt",
+    "olmo",
+    "olmo2",
+    "cohere",
+    "cohere2",
+    "gptj",
+    "falcon",
+    "bloom",
+    "mpt",
+    "phi",
+    "bert",
+    "roberta",
+    "xlm-roberta",
+    "vit",
+]
+ENCODERS = ("bert", "roberta", "xlm-roberta")
+
+
+def hub_model(model_type, fields):
+    """The class transformers builds for ``model_type`` (the base model for encoders, as dcsim counts
+    them; ViT with its classifier) and its configuration."""
+    config = AutoConfig.for_model(model_type, **fields)
+    if model_type in ENCODERS:
+        return AutoModel, config
+    if model_type == "vit":
+        return ViTForImageClassification, config
+    return AutoModelForCausalLM, config
+
+
+def build(cls, config):
+    with torch.device("meta"), init_empty_weights():
+        model = cls.from_config(config) if cls in (AutoModel, AutoModelForCausalLM) else cls(config)
+    model.tie_weights()
+    return model
+
+
 UNTIED_T5 = ("flan-t5-base",)
 BARE = (
     (MixtralForCausalLM, MixtralConfig),
@@ -237,6 +329,15 @@ def main() -> None:
             counts[name] += config.vocab_size * config.d_model
         (OUT / f"{name}.json").write_text(text)
         print(f"| {name} | {config.model_type} | {cls.__name__} | {counts[name]:,} | {len(text.encode()):,} |")
+    for name, (model_type, fields) in HUB_TYPES.items():
+        cls, config = hub_model(model_type, fields)
+        config.architectures = None
+        model = build(cls, config)
+        config.architectures = [type(model).__name__]
+        counts[name] = model.num_parameters()
+        text = config.to_json_string()
+        (OUT / f"{name}.json").write_text(text)
+        print(f"| {name} | {model_type} | {type(model).__name__} | {counts[name]:,} | {len(text.encode()):,} |")
     (OUT / "counts.json").write_text(json.dumps(counts, indent=2) + "\n")
     # A bare {"model_type": ...}: every field at the configuration class's default, which is what
     # dcsim must take for an absent field (tests/test_hf_modern.py opens each one).
@@ -249,6 +350,8 @@ def main() -> None:
         defaults[config.model_type] = model.num_parameters()
         if config.model_type == "t5" and not config.scale_decoder_outputs:  # see UNTIED_T5
             defaults[config.model_type] += config.vocab_size * config.d_model
+    for model_type in BARE_TYPES:
+        defaults[model_type] = build(*hub_model(model_type, {})).num_parameters()
     (OUT / "defaults.json").write_text(json.dumps(defaults, indent=2) + "\n")
     print("\nbare model_type (class defaults): " + ", ".join(f"{key} {value:,}" for key, value in defaults.items()))
 

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from conftest import open_app, uploader
 from dcsim import hf
 from dcsim.cli import main
-from dcsim.model import presets
+from dcsim.hf import table
+from dcsim.model import families, presets
 from dcsim.model.config import MAX_CONFIG_BYTES, ModelConfig
-from dcsim.model.count import count_params
+from dcsim.model.count import count_module, count_params
 
 DATA = Path(__file__).parent / "data" / "hf"
 COUNTS = json.loads((DATA / "counts.json").read_text())
@@ -135,6 +136,26 @@ def test_defaults_transformers_applies_are_applied():
     assert count_params(config).total_params == COUNTS["llama-2-7b"]
     config, _ = hf.read_config_file(edited("gpt2", n_inner=None, tie_word_embeddings=...))
     assert count_params(config).total_params == COUNTS["gpt2"]
+    # hidden_size absent: LlamaConfig's 4,096, which Llama 2 7B's file also says.
+    config, _ = hf.read_config_file(edited("llama-2-7b", hidden_size=...))
+    assert count_params(config).total_params == COUNTS["llama-2-7b"]
+
+
+def test_the_docs_list_every_model_type_from_the_readers_table():
+    docs = (Path(__file__).parent.parent / "docs" / "presets.md").read_text()
+    start = "<!-- model types: generated from dcsim.hf.table, do not edit by hand -->\n"
+    written = docs[docs.index(start) + len(start) : docs.index("\n<!-- end of model types -->")]
+    assert written == table.markdown_table()
+    assert all(f"| `{model_type}` |" in written for model_type in hf.MODEL_TYPES)
+
+
+@pytest.mark.parametrize("name", ["olmo-2-7b", "falcon-40b", "phi-2", "bloom-560m", "command-r-v01"])
+def test_the_variant_familys_traced_count_is_its_full_init(name):
+    # Counting traces two blocks and repeats them; a full init of the same model, 3 blocks, agrees row by row.
+    config, _ = hf.read_config_file(edited(name, **{"num_hidden_layers": 3, "n_layer": 3}))
+    hparams = presets.resolved_hparams(config)
+    module, inputs = families.build_family(config.family, hparams)
+    assert count_params(config).arrays == count_module(module, *inputs).arrays
 
 
 def test_a_dcsim_configuration_still_opens_without_a_note():
@@ -147,14 +168,12 @@ def test_a_dcsim_configuration_still_opens_without_a_note():
     [
         (
             "llama-2-7b",
-            {"model_type": "falcon"},
-            "model_type gpt2, gpt_neox, llama, mistral, gemma, qwen2, qwen3, gemma2, gemma3_text, phi3, mixtral, "
-            "qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, t5, bert, vit; got 'falcon'",
+            {"model_type": "lama"},
+            "got 'lama', whose layers it has no family for; the nearest it reads is llama (decoder)",
         ),
         ("llama-2-7b", {"model_type": ["llama"]}, "got ['llama']"),
         ("llama-2-7b", {"head_dim": 0}, "`head_dim` must be an integer from 1 to 4,096, got 0"),
         ("llama-2-7b", {"attention_bias": True}, "`attention_bias` is true and `mlp_bias` is false; dcsim's decoder"),
-        ("llama-2-7b", {"hidden_size": ...}, "`hidden_size` is missing; it decides the parameter count"),
         ("llama-2-7b", {"hidden_size": "4096"}, "`hidden_size` must be an integer from 1 to 65,536, got '4096'"),
         ("llama-2-7b", {"hidden_size": True}, "`hidden_size` must be an integer from 1 to 65,536, got the bool True"),
         ("llama-2-7b", {"hidden_size": 4096.5}, "`hidden_size` must be an integer from 1 to 65,536, got 4096.5"),
@@ -244,10 +263,10 @@ def test_the_cli_counts_a_hugging_face_file_and_says_what_it_opened(tmp_path, ca
 
 def test_the_cli_refuses_an_unsupported_file_in_one_line(tmp_path, capsys):
     path = tmp_path / "config.json"
-    path.write_bytes(edited("llama-2-7b", model_type="falcon"))
+    path.write_bytes(edited("llama-2-7b", model_type="mamba"))
     assert main(["count", "--config", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "got 'falcon', whose layers it has no family for" in err
+    assert err.count("\n") == 1 and "got 'mamba', whose layers it has no family for" in err
 
 
 def test_the_upload_box_opens_a_hugging_face_file():

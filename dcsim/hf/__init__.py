@@ -11,8 +11,8 @@ A field that changes the count and that dcsim's family cannot express (biases on
 but not the MLP, cross-attention, relative position tables...) is refused by name, never ignored:
 an import either counts what transformers counts or says why it cannot. Fields that change no count
 (dropouts, activations, rotary settings, token ids) are not read; fields transformers' own class
-ignores are noted. How each ``model_type`` is read is in ``dcsim.hf.readers`` and
-``dcsim.hf.experts``; ``bench/hf_import.py`` checks every supported ``model_type`` against
+ignores are noted. How each ``model_type`` is read is one entry of ``dcsim.hf.table``, read by
+``dcsim.hf.readers``; ``bench/hf_import.py`` checks every supported ``model_type`` against
 transformers' own ``num_parameters()``.
 """
 
@@ -22,11 +22,14 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from dcsim.hf.readers import MODEL_TYPES, READERS, Fields
-from dcsim.hf.windows import serving_hparams
+from dcsim.hf.fields import Fields
+from dcsim.hf.table import MODEL_TYPES as TYPES
+from dcsim.hf.table import nearest
 from dcsim.inputs import json_kind, json_size, load_json, show
 from dcsim.model import schemas
 from dcsim.model.config import MAX_CONFIG_BYTES, MAX_NAME_CHARS, ModelConfig, Origin
+
+MODEL_TYPES = tuple(TYPES)  # every model_type dcsim opens, in the table's order
 
 # A config.json with a classifier's label names (ViT's 1,000 ImageNet classes, twice: id2label and
 # label2id) runs to about 70 KB, past the 64 KiB of a dcsim configuration file.
@@ -82,14 +85,19 @@ def from_hf_config(data: Any, base: ModelConfig | None = None) -> Imported:
     if not isinstance(data, dict):
         raise TypeError(f"a Hugging Face config must be a JSON object, got {json_kind(data)}")
     model_type = data.get("model_type")
-    if not isinstance(model_type, str) or model_type not in READERS:
+    if not isinstance(model_type, str) or model_type not in TYPES:
+        near = nearest(model_type) if isinstance(model_type, str) else ""
         raise ValueError(
-            f"dcsim reads Hugging Face configs of model_type {', '.join(MODEL_TYPES)}; "
-            f"got {show(model_type)}, whose layers it has no family for"
+            f"dcsim reads Hugging Face configs of {len(TYPES)} model types (docs/presets.md lists them); "
+            f"got {show(model_type)}, whose layers it has no family for" + (f"; {near}" if near else "")
         )
-    family, model_class, reader = READERS[model_type]
+    from dcsim.hf.readers import read  # the reader imports the schemas; a refusal above needs none
+    from dcsim.hf.windows import serving_hparams
+
+    entry = TYPES[model_type]
+    family, model_class = entry.family, entry.model_class
     fields = Fields(data, family)
-    counted_as = f"{model_class}: {reader(fields)}" + "".join(f". Note: {note}" for note in fields.notes)
+    counted_as = f"{model_class}: {read(entry, fields)}" + "".join(f". Note: {note}" for note in fields.notes)
     fields.set(**serving_hparams(data, model_type, family, fields.hparams))
     defaults = schemas.family_defaults(family)
     overrides = {name: value for name, value in fields.hparams.items() if defaults[name] != value}

@@ -1,5 +1,5 @@
-"""One config.json's fields read into a dcsim family's hyperparameters, and the readings several
-``model_type`` readers share (``dcsim.hf.readers``, ``dcsim.hf.experts``)."""
+"""One config.json's fields read into a dcsim family's hyperparameters (``dcsim.hf.readers`` reads
+them as each model type's entry in ``dcsim.hf.table`` says)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ class Fields:
         self.hparams: dict[str, Any] = {}
         self.source: dict[str, str] = {}
         self.notes: list[str] = []
+        self.text: dict[str, str] = {}  # words the entry's ``counted`` sentence is filled with
+        self.missing = MISSING
 
     def _int(self, key: str, default: Any, minimum: int = 1, maximum: int | None = None) -> int:
         """The integer field ``key``; ``default`` stands for a missing or null one (``MISSING``: required)."""
@@ -77,30 +79,3 @@ class Fields:
 
 def lm_head(tied: bool) -> str:
     return "language-model head " + ("tied to the token embedding" if tied else "untied")
-
-
-def sizes(fields: Fields, defaults: Mapping[str, int]) -> None:
-    """vocab_size, hidden_size, num_hidden_layers, num_attention_heads, intermediate_size and
-    num_key_value_heads, each absent one at the model class's ``defaults`` (a null
-    num_key_value_heads means as many as num_attention_heads, as transformers reads it)."""
-    for name, key in (
-        ("vocab_size", "vocab_size"),
-        ("d_model", "hidden_size"),
-        ("num_layers", "num_hidden_layers"),
-        ("num_heads", "num_attention_heads"),
-        ("ffn_dim", "intermediate_size"),
-    ):
-        fields.take(name, key, defaults[key])
-    kv_default = defaults.get("num_key_value_heads") or fields.hparams["num_heads"]
-    if "num_key_value_heads" in fields.data and fields.data["num_key_value_heads"] is None:
-        kv_default = fields.hparams["num_heads"]
-    fields.take("num_kv_heads", "num_key_value_heads", kv_default)
-
-
-def rotary_decoder(fields: Fields, tied_default: bool, **hparams: Any) -> str:
-    """Set what every rotary decoder here shares (RMSNorm, a gated MLP, no biases unless ``hparams``
-    says otherwise) and say what is counted."""
-    tied = fields.flag("tie_word_embeddings", tied_default)
-    shared = {"position_embedding": "none", "tied_embeddings": tied, "use_bias": False, "norm": "rmsnorm"}
-    fields.set(**(shared | {"gated_mlp": True} | hparams))
-    return f"embeddings, blocks, final norm, {lm_head(tied)}; rotary positions hold no parameters"

@@ -52,7 +52,7 @@ DTYPES = ("float32", "bfloat16", "float16", "int8", "float64")
 DEFAULT_DTYPE = "float32"
 MAX_NAME_CHARS = 100  # a model's name from a file: a Hub id or a class name, with room to spare
 MAX_MODEL_TYPE_CHARS = 40
-_MODEL_TYPE_TEXT = re.compile(r"[a-z0-9_]+")
+_MODEL_TYPE_TEXT = re.compile(r"[a-z0-9][a-z0-9_-]*")  # xlm-roberta has a hyphen
 # A Hugging Face Hub id: huggingface_hub's own REPO_ID_REGEX (ASCII letters, digits, -, _ and .;
 # no - or . at either end of a part), read only after the length check below, so it cannot backtrack
 # far. 96 characters is the Hub's bound on a name; owner/name together are held to it too.
@@ -152,7 +152,7 @@ class Origin:
     Attributes:
       name: the file's ``_name_or_path``, else its ``architectures`` entry (``GemmaForCausalLM``);
         the Hub id for a model fetched from the Hub.
-      model_type: the file's ``model_type`` (``gemma``): lower-case letters, digits and ``_``.
+      model_type: the file's ``model_type`` (``gemma``): lower-case letters, digits, ``_`` and ``-``.
       family: the dcsim family that builds it (``decoder``).
       edited: whether its hyperparameters were changed after it was opened.
       hub_id: the Hub id it was fetched by (``mistralai/Mixtral-8x7B-v0.1``), or None.
@@ -172,7 +172,8 @@ class Origin:
         model_type = check_text(self.model_type, "model_type", MAX_MODEL_TYPE_CHARS)
         if not _MODEL_TYPE_TEXT.fullmatch(model_type):
             raise ValueError(
-                f"`model_type` must be lower-case letters, digits and _ (gemma, gpt_neox), got {show(model_type)}"
+                "`model_type` must be lower-case letters, digits, _ and - (gemma, gpt_neox, xlm-roberta), "
+                f"got {show(model_type)}"
             )
         object.__setattr__(self, "model_type", model_type)
 

@@ -46,6 +46,8 @@ from dcsim.model.layers import (
     sandwich,
 )
 from dcsim.model.vision import ResNet, VisionTransformer
+from dcsim.model.zoo import schemas as zoo_schemas
+from dcsim.model.zoo import variant
 
 # The sequence the transformers are initialised on. Its length changes no count; it only has to fit
 # the learned position table.
@@ -448,6 +450,8 @@ def build_family(
     if family == "resnet":
         images = jax.ShapeDtypeStruct((batch_size, h["image_size"], h["image_size"], IMAGE_CHANNELS), jnp.float32)
         return ResNet(tuple(h["stage_blocks"]), h["bottleneck"], h["num_classes"]), (images,)
+    if family in zoo_schemas.ZOO_SCHEMAS:
+        return variant.build(family, h, tokens)
     raise ValueError(f"unknown family {family!r}; families: {', '.join(schemas.FAMILIES)}")
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from dcsim.inputs import show
 from dcsim.model.hparams import HParam, bool_param, choice_param, int_param
+from dcsim.model.zoo import schemas as zoo
 
 # Limits keep every preset cheap to trace (tracing cost grows with the number of blocks) and every
 # count inside int64, which the tables use. None of them is a limit of Flax.
@@ -246,6 +247,7 @@ FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
             dataclasses.replace(_IMAGE, description="input image height and width (3 channels); changes no count"),
         ),
     }
+    | dict(zoo.ZOO_SCHEMAS)  # the zoo's families come after the first seven
 )
 
 FAMILY_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
@@ -259,6 +261,7 @@ FAMILY_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
         "vit": "vision transformer: patch convolution, class token, learned positions, classifier head",
         "resnet": "ResNet v1.5: basic or bottleneck blocks, BatchNorm (running statistics are variables)",
     }
+    | dict(zoo.ZOO_DESCRIPTIONS)
 )
 
 FAMILIES = tuple(FAMILY_SCHEMAS)
@@ -391,6 +394,7 @@ def applicable(family: str, hparams: Mapping[str, Any]) -> tuple[str, ...]:
             hidden.add("ffn_dim")
         if not hparams["shared_ffn_dim"]:
             hidden.add("shared_expert_gate")
+    hidden |= zoo.hidden(family, hparams)
     return tuple(spec.name for spec in schema(family) if spec.name not in hidden)
 
 
