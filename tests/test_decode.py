@@ -23,6 +23,8 @@ def _tiny(family: str, **hparams: object) -> dict:
         | {"ffn_dim": 24, "max_positions": 16, "position_embedding": "none", "norm": "rmsnorm", "gated_mlp": True},
         "moe": {"vocab_size": 50, "d_model": 16, "num_layers": 2, "num_heads": 4, "num_kv_heads": 2}
         | {"expert_ffn_dim": 8, "num_experts": 4, "ffn_dim": 24, "max_positions": 16},
+        "variant": {"vocab_size": 50, "d_model": 16, "num_layers": 2, "num_heads": 4, "num_kv_heads": 2}
+        | {"ffn_dim": 24, "max_positions": 16},
         "t5": {"vocab_size": 50, "d_model": 16, "num_layers": 2, "num_decoder_layers": 2, "num_heads": 4}
         | {"head_dim": 4, "ffn_dim": 24, "relative_buckets": 8},
     }[family]
@@ -75,6 +77,8 @@ def _full_logits(family: str, hparams: dict, params, tokens: jax.Array, source=N
             id="latent",
         ),
         pytest.param("t5", {}, id="t5"),
+        pytest.param("variant", {}, id="variant"),
+        pytest.param("variant", {"qk_norm": True, "norm": "rmsnorm"}, id="variant-wide-qk-norm"),
     ],
 )
 def test_decoding_through_the_cache_gives_the_full_forward(family, hparams):

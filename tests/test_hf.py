@@ -58,6 +58,8 @@ def test_the_file_is_its_own_model_and_keeps_the_shards_dtype_seed_and_batch():
         "ffn_dim": 14336,
         "max_positions": 32768,
         "num_kv_heads": 8,
+        "sliding_window": 4096,  # Mistral 7B v0.1's window, on every block: it changes what serving caches
+        "local_layers": tuple(range(32)),
     }
     assert ModelConfig.from_json(config.to_json()) == config  # downloads and links carry it as it is
     assert note == (

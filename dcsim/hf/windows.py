@@ -29,7 +29,7 @@ SLIDING = "sliding_attention"
 _QWEN_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
 _GEMMA3_TYPES = frozenset({"gemma3", "gemma3_text"})
 GEMMA3_PATTERN = 6  # Gemma3TextConfig's sliding_window_pattern
-WINDOWED_FAMILIES = ("decoder", "moe")
+WINDOWED_FAMILIES = ("decoder", "moe", "variant")
 
 
 def _window(data: Mapping[str, Any], default: int | None = None) -> int | None:
@@ -93,6 +93,9 @@ def serving_hparams(
     found["rope_scaling"] = _rope_scaled(data)
     positions = data.get("max_position_embeddings")
     rotary = family == "moe" or hparams.get("position_embedding") == "none"
-    if rotary and positions is not None and "max_positions" not in hparams:
-        found["max_positions"] = as_int(positions, "max_position_embeddings", maximum=schemas.MAX_VOCAB)
+    # Rotary lengths change no count; past the positions hyperparameter's range they are passed over,
+    # as the readers pass them over (the family's default then caps a served context).
+    fits_range = isinstance(positions, int) and not isinstance(positions, bool) and 1 <= positions <= schemas.MAX_VOCAB
+    if rotary and fits_range and "max_positions" not in hparams:
+        found["max_positions"] = positions
     return found

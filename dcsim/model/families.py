@@ -33,7 +33,6 @@ import jax.numpy as jnp
 
 from dcsim.model import schemas
 from dcsim.model.layers import (
-    CACHE,
     Attention,
     Decode,
     FeedForward,
@@ -44,6 +43,7 @@ from dcsim.model.layers import (
     norm,
     output_logits,
     sandwich,
+    step_positions,
 )
 from dcsim.model.vision import ResNet, VisionTransformer
 from dcsim.model.zoo import schemas as zoo_schemas
@@ -94,7 +94,7 @@ class Decoder(nn.Module):
     def __call__(self, tokens: jax.Array) -> jax.Array:
         positions = self.max_positions if self.position_embedding == "learned" else None
         embed = TokenEmbeddings(self.vocab_size, self.d_model, positions, name="embed")
-        x = embed(tokens, positions=_step_positions(self, tokens) if positions and self.decode else None)
+        x = embed(tokens, positions=step_positions(self, tokens) if positions and self.decode else None)
         for index in self.built_layers or range(self.num_layers):
             x = TransformerBlock(
                 self.num_heads,
@@ -120,14 +120,6 @@ class Decoder(nn.Module):
 def window_of(model: Any, index: int) -> int:
     """The sliding window of block ``index`` of a decoder (0: it attends to every token)."""
     return model.sliding_window if index in model.local_layers else 0
-
-
-def _step_positions(module: nn.Module, tokens: jax.Array) -> jax.Array:
-    """Decode mode's positions of ``tokens``: a ``position`` counter in the cache, advanced a step."""
-    step = module.variable(CACHE, "position", lambda: jnp.zeros((), jnp.int32))
-    positions = step.value + jnp.arange(tokens.shape[-1])
-    step.value = step.value + tokens.shape[-1]
-    return positions
 
 
 class MoEDecoder(nn.Module):
@@ -295,7 +287,7 @@ class T5Stack(nn.Module):
         keys = length
         if self.decode is not None:
             keys = self.decode.context
-            distance = jnp.arange(keys)[None, :] - _step_positions(self, x[..., 0])[:, None]
+            distance = jnp.arange(keys)[None, :] - step_positions(self, x[..., 0])[:, None]
         else:
             distance = jnp.arange(length)[None, :] - jnp.arange(length)[:, None]
         for index in range(self.num_layers):
@@ -408,7 +400,8 @@ class MLP(nn.Module):
         return nn.Dense(self.num_classes, use_bias=self.use_bias, name="head")(x)
 
 
-DECODING_FAMILIES = ("decoder", "moe", "t5")  # the families whose attention keeps a decode-mode cache
+# The families whose attention keeps a decode-mode cache.
+DECODING_FAMILIES = ("decoder", "moe", "t5", *zoo_schemas.ZOO_SCHEMAS)
 
 
 def build_family(
@@ -432,6 +425,8 @@ def build_family(
         if family == "t5":
             source = jax.ShapeDtypeStruct((batch_size, decode.source_length), jnp.int32)
             return T5(**h, decode=decode), (source, step)
+        if family in zoo_schemas.ZOO_SCHEMAS:
+            return variant.build(family, h, step, decode)
         return (Decoder if family == "decoder" else MoEDecoder)(**h, decode=decode), (step,)
     if family == "mlp":
         module = MLP(h["hidden_dim"], h["num_layers"], h["num_classes"], h["use_bias"])
@@ -502,7 +497,7 @@ def traced_hparams(family: str, hparams: Mapping[str, Any]) -> tuple[dict[str, A
         h["num_layers"] = min(h["num_layers"], TRACED_PER_RUN)
         h["num_decoder_layers"] = min(h["num_decoder_layers"], TRACED_PER_RUN)
         return h, runs
-    if family == "moe" or (family == "decoder" and h["local_layers"]):
+    if family == "moe" or (h.get("local_layers") and family in ("decoder", *zoo_schemas.ZOO_SCHEMAS)):
         # Sets built alike, in any pattern: a Mixture-of-Experts model's dense blocks and its MoE
         # blocks; a sliding window's local blocks and the global ones (the same weights, another cache).
         kinds: dict[tuple[bool, bool], list[int]] = {}

@@ -139,3 +139,34 @@ def bool_param(name: str, default: bool, description: str) -> HParam:
 
 def choice_param(name: str, default: str, description: str, choices: tuple[str, ...]) -> HParam:
     return HParam(name=name, kind="choice", default=default, description=description, choices=choices)
+
+
+MAX_POSITIONS = 1 << 20  # the schemas' MAX_VOCAB: positions, windows
+MAX_LISTED_BLOCKS = 256  # the schemas' MAX_BLOCKS
+
+# What a decoder caches when it serves (dcsim.serving); none of them changes a count.
+WINDOW = int_param(
+    "sliding_window",
+    0,
+    "tokens a local block attends to and caches (Mistral, Gemma 2 and 3); 0 for none. Changes no count",
+    0,
+    MAX_POSITIONS,
+)
+LOCAL_LAYERS = HParam(
+    name="local_layers",
+    kind="ints",
+    default=(),
+    description="the blocks that attend within the sliding window, numbered from 0 (Gemma 2: the even ones); "
+    "none or empty: every block attends to every token. Changes no count",
+    minimum=0,
+    maximum=MAX_LISTED_BLOCKS - 1,
+    max_length=MAX_LISTED_BLOCKS,
+    min_length=0,
+)
+ROPE_SCALING = bool_param(
+    "rope_scaling",
+    False,
+    "rotary positions are scaled (config.json's rope_scaling): a context past max_positions is allowed, with a note",
+)
+SERVING_HPARAMS = (WINDOW, LOCAL_LAYERS, ROPE_SCALING)
+SERVING_ONLY = frozenset(spec.name for spec in SERVING_HPARAMS)  # shown by the Serving page only

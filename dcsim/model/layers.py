@@ -480,3 +480,11 @@ def output_logits(x: jax.Array, embed: TokenEmbeddings, vocab_size: int, tied: b
     if tied:
         return embed.attend(x)
     return nn.Dense(vocab_size, use_bias=False, name="lm_head")(x)
+
+
+def step_positions(module: nn.Module, tokens: jax.Array) -> jax.Array:
+    """Decode mode's positions of ``tokens``: a ``position`` counter in the cache, advanced a step."""
+    step = module.variable(CACHE, "position", lambda: jnp.zeros((), jnp.int32))
+    positions = step.value + jnp.arange(tokens.shape[-1])
+    step.value = step.value + tokens.shape[-1]
+    return positions

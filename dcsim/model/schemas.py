@@ -23,14 +23,22 @@ from types import MappingProxyType
 from typing import Any
 
 from dcsim.inputs import show
-from dcsim.model.hparams import HParam, bool_param, choice_param, int_param
+from dcsim.model.hparams import (
+    MAX_LISTED_BLOCKS,
+    SERVING_HPARAMS,
+    SERVING_ONLY,
+    HParam,
+    bool_param,
+    choice_param,
+    int_param,
+)
 from dcsim.model.zoo import schemas as zoo
 
 # Limits keep every preset cheap to trace (tracing cost grows with the number of blocks) and every
 # count inside int64, which the tables use. None of them is a limit of Flax.
 MAX_WIDTH = 1 << 16  # d_model, hidden widths
 MAX_VOCAB = 1 << 20  # vocabularies, classes, FFN widths, positions
-MAX_BLOCKS = 256  # transformer blocks or MLP layers: the same cap as the Dense stack
+MAX_BLOCKS = MAX_LISTED_BLOCKS  # 256 transformer blocks or MLP layers: the same cap as the Dense stack
 MAX_HEADS = 1024
 MAX_IMAGE = 4096
 MAX_STAGES = 8
@@ -56,31 +64,6 @@ _QKV_BIAS = bool_param("qkv_bias", False, "biases on query, key and value even w
 _QK_NORM = bool_param("qk_norm", False, "an RMSNorm over each query and key head, head_dim wide (Gemma 3, Qwen3)")
 _TIED = bool_param("tied_embeddings", True, "the output projection reuses the token embedding")
 _IMAGE = int_param("image_size", 224, "input image height and width in pixels (3 channels)", 1, MAX_IMAGE)
-# What a decoder caches when it serves (dcsim.serving); none of them changes a count.
-_WINDOW = int_param(
-    "sliding_window",
-    0,
-    "tokens a local block attends to and caches (Mistral, Gemma 2 and 3); 0 for none. Changes no count",
-    0,
-    MAX_VOCAB,
-)
-_LOCAL_LAYERS = HParam(
-    name="local_layers",
-    kind="ints",
-    default=(),
-    description="the blocks that attend within the sliding window, numbered from 0 (Gemma 2: the even ones); "
-    "none or empty: every block attends to every token. Changes no count",
-    minimum=0,
-    maximum=MAX_BLOCKS - 1,
-    max_length=MAX_BLOCKS,
-    min_length=0,
-)
-_ROPE_SCALING = bool_param(
-    "rope_scaling",
-    False,
-    "rotary positions are scaled (config.json's rope_scaling): a context past max_positions is allowed, with a note",
-)
-SERVING_ONLY = frozenset({"sliding_window", "local_layers", "rope_scaling"})  # shown by the Serving page only
 
 FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
     {
@@ -126,9 +109,7 @@ FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
                 False,
                 "one qkv projection and one gate_up projection (Phi-3): the same count in fewer, larger arrays",
             ),
-            _WINDOW,
-            _LOCAL_LAYERS,
-            _ROPE_SCALING,
+            *SERVING_HPARAMS,
         ),
         "moe": (
             dataclasses.replace(_VOCAB, default=32_000),
@@ -187,9 +168,7 @@ FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
                 description="longest sequence the rotary positions were trained for (the serving context's cap); "
                 "changes no count",
             ),
-            _WINDOW,
-            _LOCAL_LAYERS,
-            _ROPE_SCALING,
+            *SERVING_HPARAMS,
         ),
         "t5": (
             dataclasses.replace(_VOCAB, default=32_128),

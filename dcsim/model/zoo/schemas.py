@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from dcsim.model.hparams import HParam, bool_param, choice_param, int_param
+from dcsim.model.hparams import SERVING_HPARAMS, HParam, bool_param, choice_param, int_param
 
 MAX_WIDTH = 1 << 16
 MAX_VOCAB = 1 << 20
@@ -66,6 +66,7 @@ ZOO_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
             bool_param("embed_norm", False, "a LayerNorm after the token embedding (BLOOM)"),
             bool_param("tied_embeddings", False, "the output projection reuses the token embedding"),
             bool_param("head_bias", True, "a bias on the untied output projection (GPT-J, Phi)"),
+            *SERVING_HPARAMS,
         ),
     }
 )

@@ -17,7 +17,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from dcsim.model.layers import Attention, FeedForward, TokenEmbeddings
+from dcsim.model.layers import Attention, Decode, FeedForward, TokenEmbeddings, step_positions
 
 
 def variant_norm(kind: str, name: str, axes: tuple[int, ...] = (-1,)) -> nn.Module:
@@ -33,39 +33,42 @@ def variant_norm(kind: str, name: str, axes: tuple[int, ...] = (-1,)) -> nn.Modu
     )
 
 
-class WideNormAttention(nn.Module):
+class WideNormAttention(Attention):
     """Attention whose query and key are normed over every feature (``query_norm`` num_heads x
-    head_dim scales, ``key_norm`` num_kv_heads x head_dim): OLMo 2 and Cohere's ``use_qk_norm``."""
+    head_dim scales, ``key_norm`` num_kv_heads x head_dim): OLMo 2 and Cohere's ``use_qk_norm``.
+    Its decode mode is ``Attention``'s (``_step``: the same cache, the same ring buffer)."""
 
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    norm: str
-    qkv_bias: bool
-    out_bias: bool
+    norm: str = "rmsnorm"
+    out_bias: bool = False
 
     @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, context: jax.Array | None = None, bias: jax.Array | None = None) -> jax.Array:
         kind = "rmsnorm" if self.norm == "rmsnorm" else "layernorm_no_bias"
         query = nn.DenseGeneral((self.num_heads, self.head_dim), use_bias=self.qkv_bias, name="query")(x)
         key = nn.DenseGeneral((self.num_kv_heads, self.head_dim), use_bias=self.qkv_bias, name="key")(x)
         value = nn.DenseGeneral((self.num_kv_heads, self.head_dim), use_bias=self.qkv_bias, name="value")(x)
         query = variant_norm(kind, "query_norm", (-2, -1))(query)
         key = variant_norm(kind, "key_norm", (-2, -1))(key)
+        out = nn.DenseGeneral(x.shape[-1], axis=(-2, -1), use_bias=self.out_bias, name="out")
+        if self.decode is not None:
+            return out(self._step(self.decode, query, key, value, self.head_dim, None))
         groups = self.num_heads // self.num_kv_heads
         key, value = jnp.repeat(key, groups, axis=-2), jnp.repeat(value, groups, axis=-2)
         logits = jnp.einsum("...qhd,...khd->...hqk", query, key) / math.sqrt(self.head_dim)
         length = x.shape[-2]
         logits = jnp.where(jnp.tril(jnp.ones((length, length), bool)), logits, jnp.finfo(logits.dtype).min)
         mixed = jnp.einsum("...hqk,...khd->...qhd", jax.nn.softmax(logits, axis=-1), value)
-        return nn.DenseGeneral(x.shape[-1], axis=(-2, -1), use_bias=self.out_bias, name="out")(mixed)
+        return out(mixed)
 
 
 class VariantBlock(nn.Module):
     """One block: ``attn`` and ``mlp`` wired as ``residual`` says, with norms of kind ``norm``
-    (``attn_norm``, ``mlp_norm``; ``attn_post_norm``, ``mlp_post_norm`` for ``post_norms``)."""
+    (``attn_norm``, ``mlp_norm``; ``attn_post_norm``, ``mlp_post_norm`` for ``post_norms``);
+    ``decode`` and ``window`` go to the attention (``dcsim.model.layers.Decode``)."""
 
     h: Mapping[str, Any]
+    decode: Decode | None = None
+    window: int = 0
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -80,6 +83,8 @@ class VariantBlock(nn.Module):
                 norm=h["norm"],
                 qkv_bias=h["attn_bias"] or h["qkv_bias"],
                 out_bias=h["attn_bias"],
+                decode=self.decode,
+                window=self.window,
                 name="attn",
             )
         else:
@@ -91,6 +96,8 @@ class VariantBlock(nn.Module):
                 head_dim=h["head_dim"],
                 qkv_bias=h["qkv_bias"],
                 fused=h["fused_qkv"],
+                decode=self.decode,
+                window=self.window,
                 name="attn",
             )
         mlp = FeedForward(ffn_dim=h["ffn_dim"], gated=h["gated_mlp"], use_bias=h["mlp_bias"], name="mlp")
@@ -109,27 +116,33 @@ class VariantBlock(nn.Module):
 
 class VariantDecoder(nn.Module):
     """``embed`` (and BLOOM's ``embed_norm``), ``block_i``, ``final_norm``, then logits through the
-    tied token table or an untied ``lm_head`` (with ``head_bias``, a bias: GPT-J and Phi)."""
+    tied token table or an untied ``lm_head`` (with ``head_bias``, a bias: GPT-J and Phi).
+    ``h["built_layers"]`` (absent or empty: all) builds only those blocks, as ``Decoder`` does."""
 
     h: Mapping[str, Any]
+    decode: Decode | None = None
 
     @nn.compact
     def __call__(self, tokens: jax.Array) -> jax.Array:
         h = self.h
         positions = h["max_positions"] if h["position_embedding"] == "learned" else None
         embed = TokenEmbeddings(h["vocab_size"], h["d_model"], positions, name="embed")
-        x = embed(tokens)
+        x = embed(tokens, positions=step_positions(self, tokens) if positions and self.decode else None)
         if h["embed_norm"]:
             x = nn.LayerNorm(name="embed_norm")(x)
-        for index in range(h["num_layers"]):
-            x = VariantBlock(h, name=f"block_{index}")(x)
+        for index in h.get("built_layers") or range(h["num_layers"]):
+            window = h["sliding_window"] if index in h["local_layers"] else 0
+            x = VariantBlock(h, decode=self.decode, window=window, name=f"block_{index}")(x)
         x = variant_norm(h["norm"], "final_norm")(x)
         if h["tied_embeddings"]:
             return embed.attend(x)
         return nn.Dense(h["vocab_size"], use_bias=h["head_bias"], name="lm_head")(x)
 
 
-def build(family: str, hparams: Mapping[str, Any], tokens: jax.ShapeDtypeStruct) -> tuple[nn.Module, tuple[Any, ...]]:
-    """The zoo family's module and the inputs it initialises on."""
+def build(
+    family: str, hparams: Mapping[str, Any], tokens: jax.ShapeDtypeStruct, decode: Decode | None = None
+) -> tuple[nn.Module, tuple[Any, ...]]:
+    """The zoo family's module and the inputs it initialises on (in decode mode, one step's
+    tokens: ``tokens`` is then (sequences, 1))."""
     del family  # one family so far
-    return VariantDecoder(dict(hparams)), (tokens,)
+    return VariantDecoder(dict(hparams), decode=decode), (tokens,)
