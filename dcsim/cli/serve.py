@@ -94,6 +94,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="allocate every layer's cache in full, as engines without window-aware allocation do",
     )
+    command.add_argument(
+        "--verify",
+        action="store_true",
+        help="also compile one decoding step with XLA on virtual CPU devices and show its argument bytes a device "
+        "beside dcsim's (and its temporaries, a CPU compile's decode workspace); small models, no stage axis",
+    )
     command.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
     command.set_defaults(run=run)
 
@@ -142,7 +148,7 @@ def _bytes(n: int | None) -> str:
     return "-" if n is None else units.bytes_exact(n)
 
 
-def render_table(report: ServingReport, found: search.MeshSearch | None) -> str:
+def render_table(report: ServingReport, found: search.MeshSearch | None, verified: Any = None) -> str:
     serving = report.serving
     lines = [
         f"mesh: {serving.mesh.text} ({units.count(serving.mesh.num_devices)} devices), strategy: {serving.strategy}; "
@@ -199,6 +205,15 @@ def render_table(report: ServingReport, found: search.MeshSearch | None) -> str:
             lines.append(f"{name:<32} {layer.kind:<8} {window:>7} {layer.tokens:>9,} {layer.bytes_per_token:>14,}")
         if len(groups) > MAX_LAYERS_SHOWN:
             lines.append(f"... {len(groups) - MAX_LAYERS_SHOWN:,} more rows (--format json lists every layer)")
+    if verified is not None:
+        same = "equal to dcsim's" if verified.matches else f"dcsim's differs by {verified.difference_bytes:+,}"
+        lines += [
+            "",
+            f"XLA arguments a device            {_bytes(verified.argument_bytes_per_device)}  ({same}: weights + KV "
+            f"+ other + {verified.token_bytes_per_device:,} bytes of the step's tokens)",
+            f"XLA temporaries a device          {_bytes(verified.temp_bytes_per_device)}  (the decode workspace of a "
+            "CPU compile; GPU and TPU assign buffers differently)",
+        ]
     lines += ["", *(f"Note: {note}." for note in report.notes)]
     return "\n".join(lines) + "\n"
 
@@ -208,8 +223,16 @@ def run(args: argparse.Namespace) -> str:
     config = config_from_args(args)
     report = count_params(config)
     served = compute_serving(config, serving, report)
+    verified = None
+    if args.verify:
+        from dcsim.serving import verify  # XLA's check only when asked: a plain serve never loads it
+
+        verify.check_verifiable(served)
+        verified = verify.verify(served)
     found = search.smallest_mesh(config, serving, report)
     if args.format == "json":
         record: dict[str, Any] = records.serving_record(served, found)
+        if verified is not None:
+            record["xla"] = verify.verify_record(verified)
         return json.dumps(record, indent=2) + "\n"
-    return render_table(served, found)
+    return render_table(served, found, verified)

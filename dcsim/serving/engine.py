@@ -129,6 +129,7 @@ class ServingReport:
 
     serving: Serving
     family: str | None
+    config_dict: dict[str, Any]
     total_params: int
     weights: layout.LayoutReport
     buffers_bytes: int
@@ -465,6 +466,7 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
     return ServingReport(
         serving=serving,
         family=family,
+        config_dict=config.to_dict(),
         total_params=report.total_params,
         weights=weights,
         buffers_bytes=buffers,

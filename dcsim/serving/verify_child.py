@@ -1,0 +1,144 @@
+"""The child process of ``dcsim.serving.verify``: ``python -m dcsim.serving.verify_child REQUEST RESULT PROGRESS``.
+
+It builds the model in decode mode (``dcsim.model.layers.Decode``), gives every parameter and
+cache array its ``NamedSharding`` on a real ``jax.sharding.Mesh`` of virtual CPU devices, and
+compiles, never runs, one decoding step: a new token for every sequence, against the cache at the
+context, the cache donated (a server updates it in place). It reports XLA's memory analysis per
+device: the arguments (weights, cache, fixed state and the step's tokens) and the temporaries (the
+decode workspace of a CPU compile). The device count must be set before JAX starts, so this runs
+in a fresh interpreter.
+
+The request: ``config`` (the model, as ``ModelConfig.to_dict`` writes it), ``hparams`` (what the
+layout changed: the vocabulary padded, the KV heads repeated to the tensor size), ``decode``,
+``sequences``, ``mesh`` (``[[axis, size], ...]``), ``replicas`` (the axes the sequences split over),
+``weights`` (the weights' dtype) and ``specs`` (``{path: spec}`` for every parameter and cache array,
+each entry null, an axis or a list of axes). The result is ``{"argument_bytes_per_device",
+"temp_bytes_per_device", "output_bytes_per_device", "alias_bytes_per_device", "num_arrays"}``, or
+``{"error": message}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, TextIO
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import traverse_util
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from dcsim.checkpoint import workers
+from dcsim.model import families, presets
+from dcsim.model.config import ModelConfig
+from dcsim.model.layers import CACHE, Decode
+
+MODULE = "dcsim.serving.verify_child"
+STAGES = ("building", "lowering", "compiling", "done")
+PARAMS = "params"
+_MESSAGE_CHARS = 400
+
+
+def _stage(progress: TextIO, name: str) -> None:
+    progress.write(name + "\n")
+    progress.flush()
+
+
+def _spec(entries: list[Any]) -> PartitionSpec:
+    return PartitionSpec(*(tuple(entry) if isinstance(entry, list) else entry for entry in entries))
+
+
+def step_bytes(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
+    """Compile the decoding step the request describes; XLA's bytes per device."""
+    _stage(progress, STAGES[0])
+    config = ModelConfig.from_dict(request["config"])
+    hparams = presets.resolved_hparams(config) | dict(request["hparams"])
+    decode = Decode(**request["decode"])
+    sequences = int(request["sequences"])
+    module, inputs = families.build_family(config.family or "", hparams, sequences, decode=decode)
+    abstract = jax.eval_shape(module.init, jax.random.PRNGKey(0), *inputs)
+    names = tuple(str(name) for name, _ in request["mesh"])
+    sizes = tuple(int(size) for _, size in request["mesh"])
+    devices = jax.devices()
+    if len(devices) < math.prod(sizes):
+        raise RuntimeError(f"JAX started with {len(devices):,} CPU devices and the mesh needs {math.prod(sizes):,}")
+    mesh = Mesh(np.array(devices[: math.prod(sizes)]).reshape(sizes), names)
+    specs = request["specs"]
+    weights = jnp.dtype(request["weights"])
+
+    def placed(collection: str, tree: Any) -> Any:
+        flat = traverse_util.flatten_dict(tree)
+        out = {}
+        for key, leaf in flat.items():
+            path = "/".join(str(part) for part in key)
+            spec = _spec(specs[path]) if path in specs else PartitionSpec()
+            if collection != CACHE and path not in specs and collection == PARAMS:
+                raise RuntimeError(f"the layout has no spec for the parameter `{path}`")
+            dtype = weights if collection == PARAMS else leaf.dtype
+            out[key] = jax.ShapeDtypeStruct(leaf.shape, dtype, sharding=NamedSharding(mesh, spec))
+        return traverse_util.unflatten_dict(out)
+
+    fixed = {name: placed(name, tree) for name, tree in abstract.items() if name != CACHE}
+    cache = placed(CACHE, abstract[CACHE])
+    replicas = request["replicas"]
+    token_spec = PartitionSpec(tuple(replicas) if len(replicas) > 1 else (replicas[0] if replicas else None))
+    token = jax.ShapeDtypeStruct((sequences, 1), jnp.int32, sharding=NamedSharding(mesh, token_spec))
+    tokens = (token,) * len(inputs)  # T5 takes the source too: one token stands for it (its encoder does not run)
+
+    def step(fixed: Any, cache: Any, *tokens: Any) -> Any:
+        return module.apply({**fixed, CACHE: cache}, *tokens, mutable=[CACHE])
+
+    _stage(progress, STAGES[1])
+    # keep_unused: a decoding step does not read the encoder (T5), but the server holds its weights
+    lowered = jax.jit(step, donate_argnums=(1,), keep_unused=True).lower(fixed, cache, *tokens)
+    _stage(progress, STAGES[2])
+    analysis = lowered.compile().memory_analysis()
+    if analysis is None:
+        raise RuntimeError("XLA gave no memory analysis for the decoding step")
+    _stage(progress, STAGES[3])
+    return {
+        "argument_bytes_per_device": int(analysis.argument_size_in_bytes),
+        "temp_bytes_per_device": int(analysis.temp_size_in_bytes),
+        "output_bytes_per_device": int(analysis.output_size_in_bytes),
+        "alias_bytes_per_device": int(analysis.alias_size_in_bytes),
+        "num_arrays": len(jax.tree.leaves(fixed)) + len(jax.tree.leaves(cache)),
+    }
+
+
+def _message(err: BaseException) -> str:
+    text = (str(err).strip().splitlines() or [""])[0] or type(err).__name__
+    return text[:_MESSAGE_CHARS]
+
+
+def main(argv: list[str]) -> int:
+    """Run one check; returns the exit code (0: a result, 1: an error message in the result)."""
+    if len(argv) != 3:
+        raise SystemExit(f"usage: python -m {MODULE} REQUEST RESULT PROGRESS")
+    request_path, result_path, progress_path = (Path(arg) for arg in argv)
+    details = ""
+    try:
+        with open(progress_path, "a") as progress:
+            result = step_bytes(json.loads(request_path.read_text()), progress)
+        code = 0
+    except Exception as err:
+        details = traceback.format_exc()
+        result, code = {"error": f"XLA could not compile the decoding step: {_message(err)}"}, 1
+    workers.write_whole(result_path, result)
+    if details:
+        with contextlib.suppress(OSError):
+            sys.stderr.write(details)
+            sys.stderr.flush()
+    return code
+
+
+if __name__ == "__main__":
+    exit_code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)
