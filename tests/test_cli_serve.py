@@ -37,7 +37,7 @@ def serve_json(capsys, *argv):
 
 def test_llama2_70b_on_four_h100s(capsys):
     record = serve_json(capsys, "--preset", "llama2-70b", "--mesh", "model=4", "--device", "h100-sxm")
-    assert KEYS <= set(record)
+    assert set(record) >= KEYS
     assert record["kv_bytes_per_token"] == 327_680
     assert record["kv_bytes_per_sequence"] == 327_680 * 4096
     assert record["kv_bytes_per_device"] == 327_680 * 4096 // 4

@@ -206,6 +206,8 @@ class Attention(nn.Module):
             key = None if key is None else nn.RMSNorm(name="key_norm")(key)
         if self.decode is not None:
             mixed = self._step(self.decode, query, key, value, head_dim, bias)
+        elif key is None or value is None:  # only a decoding step reads them from its cache
+            raise ValueError("a cross-attention outside decode mode needs the encoder's output (`context`)")
         else:
             groups = self.num_heads // self.num_kv_heads
             key, value = jnp.repeat(key, groups, axis=-2), jnp.repeat(value, groups, axis=-2)

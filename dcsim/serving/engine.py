@@ -385,10 +385,10 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
             stage_weights[stage] += payload.raw_bytes_as(row.values_per_shard, serving.weights)
     stage_other = [0] * len(blocks)
     buffers = 0
-    for row in report.other:  # buffers (DeepSeek-V3's router bias) and statistics: whole on each device
-        buffers += payload.raw_bytes_as(row.num_values, row.dtype)
-        for stage in _stage_of(row.path, blocks, tied):
-            stage_other[stage] += payload.raw_bytes_as(row.num_values, row.dtype)
+    for buffer in report.other:  # buffers (DeepSeek-V3's router bias) and statistics: whole on each device
+        buffers += payload.raw_bytes_as(buffer.num_values, buffer.dtype)
+        for stage in _stage_of(buffer.path, blocks, tied):
+            stage_other[stage] += payload.raw_bytes_as(buffer.num_values, buffer.dtype)
 
     placed: list[PlacedCache] = []
     layers: tuple[caches.LayerCache, ...] = ()
