@@ -194,6 +194,14 @@ PROBES = {
         _cli([*TINY_MEMORY, "--verify"], capsys, code=1),
     )[1],
     "XLA memory checks at once": lambda capsys, monkeypatch, **_: _verify_busy(monkeypatch, capsys),
+    "serving context": lambda capsys, **_: _cli(["serve", "--context", "16777217"], capsys),
+    "serving concurrency": lambda capsys, **_: _cli(["serve", "--concurrency", "0"], capsys),
+    "serving reserve": lambda capsys, **_: _cli(["serve", "--reserve", "1"], capsys),
+    "serving mesh axes": lambda capsys, **_: _cli(["serve", "--mesh", "fsdp=2"], capsys),
+    "KV cache dtype": lambda capsys, **_: _cli(["serve", "--kv-dtype", "int4"], capsys),
+    "XLA decode-step check": lambda capsys, **_: _cli(
+        ["serve", "--preset", "gpt2-small", "--context", "64", "--mesh", "stage=2", "--verify"], capsys
+    ),
 }
 
 # Bounded caches: past the bound the oldest entry is dropped and recomputed on request; no message.
