@@ -63,6 +63,26 @@ def run_child_measured(argv: list[str]) -> tuple[float, int, str]:
     return wall, usage.ru_maxrss * 1024, out  # ru_maxrss is in KiB on Linux
 
 
+def commands_table(
+    commands: dict[str, list[str]], baseline: str, limits: dict[str, str], repeats: int
+) -> dict[str, float]:
+    """Run ``commands`` interleaved ``repeats`` times (drift on a shared machine touches each alike)
+    and print a Markdown table: median wall, peak RSS, wall over ``baseline``'s, and the allowance
+    in ``limits``. Returns each command's median wall."""
+    print("| command | median wall s | peak RSS | wall / baseline | allowed |")
+    print("|---|---:|---:|---:|---:|")
+    results: dict[str, list[tuple[float, int]]] = {}
+    for _ in range(repeats):
+        for name, argv in commands.items():
+            wall, rss, _ = run_child_measured(argv)  # raises if the command fails
+            results.setdefault(name, []).append((wall, rss))
+    medians = {name: statistics.median(wall for wall, _ in runs) for name, runs in results.items()}
+    for name, runs in results.items():
+        peak, ratio = mib(max(rss for _, rss in runs)), medians[name] / medians[baseline]
+        print(f"| {name} | {medians[name]:.2f} | {peak} | {ratio:.2f}x | {limits.get(name, '')} |")
+    return medians
+
+
 def mib(n: int) -> str:
     return f"{n / 2**20:,.0f} MiB"
 

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_count import ROOT, mib, run_child_measured
+from bench_count import ROOT, commands_table
 
 MEMORY = [sys.executable, "-m", "dcsim", "memory"]
 LLAMA70 = ["--preset", "llama2-70b", "--mesh", "data=4096", "--strategy", "fsdp", "--optimizer", "adam", "--zero", "3"]
@@ -40,22 +39,11 @@ COMMANDS = {
         "--zero", "3", "--param-dtype", "bfloat16", "--verify", "--format", "json",
     ],
 }  # fmt: skip
-LIMITS = {"memory llama2-70b, data=4096": 3.0, "memory llama2-7b, data=256, --verify": 10.0}
+LIMITS = {"memory llama2-70b, data=4096": "3 s", "memory llama2-7b, data=256, --verify": "10 s"}
 
 
 def part_commands(repeats: int) -> None:
-    print("| command | median wall s | peak RSS | wall / baseline | allowed |")
-    print("|---|---:|---:|---:|---:|")
-    results: dict[str, list[tuple[float, int]]] = {}
-    for _ in range(repeats):
-        for name, argv in COMMANDS.items():
-            wall, rss, _ = run_child_measured(argv)  # raises if the command fails
-            results.setdefault(name, []).append((wall, rss))
-    baseline = statistics.median(wall for wall, _ in results["baseline: import jax, flax"])
-    for name, runs in results.items():
-        wall = statistics.median(wall for wall, _ in runs)
-        limit = f"{LIMITS[name]:g} s" if name in LIMITS else ""
-        print(f"| {name} | {wall:.2f} | {mib(max(rss for _, rss in runs))} | {wall / baseline:.2f}x | {limit} |")
+    commands_table(COMMANDS, "baseline: import jax, flax", LIMITS, repeats)
     verified = subprocess.run(
         COMMANDS["memory llama2-7b, data=256, --verify"], capture_output=True, text=True, cwd=ROOT
     )
