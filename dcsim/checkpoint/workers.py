@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,49 @@ def write_whole(path: Path, data: Mapping[str, Any]) -> None:
     partial = path.with_suffix(".partial")
     partial.write_text(json.dumps(dict(data)))
     partial.replace(path)
+
+
+_MESSAGE_CHARS = 400
+
+
+def first_line(err: BaseException) -> str:
+    """One line a person can read: the error's first line, without JAX's long tail."""
+    text = (str(err).strip().splitlines() or [""])[0] or type(err).__name__
+    return text[:_MESSAGE_CHARS]
+
+
+def check_child_main(
+    argv: Sequence[str], module: str, work: Callable[[dict[str, Any], Any], dict[str, Any]], failure: str
+) -> int:
+    """The body of an XLA check's child, ``python -m MODULE REQUEST RESULT PROGRESS``: ``work`` the
+    request (announcing stages in the progress file) and write its result whole; an error becomes
+    ``{"error": "FAILURE: first line"}``, its traceback on stderr after the result (on a full disk
+    the message must fit, the traceback may not). Returns the exit code (0, or 1 with an error)."""
+    if len(argv) != 3:
+        raise SystemExit(f"usage: python -m {module} REQUEST RESULT PROGRESS")
+    request_path, result_path, progress_path = (Path(arg) for arg in argv)
+    details = ""
+    try:
+        with open(progress_path, "a") as progress:
+            result = work(json.loads(request_path.read_text()), progress)
+        code = 0
+    except Exception as err:
+        details = traceback.format_exc()
+        result, code = {"error": f"{failure}: {first_line(err)}"}, 1
+    write_whole(result_path, result)
+    if details:
+        with contextlib.suppress(OSError):
+            sys.stderr.write(details)
+            sys.stderr.flush()
+    return code
+
+
+def exit_child(code: int) -> None:
+    """End a child whose result is written, skipping the interpreter's teardown of JAX, which the
+    parent would wait for."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def end_group(process: subprocess.Popen) -> None:

@@ -16,13 +16,8 @@ The result is ``{"output_bytes_per_device", "num_arrays", "num_devices"}``, or `
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
-import os
 import sys
-import traceback
-from pathlib import Path
 from typing import Any, TextIO
 
 import jax
@@ -34,7 +29,6 @@ from dcsim.checkpoint import workers
 
 MODULE = "dcsim.memory.verify_child"
 STAGES = ("lowering", "compiling", "done")
-_MESSAGE_CHARS = 400
 
 
 def _stage(progress: TextIO, name: str) -> None:
@@ -86,36 +80,10 @@ def output_bytes(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
     }
 
 
-def _message(err: BaseException) -> str:
-    """One line a person can read: the error's first line, without JAX's long tail."""
-    text = (str(err).strip().splitlines() or [""])[0] or type(err).__name__
-    return text[:_MESSAGE_CHARS]
-
-
 def main(argv: list[str]) -> int:
     """Run one check; returns the exit code (0: a result, 1: an error message in the result)."""
-    if len(argv) != 3:
-        raise SystemExit(f"usage: python -m {MODULE} REQUEST RESULT PROGRESS")
-    request_path, result_path, progress_path = (Path(arg) for arg in argv)
-    details = ""
-    try:
-        with open(progress_path, "a") as progress:
-            result = output_bytes(json.loads(request_path.read_text()), progress)
-        code = 0
-    except Exception as err:
-        details = traceback.format_exc()
-        result, code = {"error": f"XLA could not compile the training state: {_message(err)}"}, 1
-    workers.write_whole(result_path, result)
-    if details:
-        with contextlib.suppress(OSError):
-            sys.stderr.write(details)
-            sys.stderr.flush()
-    return code
+    return workers.check_child_main(argv, MODULE, output_bytes, "XLA could not compile the training state")
 
 
 if __name__ == "__main__":
-    exit_code = main(sys.argv[1:])
-    # The result is written: skip the interpreter's teardown of JAX, which the parent would wait for.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(exit_code)
+    workers.exit_child(main(sys.argv[1:]))

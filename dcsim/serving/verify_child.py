@@ -19,13 +19,8 @@ each entry null, an axis or a list of axes). The result is ``{"argument_bytes_pe
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
-import os
 import sys
-import traceback
-from pathlib import Path
 from typing import Any, TextIO
 
 import jax
@@ -42,7 +37,6 @@ from dcsim.model.layers import CACHE, Decode
 MODULE = "dcsim.serving.verify_child"
 STAGES = ("building", "lowering", "compiling", "done")
 PARAMS = "params"
-_MESSAGE_CHARS = 400
 
 
 def _stage(progress: TextIO, name: str) -> None:
@@ -111,34 +105,10 @@ def step_bytes(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
     }
 
 
-def _message(err: BaseException) -> str:
-    text = (str(err).strip().splitlines() or [""])[0] or type(err).__name__
-    return text[:_MESSAGE_CHARS]
-
-
 def main(argv: list[str]) -> int:
     """Run one check; returns the exit code (0: a result, 1: an error message in the result)."""
-    if len(argv) != 3:
-        raise SystemExit(f"usage: python -m {MODULE} REQUEST RESULT PROGRESS")
-    request_path, result_path, progress_path = (Path(arg) for arg in argv)
-    details = ""
-    try:
-        with open(progress_path, "a") as progress:
-            result = step_bytes(json.loads(request_path.read_text()), progress)
-        code = 0
-    except Exception as err:
-        details = traceback.format_exc()
-        result, code = {"error": f"XLA could not compile the decoding step: {_message(err)}"}, 1
-    workers.write_whole(result_path, result)
-    if details:
-        with contextlib.suppress(OSError):
-            sys.stderr.write(details)
-            sys.stderr.flush()
-    return code
+    return workers.check_child_main(argv, MODULE, step_bytes, "XLA could not compile the decoding step")
 
 
 if __name__ == "__main__":
-    exit_code = main(sys.argv[1:])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(exit_code)
+    workers.exit_child(main(sys.argv[1:]))
