@@ -17,6 +17,7 @@ pages = [
     st.Page("pages/bytes.py", title="Bytes", icon=":material/storage:", url_path="bytes"),
     st.Page("pages/layout.py", title="Layout", icon=":material/view_module:", url_path="layout"),
     st.Page("pages/memory.py", title="Memory", icon=":material/memory:", url_path="memory"),
+    st.Page("pages/serving.py", title="Serving", icon=":material/dns:", url_path="serving"),
     st.Page("pages/checkpoint.py", title="Checkpoint", icon=":material/save:", url_path="checkpoint"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
 ]

@@ -82,6 +82,12 @@ frame.page_link(
     label="Training memory on this mesh: params, grads and optimizer state by ZeRO stage",
     icon=":material/memory:",
 )
+frame.page_link(
+    "pages/serving.py",
+    settings,
+    label="Serving on this mesh: weights and the KV cache per device",
+    icon=":material/dns:",
+)
 
 outcome = layout.cached_layout(config, mesh, strategy, rules)
 laid = outcome.layout

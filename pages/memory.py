@@ -112,6 +112,12 @@ setup = memory.Setup(
     mesh=mesh, strategy=strategy, rules=rules, training=training, budget=budget, budget_text=budget_text
 )
 state.set_page_params(setup.params())
+frame.page_link(
+    "pages/serving.py",
+    {"mesh": mesh.text, "strategy": strategy} | ({"rules": layout.rules_text(rules)} if strategy == "custom" else {}),
+    label="Serving on this mesh: weights and the KV cache per device",
+    icon=":material/dns:",
+)
 memory.remember_split(training)
 st.caption(frame.plain(f"Setup: {training.text}."))
 

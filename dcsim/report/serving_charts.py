@@ -1,0 +1,77 @@
+"""Charts of serving memory (the Serving page): one device's bytes, part by part, against its
+budget, and the capacity curve (the most sequences at each context).
+
+Positions are in GiB (2**30 bytes, said on the axis); every tooltip carries the exact figure.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from dcsim.report import units
+
+GIB = 2**30
+PART_COLOURS = {
+    "Weights": "#4c78a8",
+    "KV cache": "#f58518",
+    "Other (step index, buffers)": "#54a24b",
+    "Reserve": "#9d9d9d",
+    "Free": "#d8d8d8",
+}
+
+
+def device_frame(parts: dict[str, int]) -> pd.DataFrame:
+    """One row a part of one device: ``part``, ``bytes`` (exact int), ``gib``, ``bytes_text``."""
+    return pd.DataFrame(
+        {
+            "part": list(parts),
+            "bytes": [int(value) for value in parts.values()],
+            "gib": [value / GIB for value in parts.values()],
+            "bytes_text": [units.bytes_exact(value) for value in parts.values()],
+        }
+    )
+
+
+def device_bar(frame: pd.DataFrame) -> alt.Chart:
+    """One horizontal bar, stacked weights / KV / other / reserve / free, in the parts' order."""
+    order = [part for part in PART_COLOURS if part in set(frame["part"])]
+    return (
+        alt.Chart(frame.assign(order=[order.index(part) for part in frame["part"]]))
+        .mark_bar()
+        .encode(
+            x=alt.X("sum(gib):Q", title="GiB on the most-loaded device (1 GiB = 2^30 bytes)"),
+            color=alt.Color(
+                "part:N",
+                scale=alt.Scale(domain=order, range=[PART_COLOURS[part] for part in order]),
+                legend=alt.Legend(title=None, orient="bottom"),
+            ),
+            order=alt.Order("order:Q"),
+            tooltip=[alt.Tooltip("part:N", title="part"), alt.Tooltip("bytes_text:N", title="bytes")],
+        )
+        .properties(height=70)
+    )
+
+
+def curve_frame(points: list) -> pd.DataFrame:
+    """The capacity curve's points (``dcsim.serving.curve.Point``) as ``context``,
+    ``max_concurrency`` and ``chosen``."""
+    return pd.DataFrame(
+        {
+            "context": [point.context for point in points],
+            "max_concurrency": [point.max_concurrency for point in points],
+            "chosen": [point.chosen for point in points],
+        }
+    )
+
+
+def capacity_curve(frame: pd.DataFrame) -> alt.LayerChart:
+    """Max concurrency against the context on a log axis (points and a line, no bars: a log scale
+    has no zero to start a bar from), the chosen context marked in red."""
+    base = alt.Chart(frame).encode(
+        x=alt.X("context:Q", title="context (tokens a sequence, log scale)", scale=alt.Scale(type="log", base=2)),
+        y=alt.Y("max_concurrency:Q", title="max sequences at once"),
+        tooltip=[alt.Tooltip("context:Q", format=","), alt.Tooltip("max_concurrency:Q", format=",")],
+    )
+    chosen = base.transform_filter(alt.datum.chosen).mark_point(size=140, filled=True, color="#d1242f")
+    return alt.LayerChart(layer=[base.mark_line(point=True), chosen]).properties(height=260)

@@ -1,0 +1,53 @@
+"""The capacity curve: the most sequences a mesh serves at each context, from one serving report.
+
+One sequence's cache on a device is piecewise linear in the context (a sliding window's layer stops
+growing at its window), and every stage's room is fixed, so the curve needs no new layout: each
+point is ``replicas x min over stages of floor(room / one sequence's bytes at that context)``,
+exact, for contexts doubling from 128 up to the model's positions (or the request's context).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from dcsim.serving.engine import ServingReport
+
+FIRST_CONTEXT = 128
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    context: int
+    max_concurrency: int
+    chosen: bool
+
+
+def contexts(report: ServingReport) -> list[int]:
+    """Doubling contexts from 128 to the positions (or the request's context when it is larger or
+    the model has no positions limit), with the request's own context among them."""
+    top = max(report.max_positions or report.serving.context, report.serving.context)
+    found, context = {report.serving.context}, FIRST_CONTEXT
+    while context < top:
+        found.add(context)
+        context *= 2
+    found.add(top)
+    return sorted(found)
+
+
+def capacity_curve(report: ServingReport) -> list[Point]:
+    """The curve's points; empty without a budget or a cache."""
+    usable = report.usable_bytes
+    if usable is None or not report.has_cache:
+        return []
+    points = []
+    for context in contexts(report):
+        fewest = None
+        for stage in report.stages:
+            need = stage.kv_bytes_per_sequence(context, report.serving.full_windows)
+            if need:
+                room = max(usable - stage.weights_bytes - stage.other_bytes, 0)
+                fewest = room // need if fewest is None else min(fewest, room // need)
+        if fewest is not None:
+            chosen = context == report.serving.context
+            points.append(Point(context=context, max_concurrency=report.serving.num_replicas * fewest, chosen=chosen))
+    return points

@@ -1,0 +1,265 @@
+"""Serving page: what one device holds to serve the model (the weights in their serving dtype,
+the KV cache the model's own attention keeps, fixed state), against a budget, with the most
+sequences and the longest context that fit, and XLA's compiled decoding step on request."""
+
+import json
+from typing import Any
+
+import streamlit as st
+
+from dcsim.memory.search import parse_budget
+from dcsim.report import serving_charts, units
+from dcsim.serving import catalog, curve, records
+from dcsim.serving.request import DEFAULT_STRATEGY, KV_DTYPE_NAMES, WEIGHT_FORMATS, Serving, parse_reserve
+from dcsim.sharding.layout import STRATEGIES
+from dcsim.sharding.meshes import MAX_MESH_CHARS, Rule, parse_mesh
+from dcsim.ui import cache, frame, layout, router, serving, state
+
+router.require_router()
+
+st.header("Serving memory per device")
+config = state.config()
+report = cache.count(config)
+frame.model_line(config, report.total_params)
+
+st.subheader("Mesh and serving setup")
+mesh_col, strategy_col = st.columns([3, 2])
+with mesh_col:
+    mesh_text = layout.mesh_input(
+        frame.seeded_setting(serving.PAGE, "mesh", "data=1", parse_mesh, limit=MAX_MESH_CHARS)
+    )
+with strategy_col:
+    strategy = st.selectbox(
+        "Strategy (the weights' layout)",
+        STRATEGIES,
+        key=frame.seeded_setting(serving.PAGE, "strategy", DEFAULT_STRATEGY, layout.parse_strategy, limit=32),
+        help="megatron: as Megatron-LM and vLLM lay a tensor-parallel model out (heads and MLP columns over "
+        "`model`, norms on every rank). The KV cache is always laid out by vLLM's rule.",
+    )
+    st.caption(layout.STRATEGY_HELP[strategy])
+mesh = serving.parsed("mesh", mesh_text, parse_mesh, "Mesh")
+rules: tuple[Rule, ...] = ()
+if strategy == "custom":
+    rules_box = st.text_area(
+        "Custom rules: one PATTERN=SPEC a line, first match wins",
+        key=frame.seeded_setting(
+            serving.PAGE, "rules", layout.DEFAULT_RULES, layout.parse_rules_text, limit=layout.MAX_RULES_TEXT
+        ),
+        max_chars=layout.MAX_RULES_TEXT,
+    )
+    rules = serving.parsed("rules", rules_box, layout.parse_rules_text, "Rules")
+
+weights_col, kv_col, context_col, concurrency_col = st.columns(4)
+weights = weights_col.selectbox("Weights format", WEIGHT_FORMATS, key=serving.seeded("weights", serving.parse_weights))
+kv_dtype = kv_col.selectbox(
+    "KV cache dtype",
+    KV_DTYPE_NAMES[:-1],
+    key=serving.seeded("kv", serving.parse_kv),
+    help="int8 keeps a float32 scale a token and KV head (counted a token); float8_e4m3fn (fp8) one scale a "
+    "layer for keys and one for values (fixed).",
+)
+context_text = context_col.text_input(
+    "Context (tokens a sequence)", key=serving.seeded("context", serving.parse_context), max_chars=16
+)
+concurrency_text = concurrency_col.text_input(
+    "Concurrency (sequences, whole mesh)", key=serving.seeded("concurrency", serving.parse_concurrency), max_chars=16
+)
+device_col, budget_col, reserve_col, windows_col = st.columns(4)
+device = device_col.selectbox(
+    "Device",
+    (serving.NO_DEVICE, *catalog.DEVICE_NAMES),
+    key=serving.seeded("device", serving.parse_device),
+    format_func=serving.device_label,
+    help="The vendor's stated memory and the bytes dcsim uses (their GB are GiB: docs/serving.md).",
+)
+budget_text = budget_col.text_input(
+    "Budget per device (without a device)",
+    key=serving.seeded("devmem", serving.parse_devmem),
+    max_chars=32,
+    disabled=device != serving.NO_DEVICE,
+    help="With its unit: 80GiB, 96GB (GiB = 2^30 bytes, GB = 10^9). Empty: no budget, figures only.",
+)
+reserve_text = reserve_col.text_input(
+    "Reserve (kept free)",
+    key=serving.seeded("reserve", serving.parse_reserve_text),
+    max_chars=16,
+    help="The fraction of each device kept free for what is not counted (activations, the decode workspace): "
+    "0.1 is vLLM's gpu_memory_utilization 0.9.",
+)
+full_windows = (
+    windows_col.selectbox(
+        "Sliding windows",
+        ("false", "true"),
+        key=serving.seeded("fullwin", serving.parse_flag_text),
+        format_func=lambda text: "allocated in full" if text == "true" else "hold at most their window",
+        help="In full: every layer's cache at the whole context, as engines without window-aware allocation do.",
+    )
+    == "true"
+)
+context = int(serving.parsed("context", context_text, serving.parse_context, "Context"))
+concurrency = int(serving.parsed("concurrency", concurrency_text, serving.parse_concurrency, "Concurrency"))
+budget_text = serving.parsed("devmem", budget_text, serving.parse_devmem, "Budget")
+reserve_text = serving.parsed("reserve", reserve_text, serving.parse_reserve_text, "Reserve")
+source: int | None = None
+if config.family == "t5":
+    source_text = st.text_input(
+        "Source length (encoder tokens a sequence; auto: the context)",
+        key=serving.seeded("source", serving.parse_source),
+        max_chars=16,
+    )
+    source_text = serving.parsed("source", source_text, serving.parse_source, "Source length")
+    source = None if source_text == serving.AUTO else int(source_text)
+
+params: dict[str, Any] = {"mesh": mesh.text, "strategy": strategy, "weights": weights, "kv": kv_dtype}
+params |= {"context": str(context), "concurrency": str(concurrency), "device": device, "devmem": budget_text}
+params |= {"reserve": reserve_text, "fullwin": "true" if full_windows else "false"}
+if strategy == "custom":
+    params["rules"] = layout.rules_text(rules)
+if config.family == "t5":
+    params["source"] = serving.AUTO if source is None else str(source)
+state.set_page_params(params)
+
+try:
+    request = Serving(
+        mesh=mesh,
+        strategy=strategy,
+        rules=rules,
+        weights=weights,
+        kv_dtype=kv_dtype,
+        context=context,
+        concurrency=concurrency,
+        source_length=source,
+        budget_bytes=parse_budget(budget_text) if device == serving.NO_DEVICE and budget_text else None,
+        device=None if device == serving.NO_DEVICE else device,
+        reserve=parse_reserve(reserve_text),
+        full_windows=full_windows,
+    )
+    served, found, refusal = serving.answer(config, request)
+except (TypeError, ValueError) as err:
+    served, found, refusal = None, None, str(err)
+
+if served is None:
+    st.error(frame.plain(f"This setup cannot be served as asked: {refusal}"), icon=":material/error:")
+    st.stop()
+
+# --- the answer for one device ---------------------------------------------------------------------
+
+st.subheader("The most-loaded device")
+weights_metric, kv_metric, other_metric, total_metric = st.columns(4)
+weights_metric.metric(
+    "Weights",
+    units.bytes_exact(served.weights_bytes_per_device),
+    help=f"Every weight once: {units.bytes_exact(served.weights_bytes)} in {weights}.",
+)
+kv_metric.metric(
+    "KV cache",
+    units.bytes_exact(served.kv_bytes_per_device),
+    help=f"{units.count(request.sequences_per_replica)} sequences of this device's replica at {context:,} tokens; "
+    f"{served.kv_bytes_per_token:,} bytes a token for the whole model.",
+)
+other_metric.metric("Other (step index, buffers)", units.bytes_exact(served.other_bytes_per_device))
+total_metric.metric("Total", units.bytes_exact(served.total_bytes_per_device))
+LEAVES_OUT = "activations and the decode workspace are not counted; the reserve is for them"
+if served.usable_bytes is None:
+    st.info(frame.plain(f"No budget: every figure is given, no verdict. ({LEAVES_OUT}.)"), icon=":material/info:")
+else:
+    free = served.usable_bytes - served.total_bytes_per_device
+    verdict = "Fits" if served.fits else "Does not fit"
+    line = (
+        f"{verdict}: {units.bytes_exact(served.total_bytes_per_device)} of {units.bytes_exact(served.usable_bytes)} "
+        f"usable ({units.bytes_exact(served.budget_bytes or 0)} less the reserve {reserve_text}); "
+        f"{'free' if free >= 0 else 'over by'} {units.bytes_exact(abs(free))}. {LEAVES_OUT}"
+        + (
+            "; sliding windows honoured"
+            if any(layer.kind == "sliding" for layer in served.layers) and not full_windows
+            else ""
+        )
+        + "."
+    )
+    (st.success if served.fits else st.error)(frame.plain(line))
+    if served.has_cache:
+        conc_col, ctx_col, tokens_col = st.columns(3)
+        conc_col.metric(
+            "Max concurrency at the context",
+            f"{served.max_concurrency:,} sequences",
+            help=f"An exact floor over the whole mesh; {served.max_concurrency_in_blocks:,} in vLLM's 16-token blocks.",
+        )
+        ctx_col.metric(
+            "Max context at the concurrency",
+            f"{served.max_context:,} tokens",
+            help=f"Limited by {served.max_context_limited_by}"
+            + (f" (the model's {served.max_positions:,} positions)" if served.max_positions else ""),
+        )
+        ctx_col.caption(frame.plain(f"limited by {served.max_context_limited_by}"))
+        tokens_col.metric(
+            "KV tokens a replica", f"{served.kv_tokens_per_replica:,}", help='vLLM\'s "GPU KV cache size: N tokens".'
+        )
+for note in served.notes:
+    st.caption(frame.plain(note + "."))
+
+st.altair_chart(serving_charts.device_bar(serving_charts.device_frame(serving.device_parts(served))), width="stretch")
+points = curve.capacity_curve(served)
+if points:
+    st.altair_chart(serving_charts.capacity_curve(serving_charts.curve_frame(points)), width="stretch")
+    st.caption("Max sequences at once against the context, the chosen context in red: an exact floor at each point.")
+
+if served.layers:
+    st.subheader("What each layer caches")
+    st.dataframe(serving.layers_frame(served), hide_index=True, width="stretch")
+if found is not None:
+    st.subheader("The smallest mesh that serves the target")
+    answer_mesh = found.answer
+    st.write(
+        frame.plain(
+            f"{answer_mesh.mesh.text} ({answer_mesh.num_devices:,} devices) serves {concurrency:,} sequences at "
+            f"{context:,} tokens."
+            if answer_mesh
+            else "None of the meshes tried serves the target."
+        )
+    )
+    st.dataframe(serving.tried_frame(found), hide_index=True, width="stretch")
+
+st.download_button(
+    "Download the serving report (JSON)",
+    json.dumps(records.serving_record(served, found), indent=2),
+    file_name="serving.json",
+    mime="application/json",
+    icon=":material/download:",
+)
+
+st.subheader("Check with XLA")
+from dcsim.serving import verify  # noqa: E402  (loaded when a report is shown: it starts child processes)
+
+try:
+    verify.check_verifiable(served)
+    not_offered = None if served.has_cache else "this model has no decoder cache"
+except (TypeError, ValueError) as err:
+    not_offered = str(err)
+st.caption(
+    "Compiles one decoding step with the weights and the cache sharded, on as many virtual CPU devices as "
+    "the mesh has, in a separate process, and reads XLA's memory analysis of one device."
+)
+if st.button("Verify with XLA", key="serving.verify", disabled=not_offered is not None, icon=":material/fact_check:"):
+    with st.spinner(f"Compiling a decoding step on {mesh.num_devices:,} virtual devices…"):
+        try:
+            checked: Any = verify.verify(served)
+        except (TypeError, ValueError, verify.VerifyFailed) as err:
+            checked = str(err)
+    if isinstance(checked, str):
+        st.error(frame.plain(f"XLA's check failed: {checked}"), icon=":material/error:")
+    else:
+        xla_col, dcsim_col, temp_col = st.columns(3)
+        xla_col.metric("XLA: argument bytes per device", units.bytes_exact(checked.argument_bytes_per_device))
+        dcsim_col.metric(
+            "Expected by dcsim",
+            units.bytes_exact(checked.expected_bytes_per_device),
+            help=f"Total a device plus the step's {checked.token_bytes_per_device} bytes of token ids.",
+        )
+        temp_col.metric(
+            "XLA temporaries (CPU compile)",
+            units.bytes_exact(checked.temp_bytes_per_device),
+            help="The decode workspace of a CPU compile; GPU and TPU assign buffers differently.",
+        )
+        st.caption("They agree exactly." if checked.matches else "They differ.")
+elif not_offered is not None:
+    st.info(frame.plain(f"XLA's check is not offered for this setup: {not_offered}."), icon=":material/block:")

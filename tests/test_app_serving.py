@@ -1,0 +1,73 @@
+"""The Serving page in Streamlit's AppTest: figures that are the engine's exactly, a link that
+reopens them, bad link values named, weights-only models said so, T5's source length."""
+
+from conftest import open_app
+from dcsim.model.config import ModelConfig
+from dcsim.report import units
+from dcsim.serving.engine import compute_serving
+from dcsim.serving.request import Serving
+from dcsim.sharding.meshes import parse_mesh
+
+SERVING = "pages/serving.py"
+LLAMA = {"preset": "llama2-70b", "mesh": "model=4", "device": "h100-sxm", "concurrency": "32"}
+
+
+def open_link(query):
+    return open_app(query, SERVING, editors=False)
+
+
+def metrics(at):
+    return {metric.label: metric.value for metric in at.metric}
+
+
+def test_the_figures_are_the_engines_exactly():
+    at = open_link(LLAMA)
+    expected = compute_serving(
+        ModelConfig(preset="llama2-70b"), Serving(mesh=parse_mesh("model=4"), device="h100-sxm", concurrency=32)
+    )
+    shown = metrics(at)
+    assert shown["Weights"] == units.bytes_exact(expected.weights_bytes_per_device)
+    assert shown["KV cache"] == units.bytes_exact(expected.kv_bytes_per_device)
+    assert shown["Total"] == units.bytes_exact(expected.total_bytes_per_device)
+    assert shown["Max concurrency at the context"] == f"{expected.max_concurrency:,} sequences"
+    assert shown["Max context at the concurrency"] == f"{expected.max_context:,} tokens"
+    verdict = at.success[0].value
+    assert verdict.startswith("Fits") and "activations and the decode workspace are not counted" in verdict
+    assert len(at.get("vega_lite_chart")) == 2  # the device bar and the capacity curve
+
+
+def test_a_changed_context_changes_the_figures_and_the_link():
+    at = open_link(LLAMA)
+    box = next(box for box in at.text_input if box.label.startswith("Context"))
+    box.set_value("2048").run()
+    assert not at.exception
+    expected = compute_serving(
+        ModelConfig(preset="llama2-70b"),
+        Serving(mesh=parse_mesh("model=4"), device="h100-sxm", concurrency=32, context=2048),
+    )
+    assert metrics(at)["KV cache"] == units.bytes_exact(expected.kv_bytes_per_device)
+    reopened = open_link({**LLAMA, "context": "2048"})
+    assert metrics(reopened) == metrics(at)
+
+
+def test_a_bad_link_value_is_named_and_the_default_used():
+    at = open_link({**LLAMA, "context": "0", "kv": "int4", "reserve": "1.5"})
+    warnings = " ".join(warning.value for warning in at.warning)
+    assert "context" in warnings and "kv" in warnings and "reserve" in warnings
+    assert metrics(at)["KV cache"] == units.bytes_exact(327_680 // 4 * 4096 * 32)
+
+
+def test_models_without_a_decoder_are_weights_only():
+    at = open_link({"preset": "bert-base", "device": "l4"})
+    assert any("has no decoder, so no KV cache" in caption.value for caption in at.caption)
+    assert metrics(at)["KV cache"] == "0 bytes"
+
+
+def test_t5_shows_its_source_length():
+    at = open_link({"preset": "t5-small", "context": "128", "source": "512"})
+    assert any(box.label.startswith("Source length") for box in at.text_input)
+
+
+def test_a_refused_mesh_is_explained_not_raised():
+    at = open_link({"preset": "llama2-70b", "mesh": "model=3"})
+    assert "cannot be served as asked" in at.error[0].value and "heads" in at.error[0].value

@@ -1,0 +1,56 @@
+"""The Serving page in real headless Chromium: a Llama 2 70B link opens with the engine's figures,
+a context change shows the new figure and writes the URL, which reopens it in a fresh page, and
+switching the model shows no number of the other model."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from conftest import fresh_page, open_page, query_of, type_into
+from dcsim.model.config import ModelConfig
+from dcsim.report import units
+from dcsim.serving.engine import compute_serving
+from dcsim.serving.request import Serving
+from dcsim.sharding.meshes import parse_mesh
+
+pytestmark = pytest.mark.browser
+
+LINK = "/serving?preset=llama2-70b&mesh=model%3D4&device=h100-sxm&concurrency=32"
+
+
+def engine(preset: str, **settings):
+    return compute_serving(
+        ModelConfig(preset=preset), Serving(mesh=parse_mesh("model=4"), device="h100-sxm", concurrency=32, **settings)
+    )
+
+
+def metric(page, label):
+    return (
+        page.locator('[data-testid="stMetric"]')
+        .filter(has=page.get_by_text(label, exact=True))
+        .locator('[data-testid="stMetricValue"]')
+    )
+
+
+def test_a_context_change_shows_the_new_figure_and_the_link_reopens_it(server, browser, page):
+    open_page(page, server + LINK)
+    expect(metric(page, "KV cache")).to_have_text(units.bytes_exact(engine("llama2-70b").kv_bytes_per_device))
+    page.screenshot(path="/tmp/serving-llama2-70b.png", full_page=True)
+    type_into(page, page.get_by_label("Context (tokens a sequence)"), "2048")
+    expected = units.bytes_exact(engine("llama2-70b", context=2048).kv_bytes_per_device)
+    expect(metric(page, "KV cache")).to_have_text(expected)
+    expect(page).to_have_url(re.compile(r"[?&]context=2048(&|$)"))
+    assert query_of(page)["device"] == "h100-sxm"
+    with fresh_page(browser, page.url) as fresh:
+        expect(metric(fresh, "KV cache")).to_have_text(expected)
+
+
+def test_a_link_to_another_model_shows_only_that_models_numbers(server, browser, page):
+    open_page(page, server + LINK)
+    expect(metric(page, "KV cache")).to_have_text(units.bytes_exact(engine("llama2-70b").kv_bytes_per_device))
+    gemma = LINK.replace("llama2-70b", "gemma2-2b").replace("model%3D4", "model%3D4")
+    open_page(page, server + gemma)
+    expect(metric(page, "KV cache")).to_have_text(units.bytes_exact(engine("gemma2-2b").kv_bytes_per_device))
+    expect(metric(page, "Weights")).to_have_text(units.bytes_exact(engine("gemma2-2b").weights_bytes_per_device))
+    page.screenshot(path="/tmp/serving-gemma2-2b.png", full_page=True)
