@@ -73,10 +73,9 @@ device = device_col.selectbox(
     help="The vendor's stated memory and the bytes dcsim uses (their GB are GiB: docs/serving.md).",
 )
 budget_text = budget_col.text_input(
-    "Budget per device (without a device)",
+    "Budget per device (used when Device is none)",
     key=serving.seeded("devmem", serving.parse_devmem),
     max_chars=32,
-    disabled=device != serving.NO_DEVICE,
     help="With its unit: 80GiB, 96GB (GiB = 2^30 bytes, GB = 10^9). Empty: no budget, figures only.",
 )
 reserve_text = reserve_col.text_input(
