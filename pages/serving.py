@@ -162,7 +162,7 @@ LEAVES_OUT = "activations and the decode workspace are not counted; the reserve 
 if served.usable_bytes is None:
     st.info(frame.plain(f"No budget: every figure is given, no verdict. ({LEAVES_OUT}.)"), icon=":material/info:")
 else:
-    free = served.usable_bytes - served.total_bytes_per_device
+    free = served.free_bytes_per_device or 0
     verdict = "Fits" if served.fits else "Does not fit"
     line = (
         f"{verdict}: {units.bytes_exact(served.total_bytes_per_device)} of {units.bytes_exact(served.usable_bytes)} "

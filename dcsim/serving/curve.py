@@ -2,8 +2,8 @@
 
 One sequence's cache on a device is piecewise linear in the context (a sliding window's layer stops
 growing at its window), and every stage's room is fixed, so the curve needs no new layout: each
-point is ``replicas x min over stages of floor(room / one sequence's bytes at that context)``,
-exact, for contexts doubling from 128 up to the model's positions (or the request's context).
+point is the report's own ``concurrency_at`` that context, exact, for contexts doubling from 128
+up to the model's positions (or the request's context).
 """
 
 from __future__ import annotations
@@ -35,19 +35,10 @@ def contexts(report: ServingReport) -> list[int]:
 
 
 def capacity_curve(report: ServingReport) -> list[Point]:
-    """The curve's points; empty without a budget or a cache."""
-    usable = report.usable_bytes
-    if usable is None or not report.has_cache:
-        return []
+    """The curve's points (``ServingReport.concurrency_at`` each context); empty without a budget or a cache."""
     points = []
     for context in contexts(report):
-        fewest = None
-        for stage in report.stages:
-            need = stage.kv_bytes_per_sequence(context, report.serving.full_windows)
-            if need:
-                room = max(usable - stage.weights_bytes - stage.other_bytes, 0)
-                fewest = room // need if fewest is None else min(fewest, room // need)
-        if fewest is not None:
-            chosen = context == report.serving.context
-            points.append(Point(context=context, max_concurrency=report.serving.num_replicas * fewest, chosen=chosen))
+        most = report.concurrency_at(context)
+        if most is not None:
+            points.append(Point(context=context, max_concurrency=most, chosen=context == report.serving.context))
     return points

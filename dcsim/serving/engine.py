@@ -202,32 +202,33 @@ class ServingReport:
         assert self.usable_bytes is not None
         return self.usable_bytes - stage.weights_bytes - stage.other_bytes
 
-    @property
-    def max_concurrency(self) -> int | None:
-        """The most sequences at the context over the whole mesh: replicas x the fewest any stage's
+    def concurrency_at(self, context: int) -> int | None:
+        """The most sequences at ``context`` over the whole mesh: replicas x the fewest any stage's
         device has room for (an exact floor, no block rounding); None without a budget or a cache."""
         if self.usable_bytes is None or not self.has_cache:
             return None
         per_replica = []
         for stage in self.stages:
-            need = stage.kv_bytes_per_sequence(self.serving.context, self.serving.full_windows)
+            need = stage.kv_bytes_per_sequence(context, self.serving.full_windows)
             if need:
                 per_replica.append(max(self._room(stage), 0) // need)
         return self.serving.num_replicas * min(per_replica) if per_replica else None
 
     @property
+    def max_concurrency(self) -> int | None:
+        """``concurrency_at`` the request's context."""
+        return self.concurrency_at(self.serving.context)
+
+    @property
     def max_concurrency_in_blocks(self) -> int | None:
         """``max_concurrency`` with each sequence's tokens rounded up to vLLM's 16-token blocks, for
-        comparison with an engine that allocates in blocks (full-attention layers only)."""
-        if self.usable_bytes is None or not self.has_cache:
-            return None
-        blocks_context = -(-self.serving.context // BLOCK_SIZE) * BLOCK_SIZE
-        per_replica = []
-        for stage in self.stages:
-            need = stage.kv_bytes_per_sequence(blocks_context, self.serving.full_windows)
-            if need:
-                per_replica.append(max(self._room(stage), 0) // need)
-        return self.serving.num_replicas * min(per_replica) if per_replica else None
+        comparison with an engine that allocates in blocks."""
+        return self.concurrency_at(-(-self.serving.context // BLOCK_SIZE) * BLOCK_SIZE)
+
+    @property
+    def free_bytes_per_device(self) -> int | None:
+        """Usable bytes the most-loaded device has left (negative: over by that much); None without a budget."""
+        return None if self.usable_bytes is None else self.usable_bytes - self.total_bytes_per_device
 
     def _fits_context(self, context: int) -> bool:
         sequences = self.serving.sequences_per_replica
