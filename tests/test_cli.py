@@ -247,6 +247,22 @@ def test_set_changes_hyperparameters_and_reaches_pythia_70m(capsys):
     assert record["config"]["overrides"]["tied_embeddings"] is False
 
 
+def test_a_run_of_identical_blocks_is_one_row_with_its_multiplicity(capsys):
+    code, out, _ = run(capsys, "count", "--preset", "llama2-7b")
+    block = 4 * 4096 * 4096 + 3 * 4096 * 11_008 + 2 * 4096  # attention, gated MLP, two RMSNorms
+    assert code == 0 and block == 202_383_360
+    row = next(line for line in out.splitlines() if line.startswith("block_0..block_31 "))
+    assert row.split() == ["block_0..block_31", "blocks", "32", "202,383,360", "288", "6,476,267,520", "96.11%"]
+    assert "\nblock_1 " not in out and "--all-rows shows every block" in out
+    _, every, _ = run(capsys, "count", "--preset", "llama2-7b", "--all-rows")
+    assert sum(line.startswith("block_") for line in every.splitlines()) == 32
+    assert "block_0..block_31" not in every and "--all-rows shows" not in every
+    # DeepSeek-V3: 3 dense blocks, then 58 with experts; a block that differs starts its own row.
+    _, out, _ = run(capsys, "count", "--preset", "deepseek-v3")
+    rows = [line.split()[:3] for line in out.splitlines() if line.startswith("block_")]
+    assert rows == [["block_0..block_2", "blocks", "3"], ["block_3..block_60", "blocks", "58"]]
+
+
 def test_preset_table_shows_groups_non_embedding_and_batchnorm_apart(capsys):
     code, out, _ = run(capsys, "count", "--preset", "resnet18", "--shards", "4")
     assert code == 0

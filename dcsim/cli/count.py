@@ -19,10 +19,11 @@ from dcsim.sharding import payload, shares
 from dcsim.sharding.payload import CHECKPOINT_DIFFERS
 
 
-def render_count_table(config: ModelConfig, report: ParamReport) -> str:
+def render_count_table(config: ModelConfig, report: ParamReport, *, all_rows: bool = False) -> str:
     """The ``count`` result for people: the answer first (exact figures with separators and honest
     units), then the model and where its parameters are. A family's model shows its groups and
-    top-level modules (Llama 2 70B's 723 arrays are in ``--format csv`` and ``json``)."""
+    top-level modules, a run of identical blocks as one row with its multiplicity (``all_rows``:
+    every module a row; Llama 2 70B's 723 arrays are in ``--format csv`` and ``json``)."""
     share = shares.ideal_share(report.total_params, config.num_shards)
     per_shard = payload.bytes_per_shard(report.total_params, config.num_shards, config.dtype)
     float32, *other_dtypes = payload.raw_payloads(report.total_params)
@@ -47,15 +48,22 @@ def render_count_table(config: ModelConfig, report: ParamReport) -> str:
         layers["percent_of_total"] = layers["percent_of_total"].map(_percent)
         lines += [frame_text(layers), "", frame_text(tables.arrays_frame(report).drop(columns=["module", "kind"]))]
     else:
-        modules = breakdown.depth_frame(report, 1)
+        modules = breakdown.depth_frame(report, 1) if all_rows else breakdown.repeated_frame(report)
         modules["percent_of_total"] = modules["percent_of_total"].map(_percent)
         lines += [
             frame_text(modules),
             "",
+            *([] if all_rows or len(modules) == len(breakdown.depth_frame(report, 1)) else [_REPEATS]),
             f"({len(report.arrays):,} arrays: every one with --format csv or --format json)",
         ]
     lines += ["", f"Raw payload = values x bytes per value. It is not the checkpoint size: {CHECKPOINT_DIFFERS}."]
     return "\n".join(lines) + "\n"
+
+
+_REPEATS = (
+    "(a run of blocks holding the same arrays is one row: times blocks, each holding `each` parameters; "
+    "--all-rows shows every block)"
+)
 
 
 def _reading(value: Fraction) -> str:
@@ -150,7 +158,7 @@ def run_count(args: argparse.Namespace) -> str:
         buffer = io.StringIO()
         tables.arrays_frame(report).to_csv(buffer, index=False)
         return buffer.getvalue()
-    text = render_count_table(config, report)
+    text = render_count_table(config, report, all_rows=args.all_rows)
     return text + ("\n" + render_optimizer_table(states, report.total_params) if states else "")
 
 
@@ -186,6 +194,12 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     )
     count.add_argument(
         "--format", choices=("table", "json", "csv"), default="table", help="output format (default table)"
+    )
+    count.add_argument(
+        "--all-rows",
+        action="store_true",
+        help="in the table, every top-level module a row (default: a run of identical blocks is one row with "
+        "its multiplicity)",
     )
     count.add_argument(
         "--optimizer",
