@@ -241,6 +241,37 @@ HUB_TYPES = {
     "roberta-base": ("roberta", {"max_position_embeddings": 514, "type_vocab_size": 1}),
     "xlm-roberta-base": ("xlm-roberta", {"vocab_size": 250002, "max_position_embeddings": 514, "type_vocab_size": 1}),
 }
+# Issue 30, item 8: the presets teams name most (dcsim/model/presets.py), each model's published
+# config.json. Llama 3.1's rope_scaling is its published llama3 scaling. Phi-3.5-MoE's longrope
+# short_factor and long_factor (64 numbers each, which change no count) are left out, and with them
+# its rope_scaling: the preset says rope_scaling true from the published file.
+LLAMA31_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+LLAMA31_ROPE |= {"original_max_position_embeddings": 8192}
+LLAMA31 = {"rope_theta": 500000.0, "rope_scaling": LLAMA31_ROPE, "tie_word_embeddings": False}
+PRESET_MODELS = {
+    "llama-3.1-8b": ("llama", decoder_sizes(128256, 4096, 32, 32, 8, 14336, 131072) | LLAMA31),
+    "llama-3.1-70b": ("llama", decoder_sizes(128256, 8192, 80, 64, 8, 28672, 131072) | LLAMA31),
+    "llama-3.1-405b": ("llama", decoder_sizes(128256, 16384, 126, 128, 8, 53248, 131072) | LLAMA31),
+    "qwen2.5-32b": (
+        "qwen2",
+        decoder_sizes(152064, 5120, 64, 40, 8, 27648, 131072) | {"rope_theta": 1000000.0, "tie_word_embeddings": False},
+    ),
+    "gemma-2-9b": (
+        "gemma2",
+        decoder_sizes(256000, 3584, 42, 16, 8, 14336, 8192) | {"head_dim": 256, "sliding_window": 4096},
+    ),
+    "gemma-2-27b": (
+        "gemma2",
+        decoder_sizes(256000, 4608, 46, 32, 16, 36864, 8192)
+        | {"head_dim": 128, "sliding_window": 4096, "query_pre_attn_scalar": 144},
+    ),
+    "phi-3.5-moe": (
+        "phimoe",
+        decoder_sizes(32064, 4096, 32, 32, 8, 6400, 131072)
+        | {"num_local_experts": 16, "num_experts_per_tok": 2, "attention_bias": True, "lm_head_bias": True}
+        | {"original_max_position_embeddings": 4096, "sliding_window": 131072, "tie_word_embeddings": False},
+    ),
+}
 # Every model_type dcsim reads, at its class's defaults (tests/test_hf_modern.py opens each bare), but
 # nemotron: transformers 5.24.0 cannot build NemotronConfig() (num_key_value_heads None reaches a //).
 BARE_TYPES = [
@@ -266,6 +297,7 @@ BARE_TYPES = [
     "bloom",
     "mpt",
     "phi",
+    "phimoe",
     "bert",
     "roberta",
     "xlm-roberta",
@@ -329,7 +361,7 @@ def main() -> None:
             counts[name] += config.vocab_size * config.d_model
         (OUT / f"{name}.json").write_text(text)
         print(f"| {name} | {config.model_type} | {cls.__name__} | {counts[name]:,} | {len(text.encode()):,} |")
-    for name, (model_type, fields) in HUB_TYPES.items():
+    for name, (model_type, fields) in (HUB_TYPES | PRESET_MODELS).items():
         cls, config = hub_model(model_type, fields)
         config.architectures = None
         model = build(cls, config)

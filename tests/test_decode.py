@@ -72,6 +72,12 @@ def _full_logits(family: str, hparams: dict, params, tokens: jax.Array, source=N
         pytest.param("moe", {"experts_per_token": 2}, id="mixtral-like"),
         pytest.param(
             "moe",
+            {"experts_per_token": 2, "norm": "layernorm", "attn_bias": True, "head_bias": True}
+            | {"sliding_window": 8, "local_layers": (0, 1)},  # Phi-3.5-MoE's window is its whole context
+            id="phimoe-like",
+        ),
+        pytest.param(
+            "moe",
             {"attention": "mla", "q_lora_rank": 8, "kv_lora_rank": 6, "qk_nope_head_dim": 4}
             | {"qk_rope_head_dim": 2, "v_head_dim": 4, "experts_per_token": 2},
             id="latent",

@@ -119,6 +119,16 @@ PRESET_FILES = {
     "t5-small": "t5-small",
     "t5-large": "t5-large",
     "flan-t5-base": "flan-t5-base",
+    # issue 30
+    "mistral-7b": "mistral-7b",
+    "llama3.1-8b": "llama-3.1-8b",
+    "llama3.1-70b": "llama-3.1-70b",
+    "llama3.1-405b": "llama-3.1-405b",
+    "qwen2.5-7b": "qwen2.5-7b",
+    "qwen2.5-32b": "qwen2.5-32b",
+    "gemma2-9b": "gemma-2-9b",
+    "gemma2-27b": "gemma-2-27b",
+    "phi3.5-moe": "phi-3.5-moe",
 }
 COUNTS = json.loads((DATA / "counts.json").read_text())
 
@@ -131,3 +141,38 @@ def test_each_new_preset_is_its_config_json(preset):
     shown = schemas.applicable(row.family, row.hparams)  # what changes the count; the rest is unused
     assert {name: opened_hparams[name] for name in shown} == {name: row.hparams[name] for name in shown}
     assert row.published_params == COUNTS[PRESET_FILES[preset]] == count_params(imported.config).total_params
+
+
+# The serving fields each new preset publishes, as its config.json gives them; Phi-3.5-MoE's
+# fixture leaves out its longrope factor lists (bench/hf_import.py), so its rope_scaling is the
+# preset's own, from the published file.
+SERVING = ("max_positions", "sliding_window", "local_layers", "rope_scaling")
+SERVED = {
+    "mistral-7b": (32_768, 4096, tuple(range(32)), False),
+    "llama3.1-8b": (131_072, 0, (), True),
+    "llama3.1-70b": (131_072, 0, (), True),
+    "llama3.1-405b": (131_072, 0, (), True),
+    "qwen2.5-7b": (131_072, 0, (), False),
+    "qwen2.5-32b": (131_072, 0, (), False),
+    "gemma2-9b": (8192, 4096, tuple(range(0, 42, 2)), False),
+    "gemma2-27b": (8192, 4096, tuple(range(0, 46, 2)), False),
+    "phi3.5-moe": (131_072, 131_072, tuple(range(32)), True),
+}
+
+
+@pytest.mark.parametrize("preset", sorted(SERVED))
+def test_each_new_preset_serves_as_its_config_json_says(preset):
+    row = presets.PRESETS[preset]
+    assert tuple(row.hparams[name] for name in SERVING) == SERVED[preset]
+    opened_hparams = presets.resolved_hparams(opened(PRESET_FILES[preset]).config)
+    compared = SERVING[:3] if preset == "phi3.5-moe" else SERVING
+    assert {name: opened_hparams[name] for name in compared} == {name: row.hparams[name] for name in compared}
+
+
+def test_phimoe_counts_its_biases_and_layernorms_by_hand():
+    d_model, kv_width, vocab, layers = 4096, 8 * 128, 32_064, 32
+    biases = layers * (2 * d_model + 2 * kv_width) + vocab  # query and output, key and value; the head's
+    plain = opened("phi-3.5-moe", attention_bias=False, lm_head_bias=False)  # its LayerNorms keep their biases
+    assert count_params(plain.config).total_params == 41_873_153_344 - biases == 41_872_793_600
+    with pytest.raises(ValueError, match=r"`head_bias` is true but `tied_embeddings` is true too"):
+        opened("phi-3.5-moe", tie_word_embeddings=True)

@@ -346,6 +346,17 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
                 "not a parameter",
             ),
         ),
+        "phimoe": ModelType(
+            family="moe",
+            model_class="PhimoeForCausalLM",
+            sizes=(
+                *_sizes(32_064, 4096, 32, 32, 6400, 8),
+                *_experts("num_local_experts", 16, 2, "intermediate_size", 6400),
+            ),
+            flags=(Flag("attention_bias", False, ("attn_bias",)), Flag("lm_head_bias", False, ("head_bias",))),
+            fixed={"dense_layers": (), "norm": "layernorm"},
+            counted=_MOE_COUNTED.replace("{what}", "LayerNorms with biases, routed experts in every block"),
+        ),
         "granite": ModelType(
             family="decoder",
             model_class="GraniteForCausalLM",
@@ -627,7 +638,6 @@ NOT_YET: Mapping[str, str] = MappingProxyType(
         "olmoe": f"experts under OLMo's norms; the nearest is {_MOE_NEAR}",
         "granitemoe": f"Granite's experts; the nearest is {_MOE_NEAR}",
         "granitemoeshared": f"Granite's experts and a shared one; the nearest is {_MOE_NEAR}",
-        "phimoe": f"experts under LayerNorms with biases; the nearest is {_MOE_NEAR}",
         "dbrx": f"fused experts and clipped qkv; the nearest is {_MOE_NEAR}",
         "glm4_moe": "DeepSeek-style experts with a dense prefix; the nearest is deepseek_v3 (moe)",
         "gpt_oss": f"attention sinks and biases on the experts; the nearest is {_MOE_NEAR}",

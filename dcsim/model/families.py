@@ -155,6 +155,9 @@ class MoEDecoder(nn.Module):
     dense_layers: tuple[int, ...]
     ffn_dim: int
     tied_embeddings: bool
+    norm: str = "rmsnorm"
+    attn_bias: bool = False
+    head_bias: bool = False
     max_positions: int = 32_768
     sliding_window: int = 0
     local_layers: tuple[int, ...] = ()
@@ -179,7 +182,7 @@ class MoEDecoder(nn.Module):
             attention = {
                 "num_heads": self.num_heads,
                 "num_kv_heads": self.num_kv_heads,
-                "use_bias": False,
+                "use_bias": self.attn_bias,
                 "causal": True,
                 "head_dim": self.head_dim,
                 "qkv_bias": self.qkv_bias,
@@ -202,16 +205,19 @@ class MoEDecoder(nn.Module):
                 {"ffn_dim": self.ffn_dim} if dense else experts,
                 decode=self.decode,
                 window=window_of(self, index),
+                norm=self.norm,
                 name=f"block_{index}",
             )(x)
-        x = norm("rmsnorm", "final_norm")(x)
+        x = norm(self.norm, "final_norm")(x)
+        if self.head_bias and not self.tied_embeddings:
+            return nn.Dense(self.vocab_size, name="lm_head")(x)
         return output_logits(x, embed, self.vocab_size, self.tied_embeddings)
 
 
 class MoEBlock(nn.Module):
-    """A pre-norm RMSNorm block: ``attn`` (grouped-query, or latent when ``latent``) and ``mlp``
-    (a dense gated MLP when ``dense``) or ``moe`` (``dcsim.model.layers.MixtureOfExperts``), each
-    built from its keyword arguments."""
+    """A pre-norm block (RMSNorm, or ``norm`` LayerNorm with biases: PhiMoE): ``attn`` (grouped-query,
+    or latent when ``latent``) and ``mlp`` (a dense gated MLP when ``dense``) or ``moe``
+    (``dcsim.model.layers.MixtureOfExperts``), each built from its keyword arguments."""
 
     latent: bool
     attention: Mapping[str, Any]
@@ -219,6 +225,7 @@ class MoEBlock(nn.Module):
     mlp: Mapping[str, Any]
     decode: Decode | None = None
     window: int = 0
+    norm: str = "rmsnorm"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -229,7 +236,7 @@ class MoEBlock(nn.Module):
             mlp = FeedForward(**self.mlp, gated=True, use_bias=False, name="mlp")
         else:
             mlp = MixtureOfExperts(**self.mlp, name="moe")
-        return sandwich(x, attn, mlp, "rmsnorm", post_norms=False)
+        return sandwich(x, attn, mlp, self.norm, post_norms=False)
 
 
 class T5(nn.Module):
