@@ -76,6 +76,7 @@ def _full_logits(family: str, hparams: dict, params, tokens: jax.Array, source=N
             | {"sliding_window": 8, "local_layers": (0, 1)},  # Phi-3.5-MoE's window is its whole context
             id="phimoe-like",
         ),
+        pytest.param("moe", {"experts_per_token": 2, "qk_norm": True, "wide_qk_norm": True}, id="olmoe-like"),
         pytest.param(
             "moe",
             {"attention": "mla", "q_lora_rank": 8, "kv_lora_rank": 6, "qk_nope_head_dim": 4}

@@ -357,6 +357,40 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
             fixed={"dense_layers": (), "norm": "layernorm"},
             counted=_MOE_COUNTED.replace("{what}", "LayerNorms with biases, routed experts in every block"),
         ),
+        "olmoe": ModelType(
+            family="moe",
+            model_class="OlmoeForCausalLM",
+            sizes=(
+                *_sizes(50_304, 2048, 16, 16, 2048),
+                *_experts("num_experts", 64, 8, "intermediate_size", 2048),
+            ),
+            flags=(Flag("attention_bias", False, ("attn_bias",)),),
+            fixed={"dense_layers": (), "qk_norm": True, "wide_qk_norm": True},
+            counted=_MOE_COUNTED.replace("{what}", "query and key normed over every feature, routed experts"),
+        ),
+        **{
+            model_type: ModelType(
+                family="moe",
+                model_class=model_class,
+                sizes=(
+                    *_sizes(32_000, 4096, 32, 32, 11_008),
+                    *_experts("num_local_experts", 8, 2, "intermediate_size", 11_008),
+                    *shared,
+                ),
+                flags=(Flag("attention_bias", False, ("attn_bias",)),),
+                fixed={"dense_layers": ()},
+                counted=_MOE_COUNTED.replace("{what}", what) + "; Granite's multipliers hold no parameters",
+            )
+            for model_type, model_class, shared, what in (
+                ("granitemoe", "GraniteMoeForCausalLM", (), "routed experts in every block"),
+                (
+                    "granitemoeshared",
+                    "GraniteMoeSharedForCausalLM",
+                    (Size("shared_ffn_dim", "shared_intermediate_size", 0),),
+                    "routed experts and a shared expert (none at shared_intermediate_size 0)",
+                ),
+            )
+        },
         "granite": ModelType(
             family="decoder",
             model_class="GraniteForCausalLM",
@@ -635,9 +669,6 @@ NOT_YET: Mapping[str, str] = MappingProxyType(
         "bart": "an encoder-decoder with learned positions; the nearest is t5 (t5), whose positions differ",
         "mbart": "an encoder-decoder with learned positions; the nearest is t5 (t5), whose positions differ",
         "whisper": "an audio encoder (two convolutions) and a decoder; the nearest is t5 (t5)",
-        "olmoe": f"experts under OLMo's norms; the nearest is {_MOE_NEAR}",
-        "granitemoe": f"Granite's experts; the nearest is {_MOE_NEAR}",
-        "granitemoeshared": f"Granite's experts and a shared one; the nearest is {_MOE_NEAR}",
         "dbrx": f"fused experts and clipped qkv; the nearest is {_MOE_NEAR}",
         "glm4_moe": "DeepSeek-style experts with a dense prefix; the nearest is deepseek_v3 (moe)",
         "gpt_oss": f"attention sinks and biases on the experts; the nearest is {_MOE_NEAR}",

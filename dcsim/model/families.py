@@ -157,6 +157,7 @@ class MoEDecoder(nn.Module):
     tied_embeddings: bool
     norm: str = "rmsnorm"
     attn_bias: bool = False
+    wide_qk_norm: bool = False
     head_bias: bool = False
     max_positions: int = 32_768
     sliding_window: int = 0
@@ -206,6 +207,7 @@ class MoEDecoder(nn.Module):
                 decode=self.decode,
                 window=window_of(self, index),
                 norm=self.norm,
+                wide_qk_norm=self.qk_norm and self.wide_qk_norm,
                 name=f"block_{index}",
             )(x)
         x = norm(self.norm, "final_norm")(x)
@@ -226,11 +228,26 @@ class MoEBlock(nn.Module):
     decode: Decode | None = None
     window: int = 0
     norm: str = "rmsnorm"
+    wide_qk_norm: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        kind = LatentAttention if self.latent else Attention
-        attn = kind(**self.attention, decode=self.decode, window=self.window, name="attn")
+        attn: nn.Module
+        if self.wide_qk_norm:  # OLMoE: one norm over every query feature, one over every key feature
+            h = self.attention
+            attn = variant.WideNormAttention(
+                num_heads=h["num_heads"],
+                num_kv_heads=h["num_kv_heads"],
+                head_dim=h["head_dim"] or x.shape[-1] // h["num_heads"],
+                qkv_bias=h["use_bias"] or h["qkv_bias"],
+                out_bias=h["use_bias"],
+                decode=self.decode,
+                window=self.window,
+                name="attn",
+            )
+        else:
+            kind = LatentAttention if self.latent else Attention
+            attn = kind(**self.attention, decode=self.decode, window=self.window, name="attn")
         mlp: nn.Module
         if self.dense:
             mlp = FeedForward(**self.mlp, gated=True, use_bias=False, name="mlp")

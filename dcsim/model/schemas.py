@@ -169,6 +169,11 @@ FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
                 ("rmsnorm", "layernorm"),
             ),
             bool_param("attn_bias", False, "biases on the query, key, value and output projections (PhiMoE)"),
+            bool_param(
+                "wide_qk_norm",
+                False,
+                "qk_norm over every query and key feature (num_heads x head_dim scales; OLMoE) instead of each head",
+            ),
             bool_param("head_bias", False, "a bias on the untied output head (PhiMoE's lm_head_bias)"),
             dataclasses.replace(
                 _POSITIONS,
@@ -360,7 +365,7 @@ def follow(family: str, before: Mapping[str, Any], after: Mapping[str, Any], pin
 
 
 _MLA_ONLY = frozenset({"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"})
-_GQA_ONLY = frozenset({"num_kv_heads", "head_dim", "qkv_bias", "qk_norm", "attn_bias"})
+_GQA_ONLY = frozenset({"num_kv_heads", "head_dim", "qkv_bias", "qk_norm", "attn_bias", "wide_qk_norm"})
 
 
 def applicable(family: str, hparams: Mapping[str, Any]) -> tuple[str, ...]:
@@ -383,6 +388,8 @@ def applicable(family: str, hparams: Mapping[str, Any]) -> tuple[str, ...]:
             hidden.add("shared_expert_gate")
         if hparams["tied_embeddings"]:
             hidden.add("head_bias")
+        if not hparams["qk_norm"]:
+            hidden.add("wide_qk_norm")
     hidden |= zoo.hidden(family, hparams)
     return tuple(spec.name for spec in schema(family) if spec.name not in hidden)
 
