@@ -291,6 +291,20 @@ MOE_TYPES = {
         | {"num_local_experts": 40, "num_experts_per_tok": 8, "tie_word_embeddings": True, "logits_scaling": 6.0}
         | GRANITE_MULTIPLIERS,
     ),
+    "glm-4.5-air": (
+        "glm4_moe",
+        decoder_sizes(151552, 4096, 46, 96, 8, 10944, 131072)
+        | {"head_dim": 128, "moe_intermediate_size": 1408, "n_routed_experts": 128, "n_shared_experts": 1}
+        | {"num_experts_per_tok": 8, "first_k_dense_replace": 1, "attention_bias": True, "use_qk_norm": False}
+        | {"partial_rotary_factor": 0.5, "num_nextn_predict_layers": 1, "rope_theta": 1000000},
+    ),
+    "glm-4.5": (
+        "glm4_moe",
+        decoder_sizes(151552, 5120, 92, 96, 8, 12288, 131072)
+        | {"head_dim": 128, "moe_intermediate_size": 1536, "n_routed_experts": 160, "n_shared_experts": 1}
+        | {"num_experts_per_tok": 8, "first_k_dense_replace": 3, "attention_bias": True, "use_qk_norm": True}
+        | {"partial_rotary_factor": 0.5, "num_nextn_predict_layers": 1, "rope_theta": 1000000},
+    ),
     # Not a published file: Granite 3.0 1B-A400M's sizes with a shared expert 1,024 wide, so the
     # shared-expert form is checked at a width other than its class default of 0.
     "granitemoeshared-1b-shared-1024": (
@@ -329,6 +343,7 @@ BARE_TYPES = [
     "olmoe",
     "granitemoe",
     "granitemoeshared",
+    "glm4_moe",
     "bert",
     "roberta",
     "xlm-roberta",

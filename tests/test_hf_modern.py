@@ -176,3 +176,16 @@ def test_phimoe_counts_its_biases_and_layernorms_by_hand():
     assert count_params(plain.config).total_params == 41_873_153_344 - biases == 41_872_793_600
     with pytest.raises(ValueError, match=r"`head_bias` is true but `tied_embeddings` is true too"):
         opened("phi-3.5-moe", tie_word_embeddings=True)
+
+
+def test_glm4_moe_is_deepseeks_layout_under_grouped_attention_with_its_buffer_apart():
+    imported = opened("glm-4.5-air")
+    report = count_params(imported.config)
+    assert report.total_params == COUNTS["glm-4.5-air"] == 106_852_245_504
+    # e_score_correction_bias: one value an expert, in each of the 45 blocks with experts; not a parameter
+    assert report.total_other_values == 45 * 128
+    assert "num_nextn_predict_layers is 1" in imported.message() and "the first 1 dense" in imported.message()
+    # no head_dim: hidden_size // num_attention_heads, rounded down as transformers' class does
+    bare = hf.from_hf_config({"model_type": "glm4_moe"})
+    assert presets.resolved_hparams(bare.config)["head_dim"] == 4096 // 96 == 42
+    assert count_params(bare.config).total_params == DEFAULTS["glm4_moe"]

@@ -346,6 +346,22 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
                 "not a parameter",
             ),
         ),
+        "glm4_moe": ModelType(
+            family="moe",
+            model_class="Glm4MoeForCausalLM",
+            sizes=(
+                *_sizes(151_552, 4096, 46, 96, 10_944, 8),
+                *_experts("n_routed_experts", 128, 8, "moe_intermediate_size", 1408),
+            ),
+            flags=(Flag("attention_bias", False, ("qkv_bias",)), Flag("use_qk_norm", False, ("qk_norm",))),
+            fixed={"router_bias": True},
+            quirks=("glm4_moe",),
+            counted=_MOE_COUNTED.replace(
+                "{what}",
+                "grouped-query attention, routed and shared experts{dense}; the router's score-correction bias is "
+                "a buffer, not a parameter",
+            ),
+        ),
         "phimoe": ModelType(
             family="moe",
             model_class="PhimoeForCausalLM",
@@ -670,7 +686,6 @@ NOT_YET: Mapping[str, str] = MappingProxyType(
         "mbart": "an encoder-decoder with learned positions; the nearest is t5 (t5), whose positions differ",
         "whisper": "an audio encoder (two convolutions) and a decoder; the nearest is t5 (t5)",
         "dbrx": f"fused experts and clipped qkv; the nearest is {_MOE_NEAR}",
-        "glm4_moe": "DeepSeek-style experts with a dense prefix; the nearest is deepseek_v3 (moe)",
         "gpt_oss": f"attention sinks and biases on the experts; the nearest is {_MOE_NEAR}",
         "llama4": "interleaved experts, a vision tower and a projector; the nearest is llama (decoder), for text",
         "llava": "a vision tower, a projector and a language model; open the text_config's model alone",
