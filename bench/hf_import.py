@@ -273,6 +273,12 @@ PRESET_MODELS = {
     ),
 }
 # Issue 30, item 2: Mixture-of-Experts types as table entries of the moe family.
+GPT_OSS_ROPE = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "rope_theta": 150000}
+GPT_OSS_ROPE |= {"original_max_position_embeddings": 4096, "truncate": False}
+GPT_OSS_MXFP4 = {"quant_method": "mxfp4"}
+GPT_OSS_MXFP4 |= {
+    "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]
+}
 GRANITE_MULTIPLIERS = {"embedding_multiplier": 12.0, "residual_multiplier": 0.22, "attention_multiplier": 0.015625}
 MOE_TYPES = {
     "olmoe-1b-7b-0924": (
@@ -305,6 +311,16 @@ MOE_TYPES = {
         | {"num_experts_per_tok": 8, "first_k_dense_replace": 3, "attention_bias": True, "use_qk_norm": True}
         | {"partial_rotary_factor": 0.5, "num_nextn_predict_layers": 1, "rope_theta": 1000000},
     ),
+    **{
+        f"gpt-oss-{size}": (
+            "gpt_oss",
+            decoder_sizes(201088, 2880, layers, 64, 8, 2880, 131072)
+            | {"head_dim": 64, "num_local_experts": experts, "num_experts_per_tok": 4, "sliding_window": 128}
+            | {"layer_types": ["sliding_attention", "full_attention"] * (layers // 2), "attention_bias": True}
+            | {"rope_scaling": GPT_OSS_ROPE, "swiglu_limit": 7.0, "quantization_config": GPT_OSS_MXFP4},
+        )
+        for size, layers, experts in (("20b", 24, 32), ("120b", 36, 128))
+    },
     # Not a published file: Granite 3.0 1B-A400M's sizes with a shared expert 1,024 wide, so the
     # shared-expert form is checked at a width other than its class default of 0.
     "granitemoeshared-1b-shared-1024": (
@@ -344,6 +360,7 @@ BARE_TYPES = [
     "granitemoe",
     "granitemoeshared",
     "glm4_moe",
+    "gpt_oss",
     "bert",
     "roberta",
     "xlm-roberta",

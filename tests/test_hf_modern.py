@@ -6,6 +6,7 @@ tests/data/hf/defaults.json holds transformers' count of each class at its defau
 ``{"model_type": ...}``), written by bench/hf_import.py like the files and counts.json.
 """
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -189,3 +190,19 @@ def test_glm4_moe_is_deepseeks_layout_under_grouped_attention_with_its_buffer_ap
     bare = hf.from_hf_config({"model_type": "glm4_moe"})
     assert presets.resolved_hparams(bare.config)["head_dim"] == 4096 // 96 == 42
     assert count_params(bare.config).total_params == DEFAULTS["glm4_moe"]
+
+
+def test_gpt_oss_counts_sinks_and_expert_biases_unquantized_with_alternating_windows():
+    imported = opened("gpt-oss-20b")
+    report = count_params(imported.config)
+    assert report.total_params == COUNTS["gpt-oss-20b"] == 20_914_757_184
+    layers, heads, experts, width, ffn = 24, 64, 32, 2880, 2880
+    sinks = layers * heads
+    expert_biases = layers * (experts * (2 * ffn + width) + experts)  # gate and up, down; the router's
+    config = imported.config
+    changed = dict(config.overrides) | {"attention_sinks": False, "expert_biases": False}
+    plain = dataclasses.replace(config, overrides=tuple(changed.items()))
+    assert count_params(plain).total_params == 20_914_757_184 - sinks - expert_biases
+    assert "counted unquantized" in imported.message()
+    served = presets.resolved_hparams(imported.config)
+    assert (served["sliding_window"], served["local_layers"]) == (128, tuple(range(0, 24, 2)))

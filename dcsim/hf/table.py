@@ -362,6 +362,20 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
                 "a buffer, not a parameter",
             ),
         ),
+        "gpt_oss": ModelType(
+            family="moe",
+            model_class="GptOssForCausalLM",
+            sizes=(
+                *_sizes(201_088, 2880, 36, 64, 2880, 8),
+                *_experts("num_local_experts", 128, 4, "intermediate_size", 2880),
+            ),
+            head_dim=64,
+            flags=(Flag("attention_bias", True, ("attn_bias",)),),
+            fixed={"dense_layers": (), "attention_sinks": True, "expert_biases": True},
+            counted=_MOE_COUNTED.replace(
+                "{what}", "attention with biases and a sink logit a head, routed experts and their router with biases"
+            ),
+        ),
         "phimoe": ModelType(
             family="moe",
             model_class="PhimoeForCausalLM",
@@ -686,7 +700,6 @@ NOT_YET: Mapping[str, str] = MappingProxyType(
         "mbart": "an encoder-decoder with learned positions; the nearest is t5 (t5), whose positions differ",
         "whisper": "an audio encoder (two convolutions) and a decoder; the nearest is t5 (t5)",
         "dbrx": f"fused experts and clipped qkv; the nearest is {_MOE_NEAR}",
-        "gpt_oss": f"attention sinks and biases on the experts; the nearest is {_MOE_NEAR}",
         "llama4": "interleaved experts, a vision tower and a projector; the nearest is llama (decoder), for text",
         "llava": "a vision tower, a projector and a language model; open the text_config's model alone",
         "qwen2_5_vl": "a vision tower and merger beside Qwen2; the nearest is qwen2 (decoder), for text",

@@ -158,6 +158,8 @@ class MoEDecoder(nn.Module):
     norm: str = "rmsnorm"
     attn_bias: bool = False
     wide_qk_norm: bool = False
+    attention_sinks: bool = False
+    expert_biases: bool = False
     head_bias: bool = False
     max_positions: int = 32_768
     sliding_window: int = 0
@@ -188,6 +190,7 @@ class MoEDecoder(nn.Module):
                 "head_dim": self.head_dim,
                 "qkv_bias": self.qkv_bias,
                 "qk_norm": self.qk_norm,
+                "sinks": self.attention_sinks,
             }
         experts = {
             "num_experts": self.num_experts,
@@ -196,6 +199,7 @@ class MoEDecoder(nn.Module):
             "shared_ffn_dim": self.shared_ffn_dim,
             "shared_gate": self.shared_expert_gate,
             "router_bias": self.router_bias,
+            "expert_biases": self.expert_biases,
         }
         for index in self.built_layers or range(self.num_layers):
             dense = index in self.dense_layers
