@@ -321,6 +321,12 @@ MOE_TYPES = {
         )
         for size, layers, experts in (("20b", 24, 32), ("120b", 36, 128))
     },
+    "dbrx-base": (
+        "dbrx",
+        {"d_model": 6144, "n_heads": 48, "n_layers": 40, "max_seq_len": 32768, "vocab_size": 100352}
+        | {"attn_config": {"kv_n_heads": 8, "clip_qkv": 8, "rope_theta": 500000}}
+        | {"ffn_config": {"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 4}},
+    ),
     # Not a published file: Granite 3.0 1B-A400M's sizes with a shared expert 1,024 wide, so the
     # shared-expert form is checked at a width other than its class default of 0.
     "granitemoeshared-1b-shared-1024": (
@@ -331,7 +337,8 @@ MOE_TYPES = {
     ),
 }
 # Every model_type dcsim reads, at its class's defaults (tests/test_hf_modern.py opens each bare), but
-# nemotron: transformers 5.24.0 cannot build NemotronConfig() (num_key_value_heads None reaches a //).
+# nemotron: transformers 5.24.0 cannot build NemotronConfig() (num_key_value_heads None reaches a //),
+# and dbrx: nor DbrxConfig() (its default attn_config has no rope_theta for the rotary embedding).
 BARE_TYPES = [
     "gpt2",
     "gpt_neox",

@@ -83,6 +83,7 @@ def _full_logits(family: str, hparams: dict, params, tokens: jax.Array, source=N
             | {"sliding_window": 8, "local_layers": (0,)},
             id="gpt-oss-like",
         ),
+        pytest.param("moe", {"experts_per_token": 2, "norm": "layernorm_no_bias"}, id="dbrx-like"),
         pytest.param(
             "moe",
             {"attention": "mla", "q_lora_rank": 8, "kv_lora_rank": 6, "qk_nope_head_dim": 4}

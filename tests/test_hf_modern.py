@@ -206,3 +206,16 @@ def test_gpt_oss_counts_sinks_and_expert_biases_unquantized_with_alternating_win
     assert "counted unquantized" in imported.message()
     served = presets.resolved_hparams(imported.config)
     assert (served["sliding_window"], served["local_layers"]) == (128, tuple(range(0, 24, 2)))
+
+
+def test_dbrx_reads_its_nested_sizes_and_says_where_they_came_from():
+    imported = opened("dbrx-base")
+    report = count_params(imported.config)
+    assert report.total_params == COUNTS["dbrx-base"] == 131_596_523_520
+    hparams = presets.resolved_hparams(imported.config)
+    assert (hparams["num_kv_heads"], hparams["num_experts"], hparams["experts_per_token"]) == (8, 16, 4)
+    assert hparams["norm"] == "layernorm_no_bias" and hparams["max_positions"] == 32_768
+    with pytest.raises(TypeError, match=r"`ffn_config` must be a JSON object of sizes"):
+        opened("dbrx-base", ffn_config=[16])
+    with pytest.raises(ValueError, match=r"`experts_per_token` \(17\) must be at most.*ffn_config.moe_top_k"):
+        opened("dbrx-base", ffn_config={"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 17})

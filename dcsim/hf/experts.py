@@ -106,10 +106,33 @@ def _glm4_moe(fields: Fields) -> None:
     _shared_and_dense_prefix(fields, fields.hparams["expert_ffn_dim"], shared=1, first=1)
 
 
+# DBRX keeps its attention's and experts' sizes in nested objects: (hyperparameter, object, key, default).
+_DBRX_NESTED = (
+    ("num_kv_heads", "attn_config", "kv_n_heads", 1),
+    ("num_experts", "ffn_config", "moe_num_experts", 4),
+    ("experts_per_token", "ffn_config", "moe_top_k", 1),
+    ("expert_ffn_dim", "ffn_config", "ffn_hidden_size", 3584),
+)
+
+
+def _dbrx(fields: Fields) -> None:
+    """DBRX: the key/value heads in ``attn_config`` and the experts in ``ffn_config`` (``DbrxConfig``'s
+    defaults when absent); its fused ``Wqkv`` holds what query, key and value hold apart."""
+    for name, parent, key, default in _DBRX_NESTED:
+        nested = fields.data.get(parent) or {}
+        if not isinstance(nested, Mapping):
+            raise TypeError(f"`{parent}` must be a JSON object of sizes, got {show(nested)}")
+        inner = Fields(nested, fields.family)
+        fields.set(**{name: inner.take(name, key, default)})
+        fields.source[name] = f"{parent}.{key}"
+    fields.set(ffn_dim=fields.hparams["expert_ffn_dim"])
+
+
 QUIRKS: Mapping[str, Callable[[Fields], None]] = {
     "qwen_dense_layers": _qwen_dense_layers,
     "shared_expert_width": _shared_expert_width,
     "deepseek_v2": functools.partial(_deepseek, v3=False),
     "deepseek_v3": functools.partial(_deepseek, v3=True),
     "glm4_moe": _glm4_moe,
+    "dbrx": _dbrx,
 }

@@ -376,6 +376,23 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
                 "{what}", "attention with biases and a sink logit a head, routed experts and their router with biases"
             ),
         ),
+        "dbrx": ModelType(
+            family="moe",
+            model_class="DbrxForCausalLM",
+            sizes=(
+                Size("vocab_size", "vocab_size", 32_000),
+                Size("d_model", "d_model", 2048),
+                Size("num_layers", "n_layers", 24),
+                Size("num_heads", "n_heads", 16),
+                Size("max_positions", "max_seq_len", lenient=True),
+            ),
+            head_dim=READ_NO_HEAD_DIM,
+            fixed={"dense_layers": (), "norm": "layernorm_no_bias"},
+            quirks=("dbrx",),
+            counted=_MOE_COUNTED.replace(
+                "{what}", "fused query, key and value; LayerNorms without bias; routed experts in every block"
+            ),
+        ),
         "phimoe": ModelType(
             family="moe",
             model_class="PhimoeForCausalLM",
@@ -699,7 +716,6 @@ NOT_YET: Mapping[str, str] = MappingProxyType(
         "bart": "an encoder-decoder with learned positions; the nearest is t5 (t5), whose positions differ",
         "mbart": "an encoder-decoder with learned positions; the nearest is t5 (t5), whose positions differ",
         "whisper": "an audio encoder (two convolutions) and a decoder; the nearest is t5 (t5)",
-        "dbrx": f"fused experts and clipped qkv; the nearest is {_MOE_NEAR}",
         "llama4": "interleaved experts, a vision tower and a projector; the nearest is llama (decoder), for text",
         "llava": "a vision tower, a projector and a language model; open the text_config's model alone",
         "qwen2_5_vl": "a vision tower and merger beside Qwen2; the nearest is qwen2 (decoder), for text",

@@ -135,10 +135,11 @@ def _step_slot(module: nn.Module, length: int) -> tuple[Any, jax.Array]:
 
 
 def norm(kind: str, name: str) -> nn.Module:
-    """``nn.RMSNorm`` (a scale) or ``nn.LayerNorm`` (a scale and a bias) called ``name``."""
+    """``nn.RMSNorm`` (a scale), ``nn.LayerNorm`` (a scale and a bias) or, for
+    ``layernorm_no_bias``, a LayerNorm with a scale only (DBRX), called ``name``."""
     if kind == "rmsnorm":
         return nn.RMSNorm(name=name)
-    return nn.LayerNorm(name=name)
+    return nn.LayerNorm(use_bias=kind != "layernorm_no_bias", name=name)
 
 
 def _softmax(logits: jax.Array, sink: jax.Array | None) -> jax.Array:

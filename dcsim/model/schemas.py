@@ -165,8 +165,8 @@ FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
             choice_param(
                 "norm",
                 "rmsnorm",
-                "rmsnorm (scale only) or layernorm (scale and bias: PhiMoE)",
-                ("rmsnorm", "layernorm"),
+                "rmsnorm (scale only), layernorm (scale and bias: PhiMoE) or layernorm_no_bias (a scale: DBRX)",
+                ("rmsnorm", "layernorm", "layernorm_no_bias"),
             ),
             bool_param("attn_bias", False, "biases on the query, key, value and output projections (PhiMoE)"),
             bool_param("attention_sinks", False, "a learned sink logit a head in every attention layer (GPT-OSS)"),
