@@ -51,6 +51,24 @@ def test_dense_stack_rolls_up_by_hand():
         breakdown.depth_frame(report, 0)
 
 
+def test_repeated_blocks_roll_up_to_runs_that_still_sum_to_the_total():
+    config = ModelConfig(input_dim=4, layers=(DenseLayer(features=4),) * 3 + (DenseLayer(features=2),))
+    report = count_params(config)
+    frame = breakdown.repeated_frame(report)
+    assert frame.to_dict("list") == {
+        "path": ["Dense_0..Dense_2", "Dense_3"],
+        "group": ["blocks", "blocks"],
+        "times": [3, 1],
+        "each": [20, 10],  # Dense(4) on width 4: 16 + 4; Dense(2): 8 + 2
+        "num_arrays": [6, 2],
+        "num_params": [60, 10],
+        "percent_of_total": [6000 / 70, 1000 / 70],
+    }
+    # ResNet's stages differ in width and depth: none collapses.
+    resnet = count_params(ModelConfig(preset="resnet18"))
+    assert list(breakdown.repeated_frame(resnet)["path"]) == list(breakdown.depth_frame(resnet, 1)["path"])
+
+
 def test_other_frame_lists_batchnorm_statistics_apart():
     report = count_params(ModelConfig(preset="resnet18", overrides={"stage_blocks": [1]}))
     other = breakdown.other_frame(report)

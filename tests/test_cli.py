@@ -179,11 +179,64 @@ def test_module_entry_point_refuses_without_a_traceback():
     assert result.stderr == "dcsim: error: `--shards` must be an integer from 1 to 1,048,576, got '-3'\n"
 
 
+HEAVY = ("jax", "flax", "pandas", "altair", "orbax", "optax", "huggingface_hub")
+
+
+def imported_by(*argv):
+    """The heavy top-level packages a command imports, read from ``python -X importtime``."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "dcsim", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    names = {line.rpartition("|")[2].strip() for line in result.stderr.splitlines() if line.startswith("import time")}
+    return result, {name for name in HEAVY if name in names}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["presets"], ["count", "--help"], ["count", "--bogus"], ["count", "--shards", "0"], ["bogus"]],
+    ids=" ".join,
+)
+def test_help_presets_and_a_bad_flag_import_no_jax(argv):
+    result, heavy = imported_by(*argv)
+    assert result.returncode in (0, 2) and "Traceback" not in result.stderr
+    assert heavy == set()
+
+
+def test_a_count_imports_only_what_it_uses():
+    result, heavy = imported_by("count", "--preset", "llama2-7b")
+    assert result.returncode == 0 and "6,738,415,616" in result.stdout
+    assert heavy == {"jax", "flax", "pandas"}  # no optax, Orbax, Altair or huggingface_hub
+    _, heavy = imported_by("count", "--preset", "llama2-7b", "--optimizer", "adam")
+    assert "optax" in heavy
+
+
+def test_the_parsers_optimizer_names_are_the_optimizers():
+    from dcsim.cli.common import OPTIMIZER_CHOICES
+    from dcsim.model import optimizer
+
+    assert OPTIMIZER_CHOICES == optimizer.OPTIMIZER_NAMES
+
+
+def test_every_command_is_listed_with_its_help_and_parses_alone(capsys):
+    code, out, _ = run(capsys, "--help")
+    assert code == 0
+    for name in ("count", "presets", "layout", "memory", "serve", "checkpoint", "compare"):
+        assert name in out
+    code, _, err = run(capsys, "layout", "--mesh", "data=2", "--bogus")
+    assert code == 2 and "unrecognized arguments: --bogus" in err
+
+
 def test_a_bug_is_one_line_not_a_traceback(capsys, monkeypatch):
     def broken(config):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("dcsim.cli.count.count_params", broken)
+    monkeypatch.setattr("dcsim.model.count.count_params", broken)  # count imports it when it runs
     code, out, err = run(capsys, "count")
     assert code == 1 and out == ""
     assert err == "dcsim: internal error: RuntimeError: boom (set DCSIM_DEBUG=1 for the traceback)\n"
@@ -247,6 +300,22 @@ def test_set_changes_hyperparameters_and_reaches_pythia_70m(capsys):
     assert record["config"]["overrides"]["tied_embeddings"] is False
 
 
+def test_a_run_of_identical_blocks_is_one_row_with_its_multiplicity(capsys):
+    code, out, _ = run(capsys, "count", "--preset", "llama2-7b")
+    block = 4 * 4096 * 4096 + 3 * 4096 * 11_008 + 2 * 4096  # attention, gated MLP, two RMSNorms
+    assert code == 0 and block == 202_383_360
+    row = next(line for line in out.splitlines() if line.startswith("block_0..block_31 "))
+    assert row.split() == ["block_0..block_31", "blocks", "32", "202,383,360", "288", "6,476,267,520", "96.11%"]
+    assert "\nblock_1 " not in out and "--all-rows shows every block" in out
+    _, every, _ = run(capsys, "count", "--preset", "llama2-7b", "--all-rows")
+    assert sum(line.startswith("block_") for line in every.splitlines()) == 32
+    assert "block_0..block_31" not in every and "--all-rows shows" not in every
+    # DeepSeek-V3: 3 dense blocks, then 58 with experts; a block that differs starts its own row.
+    _, out, _ = run(capsys, "count", "--preset", "deepseek-v3")
+    rows = [line.split()[:3] for line in out.splitlines() if line.startswith("block_")]
+    assert rows == [["block_0..block_2", "blocks", "3"], ["block_3..block_60", "blocks", "58"]]
+
+
 def test_preset_table_shows_groups_non_embedding_and_batchnorm_apart(capsys):
     code, out, _ = run(capsys, "count", "--preset", "resnet18", "--shards", "4")
     assert code == 0
@@ -308,7 +377,7 @@ def test_presets_lists_names_families_and_counts(capsys):
     assert "llama2-70b         decoder    68,976,648,192  Llama 2 70B (8 KV heads)" in out
     code, out, _ = run(capsys, "presets", "--format", "json")
     rows = json.loads(out)
-    assert len(rows) == 30 and rows[0]["name"] == "mlp-mnist" and rows[0]["published_params"] == 669_706
+    assert len(rows) == 39 and rows[0]["name"] == "mlp-mnist" and rows[0]["published_params"] == 669_706
     assert rows[10]["hparams"]["stage_blocks"] == [3, 4, 6, 3] and rows[10]["source"]
 
 

@@ -72,6 +72,20 @@ def _full_logits(family: str, hparams: dict, params, tokens: jax.Array, source=N
         pytest.param("moe", {"experts_per_token": 2}, id="mixtral-like"),
         pytest.param(
             "moe",
+            {"experts_per_token": 2, "norm": "layernorm", "attn_bias": True, "head_bias": True}
+            | {"sliding_window": 8, "local_layers": (0, 1)},  # Phi-3.5-MoE's window is its whole context
+            id="phimoe-like",
+        ),
+        pytest.param("moe", {"experts_per_token": 2, "qk_norm": True, "wide_qk_norm": True}, id="olmoe-like"),
+        pytest.param(
+            "moe",
+            {"experts_per_token": 2, "attention_sinks": True, "expert_biases": True, "attn_bias": True}
+            | {"sliding_window": 8, "local_layers": (0,)},
+            id="gpt-oss-like",
+        ),
+        pytest.param("moe", {"experts_per_token": 2, "norm": "layernorm_no_bias"}, id="dbrx-like"),
+        pytest.param(
+            "moe",
             {"attention": "mla", "q_lora_rank": 8, "kv_lora_rank": 6, "qk_nope_head_dim": 4}
             | {"qk_rope_head_dim": 2, "v_head_dim": 4, "experts_per_token": 2},
             id="latent",

@@ -6,6 +6,7 @@ tests/data/hf/defaults.json holds transformers' count of each class at its defau
 ``{"model_type": ...}``), written by bench/hf_import.py like the files and counts.json.
 """
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -119,6 +120,16 @@ PRESET_FILES = {
     "t5-small": "t5-small",
     "t5-large": "t5-large",
     "flan-t5-base": "flan-t5-base",
+    # issue 30
+    "mistral-7b": "mistral-7b",
+    "llama3.1-8b": "llama-3.1-8b",
+    "llama3.1-70b": "llama-3.1-70b",
+    "llama3.1-405b": "llama-3.1-405b",
+    "qwen2.5-7b": "qwen2.5-7b",
+    "qwen2.5-32b": "qwen2.5-32b",
+    "gemma2-9b": "gemma-2-9b",
+    "gemma2-27b": "gemma-2-27b",
+    "phi3.5-moe": "phi-3.5-moe",
 }
 COUNTS = json.loads((DATA / "counts.json").read_text())
 
@@ -131,3 +142,80 @@ def test_each_new_preset_is_its_config_json(preset):
     shown = schemas.applicable(row.family, row.hparams)  # what changes the count; the rest is unused
     assert {name: opened_hparams[name] for name in shown} == {name: row.hparams[name] for name in shown}
     assert row.published_params == COUNTS[PRESET_FILES[preset]] == count_params(imported.config).total_params
+
+
+# The serving fields each new preset publishes, as its config.json gives them; Phi-3.5-MoE's
+# fixture leaves out its longrope factor lists (bench/hf_import.py), so its rope_scaling is the
+# preset's own, from the published file.
+SERVING = ("max_positions", "sliding_window", "local_layers", "rope_scaling")
+SERVED = {
+    "mistral-7b": (32_768, 4096, tuple(range(32)), False),
+    "llama3.1-8b": (131_072, 0, (), True),
+    "llama3.1-70b": (131_072, 0, (), True),
+    "llama3.1-405b": (131_072, 0, (), True),
+    "qwen2.5-7b": (131_072, 0, (), False),
+    "qwen2.5-32b": (131_072, 0, (), False),
+    "gemma2-9b": (8192, 4096, tuple(range(0, 42, 2)), False),
+    "gemma2-27b": (8192, 4096, tuple(range(0, 46, 2)), False),
+    "phi3.5-moe": (131_072, 131_072, tuple(range(32)), True),
+}
+
+
+@pytest.mark.parametrize("preset", sorted(SERVED))
+def test_each_new_preset_serves_as_its_config_json_says(preset):
+    row = presets.PRESETS[preset]
+    assert tuple(row.hparams[name] for name in SERVING) == SERVED[preset]
+    opened_hparams = presets.resolved_hparams(opened(PRESET_FILES[preset]).config)
+    compared = SERVING[:3] if preset == "phi3.5-moe" else SERVING
+    assert {name: opened_hparams[name] for name in compared} == {name: row.hparams[name] for name in compared}
+
+
+def test_phimoe_counts_its_biases_and_layernorms_by_hand():
+    d_model, kv_width, vocab, layers = 4096, 8 * 128, 32_064, 32
+    biases = layers * (2 * d_model + 2 * kv_width) + vocab  # query and output, key and value; the head's
+    plain = opened("phi-3.5-moe", attention_bias=False, lm_head_bias=False)  # its LayerNorms keep their biases
+    assert count_params(plain.config).total_params == 41_873_153_344 - biases == 41_872_793_600
+    with pytest.raises(ValueError, match=r"`head_bias` is true but `tied_embeddings` is true too"):
+        opened("phi-3.5-moe", tie_word_embeddings=True)
+
+
+def test_glm4_moe_is_deepseeks_layout_under_grouped_attention_with_its_buffer_apart():
+    imported = opened("glm-4.5-air")
+    report = count_params(imported.config)
+    assert report.total_params == COUNTS["glm-4.5-air"] == 106_852_245_504
+    # e_score_correction_bias: one value an expert, in each of the 45 blocks with experts; not a parameter
+    assert report.total_other_values == 45 * 128
+    assert "num_nextn_predict_layers is 1" in imported.message() and "the first 1 dense" in imported.message()
+    # no head_dim: hidden_size // num_attention_heads, rounded down as transformers' class does
+    bare = hf.from_hf_config({"model_type": "glm4_moe"})
+    assert presets.resolved_hparams(bare.config)["head_dim"] == 4096 // 96 == 42
+    assert count_params(bare.config).total_params == DEFAULTS["glm4_moe"]
+
+
+def test_gpt_oss_counts_sinks_and_expert_biases_unquantized_with_alternating_windows():
+    imported = opened("gpt-oss-20b")
+    report = count_params(imported.config)
+    assert report.total_params == COUNTS["gpt-oss-20b"] == 20_914_757_184
+    layers, heads, experts, width, ffn = 24, 64, 32, 2880, 2880
+    sinks = layers * heads
+    expert_biases = layers * (experts * (2 * ffn + width) + experts)  # gate and up, down; the router's
+    config = imported.config
+    changed = dict(config.overrides) | {"attention_sinks": False, "expert_biases": False}
+    plain = dataclasses.replace(config, overrides=tuple(changed.items()))
+    assert count_params(plain).total_params == 20_914_757_184 - sinks - expert_biases
+    assert "counted unquantized" in imported.message()
+    served = presets.resolved_hparams(imported.config)
+    assert (served["sliding_window"], served["local_layers"]) == (128, tuple(range(0, 24, 2)))
+
+
+def test_dbrx_reads_its_nested_sizes_and_says_where_they_came_from():
+    imported = opened("dbrx-base")
+    report = count_params(imported.config)
+    assert report.total_params == COUNTS["dbrx-base"] == 131_596_523_520
+    hparams = presets.resolved_hparams(imported.config)
+    assert (hparams["num_kv_heads"], hparams["num_experts"], hparams["experts_per_token"]) == (8, 16, 4)
+    assert hparams["norm"] == "layernorm_no_bias" and hparams["max_positions"] == 32_768
+    with pytest.raises(TypeError, match=r"`ffn_config` must be a JSON object of sizes"):
+        opened("dbrx-base", ffn_config=[16])
+    with pytest.raises(ValueError, match=r"`experts_per_token` \(17\) must be at most.*ffn_config.moe_top_k"):
+        opened("dbrx-base", ffn_config={"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 17})

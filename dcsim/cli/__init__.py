@@ -9,18 +9,12 @@ line on stderr and exits 2; nothing here prints a traceback at a person.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 
-from dcsim.checkpoint import measurement
-from dcsim.cli import checkpoint as checkpoint_command
-from dcsim.cli import compare as compare_command
-from dcsim.cli import count as count_command
-from dcsim.cli import layout as layout_command
-from dcsim.cli import memory as memory_command
-from dcsim.cli import serve as serve_command
-from dcsim.cli.common import PROG, Parser, UsageError, one_line
+from dcsim.cli.common import COMMANDS, PROG, Parser, UsageError, one_line
 
 EXIT_INTERNAL = 1
 
@@ -31,34 +25,55 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first word that is not a flag (None: none, or not a command)."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser, with the full flags of the command ``argv`` names (every command's, for None)
+    and a one-line entry for each other one: only the named command's module is imported."""
     parser = Parser(
         prog=PROG,
         description="Count a Flax model's parameters exactly and divide them over checkpoint shards.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    count_command.add_parsers(commands)
-    layout_command.add_parser(commands)
-    memory_command.add_parser(commands)
-    serve_command.add_parser(commands)
-    checkpoint_command.add_parser(commands)
-    compare_command.add_parser(commands)
+    chosen = None if argv is None else _chosen(argv)
+    wanted = (
+        {COMMANDS[chosen][0]} if chosen else set() if argv is not None else {module for module, _ in COMMANDS.values()}
+    )
+    added: set[str] = set()
+    for name, (module, help_text) in COMMANDS.items():
+        if module in wanted:
+            if module not in added:
+                importlib.import_module(module).add_parser(commands)
+                added.add(module)
+        else:
+            commands.add_parser(name, help=help_text)
     return parser
 
 
-def _verify_failures() -> tuple[type[Exception], ...]:
-    """``memory --verify``'s failure, if its module was loaded: it loads XLA's check only for
-    ``--verify``, so an error raised before it cannot be one. Evaluated when an error is caught."""
-    verify = sys.modules.get("dcsim.memory.verify")
-    failed = getattr(verify, "VerifyFailed", None)
+def _loaded_error(module: str, name: str) -> tuple[type[Exception], ...]:
+    """The exception class ``module.name`` if that module was loaded, else none: an error raised
+    before the module was imported cannot be one. Evaluated when an error is caught."""
+    failed = getattr(sys.modules.get(module), name, None)
     return (failed,) if isinstance(failed, type) and issubclass(failed, Exception) else ()
+
+
+def _verify_failures() -> tuple[type[Exception], ...]:
+    """``memory --verify``'s failure: it loads XLA's check only for ``--verify``."""
+    return _loaded_error("dcsim.memory.verify", "VerifyFailed")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code (0 done, 2 bad input, 1 a bug in dcsim)."""
     try:
         try:
-            args = build_parser().parse_args(argv)
+            words = sys.argv[1:] if argv is None else argv
+            args = build_parser(words).parse_args(words)
         except SystemExit as done:  # --help has printed its text; in process, return instead of exiting
             return done.code if isinstance(done.code, int) else EXIT_USAGE
         if args.command is None:
@@ -72,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, TypeError, ValueError) as err:
         print(f"dcsim: error: {one_line(str(err))}", file=sys.stderr)
         return EXIT_USAGE
-    except measurement.CheckpointFailed as err:
+    except _loaded_error("dcsim.checkpoint.measurement", "CheckpointFailed") as err:
         print(f"dcsim: checkpoint failed: {one_line(str(err))}", file=sys.stderr)
         return EXIT_INTERNAL
     except KeyboardInterrupt:

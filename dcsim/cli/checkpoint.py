@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from dcsim.checkpoint import measurement, multiprocess, prestart, records, results
-from dcsim.cli.common import UsageError, config_from_args, frame_text, model_flags
+from dcsim.cli.common import UsageError, command_help, config_from_args, frame_text, model_flags
 from dcsim.report import units
 from dcsim.sharding import layout, meshes
 
@@ -19,7 +19,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     command = commands.add_parser(
         "checkpoint",
         parents=[model_flags()],
-        help="save the model with Orbax in a temporary folder, measure the files, restore and compare",
+        help=command_help("checkpoint"),
         description="Initialise the model for real, save it with Orbax (OCDBT) into a temporary folder that is "
         "always removed, measure the files, restore them and compare bit for bit; in a child process with a "
         "time limit.",

@@ -7,16 +7,46 @@ import argparse
 import dataclasses
 import os
 import sys
-from typing import Any, NoReturn
-
-import pandas as pd
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from dcsim import hf
 from dcsim.model import presets, schemas
 from dcsim.model.config import DTYPES, ModelConfig, parse_int, parse_widths
 from dcsim.report import units
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 PROG = "python -m dcsim"
+
+# Every command: the module that parses and runs it, and its line in `--help`. The command line
+# imports only the module of the command given, so `--help`, `presets` and a mistyped flag are
+# answered before JAX (or pandas, optax, Orbax) is imported.
+COMMANDS: Mapping[str, tuple[str, str]] = {
+    "count": ("dcsim.cli.count", "count parameters, the ideal share per shard and the raw payload"),
+    "presets": ("dcsim.cli.count", "list the architecture presets and their published parameter counts"),
+    "layout": ("dcsim.cli.layout", "lay the parameters out on a device mesh with JAX's sharding rules"),
+    "memory": (
+        "dcsim.cli.memory",
+        "the training state each device holds: params, grads, master copy and optimizer state",
+    ),
+    "serve": ("dcsim.cli.serve", "serving memory per device: weights and the KV cache, and what fits a budget"),
+    "checkpoint": (
+        "dcsim.cli.checkpoint",
+        "save the model with Orbax in a temporary folder, measure the files, restore and compare",
+    ),
+    "compare": (
+        "dcsim.cli.compare",
+        "compare the scenarios of a comparison JSON file side by side, with the budget question",
+    ),
+}
+# dcsim.model.optimizer's names (a test keeps them equal), here so parsing needs no optax.
+OPTIMIZER_CHOICES = ("sgd", "momentum", "adam", "adamw", "adafactor", "lion")
+
+
+def command_help(name: str) -> str:
+    return COMMANDS[name][1]
 
 
 class UsageError(Exception):
@@ -189,14 +219,21 @@ def _preset_changes(args: argparse.Namespace, config: ModelConfig) -> dict[str, 
 
 def frame_text(frame: pd.DataFrame) -> str:
     """A frame as aligned text: counts with separators, right-aligned; text left-aligned."""
-    columns = []
-    for name in frame.columns:
-        is_count = frame[name].dtype == "int64"
-        cells = [units.count(value) if is_count else str(value) for value in frame[name]]
+    counts = {name for name in frame.columns if frame[name].dtype == "int64"}
+    return rows_text({name: list(frame[name]) for name in frame.columns}, counts)
+
+
+def rows_text(columns: Mapping[str, Sequence[Any]], counts: set[str] | frozenset[str] = frozenset()) -> str:
+    """Columns (name -> values) as aligned text, no pandas needed: the ``counts`` columns with
+    separators, right-aligned, as are ``percent`` ones; text left-aligned."""
+    aligned = []
+    for name, values in columns.items():
+        is_count = name in counts
+        cells = [units.count(value) if is_count else str(value) for value in values]
         width = max(len(name), *(len(cell) for cell in cells))
         align = str.rjust if is_count or name.startswith("percent") else str.ljust
-        columns.append([align(cell, width) for cell in [name, *cells]])
-    return "\n".join("  ".join(row).rstrip() for row in zip(*columns, strict=True))
+        aligned.append([align(cell, width) for cell in [name, *cells]])
+    return "\n".join("  ".join(row).rstrip() for row in zip(*aligned, strict=True))
 
 
 def one_line(text: str) -> str:

@@ -9,7 +9,7 @@ import json
 import pandas as pd
 
 from dcsim import compare
-from dcsim.cli.common import UsageError, frame_text, read_file
+from dcsim.cli.common import UsageError, command_help, frame_text, read_file
 from dcsim.memory import budget
 from dcsim.model.count import count_params
 from dcsim.report import units
@@ -18,7 +18,7 @@ from dcsim.report import units
 def add_parser(commands: argparse._SubParsersAction) -> None:
     command = commands.add_parser(
         "compare",
-        help="compare the scenarios of a comparison JSON file side by side, with the budget question",
+        help=command_help("compare"),
         description="Print a comparison (as the dashboard's Compare page downloads it) side by side: totals, "
         "ideal shares, raw bytes and differences against the baseline, then the budget question answered "
         "twice: by the ideal share (an average) and by the real layout (JAX's sharding rules).",

@@ -1,4 +1,9 @@
-"""``count`` (a model's parameters, ideal share and raw payload) and ``presets`` (the preset table)."""
+"""``count`` (a model's parameters, ideal share and raw payload) and ``presets`` (the preset table).
+
+Imported to parse either command, so its top holds only what parsing needs (pure Python): JAX
+and Flax come with the count (``dcsim.model.count``), pandas with the tables a result shows, optax
+only with ``--optimizer``. ``presets``, ``--help`` and a bad flag answer without any of them.
+"""
 
 from __future__ import annotations
 
@@ -6,23 +11,29 @@ import argparse
 import io
 import json
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from dcsim.cli.common import config_from_args, frame_text, model_flags
-from dcsim.model import breakdown, optimizer, presets, schemas
+from dcsim.cli.common import OPTIMIZER_CHOICES, command_help, config_from_args, frame_text, model_flags, rows_text
+from dcsim.model import presets, schemas
 from dcsim.model.config import ModelConfig
-from dcsim.model.count import ParamReport, count_params
 from dcsim.model.presets import resolved_hparams
-from dcsim.report import tables, units
-from dcsim.sharding import payload, shares
-from dcsim.sharding.payload import CHECKPOINT_DIFFERS
+from dcsim.report import units
+from dcsim.sharding import shares
+
+if TYPE_CHECKING:
+    from dcsim.model import optimizer
+    from dcsim.model.count import ParamReport
 
 
-def render_count_table(config: ModelConfig, report: ParamReport) -> str:
+def render_count_table(config: ModelConfig, report: ParamReport, *, all_rows: bool = False) -> str:
     """The ``count`` result for people: the answer first (exact figures with separators and honest
     units), then the model and where its parameters are. A family's model shows its groups and
-    top-level modules (Llama 2 70B's 723 arrays are in ``--format csv`` and ``json``)."""
+    top-level modules, a run of identical blocks as one row with its multiplicity (``all_rows``:
+    every module a row; Llama 2 70B's 723 arrays are in ``--format csv`` and ``json``)."""
+    from dcsim.model import breakdown
+    from dcsim.report import tables
+    from dcsim.sharding import payload
+
     share = shares.ideal_share(report.total_params, config.num_shards)
     per_shard = payload.bytes_per_shard(report.total_params, config.num_shards, config.dtype)
     float32, *other_dtypes = payload.raw_payloads(report.total_params)
@@ -47,15 +58,25 @@ def render_count_table(config: ModelConfig, report: ParamReport) -> str:
         layers["percent_of_total"] = layers["percent_of_total"].map(_percent)
         lines += [frame_text(layers), "", frame_text(tables.arrays_frame(report).drop(columns=["module", "kind"]))]
     else:
-        modules = breakdown.depth_frame(report, 1)
+        modules = breakdown.depth_frame(report, 1) if all_rows else breakdown.repeated_frame(report)
         modules["percent_of_total"] = modules["percent_of_total"].map(_percent)
         lines += [
             frame_text(modules),
             "",
+            *([] if all_rows or len(modules) == len(breakdown.depth_frame(report, 1)) else [_REPEATS]),
             f"({len(report.arrays):,} arrays: every one with --format csv or --format json)",
         ]
-    lines += ["", f"Raw payload = values x bytes per value. It is not the checkpoint size: {CHECKPOINT_DIFFERS}."]
+    lines += [
+        "",
+        f"Raw payload = values x bytes per value. It is not the checkpoint size: {payload.CHECKPOINT_DIFFERS}.",
+    ]
     return "\n".join(lines) + "\n"
+
+
+_REPEATS = (
+    "(a run of blocks holding the same arrays is one row: times blocks, each holding `each` parameters; "
+    "--all-rows shows every block)"
+)
 
 
 def _reading(value: Fraction) -> str:
@@ -68,6 +89,8 @@ def _percent(value: float) -> str:
 
 
 def _model_lines(config: ModelConfig, report: ParamReport) -> list[str]:
+    from dcsim.model import breakdown
+
     if config.is_dense:
         widths = " -> ".join(
             f"Dense({layer.features:,}{'' if layer.use_bias else ', no bias'})" for layer in config.layers
@@ -108,6 +131,8 @@ def _model_lines(config: ModelConfig, report: ParamReport) -> list[str]:
 
 def _active_lines(config: ModelConfig, report: ParamReport) -> list[str]:
     """For a Mixture-of-Experts model: what one token uses, and what that means."""
+    from dcsim.model import breakdown
+
     active = breakdown.active_params(config, report)
     if active is None:
         return []
@@ -119,6 +144,8 @@ def _active_lines(config: ModelConfig, report: ParamReport) -> list[str]:
 
 def render_optimizer_table(states: tuple[optimizer.OptimizerState, ...], total_params: int) -> str:
     """Optimizer state for people: values and raw bytes per optimizer, apart from the parameters."""
+    from dcsim.model import optimizer
+
     lines = [f"{optimizer.STATE_NOTE}:"]
     for state in states:
         by_dtype = (
@@ -134,10 +161,15 @@ def render_optimizer_table(states: tuple[optimizer.OptimizerState, ...], total_p
 
 
 def run_count(args: argparse.Namespace) -> str:
-    config = config_from_args(args)
+    config = config_from_args(args)  # every flag checked before JAX is imported
+    from dcsim.model.count import count_params
+    from dcsim.report import tables
+
     report = count_params(config)
     states: tuple[optimizer.OptimizerState, ...] = ()
     if args.optimizer is not None:
+        from dcsim.model import optimizer
+
         names = optimizer.OPTIMIZER_NAMES if args.optimizer == "all" else (args.optimizer,)
         states = optimizer.optimizer_states(config, names)
     if args.format == "json":
@@ -150,7 +182,7 @@ def run_count(args: argparse.Namespace) -> str:
         buffer = io.StringIO()
         tables.arrays_frame(report).to_csv(buffer, index=False)
         return buffer.getvalue()
-    text = render_count_table(config, report)
+    text = render_count_table(config, report, all_rows=args.all_rows)
     return text + ("\n" + render_optimizer_table(states, report.total_params) if states else "")
 
 
@@ -163,24 +195,19 @@ def run_presets(args: argparse.Namespace) -> str:
                 for name, value in presets.PRESETS[row["name"]].hparams.items()
             }
         return json.dumps(rows, indent=2) + "\n"
-    frame = pd.DataFrame(
-        {
-            "name": [row["name"] for row in rows],
-            "family": [row["family"] for row in rows],
-            "published_params": pd.array([row["published_params"] for row in rows], dtype="int64"),
-            "title": [row["title"] for row in rows],
-        }
-    )
+    columns = {name: [row[name] for row in rows] for name in ("name", "family", "published_params", "title")}
     return (
-        frame_text(frame) + "\n\nEach count is reproduced exactly by `count --preset NAME`; sources: --format json.\n"
+        rows_text(columns, {"published_params"})
+        + "\n\nEach count is reproduced exactly by `count --preset NAME`; sources: --format json.\n"
     )
 
 
-def add_parsers(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """``count`` and ``presets``."""
     count = commands.add_parser(
         "count",
         parents=[model_flags()],
-        help="count parameters, the ideal share per shard and the raw payload",
+        help=command_help("count"),
         description="Count a model's parameters (a Dense stack or an architecture preset) by abstractly "
         "initialising its Flax modules.",
     )
@@ -188,13 +215,19 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "--format", choices=("table", "json", "csv"), default="table", help="output format (default table)"
     )
     count.add_argument(
+        "--all-rows",
+        action="store_true",
+        help="in the table, every top-level module a row (default: a run of identical blocks is one row with "
+        "its multiplicity)",
+    )
+    count.add_argument(
         "--optimizer",
-        choices=(*optimizer.OPTIMIZER_NAMES, "all"),
+        choices=(*OPTIMIZER_CHOICES, "all"),
         help="add the state this optax optimizer allocates (apart from the parameters; json key optimizer_state)",
     )
     listing = commands.add_parser(
         "presets",
-        help="list the architecture presets and their published parameter counts",
+        help=command_help("presets"),
         description="List the architecture presets: name, family, published parameter count and its source.",
     )
     listing.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from dcsim.cli.common import UsageError, config_from_args, frame_text, model_flags
+from dcsim.cli.common import UsageError, command_help, config_from_args, frame_text, model_flags
 from dcsim.model.count import count_params
 from dcsim.report import tables, units
 from dcsim.sharding import layout, meshes, payload
@@ -15,7 +15,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     command = commands.add_parser(
         "layout",
         parents=[model_flags()],
-        help="lay the parameters out on a device mesh with JAX's sharding rules",
+        help=command_help("layout"),
         description=(
             "Lay every parameter array out on a device mesh with JAX's own sharding rules "
             "(AbstractMesh, PartitionSpec, NamedSharding.shard_shape) and compare what each device holds "

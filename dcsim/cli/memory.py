@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from dcsim.cli.common import UsageError, config_from_args, frame_text, model_flags
+from dcsim.cli.common import UsageError, command_help, config_from_args, frame_text, model_flags
 from dcsim.inputs import show
 from dcsim.memory import search, training
 from dcsim.memory.state import MemoryReport, StateArray, compute_memory, trimmed
@@ -36,7 +36,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     command = commands.add_parser(
         "memory",
         parents=[model_flags()],
-        help="the training state each device holds: params, grads, master copy and optimizer state",
+        help=command_help("memory"),
         description=(
             "Lay a training run's state out on a device mesh with JAX's sharding rules: the parameters, one "
             "gradient each, an optional master copy and a real optax optimizer's state (initialised abstractly; "

@@ -8,7 +8,7 @@ import argparse
 import json
 from typing import Any
 
-from dcsim.cli.common import UsageError, config_from_args, model_flags
+from dcsim.cli.common import UsageError, command_help, config_from_args, model_flags
 from dcsim.inputs import as_int, number_from_text
 from dcsim.memory.search import parse_budget
 from dcsim.model.count import count_params
@@ -41,7 +41,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     command = commands.add_parser(
         "serve",
         parents=[model_flags()],
-        help="serving memory per device: weights and the KV cache, and what fits a budget",
+        help=command_help("serve"),
         description=(
             "Lay a model out for serving: its weights in the serving dtype and the KV cache its own attention "
             "keeps in decode mode (read from an abstract init, never a formula), per device under JAX's sharding "

@@ -58,7 +58,7 @@ def _deepseek(fields: Fields, *, v3: bool) -> None:
     fields.take("qk_nope_head_dim", "qk_nope_head_dim", 128)
     fields.take("qk_rope_head_dim", "qk_rope_head_dim", 64)
     fields.take("v_head_dim", "v_head_dim", 128)
-    experts = fields.take("num_experts", "n_routed_experts", 256 if v3 else 64)
+    fields.take("num_experts", "n_routed_experts", 256 if v3 else 64)
     top_k = fields.data.get("num_experts_per_tok", 8 if v3 else None)
     if top_k is None:
         fields.note("num_experts_per_tok is unset: the active count assumes 1 routed expert a token")
@@ -66,13 +66,19 @@ def _deepseek(fields: Fields, *, v3: bool) -> None:
     else:
         fields.take("experts_per_token", "num_experts_per_tok", top_k)
     expert_ffn = fields.take("expert_ffn_dim", "moe_intermediate_size", 2048 if v3 else 1407)
-    shared = as_int(_field(fields, "n_shared_experts", 1 if v3 else 2), "n_shared_experts", minimum=0, maximum=experts)
+    _shared_and_dense_prefix(fields, expert_ffn, shared=1 if v3 else 2, first=3 if v3 else 0)
+
+
+def _shared_and_dense_prefix(fields: Fields, expert_ffn: int, *, shared: int, first: int) -> None:
+    """DeepSeek's layout, which GLM-4 MoE shares: ``n_shared_experts`` shared experts as one MLP,
+    the first ``first_k_dense_replace`` blocks dense (``shared`` and ``first``: the class's defaults),
+    and the multi-token-prediction layers transformers does not build, noted."""
+    experts = fields.hparams["num_experts"]
+    shared = as_int(_field(fields, "n_shared_experts", shared), "n_shared_experts", minimum=0, maximum=experts)
     fields.set(shared_ffn_dim=shared * expert_ffn)
     fields.source["shared_ffn_dim"] = "n_shared_experts x moe_intermediate_size"
     layers = fields.hparams["num_layers"]
-    first = as_int(
-        _field(fields, "first_k_dense_replace", 3 if v3 else 0), "first_k_dense_replace", minimum=0, maximum=layers
-    )
+    first = as_int(_field(fields, "first_k_dense_replace", first), "first_k_dense_replace", minimum=0, maximum=layers)
     frequency = fields.data.get("moe_layer_freq", 1)
     if frequency not in (None, 1):
         fields.note(
@@ -89,9 +95,44 @@ def _deepseek(fields: Fields, *, v3: bool) -> None:
     fields.text["dense"] = f", the first {first} dense" if first else ""
 
 
+def _glm4_moe(fields: Fields) -> None:
+    """GLM-4 MoE (GLM-4.5): DeepSeek-V3's experts, shared expert and dense prefix under grouped-query
+    attention; one shared expert and one dense block by default. Without ``head_dim`` its heads are
+    hidden_size // num_attention_heads wide, rounded down (42 at the class's 4,096 and 96 heads)."""
+    hidden, heads = fields.hparams["d_model"], fields.hparams["num_heads"]
+    if fields.data.get("head_dim") is None and hidden % heads:
+        fields.set(head_dim=hidden // heads)
+        fields.source["head_dim"] = "hidden_size // num_attention_heads"
+    _shared_and_dense_prefix(fields, fields.hparams["expert_ffn_dim"], shared=1, first=1)
+
+
+# DBRX keeps its attention's and experts' sizes in nested objects: (hyperparameter, object, key, default).
+_DBRX_NESTED = (
+    ("num_kv_heads", "attn_config", "kv_n_heads", 1),
+    ("num_experts", "ffn_config", "moe_num_experts", 4),
+    ("experts_per_token", "ffn_config", "moe_top_k", 1),
+    ("expert_ffn_dim", "ffn_config", "ffn_hidden_size", 3584),
+)
+
+
+def _dbrx(fields: Fields) -> None:
+    """DBRX: the key/value heads in ``attn_config`` and the experts in ``ffn_config`` (``DbrxConfig``'s
+    defaults when absent); its fused ``Wqkv`` holds what query, key and value hold apart."""
+    for name, parent, key, default in _DBRX_NESTED:
+        nested = fields.data.get(parent) or {}
+        if not isinstance(nested, Mapping):
+            raise TypeError(f"`{parent}` must be a JSON object of sizes, got {show(nested)}")
+        inner = Fields(nested, fields.family)
+        fields.set(**{name: inner.take(name, key, default)})
+        fields.source[name] = f"{parent}.{key}"
+    fields.set(ffn_dim=fields.hparams["expert_ffn_dim"])
+
+
 QUIRKS: Mapping[str, Callable[[Fields], None]] = {
     "qwen_dense_layers": _qwen_dense_layers,
     "shared_expert_width": _shared_expert_width,
     "deepseek_v2": functools.partial(_deepseek, v3=False),
     "deepseek_v3": functools.partial(_deepseek, v3=True),
+    "glm4_moe": _glm4_moe,
+    "dbrx": _dbrx,
 }

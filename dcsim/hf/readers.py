@@ -74,6 +74,11 @@ def read(entry: ModelType, fields: Fields) -> str:
         fields.text["head"] = lm_head(tied)
     for quirk in entry.quirks:
         QUIRKS[quirk](fields)
+    if fields.data.get("quantization_config"):
+        fields.note(
+            "the file has a quantization_config: the model is counted unquantized, as transformers' class "
+            "counts it; the quantized formats size the file, not the count"
+        )
     return entry.counted.format(**fields.text)
 
 

@@ -346,6 +346,98 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
                 "not a parameter",
             ),
         ),
+        "glm4_moe": ModelType(
+            family="moe",
+            model_class="Glm4MoeForCausalLM",
+            sizes=(
+                *_sizes(151_552, 4096, 46, 96, 10_944, 8),
+                *_experts("n_routed_experts", 128, 8, "moe_intermediate_size", 1408),
+            ),
+            flags=(Flag("attention_bias", False, ("qkv_bias",)), Flag("use_qk_norm", False, ("qk_norm",))),
+            fixed={"router_bias": True},
+            quirks=("glm4_moe",),
+            counted=_MOE_COUNTED.replace(
+                "{what}",
+                "grouped-query attention, routed and shared experts{dense}; the router's score-correction bias is "
+                "a buffer, not a parameter",
+            ),
+        ),
+        "gpt_oss": ModelType(
+            family="moe",
+            model_class="GptOssForCausalLM",
+            sizes=(
+                *_sizes(201_088, 2880, 36, 64, 2880, 8),
+                *_experts("num_local_experts", 128, 4, "intermediate_size", 2880),
+            ),
+            head_dim=64,
+            flags=(Flag("attention_bias", True, ("attn_bias",)),),
+            fixed={"dense_layers": (), "attention_sinks": True, "expert_biases": True},
+            counted=_MOE_COUNTED.replace(
+                "{what}", "attention with biases and a sink logit a head, routed experts and their router with biases"
+            ),
+        ),
+        "dbrx": ModelType(
+            family="moe",
+            model_class="DbrxForCausalLM",
+            sizes=(
+                Size("vocab_size", "vocab_size", 32_000),
+                Size("d_model", "d_model", 2048),
+                Size("num_layers", "n_layers", 24),
+                Size("num_heads", "n_heads", 16),
+                Size("max_positions", "max_seq_len", lenient=True),
+            ),
+            head_dim=READ_NO_HEAD_DIM,
+            fixed={"dense_layers": (), "norm": "layernorm_no_bias"},
+            quirks=("dbrx",),
+            counted=_MOE_COUNTED.replace(
+                "{what}", "fused query, key and value; LayerNorms without bias; routed experts in every block"
+            ),
+        ),
+        "phimoe": ModelType(
+            family="moe",
+            model_class="PhimoeForCausalLM",
+            sizes=(
+                *_sizes(32_064, 4096, 32, 32, 6400, 8),
+                *_experts("num_local_experts", 16, 2, "intermediate_size", 6400),
+            ),
+            flags=(Flag("attention_bias", False, ("attn_bias",)), Flag("lm_head_bias", False, ("head_bias",))),
+            fixed={"dense_layers": (), "norm": "layernorm"},
+            counted=_MOE_COUNTED.replace("{what}", "LayerNorms with biases, routed experts in every block"),
+        ),
+        "olmoe": ModelType(
+            family="moe",
+            model_class="OlmoeForCausalLM",
+            sizes=(
+                *_sizes(50_304, 2048, 16, 16, 2048),
+                *_experts("num_experts", 64, 8, "intermediate_size", 2048),
+            ),
+            flags=(Flag("attention_bias", False, ("attn_bias",)),),
+            fixed={"dense_layers": (), "qk_norm": True, "wide_qk_norm": True},
+            counted=_MOE_COUNTED.replace("{what}", "query and key normed over every feature, routed experts"),
+        ),
+        **{
+            model_type: ModelType(
+                family="moe",
+                model_class=model_class,
+                sizes=(
+                    *_sizes(32_000, 4096, 32, 32, 11_008),
+                    *_experts("num_local_experts", 8, 2, "intermediate_size", 11_008),
+                    *shared,
+                ),
+                flags=(Flag("attention_bias", False, ("attn_bias",)),),
+                fixed={"dense_layers": ()},
+                counted=_MOE_COUNTED.replace("{what}", what) + "; Granite's multipliers hold no parameters",
+            )
+            for model_type, model_class, shared, what in (
+                ("granitemoe", "GraniteMoeForCausalLM", (), "routed experts in every block"),
+                (
+                    "granitemoeshared",
+                    "GraniteMoeSharedForCausalLM",
+                    (Size("shared_ffn_dim", "shared_intermediate_size", 0),),
+                    "routed experts and a shared expert (none at shared_intermediate_size 0)",
+                ),
+            )
+        },
         "granite": ModelType(
             family="decoder",
             model_class="GraniteForCausalLM",
@@ -624,13 +716,6 @@ NOT_YET: Mapping[str, str] = MappingProxyType(
         "bart": "an encoder-decoder with learned positions; the nearest is t5 (t5), whose positions differ",
         "mbart": "an encoder-decoder with learned positions; the nearest is t5 (t5), whose positions differ",
         "whisper": "an audio encoder (two convolutions) and a decoder; the nearest is t5 (t5)",
-        "olmoe": f"experts under OLMo's norms; the nearest is {_MOE_NEAR}",
-        "granitemoe": f"Granite's experts; the nearest is {_MOE_NEAR}",
-        "granitemoeshared": f"Granite's experts and a shared one; the nearest is {_MOE_NEAR}",
-        "phimoe": f"experts under LayerNorms with biases; the nearest is {_MOE_NEAR}",
-        "dbrx": f"fused experts and clipped qkv; the nearest is {_MOE_NEAR}",
-        "glm4_moe": "DeepSeek-style experts with a dense prefix; the nearest is deepseek_v3 (moe)",
-        "gpt_oss": f"attention sinks and biases on the experts; the nearest is {_MOE_NEAR}",
         "llama4": "interleaved experts, a vision tower and a projector; the nearest is llama (decoder), for text",
         "llava": "a vision tower, a projector and a language model; open the text_config's model alone",
         "qwen2_5_vl": "a vision tower and merger beside Qwen2; the nearest is qwen2 (decoder), for text",

@@ -104,6 +104,46 @@ def depth_frame(report: ParamReport, depth: int = 1) -> pd.DataFrame:
     return frame
 
 
+def _index_free(key: str) -> str | None:
+    """``block_`` for ``block_12``: the name a numbered module shares with its siblings; None for
+    a module that is not one of a numbered run (``embed``, ``final_norm``)."""
+    stem, _, index = key.rpartition("_")
+    return stem + "_" if stem and index.isdigit() else None
+
+
+def repeated_frame(report: ParamReport) -> pd.DataFrame:
+    """``depth_frame(report, 1)`` with each run of consecutive numbered modules that hold the same
+    arrays (relative paths, shapes and dtypes) as one row: ``block_0..block_31``, ``times`` 32,
+    ``each`` the parameters of one, ``num_arrays`` and ``num_params`` of the whole run. A block that
+    differs (a dense block before expert blocks, an odd last stage) starts a run of its own, so the
+    rows still sum to the total and every distinct block is shown."""
+    shapes: dict[str, list[tuple[str, tuple[int, ...], str]]] = {}
+    sizes: dict[str, list[int]] = {}
+    for row in report.arrays:
+        module = row.module or row.path
+        key = module.partition("/")[0]
+        inner = row.path[len(key) :]
+        shapes.setdefault(key, []).append((inner, tuple(row.shape), row.dtype))
+        entry = sizes.setdefault(key, [0, 0])
+        entry[0] += 1
+        entry[1] += row.num_values
+    runs: list[list[str]] = []
+    for key in shapes:
+        last = runs[-1][-1] if runs else ""
+        numbered = _index_free(key) is not None and _index_free(key) == _index_free(last)
+        if numbered and sorted(shapes[key]) == sorted(shapes[last]):
+            runs[-1].append(key)
+        else:
+            runs.append([key])
+    names = [run[0] if len(run) == 1 else f"{run[0]}..{run[-1]}" for run in runs]
+    params = [sum(sizes[key][1] for key in run) for run in runs]
+    frame = _frame("path", names, [sum(sizes[key][0] for key in run) for run in runs], params, report.total_params)
+    frame.insert(1, "group", [group_of(run[0]) for run in runs])
+    frame.insert(2, "times", pd.array([len(run) for run in runs], dtype="int64"))
+    frame.insert(3, "each", pd.array([sizes[run[0]][1] for run in runs], dtype="int64"))
+    return frame
+
+
 def other_frame(report: ParamReport) -> pd.DataFrame:
     """Variables outside ``params`` (BatchNorm ``mean``/``var`` in ``batch_stats``), one row per
     array: never parameters, never in the total."""

@@ -155,6 +155,12 @@ class MoEDecoder(nn.Module):
     dense_layers: tuple[int, ...]
     ffn_dim: int
     tied_embeddings: bool
+    norm: str = "rmsnorm"
+    attn_bias: bool = False
+    wide_qk_norm: bool = False
+    attention_sinks: bool = False
+    expert_biases: bool = False
+    head_bias: bool = False
     max_positions: int = 32_768
     sliding_window: int = 0
     local_layers: tuple[int, ...] = ()
@@ -179,11 +185,12 @@ class MoEDecoder(nn.Module):
             attention = {
                 "num_heads": self.num_heads,
                 "num_kv_heads": self.num_kv_heads,
-                "use_bias": False,
+                "use_bias": self.attn_bias,
                 "causal": True,
                 "head_dim": self.head_dim,
                 "qkv_bias": self.qkv_bias,
                 "qk_norm": self.qk_norm,
+                "sinks": self.attention_sinks,
             }
         experts = {
             "num_experts": self.num_experts,
@@ -192,6 +199,7 @@ class MoEDecoder(nn.Module):
             "shared_ffn_dim": self.shared_ffn_dim,
             "shared_gate": self.shared_expert_gate,
             "router_bias": self.router_bias,
+            "expert_biases": self.expert_biases,
         }
         for index in self.built_layers or range(self.num_layers):
             dense = index in self.dense_layers
@@ -202,16 +210,20 @@ class MoEDecoder(nn.Module):
                 {"ffn_dim": self.ffn_dim} if dense else experts,
                 decode=self.decode,
                 window=window_of(self, index),
+                norm=self.norm,
+                wide_qk_norm=self.qk_norm and self.wide_qk_norm,
                 name=f"block_{index}",
             )(x)
-        x = norm("rmsnorm", "final_norm")(x)
+        x = norm(self.norm, "final_norm")(x)
+        if self.head_bias and not self.tied_embeddings:
+            return nn.Dense(self.vocab_size, name="lm_head")(x)
         return output_logits(x, embed, self.vocab_size, self.tied_embeddings)
 
 
 class MoEBlock(nn.Module):
-    """A pre-norm RMSNorm block: ``attn`` (grouped-query, or latent when ``latent``) and ``mlp``
-    (a dense gated MLP when ``dense``) or ``moe`` (``dcsim.model.layers.MixtureOfExperts``), each
-    built from its keyword arguments."""
+    """A pre-norm block (RMSNorm, or ``norm`` LayerNorm with biases: PhiMoE): ``attn`` (grouped-query,
+    or latent when ``latent``) and ``mlp`` (a dense gated MLP when ``dense``) or ``moe``
+    (``dcsim.model.layers.MixtureOfExperts``), each built from its keyword arguments."""
 
     latent: bool
     attention: Mapping[str, Any]
@@ -219,17 +231,33 @@ class MoEBlock(nn.Module):
     mlp: Mapping[str, Any]
     decode: Decode | None = None
     window: int = 0
+    norm: str = "rmsnorm"
+    wide_qk_norm: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        kind = LatentAttention if self.latent else Attention
-        attn = kind(**self.attention, decode=self.decode, window=self.window, name="attn")
+        attn: nn.Module
+        if self.wide_qk_norm:  # OLMoE: one norm over every query feature, one over every key feature
+            h = self.attention
+            attn = variant.WideNormAttention(
+                num_heads=h["num_heads"],
+                num_kv_heads=h["num_kv_heads"],
+                head_dim=h["head_dim"] or x.shape[-1] // h["num_heads"],
+                qkv_bias=h["use_bias"] or h["qkv_bias"],
+                out_bias=h["use_bias"],
+                decode=self.decode,
+                window=self.window,
+                name="attn",
+            )
+        else:
+            kind = LatentAttention if self.latent else Attention
+            attn = kind(**self.attention, decode=self.decode, window=self.window, name="attn")
         mlp: nn.Module
         if self.dense:
             mlp = FeedForward(**self.mlp, gated=True, use_bias=False, name="mlp")
         else:
             mlp = MixtureOfExperts(**self.mlp, name="moe")
-        return sandwich(x, attn, mlp, "rmsnorm", post_norms=False)
+        return sandwich(x, attn, mlp, self.norm, post_norms=False)
 
 
 class T5(nn.Module):

@@ -135,23 +135,39 @@ def _step_slot(module: nn.Module, length: int) -> tuple[Any, jax.Array]:
 
 
 def norm(kind: str, name: str) -> nn.Module:
-    """``nn.RMSNorm`` (a scale) or ``nn.LayerNorm`` (a scale and a bias) called ``name``."""
+    """``nn.RMSNorm`` (a scale), ``nn.LayerNorm`` (a scale and a bias) or, for
+    ``layernorm_no_bias``, a LayerNorm with a scale only (DBRX), called ``name``."""
     if kind == "rmsnorm":
         return nn.RMSNorm(name=name)
-    return nn.LayerNorm(name=name)
+    return nn.LayerNorm(use_bias=kind != "layernorm_no_bias", name=name)
+
+
+def _softmax(logits: jax.Array, sink: jax.Array | None) -> jax.Array:
+    """Softmax over the last axis; with ``sink`` (one logit a row, broadcast), an attention sink:
+    a logit no token holds, so a row's weights may sum to less than 1 (GPT-OSS)."""
+    if sink is None:
+        return jax.nn.softmax(logits, axis=-1)
+    column = jnp.broadcast_to(sink, (*logits.shape[:-1], 1)).astype(logits.dtype)
+    return jax.nn.softmax(jnp.concatenate([logits, column], axis=-1), axis=-1)[..., :-1]
 
 
 def _attend(
-    query: jax.Array, key: jax.Array, value: jax.Array, causal: bool, bias: jax.Array | None = None
+    query: jax.Array,
+    key: jax.Array,
+    value: jax.Array,
+    causal: bool,
+    bias: jax.Array | None = None,
+    sink: jax.Array | None = None,
 ) -> jax.Array:
-    """Softmax attention of (..., q, heads, d) queries over (..., k, heads, d) keys and values."""
+    """Softmax attention of (..., q, heads, d) queries over (..., k, heads, d) keys and values;
+    ``sink``: a sink logit a head (heads, 1, 1)."""
     logits = jnp.einsum("...qhd,...khd->...hqk", query, key) / math.sqrt(query.shape[-1])
     if bias is not None:
         logits = logits + bias
     if causal:
         length = query.shape[-3]
         logits = jnp.where(jnp.tril(jnp.ones((length, key.shape[-3]), bool)), logits, jnp.finfo(logits.dtype).min)
-    return jnp.einsum("...hqk,...khd->...qhd", jax.nn.softmax(logits, axis=-1), value)
+    return jnp.einsum("...hqk,...khd->...qhd", _softmax(logits, sink), value)
 
 
 class Attention(nn.Module):
@@ -182,6 +198,7 @@ class Attention(nn.Module):
     decode: Decode | None = None
     window: int = 0
     cross: bool = False
+    sinks: bool = False  # GPT-OSS: a learned sink logit a head, ``sinks`` (num_heads values)
 
     @nn.compact
     def __call__(self, x: jax.Array, context: jax.Array | None = None, bias: jax.Array | None = None) -> jax.Array:
@@ -204,14 +221,15 @@ class Attention(nn.Module):
         if self.qk_norm:
             query = nn.RMSNorm(name="query_norm")(query)
             key = None if key is None else nn.RMSNorm(name="key_norm")(key)
+        sink = self.param("sinks", nn.initializers.zeros, (self.num_heads,)) if self.sinks else None
         if self.decode is not None:
-            mixed = self._step(self.decode, query, key, value, head_dim, bias)
+            mixed = self._step(self.decode, query, key, value, head_dim, bias, sink)
         elif key is None or value is None:  # only a decoding step reads them from its cache
             raise ValueError("a cross-attention outside decode mode needs the encoder's output (`context`)")
         else:
             groups = self.num_heads // self.num_kv_heads
             key, value = jnp.repeat(key, groups, axis=-2), jnp.repeat(value, groups, axis=-2)
-            mixed = _attend(query, key, value, self.causal, bias)
+            mixed = _attend(query, key, value, self.causal, bias, None if sink is None else sink[:, None, None])
         return nn.DenseGeneral(d_model, axis=(-2, -1), use_bias=self.use_bias, name="out")(mixed)
 
     def _step(
@@ -222,6 +240,7 @@ class Attention(nn.Module):
         value: jax.Array | None,
         head_dim: int,
         bias: jax.Array | None,
+        sink: jax.Array | None = None,
     ) -> jax.Array:
         """Decode mode: write this step's keys and values into the cache, attend to what it holds.
         Query heads attend to their KV head in groups (no repeated copy of the cache)."""
@@ -243,7 +262,8 @@ class Attention(nn.Module):
             logits = logits + bias.reshape(self.num_kv_heads, groups, *bias.shape[-2:])
         if valid is not None:
             logits = jnp.where(valid, logits, jnp.finfo(logits.dtype).min)
-        mixed = jnp.einsum("bkgqs,bskd->bqkgd", jax.nn.softmax(logits, axis=-1), values.read(query.dtype))
+        sinks = None if sink is None else sink.reshape(self.num_kv_heads, groups, 1, 1)
+        mixed = jnp.einsum("bkgqs,bskd->bqkgd", _softmax(logits, sinks), values.read(query.dtype))
         return mixed.reshape(*query.shape)
 
 
@@ -349,6 +369,7 @@ class Experts(nn.Module):
 
     num_experts: int
     ffn_dim: int
+    use_bias: bool = False  # GPT-OSS: gate_bias, up_bias (num_experts, ffn_dim), down_bias (num_experts, d_model)
 
     @nn.compact
     def __call__(self, x: jax.Array, combine: jax.Array) -> jax.Array:
@@ -356,8 +377,15 @@ class Experts(nn.Module):
         gate = self.param("gate", init, (self.num_experts, d_model, self.ffn_dim))
         up = self.param("up", init, (self.num_experts, d_model, self.ffn_dim))
         down = self.param("down", init, (self.num_experts, self.ffn_dim, d_model))
-        hidden = nn.silu(jnp.einsum("...d,edf->...ef", x, gate)) * jnp.einsum("...d,edf->...ef", x, up)
-        return jnp.einsum("...ef,efd,...e->...d", hidden, down, combine)
+        gated, upped = jnp.einsum("...d,edf->...ef", x, gate), jnp.einsum("...d,edf->...ef", x, up)
+        if self.use_bias:
+            zeros = nn.initializers.zeros
+            gated = gated + self.param("gate_bias", zeros, (self.num_experts, self.ffn_dim))
+            upped = upped + self.param("up_bias", zeros, (self.num_experts, self.ffn_dim))
+        out = jnp.einsum("...ef,efd->...ed", nn.silu(gated) * upped, down)
+        if self.use_bias:
+            out = out + self.param("down_bias", nn.initializers.zeros, (self.num_experts, d_model))
+        return jnp.einsum("...ed,...e->...d", out, combine)
 
 
 class MixtureOfExperts(nn.Module):
@@ -373,16 +401,17 @@ class MixtureOfExperts(nn.Module):
     shared_ffn_dim: int = 0
     shared_gate: bool = False
     router_bias: bool = False
+    expert_biases: bool = False  # GPT-OSS: a bias on the router and on every expert's projections
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        scores = jax.nn.softmax(nn.Dense(self.num_experts, use_bias=False, name="router")(x), axis=-1)
+        scores = jax.nn.softmax(nn.Dense(self.num_experts, use_bias=self.expert_biases, name="router")(x), axis=-1)
         if self.router_bias:
             correction = self.variable(BUFFERS, "router_bias", jnp.zeros, (self.num_experts,))
             scores = scores + correction.value
         weights, chosen = jax.lax.top_k(scores, self.top_k)
         combine = jnp.sum(jax.nn.one_hot(chosen, self.num_experts) * weights[..., None], axis=-2)
-        y = Experts(self.num_experts, self.ffn_dim, name=EXPERTS)(x, combine)
+        y = Experts(self.num_experts, self.ffn_dim, self.expert_biases, name=EXPERTS)(x, combine)
         if self.shared_ffn_dim:
             shared = FeedForward(self.shared_ffn_dim, gated=True, use_bias=False, name="shared")(x)
             if self.shared_gate:

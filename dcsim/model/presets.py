@@ -274,6 +274,49 @@ _MODERN_ROWS: tuple[tuple[str, str, str, int, str, dict[str, Any]], ...] = (
         q_lora_rank=1536, kv_lora_rank=512, num_experts=256, experts_per_token=8, expert_ffn_dim=2048,
         shared_ffn_dim=2048, router_bias=True, dense_layers=(0, 1, 2), ffn_dim=18_432, max_positions=163_840,
         rope_scaling=True)),
+    # Issue 30, item 8: the models teams name most. Each count is transformers' for the published
+    # config.json (tests/data/hf/), with the serving fields that file publishes: positions, sliding
+    # windows (Mistral 7B v0.1 on every block; Gemma 2 on the even ones), scaled rotary positions.
+    ("mistral-7b", "decoder", "Mistral 7B v0.1 (8 KV heads, 4,096-token windows)", 7_241_732_096,
+     _HF_FILE.format(cls="MistralForCausalLM", config="mistralai/Mistral-7B-v0.1"),
+     _h(vocab_size=32_000, d_model=4096, num_layers=32, num_heads=32, num_kv_heads=8, ffn_dim=14_336,
+        max_positions=32_768, sliding_window=4096, local_layers=tuple(range(32)))),
+    *(
+        (f"llama3.1-{size.lower()}", "decoder", f"Llama 3.1 {size} (8 KV heads, 128K context)", count,
+         _HF_FILE.format(cls="LlamaForCausalLM", config=f"meta-llama/Llama-3.1-{size}")
+         + f"; Meta's model card: {size}",
+         _h(vocab_size=128_256, d_model=d_model, num_layers=layers, num_heads=heads, num_kv_heads=8, ffn_dim=ffn,
+            max_positions=131_072, rope_scaling=True))
+        for size, d_model, layers, heads, ffn, count in (
+            ("8B", 4096, 32, 32, 14_336, 8_030_261_248),
+            ("70B", 8192, 80, 64, 28_672, 70_553_706_496),
+            ("405B", 16_384, 126, 128, 53_248, 405_853_388_800),
+        )
+    ),
+    ("qwen2.5-7b", "decoder", "Qwen2.5 7B (4 KV heads)", 7_615_616_512,
+     _HF_FILE.format(cls="Qwen2ForCausalLM", config="Qwen/Qwen2.5-7B") + "; the Qwen2.5 report's 7.61B",
+     _h(vocab_size=152_064, d_model=3584, num_layers=28, num_heads=28, num_kv_heads=4, ffn_dim=18_944,
+        qkv_bias=True, max_positions=131_072)),
+    ("qwen2.5-32b", "decoder", "Qwen2.5 32B (8 KV heads)", 32_763_876_352,
+     _HF_FILE.format(cls="Qwen2ForCausalLM", config="Qwen/Qwen2.5-32B"),
+     _h(vocab_size=152_064, d_model=5120, num_layers=64, num_heads=40, num_kv_heads=8, ffn_dim=27_648,
+        qkv_bias=True, max_positions=131_072)),
+    ("gemma2-9b", "decoder", "Gemma 2 9B", 9_241_705_984,
+     _HF_FILE.format(cls="Gemma2ForCausalLM", config="google/gemma-2-9b"),
+     _h(vocab_size=256_000, d_model=3584, num_layers=42, num_heads=16, num_kv_heads=8, ffn_dim=14_336,
+        head_dim=256, tied_embeddings=True, post_norms=True, max_positions=8192,
+        sliding_window=4096, local_layers=tuple(range(0, 42, 2)))),
+    ("gemma2-27b", "decoder", "Gemma 2 27B", 27_227_128_320,
+     _HF_FILE.format(cls="Gemma2ForCausalLM", config="google/gemma-2-27b"),
+     _h(vocab_size=256_000, d_model=4608, num_layers=46, num_heads=32, num_kv_heads=16, ffn_dim=36_864,
+        head_dim=128, tied_embeddings=True, post_norms=True, max_positions=8192,
+        sliding_window=4096, local_layers=tuple(range(0, 46, 2)))),
+    ("phi3.5-moe", "moe", "Phi-3.5-MoE (16 experts, top-2)", 41_873_153_344,
+     _HF_FILE.format(cls="PhimoeForCausalLM", config="microsoft/Phi-3.5-MoE-instruct")
+     + "; the model card's 6.6B active (dcsim's active count: 6,640,999,744); its rope_scaling is longrope",
+     _h(vocab_size=32_064, d_model=4096, num_layers=32, num_heads=32, num_kv_heads=8, num_experts=16,
+        experts_per_token=2, expert_ffn_dim=6400, ffn_dim=6400, norm="layernorm", attn_bias=True, head_bias=True,
+        max_positions=131_072, sliding_window=131_072, local_layers=tuple(range(32)), rope_scaling=True)),
     ("t5-small", "t5", "T5-small", 60_506_624,
      _HF_FILE.format(cls="T5ForConditionalGeneration", config="t5-small"), {}),
     ("t5-large", "t5", "T5-large", 737_668_096,

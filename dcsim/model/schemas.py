@@ -162,6 +162,23 @@ FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
             ),
             dataclasses.replace(_FFN, default=14_336, description="hidden width of the dense blocks' gated MLP"),
             dataclasses.replace(_TIED, default=False),
+            choice_param(
+                "norm",
+                "rmsnorm",
+                "rmsnorm (scale only), layernorm (scale and bias: PhiMoE) or layernorm_no_bias (a scale: DBRX)",
+                ("rmsnorm", "layernorm", "layernorm_no_bias"),
+            ),
+            bool_param("attn_bias", False, "biases on the query, key, value and output projections (PhiMoE)"),
+            bool_param("attention_sinks", False, "a learned sink logit a head in every attention layer (GPT-OSS)"),
+            bool_param(
+                "expert_biases", False, "biases on the router and on every routed expert's projections (GPT-OSS)"
+            ),
+            bool_param(
+                "wide_qk_norm",
+                False,
+                "qk_norm over every query and key feature (num_heads x head_dim scales; OLMoE) instead of each head",
+            ),
+            bool_param("head_bias", False, "a bias on the untied output head (PhiMoE's lm_head_bias)"),
             dataclasses.replace(
                 _POSITIONS,
                 default=32_768,
@@ -352,7 +369,9 @@ def follow(family: str, before: Mapping[str, Any], after: Mapping[str, Any], pin
 
 
 _MLA_ONLY = frozenset({"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"})
-_GQA_ONLY = frozenset({"num_kv_heads", "head_dim", "qkv_bias", "qk_norm"})
+_GQA_ONLY = frozenset(
+    {"num_kv_heads", "head_dim", "qkv_bias", "qk_norm", "attn_bias", "wide_qk_norm", "attention_sinks"}
+)
 
 
 def applicable(family: str, hparams: Mapping[str, Any]) -> tuple[str, ...]:
@@ -373,6 +392,10 @@ def applicable(family: str, hparams: Mapping[str, Any]) -> tuple[str, ...]:
             hidden.add("ffn_dim")
         if not hparams["shared_ffn_dim"]:
             hidden.add("shared_expert_gate")
+        if hparams["tied_embeddings"]:
+            hidden.add("head_bias")
+        if not hparams["qk_norm"]:
+            hidden.add("wide_qk_norm")
     hidden |= zoo.hidden(family, hparams)
     return tuple(spec.name for spec in schema(family) if spec.name not in hidden)
 
@@ -458,6 +481,16 @@ def _check_experts(hparams: Mapping[str, Any]) -> None:
             f"to that many of the experts; allowed: 1 to {experts:,}"
         )
     _check_block_list("dense_layers", hparams["dense_layers"], hparams["num_layers"])
+    if hparams.get("attention_sinks") and hparams.get("wide_qk_norm") and hparams["qk_norm"]:
+        raise ValueError(
+            "`attention_sinks` and `wide_qk_norm` are both true: dcsim's attention normed over every feature has no "
+            "sinks; set one of them to false"
+        )
+    if hparams.get("head_bias") and hparams["tied_embeddings"]:
+        raise ValueError(
+            "`head_bias` is true but `tied_embeddings` is true too: dcsim builds the head's bias only on an "
+            "untied lm_head; set tied_embeddings to false, or head_bias to false"
+        )
 
 
 def _check_defaults() -> None:
