@@ -93,7 +93,7 @@ def test_weights_only_models_say_so(capsys):
         (("--preset", "llama2-70b", "--context", "4097"), r"past the model's 4,096 positions"),
         (("--concurrency", "-3"), r"`--concurrency` must be"),
         (("--kv-dtype", "int4"), r"`--kv-dtype` must be one of"),
-        (("--weights", "gptq"), r"`--weights` \(the weights' serving format\) must be one of"),
+        (("--weights", "gptq"), r"`--weights` must be a weight format"),
         (("--budget", "80XB"), r"budget"),
         (("--budget", "80"), r"the budget needs a unit"),
         (("--reserve", "1.5"), r"`--reserve` must be at least 0 and below 1"),

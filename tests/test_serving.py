@@ -171,7 +171,7 @@ def test_a_context_past_the_positions_is_refused_unless_rope_is_scaled():
         ({"context": 0}, r"`context` must be"),
         ({"concurrency": -1}, r"`concurrency` must be"),
         ({"kv_dtype": "int4"}, r"`kv_dtype` must be one of bfloat16"),
-        ({"weights": "gguf"}, r"`weights` \(the weights' serving format\) must be one of"),
+        ({"weights": "gguf"}, r"`weights` must be a weight format"),
         ({"reserve": "1.5"}, r"`reserve` must be at least 0 and below 1"),
         ({"reserve": "1"}, r"below 1"),
         ({"reserve": "-0.1"}, r"`reserve` must be a fraction"),

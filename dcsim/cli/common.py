@@ -105,6 +105,57 @@ def model_flags() -> Parser:
     return flags
 
 
+def weight_flags(command: argparse.ArgumentParser, default: str | None, *, write: bool = True) -> None:
+    """``--weights F`` and its options, for the commands that show bytes in a format."""
+    from dcsim.quant.formats import GGUF, GROUPED, PLAIN, QWIX
+
+    group = command.add_argument_group("weight format (dcsim.quant; docs/quantized.md)")
+    shown = f"; default {default}" if default else "; refused with --dtype, which keeps its raw meaning"
+    group.add_argument(
+        "--weights",
+        metavar="F",
+        default=default,
+        help=f"the weights' format: {', '.join(PLAIN)} (plain); {', '.join(QWIX)} (qwix); {', '.join(GROUPED)}; "
+        f"{', '.join(GGUF)}{shown}",
+    )
+    group.add_argument("--group", metavar="G", help="gptq-int4 and awq-int4's group (default 128)")
+    group.add_argument("--bits", metavar="B", help="gptq-int4's bits a weight: 4 (default) or 8")
+    group.add_argument("--tile", metavar="N", help="qwix int4, fp8 and nf4's tile along the contraction (default 128)")
+    group.add_argument(
+        "--quantize-head", action="store_true", help="quantize the output head too (qwix, GPTQ, AWQ keep it)"
+    )
+    if not write:
+        return
+    group.add_argument(
+        "--write",
+        metavar="DIR",
+        help="write the format's real file into DIR (zeros of the right shapes, at most 2 GiB), read it back and "
+        "weigh it against dcsim's prediction",
+    )
+
+
+def format_from_args(args: argparse.Namespace) -> Any:
+    """The ``WeightFormat`` the flags name (``dcsim.quant.formats.check_format``), each checked;
+    None when no ``--weights`` is given (and no option of one)."""
+    from dcsim.quant.formats import check_format
+
+    given = {flag: getattr(args, flag) for flag in ("group", "bits", "tile") if getattr(args, flag) is not None}
+    if args.weights is None:
+        if given or args.quantize_head or getattr(args, "write", None):
+            first = next(iter(given), "quantize_head" if args.quantize_head else "write")
+            raise UsageError(f"--{first.replace('_', '-')} needs --weights: the format it applies to")
+        return None
+    from dcsim.inputs import number_from_text
+
+    numbers = {flag: number_from_text(text.strip()) for flag, text in given.items()}
+    return check_format(
+        args.weights,
+        quantize_head=bool(args.quantize_head),
+        names=("--weights", "--group", "--bits", "--tile", "--quantize-head"),
+        **numbers,
+    )
+
+
 def read_file(path: str, what: str, max_bytes: int) -> bytes:
     """The bytes of the ``what`` file at ``path`` ('-' reads stdin), one past ``max_bytes`` at most:
     enough for its reader to refuse a file that is too large without reading all of it."""

@@ -11,9 +11,19 @@ import argparse
 import io
 import json
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from dcsim.cli.common import OPTIMIZER_CHOICES, command_help, config_from_args, frame_text, model_flags, rows_text
+from dcsim.cli.common import (
+    OPTIMIZER_CHOICES,
+    UsageError,
+    command_help,
+    config_from_args,
+    format_from_args,
+    frame_text,
+    model_flags,
+    rows_text,
+    weight_flags,
+)
 from dcsim.model import presets, schemas
 from dcsim.model.config import ModelConfig
 from dcsim.model.presets import resolved_hparams
@@ -160,12 +170,52 @@ def render_optimizer_table(states: tuple[optimizer.OptimizerState, ...], total_p
     return "\n".join(lines) + "\n"
 
 
+def render_weights(table: Any, num_shards: int) -> str:
+    """A weight format's bytes for people: the payload, the share a shard, bits a weight, and
+    each group's bytes, with what the format left unquantized."""
+    from dcsim.model import breakdown
+    from dcsim.quant.tables import group_bytes
+
+    fmt = table.format
+    share = Fraction(table.payload_bytes, num_shards)
+    lines = [
+        f"weights in {fmt.label}: {units.bytes_exact(table.payload_bytes)} of tensor data"
+        f"  ({float(table.bits_per_weight):.3f} bits a weight, from the exact bytes; the file adds its header)",
+        f"  a shard's share      {units.share(share)} bytes{_reading(share)}"
+        "  (total / shards: an average, not a layout)",
+        f"  quantized            {units.count(table.quantized_params)} of {units.count(table.total_params)} parameters",
+        "",
+    ]
+    rows = group_bytes(table, breakdown.group_of)
+    columns: dict[str, list[Any]] = {
+        "group": [row[0] for row in rows],
+        "num_arrays": [row[1] for row in rows],
+        "num_params": [row[2] for row in rows],
+        f"bytes ({fmt.name})": [row[3] for row in rows],
+    }
+    lines += [rows_text(columns, {"num_arrays", "num_params", f"bytes ({fmt.name})"}), ""]
+    lines += [f"Note: {note}." for note in table.notes]
+    lines.append("(every array's tensors, shapes, dtypes and bytes: --format json, key weights_arrays)")
+    return "\n".join(lines) + "\n"
+
+
 def run_count(args: argparse.Namespace) -> str:
+    if args.weights is not None and args.dtype is not None:
+        raise UsageError(
+            "give --weights or --dtype, not both: --dtype keeps its raw meaning (values x bytes, int8 is 1 byte a "
+            "value and no scales), --weights is a storage format with its scales (int8 is qwix's, per channel)"
+        )
+    fmt = format_from_args(args)
     config = config_from_args(args)  # every flag checked before JAX is imported
     from dcsim.model.count import count_params
     from dcsim.report import tables
 
     report = count_params(config)
+    table = None
+    if fmt is not None:
+        from dcsim.quant import layouts
+
+        table = layouts.weight_table(config, report, fmt)
     states: tuple[optimizer.OptimizerState, ...] = ()
     if args.optimizer is not None:
         from dcsim.model import optimizer
@@ -177,12 +227,18 @@ def run_count(args: argparse.Namespace) -> str:
         if states:
             record["optimizer_state"] = [optimizer.state_record(state, report.total_params) for state in states]
             record["optimizer_state_note"] = optimizer.STATE_NOTE
+        if table is not None:
+            from dcsim.quant.tables import weights_record
+
+            record.update(weights_record(table, config.num_shards))
         return json.dumps(record, indent=2) + "\n"
     if args.format == "csv":
         buffer = io.StringIO()
         tables.arrays_frame(report).to_csv(buffer, index=False)
         return buffer.getvalue()
     text = render_count_table(config, report, all_rows=args.all_rows)
+    if table is not None:
+        text += "\n" + render_weights(table, config.num_shards)
     return text + ("\n" + render_optimizer_table(states, report.total_params) if states else "")
 
 
@@ -220,6 +276,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="in the table, every top-level module a row (default: a run of identical blocks is one row with "
         "its multiplicity)",
     )
+    weight_flags(count, None, write=False)
     count.add_argument(
         "--optimizer",
         choices=(*OPTIMIZER_CHOICES, "all"),

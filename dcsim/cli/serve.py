@@ -8,7 +8,7 @@ import argparse
 import json
 from typing import Any
 
-from dcsim.cli.common import UsageError, command_help, config_from_args, model_flags
+from dcsim.cli.common import UsageError, command_help, config_from_args, format_from_args, model_flags, weight_flags
 from dcsim.inputs import as_int, number_from_text
 from dcsim.memory.search import parse_budget
 from dcsim.model.count import count_params
@@ -24,10 +24,8 @@ from dcsim.serving.request import (
     KV_DTYPE_NAMES,
     MAX_CONCURRENCY,
     MAX_CONTEXT,
-    WEIGHT_FORMATS,
     Serving,
     check_kv_dtype,
-    check_weights,
     parse_reserve,
     reserve_text,
 )
@@ -65,9 +63,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     command.add_argument(
         "--rule", metavar="PATTERN=SPEC", action="append", default=[], help="custom rule, as for layout"
     )
-    command.add_argument(
-        "--weights", metavar="F", default=DEFAULT_WEIGHTS, help=f"the weights' format: {', '.join(WEIGHT_FORMATS)}"
-    )
+    weight_flags(command, DEFAULT_WEIGHTS)
     command.add_argument(
         "--kv-dtype", metavar="D", default=DEFAULT_KV_DTYPE, help=f"the cache's dtype: {', '.join(KV_DTYPE_NAMES)}"
     )
@@ -120,7 +116,7 @@ def serving_from_args(args: argparse.Namespace) -> Serving:
         raise UsageError("--budget and --device both give the budget; give one (a device's memory is its budget)")
     mesh = meshes.parse_mesh(args.mesh)
     rules = meshes.parse_rules(args.rule)
-    weights = check_weights(args.weights, "--weights")
+    fmt = format_from_args(args)
     kv_dtype = check_kv_dtype(args.kv_dtype, "--kv-dtype")
     context = _int(args.context, "--context", MAX_CONTEXT)
     concurrency = _int(args.concurrency, "--concurrency", MAX_CONCURRENCY)
@@ -132,7 +128,11 @@ def serving_from_args(args: argparse.Namespace) -> Serving:
         mesh=mesh,
         strategy=args.strategy or ("custom" if rules else DEFAULT_STRATEGY),
         rules=rules,
-        weights=weights,
+        weights=fmt.name,
+        group=fmt.group,
+        bits=fmt.bits,
+        tile=fmt.tile,
+        quantize_head=fmt.quantize_head,
         kv_dtype=kv_dtype,
         context=context,
         concurrency=concurrency,
@@ -152,14 +152,15 @@ def render_table(report: ServingReport, found: search.MeshSearch | None, verifie
     serving = report.serving
     lines = [
         f"mesh: {serving.mesh.text} ({units.count(serving.mesh.num_devices)} devices), strategy: {serving.strategy}; "
-        f"weights {serving.weights}, KV cache {serving.kv_dtype}",
+        f"weights {serving.weight_format.label}, KV cache {serving.kv_dtype}",
         f"context {units.count(serving.context)} tokens, {units.count(serving.concurrency)} sequences "
         f"({units.count(serving.sequences_per_replica)} on the most-loaded of {units.count(serving.num_replicas)} "
         f"replica{'s' * (serving.num_replicas != 1)})",
         "",
         f"KV bytes a token (whole model)    {units.count(report.kv_bytes_per_token)}",
         f"KV bytes a sequence (whole model) {_bytes(report.kv_bytes_per_sequence)}",
-        f"weights (every weight once)       {_bytes(report.weights_bytes)}",
+        f"weights (every weight once)       {_bytes(report.weights_bytes)}"
+        f"  ({float(report.table.bits_per_weight):.3f} bits a weight, from the exact bytes)",
         "",
         "the most-loaded device holds",
         f"  weights                         {_bytes(report.weights_bytes_per_device)}",
@@ -214,7 +215,7 @@ def render_table(report: ServingReport, found: search.MeshSearch | None, verifie
             f"XLA temporaries a device          {_bytes(verified.temp_bytes_per_device)}  (the decode workspace of a "
             "CPU compile; GPU and TPU assign buffers differently)",
         ]
-    lines += ["", *(f"Note: {note}." for note in report.notes)]
+    lines += ["", *(f"Note: {note}." for note in (*report.table.notes, *report.notes))]
     return "\n".join(lines) + "\n"
 
 
@@ -230,9 +231,27 @@ def run(args: argparse.Namespace) -> str:
         verify.check_verifiable(served)
         verified = verify.verify(served)
     found = search.smallest_mesh(config, serving, report)
+    written = None
+    if args.write is not None:
+        from dcsim.quant import write
+
+        written = write.write(served.table, args.write)
     if args.format == "json":
         record: dict[str, Any] = records.serving_record(served, found)
         if verified is not None:
             record["xla"] = verify.verify_record(verified)
+        if written is not None:
+            record["written"] = written.to_dict()
         return json.dumps(record, indent=2) + "\n"
-    return render_table(served, found, verified)
+    text = render_table(served, found, verified)
+    if written is not None:
+        text += written_text(written)
+    return text
+
+
+def written_text(written: Any) -> str:
+    same = "equal to the byte" if written.file_bytes == written.predicted_file_bytes else "DIFFERENT"
+    return (
+        f"\nwritten {written.path}: {written.file_bytes:,} bytes on disk, dcsim predicted "
+        f"{written.predicted_file_bytes:,} ({same}); {written.tensors_checked:,} tensors read back and checked\n"
+    )

@@ -91,12 +91,15 @@ def _traced(config: ModelConfig, qtype: str, tile: int | None, exclude: str) -> 
     rule = qwix.QuantizationRule(module_path=exclude, weight_qtype=qtype, tile_size=tile)
     quantized = qwix.quantize_model(module, qwix.PtqProvider([rule]))
     key = jax.random.PRNGKey(0)
-    abstract = jax.eval_shape(quantized.init, key, *inputs)["params"]
-    plain = jax.eval_shape(module.init, key, *inputs)["params"]
     try:
+        abstract = jax.eval_shape(quantized.init, key, *inputs)["params"]
+        plain = jax.eval_shape(module.init, key, *inputs)["params"]
         params = jax.eval_shape(lambda p: qwix.quantize_params(p, abstract), plain)
-    except Exception as error:  # qwix's refusal of a tile that does not divide (an assertion or ValueError)
-        raise ValueError(f"qwix cannot quantize this model with a tile of {tile}: {error}") from None
+    except ValueError as error:  # qwix's refusal of a tile that does not divide a kernel's contraction
+        raise ValueError(
+            f"the tile of {tile} does not divide every kernel's input features, and qwix refuses such a tile "
+            f"(qwix: {str(error).strip()}): choose a tile that divides them (--tile 64, 128, ...)"
+        ) from None
     flat = traverse_util.flatten_dict(params, sep="/", is_leaf=lambda _, leaf: type(leaf).__name__ == "WithAux")
     return flat, tuple(runs)
 

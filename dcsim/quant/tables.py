@@ -170,3 +170,35 @@ class QuantTable:
                 shape[part.concat_axis] += part.shape[part.concat_axis]
             out.append((name, tuple(shape), first.dtype, sum(part.nbytes for part in parts)))
         return out
+
+
+def weights_record(table: QuantTable, num_shards: int | None = None) -> dict[str, Any]:
+    """The table as JSON keys (docs/cli.md): the format, the payload, bits a weight, every array."""
+    record: dict[str, Any] = {
+        "weights_format": table.format.name,
+        "weights_options": table.format.to_dict(),
+        "weights_bytes": table.payload_bytes,
+        "bits_per_weight": round(float(table.bits_per_weight), 4),
+        "quantized_params": table.quantized_params,
+        "weights_notes": list(table.notes),
+    }
+    if num_shards is not None:
+        share = Fraction(table.payload_bytes, num_shards)
+        record["weights_bytes_per_shard"] = float(share)
+        record["weights_bytes_per_shard_fraction"] = str(share)
+    record["weights_arrays"] = [
+        {key: value for key, value in array.to_dict().items() if key != "parts"} for array in table.arrays
+    ]
+    return record
+
+
+def group_bytes(table: QuantTable, group_of: Any) -> list[tuple[str, int, int, int]]:
+    """(group, arrays, parameters, bytes in the format) a group, in order of first appearance;
+    ``group_of`` maps a path to its group (``dcsim.model.breakdown.group_of``)."""
+    groups: dict[str, list[int]] = {}
+    for array in table.arrays:
+        totals = groups.setdefault(group_of(array.path), [0, 0, 0])
+        totals[0] += 1
+        totals[1] += array.num_values
+        totals[2] += array.nbytes
+    return [(name, arrays, params, size) for name, (arrays, params, size) in groups.items()]

@@ -34,6 +34,8 @@ from dcsim.model import families
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport, count_params
 from dcsim.model.layers import Decode
+from dcsim.quant import layouts
+from dcsim.quant.tables import QuantTable
 from dcsim.serving import cache as caches
 from dcsim.serving.request import (
     MAX_CONTEXT,
@@ -132,6 +134,8 @@ class ServingReport:
     config_dict: dict[str, Any]
     total_params: int
     weights: layout.LayoutReport
+    table: QuantTable
+    weights_on_device: tuple[int, ...]
     buffers_bytes: int
     cache: tuple[PlacedCache, ...]
     layers: tuple[caches.LayerCache, ...]
@@ -147,8 +151,8 @@ class ServingReport:
 
     @property
     def weights_bytes(self) -> int:
-        """Every weight once: values x the format's bytes."""
-        return payload.raw_bytes_as(self.total_params, self.serving.weights)
+        """Every weight once, in the format: its tensors' exact bytes (``dcsim.quant``)."""
+        return self.table.payload_bytes
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -379,11 +383,14 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
     sub = serving.layout_mesh
     report = report or count_params(config)
     weights = layout.compute_layout(report, sub, serving.strategy, serving.rules)
+    table = layouts.weight_table(config, report, serving.weight_format)
+    on_device = layouts.device_bytes(table, config, report)
 
     stage_weights = [0] * len(blocks)
-    for row in weights.arrays:
+    held_bytes = tuple(on_device(row) for row in weights.arrays)
+    for row, size in zip(weights.arrays, held_bytes, strict=True):
         for stage in _stage_of(row.path, blocks, tied):
-            stage_weights[stage] += payload.raw_bytes_as(row.values_per_shard, serving.weights)
+            stage_weights[stage] += size
     stage_other = [0] * len(blocks)
     buffers = 0
     for buffer in report.other:  # buffers (DeepSeek-V3's router bias) and statistics: whole on each device
@@ -470,6 +477,8 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
         config_dict=config.to_dict(),
         total_params=report.total_params,
         weights=weights,
+        table=table,
+        weights_on_device=held_bytes,
         buffers_bytes=buffers,
         cache=tuple(placed),
         layers=layers,

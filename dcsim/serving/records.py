@@ -78,6 +78,9 @@ def serving_record(report: ServingReport, found: MeshSearch | None = None) -> di
         "kv_bytes_per_sequence": report.kv_bytes_per_sequence,
         "kv_bytes_per_device": report.kv_bytes_per_device,
         "weights_format": serving.weights,
+        "weights_options": serving.weight_format.to_dict(),
+        "bits_per_weight": round(float(report.table.bits_per_weight), 4),
+        "weights_notes": list(report.table.notes),
         "weights_bytes": report.weights_bytes,
         "weights_bytes_per_device": report.weights_bytes_per_device,
         "other_bytes_per_device": report.other_bytes_per_device,
@@ -108,6 +111,19 @@ def serving_record(report: ServingReport, found: MeshSearch | None = None) -> di
             }
             for item in report.cache
         ],
+        "weights_arrays": weights_arrays(report),
         "notes": list(report.notes),
         "smallest_mesh": None if found is None else search_record(found),
     }
+
+
+def weights_arrays(report: ServingReport) -> list[dict[str, Any]]:
+    """Each weight array in the format: its tensors, shape, dtypes, bytes and one device's bytes."""
+    held = {row.path: size for row, size in zip(report.weights.arrays, report.weights_on_device, strict=True)}
+    out = []
+    for array in report.table.arrays:
+        record = array.to_dict()
+        record.pop("parts")
+        record["bytes_per_device"] = held[array.path]
+        out.append(record)
+    return out

@@ -18,6 +18,7 @@ from typing import Any
 
 from dcsim.inputs import as_bool, as_int, show
 from dcsim.model.layers import KV_DTYPE_ALIASES, KV_DTYPES
+from dcsim.quant.formats import FORMATS, WeightFormat, check_format
 from dcsim.serving.catalog import get_accelerator
 from dcsim.sharding.meshes import MeshSpec, Rule
 from dcsim.sharding.placement import STRATEGIES, check_strategy
@@ -27,7 +28,7 @@ MAX_CONTEXT = 1 << 24  # 16,777,216 tokens: past every published context (Llama 
 MAX_CONCURRENCY = 1 << 20  # sequences at once over the whole mesh
 MAX_RESERVE_CHARS = 32
 
-WEIGHT_FORMATS = ("bfloat16", "float16", "float32")  # the plain dtypes; quantized formats plug in here
+WEIGHT_FORMATS = FORMATS  # plain dtypes, qwix, GPTQ, AWQ and GGUF (dcsim.quant.formats)
 DEFAULT_WEIGHTS = "bfloat16"
 DEFAULT_KV_DTYPE = "bfloat16"
 DEFAULT_STRATEGY = "megatron"
@@ -53,11 +54,8 @@ def check_kv_dtype(value: Any, name: str = "kv_dtype") -> str:
 
 
 def check_weights(value: Any, name: str = "weights") -> str:
-    if not isinstance(value, str) or value not in WEIGHT_FORMATS:
-        raise ValueError(
-            f"`{name}` (the weights' serving format) must be one of {', '.join(WEIGHT_FORMATS)}, got {show(value)}"
-        )
-    return value
+    """A weight format's name (``dcsim.quant.formats.FORMATS``)."""
+    return check_format(value, names=(name, "group", "bits", "tile", "quantize_head")).name
 
 
 def parse_reserve(text: Any, name: str = "reserve") -> Fraction:
@@ -121,7 +119,9 @@ class Serving:
         data-parallel across it), ``stage`` (pipeline: contiguous blocks a stage).
       strategy, rules: how the weights are laid out (``dcsim.sharding.placement``); ``megatron`` by
         default, as Megatron-LM and vLLM lay a tensor-parallel model out.
-      weights: the weights' serving format (``WEIGHT_FORMATS``).
+      weights: the weights' serving format (``WEIGHT_FORMATS``), with its options ``group``,
+        ``bits``, ``tile`` and ``quantize_head`` (``dcsim.quant.formats.check_format``; None: the
+        format's default).
       kv_dtype: the cache's dtype (``KV_DTYPE_NAMES``; ``fp8`` is ``float8_e4m3fn``).
       context: tokens a sequence's cache holds (a sliding window's layer at most its window).
       concurrency: sequences at once over the whole mesh.
@@ -137,6 +137,10 @@ class Serving:
     strategy: str = DEFAULT_STRATEGY
     rules: tuple[Rule, ...] = ()
     weights: str = DEFAULT_WEIGHTS
+    group: int | None = None
+    bits: int | None = None
+    tile: int | None = None
+    quantize_head: bool = False
     kv_dtype: str = DEFAULT_KV_DTYPE
     context: int = DEFAULT_CONTEXT
     concurrency: int = DEFAULT_CONCURRENCY
@@ -151,7 +155,11 @@ class Serving:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"`strategy` must be one of {', '.join(STRATEGIES)}, got {show(self.strategy)}")
         object.__setattr__(self, "rules", check_strategy(self.layout_mesh, self.strategy, self.rules))
-        object.__setattr__(self, "weights", check_weights(self.weights))
+        fmt = check_format(
+            self.weights, group=self.group, bits=self.bits, tile=self.tile, quantize_head=self.quantize_head
+        )
+        for field in ("group", "bits", "tile", "quantize_head"):
+            object.__setattr__(self, field, getattr(fmt, field))
         object.__setattr__(self, "kv_dtype", check_kv_dtype(self.kv_dtype))
         object.__setattr__(self, "context", as_int(self.context, "context", maximum=MAX_CONTEXT))
         object.__setattr__(self, "concurrency", as_int(self.concurrency, "concurrency", maximum=MAX_CONCURRENCY))
@@ -166,6 +174,11 @@ class Serving:
             object.__setattr__(self, "budget_bytes", as_int(self.budget_bytes, "budget"))
         object.__setattr__(self, "reserve", parse_reserve(self.reserve))
         object.__setattr__(self, "full_windows", as_bool(self.full_windows, "full_windows"))
+
+    @property
+    def weight_format(self) -> WeightFormat:
+        """The weights' format with its options."""
+        return WeightFormat(self.weights, self.group, self.bits, self.tile, self.quantize_head)
 
     @property
     def layout_mesh(self) -> MeshSpec:
