@@ -10,10 +10,10 @@ import streamlit as st
 from dcsim.memory.search import parse_budget
 from dcsim.report import serving_charts, units
 from dcsim.serving import catalog, curve, records
-from dcsim.serving.request import DEFAULT_STRATEGY, KV_DTYPE_NAMES, WEIGHT_FORMATS, Serving, parse_reserve
+from dcsim.serving.request import DEFAULT_STRATEGY, KV_DTYPE_NAMES, Serving, parse_reserve
 from dcsim.sharding.layout import STRATEGIES
 from dcsim.sharding.meshes import MAX_MESH_CHARS, Rule, parse_mesh
-from dcsim.ui import cache, frame, layout, router, serving, state
+from dcsim.ui import cache, frame, layout, router, serving, state, weights
 
 router.require_router()
 
@@ -49,8 +49,9 @@ if strategy == "custom":
     )
     rules = serving.parsed("rules", rules_box, layout.parse_rules_text, "Rules")
 
-weights_col, kv_col, context_col, concurrency_col = st.columns(4)
-weights = weights_col.selectbox("Weights format", WEIGHT_FORMATS, key=serving.seeded("weights", serving.parse_weights))
+fmt, weight_params = weights.format_inputs(serving.PAGE, "bfloat16", allow_none=False)
+assert fmt is not None
+kv_col, context_col, concurrency_col = st.columns(3)
 kv_dtype = kv_col.selectbox(
     "KV cache dtype",
     KV_DTYPE_NAMES[:-1],
@@ -109,7 +110,7 @@ if config.family == "t5":
     source_text = serving.parsed("source", source_text, serving.parse_source, "Source length")
     source = None if source_text == serving.AUTO else int(source_text)
 
-params: dict[str, Any] = {"mesh": mesh.text, "strategy": strategy, "weights": weights, "kv": kv_dtype}
+params: dict[str, Any] = {"mesh": mesh.text, "strategy": strategy, **weight_params, "kv": kv_dtype}
 params |= {"context": str(context), "concurrency": str(concurrency), "device": device, "devmem": budget_text}
 params |= {"reserve": reserve_text, "fullwin": "true" if full_windows else "false"}
 if strategy == "custom":
@@ -123,7 +124,11 @@ try:
         mesh=mesh,
         strategy=strategy,
         rules=rules,
-        weights=weights,
+        weights=fmt.name,
+        group=fmt.group,
+        bits=fmt.bits,
+        tile=fmt.tile,
+        quantize_head=fmt.quantize_head,
         kv_dtype=kv_dtype,
         context=context,
         concurrency=concurrency,
@@ -148,7 +153,7 @@ weights_metric, kv_metric, other_metric, total_metric = st.columns(4)
 weights_metric.metric(
     "Weights",
     units.bytes_exact(served.weights_bytes_per_device),
-    help=f"Every weight once: {units.bytes_exact(served.weights_bytes)} in {weights}.",
+    help=f"Every weight once: {units.bytes_exact(served.weights_bytes)} in {fmt.label}.",
 )
 kv_metric.metric(
     "KV cache",
@@ -201,6 +206,10 @@ points = curve.capacity_curve(served)
 if points:
     st.altair_chart(serving_charts.capacity_curve(serving_charts.curve_frame(points)), width="stretch")
     st.caption("Max sequences at once against the context, the chosen context in red: an exact floor at each point.")
+
+st.subheader(f"The weights in {fmt.name}")
+weights.show_table(served.table, weights.device_bytes(served))
+weights.write_button(served.table, "serving.write")
 
 if served.layers:
     st.subheader("What each layer caches")

@@ -220,6 +220,13 @@ def share_link(page):
     return page.locator('[data-testid="stSidebar"] [data-testid="stMarkdownContainer"] a[href^="http"]')
 
 
+def choose(page, label: str, option: str) -> None:
+    """Pick ``option`` from the select box labelled ``label``, as a person does, and wait for the run."""
+    page.get_by_role("combobox", name=label).click()
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_for_app(page)
+
+
 def type_into(page, box, text: str, then: str = "Tab"):
     """Type ``text`` into ``box``, press ``then`` to commit it, and check the box holds exactly it.
 

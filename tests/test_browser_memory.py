@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from conftest import fresh_page, open_page, query_of, wait_for_app
+from conftest import choose, fresh_page, open_page, query_of, wait_for_app
 from dcsim import links
 from dcsim.memory.state import compute_memory
 from dcsim.memory.training import Training
@@ -37,12 +37,6 @@ def metric(page, label):
         .filter(has=page.get_by_text(label, exact=True))
         .locator('[data-testid="stMetricValue"]')
     )
-
-
-def choose(page, picker: str, option: str):
-    page.get_by_role("combobox", name=picker).click()
-    page.get_by_role("option", name=option, exact=True).click()
-    wait_for_app(page)
 
 
 def test_the_zero_stage_changes_the_figure_and_the_url_which_reopen(server, browser, page):

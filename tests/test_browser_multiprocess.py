@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import expect
 
-from conftest import wait_for_app
+from conftest import choose, wait_for_app
 from dcsim.ui import checkpoint as measuring
 
 pytestmark = pytest.mark.browser
@@ -19,12 +19,6 @@ def metric(page, label):
         .filter(has=page.get_by_text(label, exact=True))
         .locator('[data-testid="stMetricValue"]')
     )
-
-
-def choose(page, label, option):
-    page.get_by_role("combobox", name=label).click()
-    page.get_by_role("option", name=option, exact=True).click()
-    wait_for_app(page)
 
 
 def test_two_processes_from_the_select_measure_and_stay_in_the_link(server, page):

@@ -7,8 +7,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from conftest import fresh_page, open_page, query_of, type_into
+from conftest import choose, fresh_page, open_page, query_of, type_into
 from dcsim.model.config import ModelConfig
+from dcsim.quant import formats
 from dcsim.report import units
 from dcsim.serving.engine import compute_serving
 from dcsim.serving.request import Serving
@@ -54,3 +55,24 @@ def test_a_link_to_another_model_shows_only_that_models_numbers(server, browser,
     expect(metric(page, "KV cache")).to_have_text(units.bytes_exact(engine("gemma2-2b").kv_bytes_per_device))
     expect(metric(page, "Weights")).to_have_text(units.bytes_exact(engine("gemma2-2b").weights_bytes_per_device))
     page.screenshot(path="/tmp/serving-gemma2-2b.png", full_page=True)
+
+
+def test_choosing_a_format_changes_every_byte_figure_and_the_link_keeps_it(server, browser, page):
+    open_page(page, server + LINK)
+    plain = engine("llama2-70b")
+    expect(metric(page, "Weights")).to_have_text(units.bytes_exact(plain.weights_bytes_per_device))
+    choose(page, "Weights format", "gptq-int4: " + formats.SUMMARIES["gptq-int4"])
+    quantized = engine("llama2-70b", weights="gptq-int4")
+    expect(metric(page, "Weights")).to_have_text(units.bytes_exact(quantized.weights_bytes_per_device))
+    expect(metric(page, "Total")).to_have_text(units.bytes_exact(quantized.total_bytes_per_device))
+    expect(metric(page, "Max concurrency at the context")).to_have_text(f"{quantized.max_concurrency:,} sequences")
+    assert quantized.max_concurrency > plain.max_concurrency
+    expect(page).to_have_url(re.compile(r"[?&]weights=gptq-int4(&|$)"))
+    type_into(page, page.get_by_label("Group (input features a scale)"), "64")
+    grouped = engine("llama2-70b", weights="gptq-int4", group=64)
+    expect(metric(page, "Weights")).to_have_text(units.bytes_exact(grouped.weights_bytes_per_device))
+    expect(page).to_have_url(re.compile(r"[?&]group=64(&|$)"))
+    page.get_by_text("Every array in gptq-int4").click()
+    page.screenshot(path="/tmp/serving-llama2-70b-gptq.png", full_page=True)
+    with fresh_page(browser, page.url) as fresh:
+        expect(metric(fresh, "Weights")).to_have_text(units.bytes_exact(grouped.weights_bytes_per_device))

@@ -180,10 +180,15 @@ def _grouped_table(config: ModelConfig, report: ParamReport, fmt: WeightFormat) 
                 QuantArray(row.path, shape, row.num_values, False, (_kept_tensor(row.path, shape, name, linear, kept),))
             )
     tool = "AutoGPTQ/GPTQModel" if fmt.kind == "gptq" else "AutoAWQ"
+    routed = any(linear.expert_axis is not None for linear in found.values())
+    kept_parts = ["the token table"]
+    if any(path.startswith("lm_head/") for path in paths) and not fmt.quantize_head:
+        kept_parts.append("the output head")
+    kept_parts += ["norms", "biases"] + (["the router"] if routed else [])
     notes = [
-        f"{fmt.label}: every linear inside the blocks is quantized as {tool} does, each routed expert on its own; "
-        f"the token table, {'the head (asked: quantized), ' if fmt.quantize_head else 'the output head, '}"
-        f"norms, biases and the MoE router stay in {kept}",
+        f"{fmt.label}: every linear inside the blocks is quantized as {tool} does"
+        + (", each routed expert on its own" if routed else "")
+        + f"; {', '.join(kept_parts)} stay in {kept}",
     ]
     if scheme == "dcsim":
         notes.append(

@@ -4,7 +4,8 @@ The mesh and strategy are the Layout and Memory pages' settings under the same l
 (``mesh``, ``strategy``, ``rules``). The page's own link keys, each checked when a link arrives
 (``frame.setting_from_link``: a bad value is named in a warning and replaced by its default):
 
-- ``weights``: the weights' format; ``kv``: the cache's dtype;
+- ``weights`` and its options (``group``, ``bits``, ``tile``, ``qhead``): ``dcsim.ui.weights``;
+  ``kv``: the cache's dtype;
 - ``context``, ``concurrency``, ``source`` (an encoder-decoder's source tokens; ``auto``: the context);
 - ``device`` (a catalog name, or ``none``) and ``devmem`` (a budget with its unit, used without a
   device; empty: no budget); ``reserve``; ``fullwin`` (``true``/``false``).
@@ -28,7 +29,6 @@ from dcsim.serving.request import (
     MAX_CONTEXT,
     Serving,
     check_kv_dtype,
-    check_weights,
     parse_reserve,
     reserve_text,
 )
@@ -40,7 +40,6 @@ PAGE = "serving"
 NO_DEVICE = "none"
 AUTO = "auto"
 DEFAULTS = {
-    "weights": "bfloat16",
     "kv": "bfloat16",
     "context": "4096",
     "concurrency": "1",
@@ -91,10 +90,6 @@ def parse_devmem(text: str) -> str:
 
 def parse_reserve_text(text: str) -> str:
     return reserve_text(parse_reserve(text))
-
-
-def parse_weights(text: str) -> str:
-    return check_weights(text)
 
 
 def parse_kv(text: str) -> str:

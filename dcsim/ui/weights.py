@@ -1,0 +1,212 @@
+"""The weight format a page shows bytes in: its widgets, its link keys and its table.
+
+Link keys, each checked when a link arrives (``frame.seeded_setting``: a bad value is named in a
+warning and replaced by its default): ``weights`` (a format of ``dcsim.quant.formats.FORMATS``, or
+``none`` on the Model page: the storage dtype alone), ``group`` (GPTQ and AWQ), ``bits`` (GPTQ),
+``tile`` (qwix's tiled formats) and ``qhead`` (``true``: the output head quantized too). An option
+is in the link only when the format has it.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dcsim.inputs import number_from_text
+from dcsim.model import breakdown
+from dcsim.model.config import ModelConfig
+from dcsim.quant import formats
+from dcsim.quant.formats import FORMATS, WeightFormat, check_format
+from dcsim.quant.tables import QuantTable
+from dcsim.report import units
+from dcsim.ui import frame
+
+NONE = "none"
+MAX_CACHED = 32
+
+
+def _name(text: str) -> str:
+    return NONE if text == NONE else check_format(text).name
+
+
+def _group(text: str) -> str:
+    return str(check_format("gptq-int4", group=number_from_text(text.strip())).group)
+
+
+def _tile(text: str) -> str:
+    return str(check_format("int4", tile=number_from_text(text.strip())).tile)
+
+
+def _bits(text: str) -> str:
+    return str(check_format("gptq-int4", bits=number_from_text(text.strip())).bits)
+
+
+def _flag(text: str) -> str:
+    if text not in ("true", "false"):
+        raise ValueError(f"`qhead` must be true or false, got {text!r}")
+    return text
+
+
+def label(name: str) -> str:
+    return "none: the storage dtype" if name == NONE else f"{name}: {formats.SUMMARIES[name]}"
+
+
+def format_inputs(page: str, default: str, *, allow_none: bool) -> tuple[WeightFormat | None, dict[str, str]]:
+    """The format widgets (the name, then the options the format has) and the link keys they set.
+    Returns None for ``none``."""
+    names = ((NONE,) if allow_none else ()) + FORMATS
+    name = st.selectbox(
+        "Weights format",
+        names,
+        key=frame.seeded_setting(page, "weights", default, _name, limit=32),
+        format_func=label,
+        help="Plain dtypes; qwix's JAX-native quantization; GPTQ and AWQ as their tools write them; llama.cpp's "
+        "GGUF recipes. Bytes are the format's exact tensors (docs/quantized.md).",
+    )
+    if name == NONE:
+        return None, {"weights": NONE}
+    kind = check_format(name).kind
+    params = {"weights": name}
+    options: dict[str, Any] = {}
+    columns = st.columns(3)
+    if kind in ("gptq", "awq"):
+        text = columns[0].text_input(
+            "Group (input features a scale)", key=frame.seeded_setting(page, "group", "128", _group, limit=8)
+        )
+        params["group"] = frame.parsed_setting(page, "group", text, _group, "Group")
+        options["group"] = int(params["group"])
+    if kind == "gptq":
+        bits = columns[1].selectbox("Bits", ("4", "8"), key=frame.seeded_setting(page, "bits", "4", _bits, limit=4))
+        params["bits"] = bits
+        options["bits"] = int(bits)
+    if kind == "qwix" and name != "int8":
+        text = columns[0].text_input(
+            "Tile (values along the contraction)", key=frame.seeded_setting(page, "tile", "128", _tile, limit=8)
+        )
+        params["tile"] = frame.parsed_setting(page, "tile", text, _tile, "Tile")
+        options["tile"] = int(params["tile"])
+    if kind in ("qwix", "gptq", "awq"):
+        head = columns[2].selectbox(
+            "Output head",
+            ("false", "true"),
+            key=frame.seeded_setting(page, "qhead", "false", _flag, limit=8),
+            format_func=lambda text: "quantized too" if text == "true" else "kept unquantized (the tools' default)",
+        )
+        params["qhead"] = head
+        options["quantize_head"] = head == "true"
+    try:
+        return check_format(name, **options), params
+    except ValueError as err:  # an option this format has no use for, as links can carry
+        st.error(frame.plain(f"Weights format: {err}. Showing {name} with its defaults."), icon=":material/error:")
+        return check_format(name), {"weights": name}
+
+
+@st.cache_data(max_entries=MAX_CACHED, show_spinner=False)
+def _table(config_json: str, fmt: WeightFormat) -> tuple[QuantTable | None, str | None]:
+    from dcsim.model.count import count_params
+    from dcsim.quant import layouts
+
+    config = ModelConfig.from_json(config_json)
+    try:
+        return layouts.weight_table(config, count_params(config), fmt), None
+    except ValueError as err:
+        return None, str(err)
+
+
+def table(config: ModelConfig, fmt: WeightFormat) -> tuple[QuantTable | None, str | None]:
+    """The model's arrays in ``fmt``, or the format's refusal; cached (bounded)."""
+    return _table(config.to_json(), fmt)
+
+
+def arrays_frame(table: QuantTable, on_device: dict[str, int] | None = None) -> pd.DataFrame:
+    """Each array with its format tensors, shape, dtypes and bytes, grouped as the Model page
+    groups (embeddings, blocks, norms, head)."""
+    rows = []
+    for array in table.arrays:
+        row = {
+            "group": breakdown.group_of(array.path),
+            "array": array.path,
+            "shape": " x ".join(f"{size:,}" for size in array.shape),
+            "dtypes": ", ".join(dict.fromkeys(tensor.dtype for tensor in array.tensors)),
+            "bytes": f"{array.nbytes:,}",
+        }
+        if on_device is not None:
+            row["bytes a device"] = f"{on_device[array.path]:,}"
+        row["tensors"] = ", ".join(tensor.name for tensor in array.tensors)
+        rows.append(row)
+    frame_ = pd.DataFrame(rows)
+    order = {name: index for index, name in enumerate(dict.fromkeys(frame_["group"]))} if rows else {}
+    return frame_.sort_values("group", key=lambda column: column.map(order), kind="stable") if rows else frame_
+
+
+def summary_line(table: QuantTable) -> str:
+    """The payload, bits a weight and what is quantized, in one line."""
+    return (
+        f"{table.format.label}: {units.bytes_exact(table.payload_bytes)} of tensors "
+        f"({float(table.bits_per_weight):.3f} bits a weight, from the exact bytes; the file adds its header); "
+        f"{units.count(table.quantized_params)} of {units.count(table.total_params)} parameters quantized"
+    )
+
+
+def show_table(table: QuantTable, on_device: dict[str, int] | None = None) -> None:
+    """The summary, the format's notes and the arrays table, with a JSON download."""
+    st.write(frame.plain(summary_line(table) + "."))
+    for note in table.notes:
+        st.caption(frame.plain(note + "."))
+    with st.expander(f"Every array in {table.format.name}: its tensors, shapes, dtypes and bytes"):
+        st.dataframe(arrays_frame(table, on_device), hide_index=True, width="stretch")
+    from dcsim.quant.tables import weights_record
+
+    st.download_button(
+        f"Download the {table.format.name} table (JSON)",
+        json.dumps(weights_record(table), indent=2),
+        file_name=f"weights-{table.format.name}.json",
+        mime="application/json",
+        icon=":material/download:",
+        key=f"weights.download.{table.format.name}",
+    )
+
+
+def write_button(table: QuantTable, key: str) -> None:
+    """For a format with a file and a model of at most ``write.MAX_WRITE_BYTES`` in it: write the
+    real file in a temporary folder, weigh it, read it back, and delete it."""
+    from dcsim.quant import write
+
+    if table.format.kind in ("plain", "qwix"):
+        return
+    predicted = write.predicted_file_bytes(table)
+    if predicted > write.MAX_WRITE_BYTES:
+        st.caption(
+            frame.plain(
+                f"The {table.format.name} file would be {predicted:,} bytes, above the {write.MAX_WRITE_BYTES:,}-byte "
+                "limit of writing it here; `python -m dcsim serve --weights ... --write DIR` has the same limit."
+            )
+        )
+        return
+    if st.button(f"Write the {table.format.name} file and weigh it", key=key, icon=":material/save:"):
+        with st.spinner("Writing zeros of the right shapes with the format's own library…"):
+            try:
+                with tempfile.TemporaryDirectory(prefix="dcsim-weights-") as folder:
+                    written: Any = write.write(table, folder)
+            except (OSError, ValueError) as err:
+                written = str(err)
+        if isinstance(written, str):
+            st.error(frame.plain(f"Writing the file failed: {written}"), icon=":material/error:")
+            return
+        same = "equal to the byte" if written.file_bytes == written.predicted_file_bytes else "they differ"
+        st.success(
+            frame.plain(
+                f"Written and read back: {written.file_bytes:,} bytes on disk, dcsim predicted "
+                f"{written.predicted_file_bytes:,} ({same}); {written.tensors_checked:,} tensors' names, shapes and "
+                "dtypes checked. The file was deleted."
+            )
+        )
+
+
+def device_bytes(served: Any) -> dict[str, int]:
+    """One device's bytes of each array, from a serving report."""
+    return {row.path: size for row, size in zip(served.weights.arrays, served.weights_on_device, strict=True)}
