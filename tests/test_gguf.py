@@ -8,12 +8,14 @@ on purpose: the code under test reads them from ``gguf.GGML_QUANT_SIZES``, so th
 from __future__ import annotations
 
 import functools
+import os
 from fractions import Fraction
 
 import pytest
 
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import count_params
+from dcsim.quant import gguf_file
 from dcsim.quant.formats import GGUF, check_format
 from dcsim.quant.gguf_layout import (
     LLAMA_CPP_COMMIT,
@@ -286,6 +288,57 @@ def test_llama2_payload_matches_the_published_file(preset, recipe):
     published, digits = PUBLISHED[(preset, recipe)]
     half_digit = 0.5 * 10 ** (9 - digits)
     assert abs(t.payload_bytes - published * 1e9) <= half_digit + METADATA_ALLOWANCE
+
+
+def test_llama2_7b_q4_k_m_to_the_byte_of_the_published_file():
+    config = ModelConfig(preset="llama2-7b")
+    t = gguf_table(config, count_params(config), check_format("gguf-q4_k_m"))
+    assert t.payload_bytes == 4_080_263_168
+    # dcsim's tokenizer-less file is 4,080,280,928 bytes; the published one, 4,081,004,224, is
+    # 723,296 bytes more: the vocabulary (32,000 tokens with their scores and types) and its keys.
+    assert gguf_file.predicted_file_bytes(t) == 4_080_280_928
+    assert 4_081_004_224 - gguf_file.predicted_file_bytes(t) == 723_296 < METADATA_ALLOWANCE
+
+
+@pytest.mark.parametrize(
+    ("preset", "recipe", "overrides"),
+    [
+        *[("llama2-7b", recipe, TINY) for recipe in GGUF],
+        ("llama2-7b", "gguf-q4_k_m", {**TINY, "d_model": 320}),
+        ("gpt2-small", "gguf-q4_0", {"num_layers": 2}),
+        ("mixtral-8x7b", "gguf-q4_k_m", MOE),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_written_file_is_predicted_to_the_byte_and_reads_back(tmp_path, preset, recipe, overrides):
+    t = table(preset, recipe, **overrides)
+    path = gguf_file.write(t, tmp_path)
+    assert os.path.getsize(path) == gguf_file.predicted_file_bytes(t)
+    assert gguf_file.read_back(path) == [(name, shape, dtype) for name, shape, dtype, _ in t.file_tensors()]
+    assert gguf_file.read_metadata(path) == dict(t.metadata)
+    assert list(tmp_path.iterdir()) == [path]
+
+
+def test_write_refuses_above_its_limit_and_leaves_nothing(tmp_path):
+    t = table("llama2-7b", "gguf-q4_k_m", **TINY)
+    size = gguf_file.predicted_file_bytes(t)
+    with pytest.raises(ValueError, match=f"would be {size:,} bytes, above the limit of 1,000 bytes"):
+        gguf_file.write(t, tmp_path, max_bytes=1000)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_write_leaves_nothing(tmp_path, monkeypatch):
+    import gguf
+
+    t = table("llama2-7b", "gguf-q4_k_m", **TINY)
+
+    def broken(self, tensor, tensor_endianess=None):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(gguf.GGUFWriter, "write_tensor_data", broken)
+    with pytest.raises(OSError, match="disk full"):
+        gguf_file.write(t, tmp_path)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_notes_name_the_commit_and_the_missing_tokenizer():
