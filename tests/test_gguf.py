@@ -7,6 +7,7 @@ on purpose: the code under test reads them from ``gguf.GGML_QUANT_SIZES``, so th
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from fractions import Fraction
@@ -290,6 +291,47 @@ def test_llama2_payload_matches_the_published_file(preset, recipe):
     assert abs(t.payload_bytes - published * 1e9) <= half_digit + METADATA_ALLOWANCE
 
 
+# Mixtral 8x7B, sizes as the Hub lists them (3 significant figures): Q4_K_M 28.4 and Q5_K_M 33.2
+# (https://huggingface.co/mradermacher/Mixtral-8x7B-v0.1-GGUF/tree/main, a recent llama.cpp), Q4_0 26.4
+# and Q6_K 38.4 (https://huggingface.co/TheBloke/Mixtral-8x7B-v0.1-GGUF, llama.cpp 8a7b2fa), Q8_0 49.6
+# (https://huggingface.co/shenberg1/Mixtral-8x7B-Instruct-v0.1-GGUF, the instruct model: same shapes).
+# TheBloke's early Q4_K_M (26.4) predates llama.cpp's ffn_down rule for experts: not compared.
+MIXTRAL_PUBLISHED = {"gguf-q4_k_m": 28.4, "gguf-q5_k_m": 33.2, "gguf-q4_0": 26.4, "gguf-q6_k": 38.4, "gguf-q8_0": 49.6}
+
+
+@pytest.mark.parametrize("recipe", list(MIXTRAL_PUBLISHED))
+def test_mixtral_payload_matches_the_published_file(recipe):
+    config = ModelConfig(preset="mixtral-8x7b")
+    t = gguf_table(config, count_params(config), check_format(recipe))
+    assert abs(t.payload_bytes - MIXTRAL_PUBLISHED[recipe] * 1e9) <= 0.05e9 + METADATA_ALLOWANCE
+
+
+@pytest.mark.parametrize(
+    ("preset", "overrides"),
+    [
+        ("llama2-7b", TINY),
+        ("gpt2-small", {"num_layers": 2}),
+        ("phi3-mini", {"num_layers": 2}),
+        ("qwen2.5-7b", {"num_layers": 2}),
+        ("qwen3-8b", {"num_layers": 2}),
+        ("gemma2-2b", {"num_layers": 2}),
+        ("mixtral-8x7b", MOE),
+        ("qwen1.5-moe-a2.7b", {"num_layers": 2}),
+        ("qwen3-30b-a3b", {"num_layers": 2}),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_tensor_names_are_those_of_llama_cpps_architecture(preset, overrides):
+    import gguf
+
+    t = table(preset, "gguf-q4_k_m", **overrides)
+    arch = dict(t.metadata)["general.architecture"]
+    ids = {name: arch_id for arch_id, name in gguf.MODEL_ARCH_NAMES.items()}
+    allowed = {gguf.TENSOR_NAMES[kind].format(bid=i) for kind in gguf.MODEL_TENSORS[ids[arch]] for i in range(2)}
+    written = {name.rsplit(".", 1)[0] for name, *_ in t.file_tensors()}
+    assert written <= allowed, sorted(written - allowed)
+
+
 def test_llama2_7b_q4_k_m_to_the_byte_of_the_published_file():
     config = ModelConfig(preset="llama2-7b")
     t = gguf_table(config, count_params(config), check_format("gguf-q4_k_m"))
@@ -317,6 +359,22 @@ def test_written_file_is_predicted_to_the_byte_and_reads_back(tmp_path, preset, 
     assert gguf_file.read_back(path) == [(name, shape, dtype) for name, shape, dtype, _ in t.file_tensors()]
     assert gguf_file.read_metadata(path) == dict(t.metadata)
     assert list(tmp_path.iterdir()) == [path]
+
+
+@pytest.mark.parametrize("alignment", [1, 64])
+def test_prediction_counts_every_byte_of_the_header(tmp_path, alignment):
+    # With an alignment of 1 nothing is padded: a byte miscounted anywhere in the header, the
+    # metadata or the tensor infos shows in the file's size.
+    t = table("llama2-7b", "gguf-q4_k_m", **TINY)
+    aligned = dataclasses.replace(t, metadata=(*t.metadata, ("general.alignment", alignment)))
+    path = gguf_file.write(aligned, tmp_path)
+    assert os.path.getsize(path) == gguf_file.predicted_file_bytes(aligned)
+    if alignment == 1:
+        header = 24 + sum(
+            8 + len(key) + 4 + (8 + len(value) if isinstance(value, str) else 4) for key, value in aligned.metadata
+        )
+        infos = sum(8 + len(name) + 4 + 8 * len(shape) + 4 + 8 for name, shape, _, _ in t.file_tensors())
+        assert os.path.getsize(path) == header + infos + t.payload_bytes
 
 
 def test_write_refuses_above_its_limit_and_leaves_nothing(tmp_path):

@@ -112,6 +112,9 @@ def write(table: QuantTable, directory: str | Path, *, max_bytes: int = MAX_WRIT
         for key, value in table.metadata:
             if key == "general.architecture":
                 continue  # the writer adds it first, from ``arch``
+            if key == "general.alignment":
+                writer.add_custom_alignment(int(value))  # the key, and the padding the writer uses
+                continue
             kind = value_type(value)
             if kind == "STRING":
                 writer.add_string(key, value)
