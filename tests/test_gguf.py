@@ -318,6 +318,7 @@ def test_mixtral_payload_matches_the_published_file(recipe):
         ("mixtral-8x7b", MOE),
         ("qwen1.5-moe-a2.7b", {"num_layers": 2}),
         ("qwen3-30b-a3b", {"num_layers": 2}),
+        ("phi3.5-moe", {"num_layers": 2}),
     ],
     ids=lambda value: value if isinstance(value, str) else None,
 )
@@ -399,7 +400,8 @@ def test_a_failed_write_leaves_nothing(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_notes_name_the_commit_and_the_missing_tokenizer():
+def test_notes_name_the_commit_and_what_the_file_lacks():
     t = table("llama2-7b", "gguf-q4_k_m", **TINY)
     notes = " ".join(t.notes)
-    assert LLAMA_CPP_COMMIT[:10] in notes and "no tokenizer" in notes
+    assert LLAMA_CPP_COMMIT[:10] in notes and "no tokenizer" in notes and "rope_freqs" not in notes
+    assert "rope_freqs.weight" in " ".join(table("llama3.1-8b", "gguf-q4_k_m", num_layers=2).notes)

@@ -98,6 +98,7 @@ TOP_TENSORS = {
     "final_norm/scale": "output_norm.weight",
     "final_norm/bias": "output_norm.bias",
     "lm_head/kernel": "output.weight",
+    "lm_head/bias": "output.bias",
 }
 
 # GPT-2's checkpoints fuse query, key and value into one c_attn, and llama.cpp's gpt2 architecture
@@ -161,6 +162,8 @@ def moe_arch(hparams: Mapping[str, Any]) -> str:
         )
     if hparams.get("shared_ffn_dim"):
         return "qwen2moe"
+    if hparams.get("norm") == "layernorm":
+        return "phimoe"
     if hparams.get("qk_norm"):
         return "qwen3moe"
     return "llama"  # Mixtral converts as llama with llama.expert_count
@@ -384,8 +387,14 @@ def gguf_table(config: ModelConfig, report: ParamReport, fmt: WeightFormat) -> Q
     )
     notes.append(
         "The file dcsim writes carries no tokenizer (tokenizer.ggml.* metadata): a downloaded GGUF adds "
-        "its vocabulary, about 0.5 MB for a 32,000-token vocabulary."
+        "its vocabulary, 723,296 bytes for Llama 2's 32,000 tokens."
     )
+    if hparams.get("rope_scaling"):
+        rope = "rope_factors_long/short" if arch in ("phi3", "phimoe") else "rope_freqs"
+        notes.append(
+            f"llama.cpp's converter also writes {rope}.weight (a few hundred bytes of float32 frequency "
+            "factors for the scaled rotary embedding), which is no parameter dcsim counts: not in this table."
+        )
     return QuantTable(
         format=fmt, arrays=tuple(arrays), notes=tuple(notes), metadata=gguf_metadata(config, hparams, arch, ftype)
     )
