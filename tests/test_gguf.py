@@ -244,6 +244,25 @@ def test_bytes_on_device_quantize_the_shards_rows():
         gguf_bytes_on_device(query, (256, 1, 128))
 
 
+def test_bytes_on_device_of_an_expert_stack():
+    t = table("mixtral-8x7b", "gguf-q4_k_m", **MOE)
+    down = t.array("block_1/moe/experts/down")  # (8, 512, 256): experts, input, output; Q6_K
+    assert gguf_bytes_on_device(down, (2, 512, 256), (1,)) * 4 == down.nbytes == hand_bytes(512, 8 * 256, "Q6_K")
+    assert gguf_bytes_on_device(down, (8, 256, 256), (1,)) * 2 == down.nbytes
+    with pytest.raises(ValueError, match="rows of 128 values"):
+        gguf_bytes_on_device(down, (8, 128, 256), (1,))
+
+
+@pytest.mark.slow
+def test_a_whole_gpt2_is_written_and_read_back(tmp_path):
+    # The real thing at full size (124M parameters, about 70 MB in Q4_0), written tensor by tensor.
+    config = ModelConfig(preset="gpt2-small")
+    t = gguf_table(config, count_params(config), check_format("gguf-q4_0"))
+    path = gguf_file.write(t, tmp_path)
+    assert os.path.getsize(path) == gguf_file.predicted_file_bytes(t) > 60_000_000
+    assert gguf_file.read_back(path) == [(name, shape, dtype) for name, shape, dtype, _ in t.file_tensors()]
+
+
 # Published files: TheBloke's GGUF conversions of Llama 2 (llama.cpp commit bd33e5a, August 2023),
 # sizes as the Hub lists them (GB = 10**9), to the digits shown:
 #   https://huggingface.co/TheBloke/Llama-2-7B-GGUF/tree/main: Q4_0 3.83, Q4_K_M 4.08 (4,081,004,224
@@ -350,6 +369,7 @@ def test_llama2_7b_q4_k_m_to_the_byte_of_the_published_file():
         ("llama2-7b", "gguf-q4_k_m", {**TINY, "d_model": 320}),
         ("gpt2-small", "gguf-q4_0", {"num_layers": 2}),
         ("mixtral-8x7b", "gguf-q4_k_m", MOE),
+        ("qwen1.5-moe-a2.7b", "gguf-q4_k_m", {"num_layers": 2}),
     ],
     ids=lambda value: value if isinstance(value, str) else None,
 )
