@@ -192,12 +192,14 @@ def test_mixtral_like_stacked_experts_and_8_expert_rules():
     assert types(table("mixtral-8x7b", "gguf-q4_0", **MOE))["blk.0.attn_v.weight"] == "Q8_0"
 
 
-def test_shared_experts_keep_their_gate_in_f32():
+def test_shared_experts_keep_their_gate_as_the_converter_wrote_it():
     t = table("qwen1.5-moe-a2.7b", "gguf-q4_k_m", **{**MOE, "num_kv_heads": 2, "shared_ffn_dim": 512})
     chosen = types(t)
     assert dict(t.metadata)["general.architecture"] == "qwen2moe"
     assert chosen["blk.0.ffn_gate_shexp.weight"] == "Q4_K"
-    assert chosen["blk.0.ffn_gate_inp_shexp.weight"] == "F32"  # (256, 1): one dim to ggml, not quantized
+    # (d_model, 1): two dims to the converter, which writes it F16; one to ggml, which leaves it so.
+    assert chosen["blk.0.ffn_gate_inp_shexp.weight"] == "F16"
+    assert chosen["blk.0.ffn_gate_inp.weight"] == "F32"
     assert chosen["blk.0.attn_q.bias"] == "F32"
 
 

@@ -52,9 +52,11 @@ GGUF_FAMILIES = ("decoder", "moe")
 # blocks. Q8_0 and Q4_0 have no entry: llama.cpp refuses such a tensor.
 FALLBACKS = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
 
-# The type a tensor llama.cpp does not quantize keeps: convert_hf_to_gguf.py writes norms, biases,
-# the router (ffn_gate_inp), position embeddings and every 1-D tensor in F32.
-UNQUANTIZED = "F32"
+# The type a tensor llama.cpp does not quantize keeps, which is the type convert_hf_to_gguf.py wrote:
+# F32 for 1-D tensors, norms, biases (names not ending in .weight), the router (ffn_gate_inp) and
+# position embeddings; its default --outtype, F16, for any other 2-D weight (in these architectures
+# only Qwen-MoE's (1, d_model) shared-expert gate, which ggml counts as one dim and never quantizes).
+SOURCE_FLOAT = "F16"
 
 # dcsim path (below block_i/) -> GGUF tensor stem (below blk.{i}.), for both families.
 BLOCK_TENSORS = {
@@ -225,6 +227,14 @@ def allows_quantization(name: str, ne: tuple[int, ...]) -> bool:
     return "ffn_gate_inp.weight" not in name and name not in ("position_embd.weight", "token_types.weight")
 
 
+def source_type(name: str, ne: tuple[int, ...]) -> str:
+    """The type convert_hf_to_gguf.py writes a tensor llama.cpp then leaves unquantized in."""
+    forced = ("ffn_gate_inp.weight", "position_embd.weight", "token_types.weight")
+    if len(ne) <= 1 or name.endswith("_norm.weight") or not name.endswith(".weight") or name.endswith(forced):
+        return "F32"
+    return SOURCE_FLOAT
+
+
 def use_more_bits(i_layer: int, n_layers: int) -> bool:
     """The layers llama.cpp's _M recipes give more bits (C integer division, as in llama.cpp)."""
     return i_layer < n_layers // 8 or i_layer >= 7 * n_layers // 8 or (i_layer - n_layers // 8) % 3 == 2
@@ -358,7 +368,7 @@ def gguf_table(config: ModelConfig, report: ParamReport, fmt: WeightFormat) -> Q
         if allows_quantization(name, ne):
             types[name] = _fallback(name, ne, _chosen_type(model, ftype, default, name, ne), notes)
         else:
-            types[name] = UNQUANTIZED
+            types[name] = source_type(name, ne)
 
     arrays = []
     for row, name, ne in placed:
@@ -383,7 +393,8 @@ def gguf_table(config: ModelConfig, report: ParamReport, fmt: WeightFormat) -> Q
         )
     notes.append(
         f"Types chosen by llama.cpp's llama_tensor_get_type for {ftype.removeprefix('MOSTLY_')} "
-        f"(src/llama-quant.cpp at {LLAMA_CPP_COMMIT[:10]}); norms, biases and the router stay F32."
+        f"(src/llama-quant.cpp at {LLAMA_CPP_COMMIT[:10]}); norms, biases and the router stay F32 as the "
+        "converter writes them."
     )
     notes.append(
         "The file dcsim writes carries no tokenizer (tokenizer.ggml.* metadata): a downloaded GGUF adds "
