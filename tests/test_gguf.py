@@ -427,3 +427,14 @@ def test_notes_name_the_commit_and_what_the_file_lacks():
     notes = " ".join(t.notes)
     assert LLAMA_CPP_COMMIT[:10] in notes and "no tokenizer" in notes and "rope_freqs" not in notes
     assert "rope_freqs.weight" in " ".join(table("llama3.1-8b", "gguf-q4_k_m", num_layers=2).notes)
+
+
+def test_importing_the_layout_does_not_import_gguf():
+    # A count must not pay for the gguf package: it is imported when a table is built.
+    import subprocess
+    import sys
+
+    code = "import sys, dcsim.quant.gguf_layout, dcsim.quant.gguf_file; print('gguf' in sys.modules)"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
