@@ -194,7 +194,7 @@ def render_weights(table: Any, num_shards: int) -> str:
         f"bytes ({fmt.name})": [row[3] for row in rows],
     }
     lines += [rows_text(columns, {"num_arrays", "num_params", f"bytes ({fmt.name})"}), ""]
-    lines += [f"Note: {note}." for note in table.notes]
+    lines += [f"Note: {note.rstrip('.')}." for note in table.notes]
     lines.append("(every array's tensors, shapes, dtypes and bytes: --format json, key weights_arrays)")
     return "\n".join(lines) + "\n"
 

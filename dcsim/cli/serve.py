@@ -215,7 +215,7 @@ def render_table(report: ServingReport, found: search.MeshSearch | None, verifie
             f"XLA temporaries a device          {_bytes(verified.temp_bytes_per_device)}  (the decode workspace of a "
             "CPU compile; GPU and TPU assign buffers differently)",
         ]
-    lines += ["", *(f"Note: {note}." for note in (*report.table.notes, *report.notes))]
+    lines += ["", *(f"Note: {note.rstrip('.')}." for note in (*report.table.notes, *report.notes))]
     return "\n".join(lines) + "\n"
 
 

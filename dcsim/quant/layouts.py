@@ -33,6 +33,7 @@ single entry).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -272,15 +273,17 @@ def device_bytes(table: QuantTable, config: ModelConfig, report: ParamReport) ->
     arrays = {array.path: array for array in table.arrays}
     found: dict[str, lin.Linear] = {}
     names: dict[str, naming.FileName] = {}
-    if fmt.kind in ("gptq", "awq"):
+    if fmt.kind in ("gptq", "awq", "gguf"):
         found = lin.find_linears(config, report)
+    if fmt.kind in ("gptq", "awq"):
         scheme = naming.scheme_of(config.family, _hparams(config), arrays)
         names = naming.file_names(scheme, arrays)
 
     def on_device(row: Any) -> int:
         array = arrays[row.path]
         if fmt.kind == "gguf":
-            return _gguf(array, row)
+            linear = found.get(row.path)
+            return _gguf(array, row, linear.in_axes if linear is not None else None)
         if not array.quantized:
             return -(-row.values_per_shard * dtype_bits(array.tensors[0].dtype) // 8)
         if fmt.kind == "qwix":
@@ -294,7 +297,10 @@ def device_bytes(table: QuantTable, config: ModelConfig, report: ParamReport) ->
     return on_device
 
 
-def _gguf(array: QuantArray, row: Any) -> int:
+def _gguf(array: QuantArray, row: Any, in_axes: tuple[int, ...] | None) -> int:
     from dcsim.quant import gguf_layout
 
-    return gguf_layout.gguf_bytes_on_device(array, tuple(row.shard_shape))
+    stored = tuple(row.stored_shape)
+    if stored != tuple(array.shape):  # megatron's padded vocabulary: the padding rows are held too
+        array = dataclasses.replace(array, shape=stored)
+    return gguf_layout.gguf_bytes_on_device(array, tuple(row.shard_shape), in_axes)

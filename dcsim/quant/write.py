@@ -62,7 +62,12 @@ class Written:
 
 
 def file_name(table: QuantTable) -> str:
-    return "model.gguf" if table.format.kind == "gguf" else "model.safetensors"
+    """``model.safetensors``, or GGUF's ``<model>.<RECIPE>.gguf`` as llama.cpp's tools name it."""
+    if table.format.kind == "gguf":
+        from dcsim.quant import gguf_file
+
+        return gguf_file.file_name(table)
+    return "model.safetensors"
 
 
 def _safetensors_entries(table: QuantTable) -> list[tuple[str, str, tuple[int, ...], int]]:
@@ -135,9 +140,9 @@ def write(table: QuantTable, directory: str | os.PathLike[str], limit: int = MAX
         if kind == "gguf":
             from dcsim.quant import gguf_file
 
-            gguf_file.write(table, path)
+            gguf_file.write(table, scratch, max_bytes=limit)
             found = gguf_file.read_back(path)
-            expected = gguf_file.expected_tensors(table)
+            expected = [(name, tuple(shape), dtype) for name, shape, dtype, _ in table.file_tensors()]
         else:
             _write_safetensors(table, path)
             found = _read_safetensors(path)

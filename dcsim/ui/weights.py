@@ -156,7 +156,7 @@ def show_table(table: QuantTable, on_device: dict[str, int] | None = None) -> No
     """The summary, the format's notes and the arrays table, with a JSON download."""
     st.write(frame.plain(summary_line(table) + "."))
     for note in table.notes:
-        st.caption(frame.plain(note + "."))
+        st.caption(frame.plain(note.rstrip(".") + "."))
     with st.expander(f"Every array in {table.format.name}: its tensors, shapes, dtypes and bytes"):
         st.dataframe(arrays_frame(table, on_device), hide_index=True, width="stretch")
     from dcsim.quant.tables import weights_record
