@@ -1,12 +1,15 @@
 """Landing page: the configuration editor and the whole answer, without a click."""
 
+from fractions import Fraction
+
 import streamlit as st
 
 from dcsim.model import breakdown, presets
 from dcsim.model.config import ModelConfig
+from dcsim.quant.formats import WeightFormat
 from dcsim.report import tables, units
 from dcsim.sharding import payload, shares
-from dcsim.ui import cache, frame, model, router, state, widgets
+from dcsim.ui import cache, frame, model, router, state, weights, widgets
 
 router.require_router()
 
@@ -23,9 +26,10 @@ def figure(row, label: str, value: str, *, help: str, caption: str | None = None
             st.caption(caption)
 
 
-def show_answer(config: ModelConfig, error: str | None = None) -> None:
+def show_answer(config: ModelConfig, error: str | None = None, fmt: WeightFormat | None = None) -> None:
     """The whole answer, for ``config``; ``error`` says why the form's values were refused, and
-    then ``config`` is the last valid configuration."""
+    then ``config`` is the last valid configuration. ``fmt``: a storage format to give the bytes
+    per shard in too."""
     report = cache.count(config)
     share = shares.ideal_share(report.total_params, config.num_shards)
     per_shard = payload.bytes_per_shard(report.total_params, config.num_shards, config.dtype)
@@ -76,6 +80,22 @@ def show_answer(config: ModelConfig, error: str | None = None) -> None:
             caption=f"An average ({value_bytes} bytes a value, total / shards), not a layout; "
             "**not the checkpoint size**.",
         )
+        if fmt is not None:
+            table, refusal = weights.table(config, fmt)
+            if table is None:
+                st.error(frame.plain(f"Storage format {fmt.name}: {refusal}"), icon=":material/error:")
+            else:
+                in_format = Fraction(table.payload_bytes, config.num_shards)
+                figure(
+                    row,
+                    f"Bytes per shard ({fmt.name})",
+                    units.bytes_share(in_format),
+                    help=f"Exactly {units.share(in_format)} bytes: the format's exact tensors, "
+                    f"{units.bytes_exact(table.payload_bytes)} with their scales and what stays unquantized, "
+                    f"/ {config.num_shards:,} shards; {float(table.bits_per_weight):.3f} bits a weight.",
+                    caption=f"An average of {fmt.label}'s tensors (total / shards), not a layout; "
+                    "**not the file size** (the file adds its header).",
+                )
         figure(
             row,
             "Raw float32 payload",
@@ -96,9 +116,15 @@ def show_answer(config: ModelConfig, error: str | None = None) -> None:
 # The form's widgets apply their changes in callbacks, before the run (``dcsim.ui.model``), so the
 # configuration is already theirs here: the answer is drawn first and once, from it.
 config = state.config()
-show_answer(config, model.edit_error())
+answer_box = st.container()  # filled below, once the storage format's widgets have been read
 st.subheader("Configuration")
 model.form(config)
+fmt = None
+if not config.is_dense:
+    fmt, weight_params = weights.format_inputs("model", weights.NONE, allow_none=True)
+    state.set_page_params(weight_params)
+with answer_box:
+    show_answer(config, model.edit_error(), fmt)
 model.hub_box()
 if model.edited():  # widget state changed without a callback (AppTest): draw again from it
     st.rerun()
@@ -138,6 +164,11 @@ if not config.is_dense and (box := widgets.opened("By module, rolled up to a dep
                 st.altair_chart(model_charts.params_by_layer(rolled, title="Parameters per module"), width="stretch")
             else:
                 st.caption(f"{len(rolled):,} modules at this depth: too many bars to read; see the table.")
+quantized = weights.table(config, fmt)[0] if fmt is not None else None
+if quantized is not None and (box := widgets.opened(f"The weights in {quantized.format.name}", "model.weights_open")):
+    with box:
+        weights.show_table(quantized, in_expander=False)
+        weights.write_button(quantized, "model.write")
 layers_label = "Every layer that owns parameters" if not config.is_dense else "Parameters per layer"
 if box := widgets.opened(f"{layers_label} ({len(layers_table):,})", "model.layers_open"):
     with box:

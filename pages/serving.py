@@ -144,7 +144,7 @@ except (TypeError, ValueError) as err:
 
 if served is None:
     st.error(frame.plain(f"This setup cannot be served as asked: {refusal}"), icon=":material/error:")
-    st.stop()
+    frame.stop_page()
 
 # --- the answer for one device ---------------------------------------------------------------------
 

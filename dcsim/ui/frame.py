@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 from urllib.parse import urlencode
 
 import pandas as pd
@@ -241,3 +241,13 @@ def link(url: str) -> None:
         return
     target = "".join(_LINK_TARGET_UNSAFE.get(char, char) for char in url)
     st.markdown(f"[{plain(url)}]({target})")
+
+
+def stop_page() -> NoReturn:
+    """End the page's run here, as ``st.stop`` does, after the frame's end (the link to copy and
+    the URL rewritten to what the page shows), which a bare ``st.stop`` would skip: a link refused
+    halfway must still lose the keys no page reads."""
+    share_box()
+    state.publish()
+    st.stop()
+    raise AssertionError("st.stop() returned")  # it raises; this tells the type checker so

@@ -30,7 +30,11 @@ MAX_CACHED = 32
 
 
 def _name(text: str) -> str:
-    return NONE if text == NONE else check_format(text).name
+    return check_format(text).name
+
+
+def _name_or_none(text: str) -> str:
+    return NONE if text == NONE else _name(text)
 
 
 def _group(text: str) -> str:
@@ -62,13 +66,13 @@ def format_inputs(page: str, default: str, *, allow_none: bool) -> tuple[WeightF
     name = st.selectbox(
         "Weights format",
         names,
-        key=frame.seeded_setting(page, "weights", default, _name, limit=32),
+        key=frame.seeded_setting(page, "weights", default, _name_or_none if allow_none else _name, limit=32),
         format_func=label,
         help="Plain dtypes; qwix's JAX-native quantization; GPTQ and AWQ as their tools write them; llama.cpp's "
         "GGUF recipes. Bytes are the format's exact tensors (docs/quantized.md).",
     )
     if name == NONE:
-        return None, {"weights": NONE}
+        return None, {}  # the storage dtype alone: nothing in the link
     kind = check_format(name).kind
     params = {"weights": name}
     options: dict[str, Any] = {}
@@ -152,12 +156,16 @@ def summary_line(table: QuantTable) -> str:
     )
 
 
-def show_table(table: QuantTable, on_device: dict[str, int] | None = None) -> None:
-    """The summary, the format's notes and the arrays table, with a JSON download."""
+def show_table(table: QuantTable, on_device: dict[str, int] | None = None, *, in_expander: bool = True) -> None:
+    """The summary, the format's notes and the arrays table (in an expander of its own unless
+    already in one), with a JSON download."""
     st.write(frame.plain(summary_line(table) + "."))
     for note in table.notes:
         st.caption(frame.plain(note.rstrip(".") + "."))
-    with st.expander(f"Every array in {table.format.name}: its tensors, shapes, dtypes and bytes"):
+    label = f"Every array in {table.format.name}: its tensors, shapes, dtypes and bytes"
+    with st.expander(label) if in_expander else st.container():
+        if not in_expander:
+            st.markdown(f"**{label}**")
         st.dataframe(arrays_frame(table, on_device), hide_index=True, width="stretch")
     from dcsim.quant.tables import weights_record
 
