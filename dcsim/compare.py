@@ -65,6 +65,13 @@ def check_name(name: Any) -> str:
     return stripped
 
 
+def check_weights(name: Any) -> str:
+    """A scenario's weight format (its default options), or a refusal naming the key."""
+    from dcsim.quant.formats import check_format
+
+    return check_format(name, names=("weights", "group", "bits", "tile", "quantize_head")).name
+
+
 def check_dtype(dtype: Any) -> str:
     if not isinstance(dtype, str) or dtype not in payload.RAW_DTYPES:
         raise ValueError(f"a scenario's `dtype` must be one of {', '.join(payload.RAW_DTYPES)}, got {show(dtype)}")
@@ -79,17 +86,27 @@ class Scenario:
       name: shown as text only, never as markdown or HTML (see ``check_name``).
       config: the model; its ``num_shards`` is this scenario's shard count.
       dtype: the storage dtype of its raw payload and of a budget in bytes.
+      weights: a weight format (``dcsim.quant.formats``, its default options) whose exact bytes
+        the table shows beside the raw payload, or None.
     """
 
     name: str
     config: ModelConfig
     dtype: str = "float32"
+    weights: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", check_name(self.name))
         if not isinstance(self.config, ModelConfig):
             raise TypeError(f"a scenario's config must be a ModelConfig, got {type(self.config).__name__}")
         object.__setattr__(self, "dtype", check_dtype(self.dtype))
+        if self.weights is not None:
+            object.__setattr__(self, "weights", check_weights(self.weights))
+            if self.config.family in (None, "resnet", "vit"):
+                raise ValueError(
+                    f"a weight format ({self.weights}) applies to transformer families; "
+                    f"{self.config.family or 'a Dense stack'} is not one: leave the format out"
+                )
         # One dtype per scenario: its configuration carries it too, as every configuration does.
         object.__setattr__(self, "config", dataclasses.replace(self.config, dtype=self.dtype))
 
@@ -100,7 +117,8 @@ class Scenario:
     def to_dict(self) -> dict[str, Any]:
         data = self.config.to_dict()
         del data["format"], data["version"]
-        return {"name": self.name, "dtype": self.dtype, **data}
+        weights = {} if self.weights is None else {"weights": self.weights}
+        return {"name": self.name, "dtype": self.dtype, **weights, **data}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -184,7 +202,7 @@ class Comparison:
 
 
 # A scenario's JSON is its name and its configuration's fields (a file's model has an "origin").
-_SCENARIO_KEYS = ("name", *MODEL_KEYS)
+_SCENARIO_KEYS = ("name", "weights", *MODEL_KEYS)
 
 
 def _scenario_from_dict(item: Any) -> Scenario:
@@ -193,9 +211,9 @@ def _scenario_from_dict(item: Any) -> Scenario:
     reject_unknown(item, _SCENARIO_KEYS, "scenario")
     if "name" not in item:
         raise ValueError("needs a `name`")
-    fields = {key: value for key, value in item.items() if key not in ("name", "dtype")}
+    fields = {key: value for key, value in item.items() if key not in ("name", "dtype", "weights")}
     config = ModelConfig.from_dict({"format": CONFIG_FORMAT, "version": CONFIG_VERSION, **fields})
-    return Scenario(name=item["name"], config=config, dtype=item.get("dtype", "float32"))
+    return Scenario(name=item["name"], config=config, dtype=item.get("dtype", "float32"), weights=item.get("weights"))
 
 
 _BUDGET_KEYS = ("amount", "unit", "training", "strategy")
@@ -248,6 +266,16 @@ def model_text(config: ModelConfig) -> str:
 # --- tables -------------------------------------------------------------------------------------
 
 
+def weights_bytes(scenario: Scenario, report: ParamReport) -> int | None:
+    """The scenario's weights in its format, exact (its tensors' bytes), or None without one."""
+    if scenario.weights is None:
+        return None
+    from dcsim.quant import layouts
+    from dcsim.quant.formats import check_format
+
+    return layouts.weight_table(scenario.config, report, check_format(scenario.weights)).payload_bytes
+
+
 def _ratio(value: int, base: int) -> Fraction:
     return Fraction(value, base)  # a baseline's total and raw bytes are at least 1
 
@@ -268,6 +296,14 @@ def comparison_frame(comparison: Comparison, reports: Sequence[ParamReport]) -> 
         shares.ideal_share(total, s.num_shards).exact for total, s in zip(totals, comparison.scenarios, strict=True)
     ]
     raw = [payload.raw_bytes(total, s.dtype) for total, s in zip(totals, comparison.scenarios, strict=True)]
+    in_format, refusals = [], []
+    for scenario, report in zip(comparison.scenarios, reports, strict=True):
+        try:
+            in_format.append(weights_bytes(scenario, report))
+            refusals.append("")
+        except ValueError as err:  # a configuration the format cannot lay out (a group that does not divide)
+            in_format.append(None)
+            refusals.append(str(err))
     base = comparison.baseline - 1
     rows: dict[str, Any] = {
         "number": list(range(1, len(totals) + 1)),
@@ -280,6 +316,9 @@ def comparison_frame(comparison: Comparison, reports: Sequence[ParamReport]) -> 
         "ideal_share": [float(share) for share in share_of],
         "ideal_share_text": [units.share(share) for share in share_of],
         "raw_bytes": raw,
+        "weights": [s.weights or "" for s in comparison.scenarios],
+        "weights_bytes": pd.array(in_format, dtype="Int64"),
+        "weights_refusal": refusals,
         **{f"raw_{dtype}_bytes": [payload.raw_bytes(total, dtype) for total in totals] for dtype in payload.RAW_DTYPES},
     }
     if totals:

@@ -17,11 +17,13 @@ from dcsim.compare import (
 from dcsim.links.comparisons import MAX_LINK_CHARS
 from dcsim.memory import budget
 from dcsim.model import optimizer
+from dcsim.quant.formats import FORMATS
 from dcsim.report import compare_charts, units
 from dcsim.sharding import payload
-from dcsim.ui import compare, frame, router, state, widgets
+from dcsim.ui import compare, frame, router, state, weights, widgets
 
 router.require_router()
+WEIGHT_CHOICES = (weights.NONE, *FORMATS)
 
 
 st.header("Compare scenarios")
@@ -42,7 +44,7 @@ gen = compare.generation()
 st.subheader("Scenarios")
 config = state.config()
 full = len(current.scenarios) >= MAX_SCENARIOS
-name_col, dtype_col, add_col = st.columns([3, 1, 2], vertical_alignment="bottom")
+name_col, dtype_col, weights_col, add_col = st.columns([3, 1, 1, 2], vertical_alignment="bottom")
 new_name = name_col.text_input(
     "Name of the new scenario",
     value=unique_name(model_text(config), current.names),
@@ -57,13 +59,23 @@ new_dtype = dtype_col.selectbox(
     key=f"compare.new_dtype.{gen}",
     help="The new scenario's storage dtype: the configuration's, unless you choose another.",
 )
+new_weights = weights_col.selectbox(
+    "Weights format",
+    WEIGHT_CHOICES,
+    key=f"compare.new_weights.{gen}",
+    help="Optional: a weight format whose exact bytes the table shows beside the raw payload (its default "
+    "options; the Serving page sets group, bits and tile).",
+)
 add_col.button(
     "Add the current configuration",
     icon=":material/add:",
     disabled=full,
     # Read the name when clicked: arguments bound here would be this run's, before the last keystrokes.
     on_click=lambda: compare.add(
-        state.config(), st.session_state[f"compare.new_name.{gen}"], st.session_state[f"compare.new_dtype.{gen}"]
+        state.config(),
+        st.session_state[f"compare.new_name.{gen}"],
+        st.session_state[f"compare.new_dtype.{gen}"],
+        st.session_state[f"compare.new_weights.{gen}"],
     ),
     help="Adds the model now on the Model page, with its shard count, as a new scenario.",
 )
@@ -94,14 +106,17 @@ else:
     index = chosen - 1
     scenario = current.scenarios[index]
     with st.form(f"compare.edit.{gen}.{index}", border=True):
-        name_col, dtype_col, shards_col = st.columns([3, 1, 1])
+        name_col, dtype_col, weights_col, shards_col = st.columns([3, 1, 1, 1])
         name = name_col.text_input("Name", value=scenario.name, max_chars=MAX_NAME_CHARS)
         dtype = dtype_col.selectbox("Dtype", payload.RAW_DTYPES, index=payload.RAW_DTYPES.index(scenario.dtype))
+        chosen_weights = weights_col.selectbox(
+            "Weights format", WEIGHT_CHOICES, index=WEIGHT_CHOICES.index(scenario.weights or weights.NONE)
+        )
         shards = shards_col.number_input("Shards", min_value=1, max_value=2**20, value=scenario.num_shards, step=1)
         st.caption(frame.plain(f"Model: {model_text(scenario.config)}"))
-        saved = st.form_submit_button("Save (rename, dtype, shards)", icon=":material/save:")
+        saved = st.form_submit_button("Save (rename, dtype, format, shards)", icon=":material/save:")
     if saved:
-        compare.edit(index, name, dtype, shards)
+        compare.edit(index, name, dtype, shards, chosen_weights)
         st.rerun()
     dup_col, remove_col, _ = st.columns([1, 1, 2])
     dup_col.button(
@@ -121,7 +136,10 @@ else:
         *(f"raw_{dtype}_bytes" for dtype in payload.RAW_DTYPES),
         "params_vs_baseline",
         "raw_bytes_vs_baseline",
-    ).assign(is_baseline=table["is_baseline"].map({True: "baseline", False: ""}))
+    ).assign(
+        is_baseline=table["is_baseline"].map({True: "baseline", False: ""}),
+        weights_bytes=[f"{value:,}" if value is not pd.NA else "" for value in table["weights_bytes"]],
+    )
     st.dataframe(
         shown,
         hide_index=True,
@@ -136,6 +154,8 @@ else:
             "total_params",
             "ideal_share_text",
             "raw_bytes",
+            "weights",
+            "weights_bytes",
             "params_vs_baseline",
             "params_ratio_text",
             "raw_bytes_vs_baseline",
@@ -155,6 +175,10 @@ else:
             "raw_bytes": st.column_config.TextColumn(
                 "Raw bytes (its dtype)", help="values x bytes per value; not the checkpoint size"
             ),
+            "weights": st.column_config.TextColumn("Weights format"),
+            "weights_bytes": st.column_config.TextColumn(
+                "Bytes in the format", help="the format's exact tensors, scales included; the file adds its header"
+            ),
             **{f"raw_{dtype}_bytes": st.column_config.TextColumn(f"Raw {dtype} bytes") for dtype in payload.RAW_DTYPES},
             "params_vs_baseline": st.column_config.TextColumn("Parameters − baseline"),
             "params_ratio_text": st.column_config.TextColumn("Parameters / baseline"),
@@ -163,6 +187,9 @@ else:
             "ideal_share_vs_baseline_text": st.column_config.TextColumn("Ideal share − baseline's"),
         },
     )
+    for name, refusal in zip(table["name"], table["weights_refusal"], strict=True):
+        if refusal:
+            st.warning(frame.plain(f"{name}: no bytes in its weight format: {refusal}."), icon=":material/warning:")
     st.caption(
         "Raw bytes are values x bytes per value in each scenario's dtype: a raw estimate, not the checkpoint size. "
         "An ideal share is an average (total / shards), not a layout."

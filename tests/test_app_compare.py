@@ -71,7 +71,7 @@ def test_rename_change_shards_and_dtype_in_one_save():
     [_, form_dtype] = [box for box in at.selectbox if box.label == "Dtype"]
     form_dtype.set_value("bfloat16")
     widget(at.number_input, "Shards").set_value(3)
-    click(at, "Save (rename, dtype, shards)")
+    click(at, "Save (rename, dtype, format, shards)")
     rows = table(at)
     assert list(rows["name"]) == ["small"]
     assert rows["ideal_share_text"][0] == "6.666666666666667 (20/3)" and rows["num_shards"][0] == "3"
@@ -82,7 +82,7 @@ def test_rename_change_shards_and_dtype_in_one_save():
 def test_a_bad_name_is_refused_and_the_scenario_kept():
     at = click(open_compare(), "Add the current configuration")
     widget(at.text_input, "Name").set_value("   ")
-    click(at, "Save (rename, dtype, shards)")
+    click(at, "Save (rename, dtype, format, shards)")
     assert any("Not saved: a scenario name must not be empty" in shown(error) for error in at.error)
     assert list(table(at)["name"]) == ["Dense 4 → 4"]
 

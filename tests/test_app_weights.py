@@ -85,3 +85,11 @@ def test_the_file_is_written_and_weighed_from_the_page():
     assert not at.exception
     done = " ".join(item.value for item in at.success)
     assert "equal to the byte" in done and "tensors' names, shapes and dtypes checked" in done
+
+
+def test_the_compare_page_shows_a_scenarios_bytes_in_its_format():
+    token = "float32~preset=llama2-13b~weights=gptq-int4~n=13B GPTQ"
+    at = open_app({"cv": "2", "s": token}, "pages/compare.py", editors=False)
+    rows = next(frame.value for frame in at.dataframe if "weights_bytes" in frame.value.columns)
+    assert rows["weights"][0] == "gptq-int4" and rows["weights_bytes"][0] == f"{payload('llama2-13b', 'gptq-int4'):,}"
+    assert "weights=gptq-int4" in at.query_params["s"]

@@ -362,3 +362,54 @@ def test_serve_write_weighs_the_file(capsys, tmp_path):
         record["weights_bytes"] + len(write.safetensors_header(table_of("gpt2-small", "awq-int4")[2]))
         == (written["file_bytes"])
     )
+
+
+# --- Compare's scenarios ------------------------------------------------------------------------
+
+
+def test_a_scenario_carries_its_format_through_json_links_and_the_table():
+    from dcsim import compare
+    from dcsim.links import comparisons
+
+    scenario = compare.Scenario(name="13B int4", config=ModelConfig(preset="llama2-13b"), weights="gptq-int4")
+    plain = compare.Scenario(name="13B", config=ModelConfig(preset="llama2-13b"))
+    comparison = compare.Comparison(scenarios=(plain, scenario))
+    assert compare.Comparison.from_json(comparison.to_json()) == comparison
+    assert comparisons.decode(comparisons.encode(comparison)).comparison == comparison
+    reports = [count_params(item.config) for item in comparison.scenarios]
+    table = compare.comparison_frame(comparison, reports)
+    assert table["weights_bytes"].tolist()[1] == 7_255_009_280 and table["weights_bytes"].isna().tolist()[0]
+    assert table["weights"].tolist() == ["", "gptq-int4"]
+
+
+def test_a_dense_stack_takes_no_weight_format():
+    from dcsim import compare
+
+    with pytest.raises(ValueError, match="applies to transformer families"):
+        compare.Scenario(name="d", config=ModelConfig(), weights="int8")
+
+
+def test_a_bad_format_in_a_comparison_link_is_named_and_dropped():
+    from dcsim.links import comparisons
+
+    decoded = comparisons.decode({"cv": ["2"], "s": ["float32~preset=gpt2-small~weights=q4~n=A"]})
+    assert decoded.comparison.scenarios[0].weights is None
+    assert any("`weights` must be a weight format" in problem for problem in decoded.problems)
+    dense = comparisons.decode({"cv": ["2"], "s": ["float32~weights=int8~n=A"]})
+    assert dense.comparison.scenarios[0].weights is None
+    assert any("applies to transformer families" in problem for problem in dense.problems)
+
+
+def test_cli_compare_shows_the_format_column(capsys, tmp_path):
+    from dcsim import compare
+
+    scenario = compare.Scenario(name="7B awq", config=ModelConfig(preset="llama2-7b"), weights="awq-int4")
+    path = tmp_path / "c.json"
+    path.write_text(compare.Comparison(scenarios=(scenario,)).to_json())
+    code, out, err = run(capsys, "compare", str(path))
+    assert code == 0, err
+    assert "awq-int4" in out and f"{layouts_payload('llama2-7b', 'awq-int4'):,}" in out
+
+
+def layouts_payload(preset, name):
+    return table_of(preset, name)[2].payload_bytes

@@ -57,7 +57,12 @@ def render_compare_table(comparison: compare.Comparison, table: pd.DataFrame, an
     """The comparison for people: the side-by-side table, then both answers to the budget question."""
     if not comparison.scenarios:
         return "the comparison holds no scenarios\n"
-    shown = table[list(_COMPARE_COLUMNS)].rename(columns=_COMPARE_COLUMNS)
+    columns = dict(_COMPARE_COLUMNS)
+    if any(scenario.weights for scenario in comparison.scenarios):
+        columns |= {"weights": "weights", "weights_bytes": "weights_bytes"}
+    shown = table[list(columns)].rename(columns=columns)
+    if "weights_bytes" in shown:
+        shown["weights_bytes"] = [f"{value:,}" if value is not pd.NA else "-" for value in shown["weights_bytes"]]
     shown["scenario"] = [
         f"{name} (baseline)" if base else name for name, base in zip(table["name"], table["is_baseline"], strict=True)
     ]
@@ -65,7 +70,12 @@ def render_compare_table(comparison: compare.Comparison, table: pd.DataFrame, an
     lines = [
         frame_text(shown),
         "",
-        "raw_bytes: values x bytes per value in the scenario's dtype; a raw estimate, NOT the checkpoint size.",
+        "raw_bytes: values x bytes per value in the scenario's dtype; a raw estimate, NOT the checkpoint size."
+        + (
+            " weights_bytes: the weight format's exact tensors, scales included (the file adds its header)."
+            if "weights_bytes" in shown
+            else ""
+        ),
         "",
         f"budget per shard and per device: {spec.amount_text} ({spec.holds})",
     ]

@@ -23,6 +23,7 @@ from dcsim.compare import (
     Scenario,
     check_dtype,
     check_name,
+    check_weights,
     training_of_version,
     unique_name,
 )
@@ -45,6 +46,7 @@ MAX_LINK_CHARS = 6000  # the whole query string: well under the 8 KB that common
 MAX_TOKEN_CHARS = links.MAX_LAYERS_CHARS + 1024
 TOKEN_SEPARATOR = "~"
 NAME_FIELD = "n="
+WEIGHTS_FIELD = "weights"  # a scenario's weight format (dcsim.quant.formats), beside its configuration
 _CONFIG_DEFAULTS = links.encode(ModelConfig())
 
 
@@ -63,6 +65,8 @@ def scenario_token(scenario: Scenario) -> str:
         for key, value in links.encode(scenario.config).items()
         if key not in (links.VERSION_KEY, links.DTYPE_KEY) and (key == "shards" or _CONFIG_DEFAULTS.get(key) != value)
     ]
+    if scenario.weights is not None:
+        fields.append(f"{WEIGHTS_FIELD}={scenario.weights}")
     return TOKEN_SEPARATOR.join([scenario.dtype, *fields, NAME_FIELD + scenario.name])
 
 
@@ -118,8 +122,15 @@ def decode_scenario(token: str, position: int) -> tuple[Scenario | None, list[st
         problems.append(f"{where}: {err}; using float32.")
     params: dict[str, list[str]] = {}
     valid = set(links.KEYS) - {links.VERSION_KEY, links.DTYPE_KEY}  # the token's first part is its dtype
+    weights = None
     for field in parts[1:name_at]:
         key, equals, value = field.partition("=")
+        if key == WEIGHTS_FIELD and equals:
+            try:
+                weights = check_weights(value)
+            except ValueError as err:
+                problems.append(f"{where}: {err}; showing it without a weight format.")
+            continue
         if not equals or not (key in valid or key.startswith(links.HPARAM_PREFIX)):
             problems.append(
                 f"{where}: {show(field)} is not a configuration field (KEY=VALUE with KEY one of "
@@ -135,7 +146,11 @@ def decode_scenario(token: str, position: int) -> tuple[Scenario | None, list[st
             "comparison link does not fetch from the Hub; open it on the Model page and add it from there. "
             "Showing the Dense stack in its place."
         )
-    return Scenario(name=name, config=decoded.config, dtype=dtype), problems
+    try:
+        return Scenario(name=name, config=decoded.config, dtype=dtype, weights=weights), problems
+    except ValueError as err:  # a format on a model it does not apply to (a Dense stack)
+        problems.append(f"{where}: {err}; showing it without a weight format.")
+        return Scenario(name=name, config=decoded.config, dtype=dtype), problems
 
 
 def decode(params: Mapping[str, Sequence[str]]) -> Decoded:

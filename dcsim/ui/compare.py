@@ -78,12 +78,16 @@ def _change(action: str, build) -> None:
     _set(new, said)
 
 
-def add(config: ModelConfig, name: str, dtype: str) -> None:
+def _weights(name: str) -> str | None:
+    return None if name == "none" else name
+
+
+def add(config: ModelConfig, name: str, dtype: str, weights: str = "none") -> None:
     def build():
         current = comparison()
         if len(current.scenarios) >= compare.MAX_SCENARIOS:
             raise ValueError(f"a comparison may hold at most {compare.MAX_SCENARIOS} scenarios; remove one first")
-        scenario = Scenario(name=name, config=config, dtype=dtype)
+        scenario = Scenario(name=name, config=config, dtype=dtype, weights=_weights(weights))
         return dataclasses.replace(current, scenarios=(*current.scenarios, scenario)), f"Added {scenario.name}."
 
     _change("Not added", build)
@@ -119,11 +123,12 @@ def remove(index: int) -> None:
     _change("Not removed", build)
 
 
-def edit(index: int, name: str, dtype: str, num_shards: object) -> None:
+def edit(index: int, name: str, dtype: str, num_shards: object, weights: str = "none") -> None:
     def build():
         current = comparison()
         old = current.scenarios[index]
-        new = Scenario(name=name, config=dataclasses.replace(old.config, num_shards=num_shards), dtype=dtype)
+        config = dataclasses.replace(old.config, num_shards=num_shards)
+        new = Scenario(name=name, config=config, dtype=dtype, weights=_weights(weights))
         scenarios = (*current.scenarios[:index], new, *current.scenarios[index + 1 :])
         return dataclasses.replace(current, scenarios=scenarios), f"Saved {new.name}."
 
