@@ -165,8 +165,11 @@ def test_bytes_shrink_as_the_group_grows(group):
     assert large.payload_bytes < small.payload_bytes
 
 
-@settings(max_examples=12, deadline=None)
-@given(st.sampled_from(["int8", "int4", "fp8", "nf4", "gptq-int4", "awq-int4"]), st.sampled_from([256, 512, 1024]))
+@settings(max_examples=16, deadline=None)
+@given(
+    st.sampled_from(["int8", "int4", "fp8", "nf4", "gptq-int4", "awq-int4", *formats.BNB, *formats.FP8]),
+    st.sampled_from([256, 512, 1024]),
+)
 def test_no_format_is_larger_than_bfloat16_on_real_widths(name, width):
     overrides = dict(TINY, d_model=width, ffn_dim=2 * width, num_heads=width // 128, num_kv_heads=width // 128)
     _, report, table = table_of("llama2-7b", name, overrides)
