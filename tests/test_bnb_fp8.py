@@ -339,3 +339,21 @@ def test_serve_writes_an_fp8_file(capsys, tmp_path):
 )
 def test_cli_refusals_name_the_flag(capsys, argv, says):
     assert says in refused_in_one_line(capsys, *argv)
+
+
+# --- the Serving page ------------------------------------------------------------------------------
+
+
+def test_the_serving_page_shows_a_bitsandbytes_model_and_vllm_s_refusal():
+    from conftest import open_app
+    from dcsim.report import units
+
+    at = open_app(
+        {"preset": "llama2-7b", "mesh": "model=1", "weights": "bnb-nf4-dq"}, "pages/serving.py", editors=False
+    )
+    assert not at.exception
+    shown = {metric.label: metric.value for metric in at.metric}
+    assert shown["Weights"] == units.bytes_exact(serve("llama2-7b", "model=1", "bnb-nf4-dq").weights_bytes_per_device)
+    at = open_app({"preset": "llama2-7b", "mesh": "model=2", "weights": "bnb-nf4"}, "pages/serving.py", editors=False)
+    assert not at.exception
+    assert any("vLLM refuses tensor parallelism" in error.value for error in at.error)
