@@ -245,6 +245,16 @@ def test_fp8_block_refuses_a_split_that_cuts_a_block():
         serve("llama2-7b", "model=4", "fp8-block")
 
 
+def test_deepseek_v3_over_32_devices_is_refused_as_vllm_refuses_it():
+    # vLLM and SGLang on DeepSeek-V3/R1 over 32 ranks: "Weight output_partition_size = 576 is not
+    # divisible by weight quantization block_n = 128" (18,432 / 32 = 576, 4.5 blocks)
+    with pytest.raises(ValueError, match=r"block_0/mlp/gate/kernel .*576 of its 18,432 outputs.*block_n = 128"):
+        serve("deepseek-v3", "model=32", "fp8-block")
+    eight = serve("deepseek-v3", "model=8", "fp8-block")  # 18,432 / 8 = 2,304 = 18 blocks: held
+    # an eighth of the file, and a little more: the latent down-projections and norms sit on every rank
+    assert eight.weights_bytes / 8 < eight.weights_bytes_per_device < eight.weights_bytes / 8 * 1.02
+
+
 def test_fp8_channel_and_tensor_scales_on_a_device():
     d, f, layers = 4096, 11008, 32
     column = [(d, d // 4)] * 3 + [(d, f // 4)] * 2

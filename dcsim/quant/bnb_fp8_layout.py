@@ -251,7 +251,8 @@ def bytes_on_device(fmt: WeightFormat, array: QuantArray, linear: lin.Linear, sh
             raise ValueError(
                 f"{what}: a device holds {local:,} of its {full:,} {axis}, not whole {FP8_BLOCK} x {FP8_BLOCK} "
                 f"blocks, and vLLM refuses such a split (block_{'k' if axis == 'input features' else 'n'} = "
-                f"{FP8_BLOCK}): split this axis over fewer devices, or use expert parallelism"
+                f"{FP8_BLOCK}): split this axis over fewer devices"
+                + (", or hold whole experts a device (expert parallelism)" if linear.expert_axis is not None else "")
             )
     weight = local_in * local_out
     if fmt.name == "fp8-block":
