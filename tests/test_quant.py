@@ -53,7 +53,7 @@ def awq_bytes(inputs, outputs, group=128):
 def test_every_format_has_a_summary_and_a_kind():
     for name in formats.FORMATS:
         fmt = check_format(name)
-        assert fmt.summary and fmt.kind in ("plain", "qwix", "gptq", "awq", "gguf")
+        assert fmt.summary and fmt.kind in ("plain", "qwix", "gptq", "awq", "bnb", "fp8", "gguf")
     assert check_format("gptq-int4").group == 128 and check_format("gptq-int4").bits == 4
     assert check_format("int4").tile == 128 and check_format("int8").tile is None
 
@@ -165,8 +165,11 @@ def test_bytes_shrink_as_the_group_grows(group):
     assert large.payload_bytes < small.payload_bytes
 
 
-@settings(max_examples=12, deadline=None)
-@given(st.sampled_from(["int8", "int4", "fp8", "nf4", "gptq-int4", "awq-int4"]), st.sampled_from([256, 512, 1024]))
+@settings(max_examples=16, deadline=None)
+@given(
+    st.sampled_from(["int8", "int4", "fp8", "nf4", "gptq-int4", "awq-int4", *formats.BNB, *formats.FP8]),
+    st.sampled_from([256, 512, 1024]),
+)
 def test_no_format_is_larger_than_bfloat16_on_real_widths(name, width):
     overrides = dict(TINY, d_model=width, ffn_dim=2 * width, num_heads=width // 128, num_kv_heads=width // 128)
     _, report, table = table_of("llama2-7b", name, overrides)
@@ -310,6 +313,19 @@ def test_naming_schemes_follow_the_family():
     assert names.scheme_of("moe", {}, ["block_0/moe/shared/up/kernel"]) == "llama"
     gemma = names.file_names("llama", ["block_0/attn_post_norm/scale", "block_0/mlp_norm/scale"])
     assert gemma["block_0/mlp_norm/scale"].tensor() == "model.layers.0.pre_feedforward_layernorm.weight"
+
+
+def test_deepseek_latent_attention_is_named_as_its_files():
+    # deepseek-ai/DeepSeek-V3's model.safetensors.index.json: q_a_proj, q_a_layernorm, q_b_proj
+    paths = ["block_3/attn/query_down/kernel", "block_3/attn/query_norm/scale", "block_3/attn/query_up/kernel"]
+    latent = names.file_names("llama", [*paths, "block_3/attn/kv_down/kernel"])
+    assert [latent[path].tensor() for path in paths] == [
+        "model.layers.3.self_attn.q_a_proj.weight",
+        "model.layers.3.self_attn.q_a_layernorm.weight",
+        "model.layers.3.self_attn.q_b_proj.weight",
+    ]
+    qwen3 = names.file_names("llama", ["block_0/attn/query_norm/scale"])  # Qwen 3's per-head norm
+    assert qwen3["block_0/attn/query_norm/scale"].tensor() == "model.layers.0.self_attn.q_norm.weight"
 
 
 def test_a_family_without_a_published_naming_uses_dcsim_paths_and_says_so():

@@ -107,7 +107,7 @@ def model_flags() -> Parser:
 
 def weight_flags(command: argparse.ArgumentParser, default: str | None, *, write: bool = True) -> None:
     """``--weights F`` and its options, for the commands that show bytes in a format."""
-    from dcsim.quant.formats import GGUF, GROUPED, PLAIN, QWIX
+    from dcsim.quant.formats import BNB, FP8, GGUF, GROUPED, PLAIN, QWIX
 
     group = command.add_argument_group("weight format (dcsim.quant; docs/quantized.md)")
     shown = f"; default {default}" if default else "; refused with --dtype, which keeps its raw meaning"
@@ -116,7 +116,7 @@ def weight_flags(command: argparse.ArgumentParser, default: str | None, *, write
         metavar="F",
         default=default,
         help=f"the weights' format: {', '.join(PLAIN)} (plain); {', '.join(QWIX)} (qwix); {', '.join(GROUPED)}; "
-        f"{', '.join(GGUF)}{shown}",
+        f"{', '.join(BNB)}; {', '.join(FP8)}; {', '.join(GGUF)}{shown}",
     )
     group.add_argument("--group", metavar="G", help="gptq-int4 and awq-int4's group (default 128)")
     group.add_argument("--bits", metavar="B", help="gptq-int4's bits a weight: 4 (default) or 8")

@@ -6,5 +6,6 @@ shapes, dtypes and bytes, and that file written and weighed.
 - ``linears``: the arrays the forward contracts, and along which axes, found by qwix in the real
   Flax forward.
 - ``layouts``: each format's tensors of each array (qwix's own arrays; GPTQ, AWQ as their tools lay
-  them out; GGUF by llama.cpp's rules in ``gguf_layout``), for the model and for one device.
+  them out; GGUF by llama.cpp's rules in ``gguf_layout``; bitsandbytes and FP8 files in
+  ``bnb_fp8_layout``), for the model and for one device.
 """

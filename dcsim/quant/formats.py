@@ -3,8 +3,14 @@
 A format is a name: a plain dtype (``bfloat16``, ``float16``, ``float32``: a value is its dtype's
 bytes), qwix's JAX-native post-training quantization (``int8`` per channel; ``int4``, ``fp8`` and
 ``nf4`` in tiles along the contraction axis), the layouts people download (``gptq-int4``,
-``awq-int4``) or a GGUF recipe (``gguf-q4_k_m``, ...). Its options are the group (GPTQ, AWQ), the
-bits (GPTQ: 4 or 8), the tile (qwix's tiled formats) and whether the output head is quantized too.
+``awq-int4``, bitsandbytes' ``bnb-nf4``/``bnb-nf4-dq``/``bnb-int8``, the FP8 files ``fp8-block``,
+``fp8-channel``, ``fp8-tensor``) or a GGUF recipe (``gguf-q4_k_m``, ...). Its options are the group
+(GPTQ, AWQ), the bits (GPTQ: 4 or 8), the tile (qwix's tiled formats) and whether the output head is
+quantized too. The bitsandbytes and FP8 layouts have none: their blocks are fixed by their tools.
+
+Double quantization is a format of its own (``bnb-nf4-dq``), not a flag: it changes the file's
+tensors (absmax in uint8, a nested absmax and code table) as a different download does, and a name
+travels through ``--weights``, the links and the pages without a new option threaded through each.
 A format refuses an option it has no use for, naming the flag, so nobody believes a group changed
 a GGUF file.
 
@@ -22,8 +28,10 @@ from dcsim.inputs import as_bool, as_int, show
 PLAIN = ("bfloat16", "float16", "float32")
 QWIX = ("int8", "int4", "fp8", "nf4")
 GROUPED = ("gptq-int4", "awq-int4")
+BNB = ("bnb-nf4", "bnb-nf4-dq", "bnb-int8")
+FP8 = ("fp8-block", "fp8-channel", "fp8-tensor")
 GGUF = ("gguf-q8_0", "gguf-q6_k", "gguf-q5_k_m", "gguf-q4_k_m", "gguf-q4_0")
-FORMATS = (*PLAIN, *QWIX, *GROUPED, *GGUF)
+FORMATS = (*PLAIN, *QWIX, *GROUPED, *BNB, *FP8, *GGUF)
 DEFAULT_GROUP = 128
 DEFAULT_TILE = 128
 MAX_GROUP = 1 << 16
@@ -42,6 +50,12 @@ SUMMARIES = {
     "nf4": "qwix NF4 (4-bit normal float, emulated) in tiles, a float32 scale per tile and channel",
     "gptq-int4": "GPTQ (AutoGPTQ/GPTQModel): packed int32 qweight, qzeros, float16 scales a group, g_idx",
     "awq-int4": "AWQ GEMM (AutoAWQ): packed int32 qweight and qzeros, float16 scales a group",
+    "bnb-nf4": "bitsandbytes NF4 (transformers load_in_4bit): packed 4-bit, a float32 absmax a block of 64",
+    "bnb-nf4-dq": "bitsandbytes NF4 with double quantization: absmax in 8 bits, a float32 one per 256 blocks",
+    "bnb-int8": "bitsandbytes LLM.int8 (transformers load_in_8bit): int8 weights, a float32 scale per row (SCB)",
+    "fp8-block": "FP8 as DeepSeek-V3 ships it: float8_e4m3fn, a float32 weight_scale_inv a 128 x 128 block",
+    "fp8-channel": "compressed-tensors FP8 dynamic (llm-compressor): float8_e4m3fn, a scale per output channel",
+    "fp8-tensor": "compressed-tensors FP8 static (llm-compressor): float8_e4m3fn, a weight and an input scale a tensor",
     "gguf-q8_0": "GGUF Q8_0 (llama.cpp): 8-bit blocks of 32",
     "gguf-q6_k": "GGUF Q6_K (llama.cpp): 6-bit super-blocks of 256",
     "gguf-q5_k_m": "GGUF Q5_K_M (llama.cpp): Q5_K, with Q6_K where llama.cpp gives more bits",
@@ -70,13 +84,17 @@ class WeightFormat:
 
     @property
     def kind(self) -> str:
-        """``plain``, ``qwix``, ``gptq``, ``awq`` or ``gguf``."""
+        """``plain``, ``qwix``, ``gptq``, ``awq``, ``bnb``, ``fp8`` or ``gguf``."""
         if self.name in PLAIN:
             return "plain"
-        if self.name in QWIX:
+        if self.name in QWIX:  # qwix's own ``fp8`` is qwix's, not an FP8 file
             return "qwix"
         if self.name in GGUF:
             return "gguf"
+        if self.name in BNB:
+            return "bnb"
+        if self.name in FP8:
+            return "fp8"
         return self.name.split("-")[0]
 
     @property
@@ -129,7 +147,8 @@ def check_format(
     if not isinstance(name, str) or name not in FORMATS:
         raise ValueError(
             f"`{weights_name}` must be a weight format: {', '.join(PLAIN)} (plain); {', '.join(QWIX)} (qwix); "
-            f"{', '.join(GROUPED)} (grouped int4); {', '.join(GGUF)} (GGUF recipes); got {show(name)}"
+            f"{', '.join(GROUPED)} (grouped int4); {', '.join(BNB)} (bitsandbytes); {', '.join(FP8)} (FP8); "
+            f"{', '.join(GGUF)} (GGUF recipes); got {show(name)}"
         )
     fmt = WeightFormat(name=name)
     kind = fmt.kind
@@ -169,11 +188,14 @@ def check_format(
     elif kind == "qwix" and name != "int8":
         tile = DEFAULT_TILE
     head = as_bool(quantize_head, head_name)
-    if head and kind in ("plain", "gguf"):
-        raise ValueError(
-            f"`{head_name}` applies to qwix, GPTQ and AWQ formats; {name} "
-            + ("quantizes nothing" if kind == "plain" else "chooses the head's type by llama.cpp's rules")
-        )
+    if head and kind in ("plain", "gguf", "bnb", "fp8"):
+        why = {
+            "plain": "quantizes nothing",
+            "gguf": "chooses the head's type by llama.cpp's rules",
+            "bnb": "keeps the head in float16 as transformers does (llm_int8_skip_modules)",
+            "fp8": "keeps the head in bfloat16 as its files do (DeepSeek-V3's; llm-compressor's ignore of lm_head)",
+        }[kind]
+        raise ValueError(f"`{head_name}` applies to qwix, GPTQ and AWQ formats; {name} {why}")
     return WeightFormat(name=name, group=group, bits=bits, tile=tile, quantize_head=head)
 
 

@@ -24,6 +24,8 @@
   Tensors are named as the downloaded files name them (``dcsim.quant.names``), fusion included:
   GPT-2's query, key and value are one ``c_attn``, with one ``g_idx``.
 - **GGUF** recipes: ``dcsim.quant.gguf_layout``.
+- **bitsandbytes** (``bnb-nf4``, ``bnb-nf4-dq``, ``bnb-int8``) and **FP8** files (``fp8-block``,
+  ``fp8-channel``, ``fp8-tensor``): ``dcsim.quant.bnb_fp8_layout``.
 
 A device's bytes: the format applied to the device's shard, as vLLM loads a quantized checkpoint
 (each tensor-parallel rank quantizes, groups and indexes its own slice; a group must divide the
@@ -72,6 +74,10 @@ def weight_table(config: ModelConfig, report: ParamReport, fmt: WeightFormat) ->
         from dcsim.quant import gguf_layout
 
         return gguf_layout.gguf_table(config, report, fmt)
+    if fmt.kind in ("bnb", "fp8"):
+        from dcsim.quant import bnb_fp8_layout
+
+        return bnb_fp8_layout.bnb_fp8_table(config, report, fmt)
     return _grouped_table(config, report, fmt)
 
 
@@ -159,7 +165,7 @@ def _scale_shard(
 
 def _grouped_table(config: ModelConfig, report: ParamReport, fmt: WeightFormat) -> QuantTable:
     paths = [row.path for row in report.arrays]
-    hparams = _hparams(config)
+    hparams = lin.hparams_of(config)
     scheme = naming.scheme_of(config.family, hparams, paths)
     if scheme == "dcsim" and config.family is None:
         raise ValueError(
@@ -177,9 +183,8 @@ def _grouped_table(config: ModelConfig, report: ParamReport, fmt: WeightFormat) 
             tensors = grouped_tensors(fmt, linear, shape, name)
             arrays.append(QuantArray(row.path, shape, row.num_values, True, tensors))
         else:
-            arrays.append(
-                QuantArray(row.path, shape, row.num_values, False, (_kept_tensor(row.path, shape, name, linear, kept),))
-            )
+            kept_tensor = lin.kept_tensor(row.path, shape, name, linear, kept)
+            arrays.append(QuantArray(row.path, shape, row.num_values, False, (kept_tensor,)))
     tool = "AutoGPTQ/GPTQModel" if fmt.kind == "gptq" else "AutoAWQ"
     routed = any(linear.expert_axis is not None for linear in found.values())
     kept_parts = ["the token table"]
@@ -199,12 +204,6 @@ def _grouped_table(config: ModelConfig, report: ParamReport, fmt: WeightFormat) 
     return QuantTable(format=fmt, arrays=tuple(arrays), notes=tuple(notes))
 
 
-def _hparams(config: ModelConfig) -> dict[str, Any]:
-    from dcsim.model import presets
-
-    return dict(presets.resolved_hparams(config)) if config.family is not None else {}
-
-
 def quantizes(fmt: WeightFormat, path: str) -> bool:
     """Whether a grouped format quantizes the linear at ``path``: the blocks' linears but the MoE
     router (and its shared-expert gate); the head only when asked."""
@@ -213,20 +212,6 @@ def quantizes(fmt: WeightFormat, path: str) -> bool:
     if lin.block_index(path) is None:
         return False
     return "/moe/router/" not in path and "/moe/shared_gate/" not in path
-
-
-def _kept_tensor(
-    path: str, shape: tuple[int, ...], name: naming.FileName, linear: lin.Linear | None, dtype: str
-) -> Tensor:
-    if linear is not None:  # a linear kept unquantized is stored as torch's (out, in) weight
-        _, inputs, outputs = linear.dims(shape)
-        shape = (outputs, inputs)
-    elif len(shape) > 2:
-        shape = (math.prod(shape),)
-    concat = 0 if name.part is not None else None
-    if name.part is not None and len(shape) > 1:  # a fused bias (GPT-2's c_attn) is 1-D
-        shape = (math.prod(shape),)
-    return element_tensor(name.tensor(), shape, dtype, concat_axis=concat)
 
 
 def grouped_tensors(
@@ -273,10 +258,10 @@ def device_bytes(table: QuantTable, config: ModelConfig, report: ParamReport) ->
     arrays = {array.path: array for array in table.arrays}
     found: dict[str, lin.Linear] = {}
     names: dict[str, naming.FileName] = {}
-    if fmt.kind in ("gptq", "awq", "gguf"):
+    if fmt.kind in ("gptq", "awq", "gguf", "bnb", "fp8"):
         found = lin.find_linears(config, report)
     if fmt.kind in ("gptq", "awq"):
-        scheme = naming.scheme_of(config.family, _hparams(config), arrays)
+        scheme = naming.scheme_of(config.family, lin.hparams_of(config), arrays)
         names = naming.file_names(scheme, arrays)
 
     def on_device(row: Any) -> int:
@@ -284,10 +269,18 @@ def device_bytes(table: QuantTable, config: ModelConfig, report: ParamReport) ->
         if fmt.kind == "gguf":
             linear = found.get(row.path)
             return _gguf(array, row, linear.in_axes if linear is not None else None)
-        if not array.quantized:
-            return -(-row.values_per_shard * dtype_bits(array.tensors[0].dtype) // 8)
+        if not array.quantized:  # any tensor beside the array's own (a routing bias) is whole on every device
+            extra = sum(tensor.nbytes for tensor in array.tensors[1:])
+            return -(-row.values_per_shard * dtype_bits(array.tensors[0].dtype) // 8) + extra
         if fmt.kind == "qwix":
             return qwix_bytes_on_device(array, tuple(row.stored_shape), tuple(row.shard_shape))
+        if fmt.kind in ("bnb", "fp8"):
+            from dcsim.quant import bnb_fp8_layout
+
+            try:
+                return bnb_fp8_layout.bytes_on_device(fmt, array, found[row.path], tuple(row.shard_shape))
+            except ValueError as error:
+                raise ValueError(f"one device's shard of {error}") from None
         try:
             tensors = grouped_tensors(fmt, found[row.path], tuple(row.shard_shape), names[row.path])
         except ValueError as error:

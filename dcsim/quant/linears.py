@@ -22,6 +22,8 @@ from typing import Any
 
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport, is_routed_expert
+from dcsim.quant.names import FileName
+from dcsim.quant.tables import Tensor, element_tensor
 
 # Families whose forwards are contractions qwix intercepts (the convolution families are not:
 # qwix quantizes a convolution only together with its activations).
@@ -138,3 +140,24 @@ def block_index(path: str) -> int | None:
     """The block an array belongs to (``block_3/...``, ``decoder/block_3/...``), else None."""
     match = _BLOCK.match(path)
     return int(match.group(1)) if match else None
+
+
+def hparams_of(config: ModelConfig) -> dict[str, Any]:
+    """The resolved hyperparameters of a family's model; none for a Dense stack."""
+    from dcsim.model import presets
+
+    return dict(presets.resolved_hparams(config)) if config.family is not None else {}
+
+
+def kept_tensor(path: str, shape: tuple[int, ...], name: FileName, linear: Linear | None, dtype: str) -> Tensor:
+    """The file tensor of an array a format leaves unquantized, in ``dtype``: a linear as torch's
+    ``(out, in)`` weight, another array of more than two dims flattened, a fused bias 1-D."""
+    if linear is not None:
+        _, inputs, outputs = linear.dims(shape)
+        shape = (outputs, inputs)
+    elif len(shape) > 2:
+        shape = (math.prod(shape),)
+    concat = 0 if name.part is not None else None
+    if name.part is not None and len(shape) > 1:  # a fused bias (GPT-2's c_attn) is 1-D
+        shape = (math.prod(shape),)
+    return element_tensor(name.tensor(), shape, dtype, concat_axis=concat)

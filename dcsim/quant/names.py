@@ -33,9 +33,8 @@ _LLAMA = (
     (r"block_(\d+)/attn/out/(kernel|bias)", "model.layers.{0}.self_attn.o_proj.{w}"),
     (r"block_(\d+)/attn/query_norm/(scale|bias)", "model.layers.{0}.self_attn.q_norm.{w}"),
     (r"block_(\d+)/attn/key_norm/(scale|bias)", "model.layers.{0}.self_attn.k_norm.{w}"),
-    (r"block_(\d+)/attn/q_down/(kernel|bias)", "model.layers.{0}.self_attn.q_a_proj.{w}"),
-    (r"block_(\d+)/attn/q_norm/(scale|bias)", "model.layers.{0}.self_attn.q_a_layernorm.{w}"),
-    (r"block_(\d+)/attn/q_up/(kernel|bias)", "model.layers.{0}.self_attn.q_b_proj.{w}"),
+    (r"block_(\d+)/attn/query_down/(kernel|bias)", "model.layers.{0}.self_attn.q_a_proj.{w}"),
+    (r"block_(\d+)/attn/query_up/(kernel|bias)", "model.layers.{0}.self_attn.q_b_proj.{w}"),
     (r"block_(\d+)/attn/kv_down/(kernel|bias)", "model.layers.{0}.self_attn.kv_a_proj_with_mqa.{w}"),
     (r"block_(\d+)/attn/kv_norm/(scale|bias)", "model.layers.{0}.self_attn.kv_a_layernorm.{w}"),
     (r"block_(\d+)/attn/kv_up/(kernel|bias)", "model.layers.{0}.self_attn.kv_b_proj.{w}"),
@@ -54,6 +53,9 @@ _GEMMA_NORMS = (
     (r"block_(\d+)/mlp_norm/(scale|bias)", "model.layers.{0}.pre_feedforward_layernorm.{w}"),
     (r"block_(\d+)/mlp_post_norm/(scale|bias)", "model.layers.{0}.post_feedforward_layernorm.{w}"),
 )
+# DeepSeek's latent attention: dcsim's query_norm is the norm of the query's low-rank latent
+# (transformers' q_a_layernorm), not Qwen 3's per-head q_norm.
+_LATENT_NORMS = ((r"block_(\d+)/attn/query_norm/(scale|bias)", "model.layers.{0}.self_attn.q_a_layernorm.{w}"),)
 _PLAIN_NORMS = ((r"block_(\d+)/mlp_norm/(scale|bias)", "model.layers.{0}.post_attention_layernorm.{w}"),)
 _MIXTRAL = (
     (r"block_(\d+)/moe/router/(kernel|bias)", "model.layers.{0}.block_sparse_moe.gate.{w}"),
@@ -114,7 +116,8 @@ def file_names(scheme: str, paths: Iterable[str]) -> dict[str, FileName]:
         table = _GPT2
     elif scheme in ("llama", "mixtral"):
         gemma = any("/attn_post_norm/" in path for path in paths)
-        table = (_MIXTRAL if scheme == "mixtral" else ()) + (_GEMMA_NORMS if gemma else _PLAIN_NORMS) + _LLAMA
+        latent = _LATENT_NORMS if any("/attn/kv_down/" in path for path in paths) else ()
+        table = (_MIXTRAL if scheme == "mixtral" else ()) + latent + (_GEMMA_NORMS if gemma else _PLAIN_NORMS) + _LLAMA
     compiled = [(re.compile(pattern + "$"), template) for pattern, template in table]
     fused = _FUSED.get(scheme, ())
     names: dict[str, FileName] = {}

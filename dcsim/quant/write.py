@@ -7,7 +7,7 @@ destination and moved in only once it is complete and read back: every tensor's 
 dtype is checked against dcsim's table, and the bytes on disk against the prediction of the whole
 file, header included. On any failure nothing is left behind.
 
-- GPTQ, AWQ (and later bitsandbytes and FP8) files are safetensors, written with ``safetensors``
+- GPTQ, AWQ, bitsandbytes and FP8 files are safetensors, written with ``safetensors``
   (``model.safetensors``, metadata ``{"format": "pt"}`` as transformers writes it). Its header is
   8 bytes of length, then compact JSON: ``__metadata__``, then the tensors sorted by dtype (widest
   first, the library's own order) and then by name, each with its ``data_offsets``; the JSON is
@@ -114,7 +114,8 @@ def write(table: QuantTable, directory: str | os.PathLike[str], limit: int = MAX
     kind = table.format.kind
     if kind in ("plain", "qwix"):
         raise ValueError(
-            f"--write writes the files people download (gptq-int4, awq-int4, gguf-*); {table.format.name} "
+            "--write writes the files people download (gptq-int4, awq-int4, bnb-*, fp8-*, gguf-*); "
+            f"{table.format.name} "
             + (
                 "is a plain dtype (the Checkpoint page writes a real Orbax checkpoint)"
                 if kind == "plain"

@@ -28,7 +28,7 @@ MAX_CONTEXT = 1 << 24  # 16,777,216 tokens: past every published context (Llama 
 MAX_CONCURRENCY = 1 << 20  # sequences at once over the whole mesh
 MAX_RESERVE_CHARS = 32
 
-WEIGHT_FORMATS = FORMATS  # plain dtypes, qwix, GPTQ, AWQ and GGUF (dcsim.quant.formats)
+WEIGHT_FORMATS = FORMATS  # plain dtypes, qwix, GPTQ, AWQ, bitsandbytes, FP8 and GGUF (dcsim.quant.formats)
 DEFAULT_WEIGHTS = "bfloat16"
 DEFAULT_KV_DTYPE = "bfloat16"
 DEFAULT_STRATEGY = "megatron"

@@ -68,8 +68,8 @@ def format_inputs(page: str, default: str, *, allow_none: bool) -> tuple[WeightF
         names,
         key=frame.seeded_setting(page, "weights", default, _name_or_none if allow_none else _name, limit=32),
         format_func=label,
-        help="Plain dtypes; qwix's JAX-native quantization; GPTQ and AWQ as their tools write them; llama.cpp's "
-        "GGUF recipes. Bytes are the format's exact tensors (docs/quantized.md).",
+        help="Plain dtypes; qwix's JAX-native quantization; GPTQ, AWQ, bitsandbytes and FP8 as their tools write "
+        "them; llama.cpp's GGUF recipes. Bytes are the format's exact tensors (docs/quantized.md).",
     )
     if name == NONE:
         return None, {}  # the storage dtype alone: nothing in the link
