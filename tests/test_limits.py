@@ -21,6 +21,7 @@ from dcsim.ui import checkpoint as measuring
 from dcsim.ui import compare as compare_widgets
 from dcsim.ui import layout as layout_widgets
 from dcsim.ui import memory as memory_widgets
+from dcsim.ui import weights as weight_widgets
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -202,6 +203,12 @@ PROBES = {
     "XLA decode-step check": lambda capsys, **_: _cli(
         ["serve", "--preset", "gpt2-small", "--context", "64", "--mesh", "stage=2", "--verify"], capsys
     ),
+    "weight format": lambda capsys, **_: _cli(["serve", "--weights", "q4"], capsys),
+    "weight format group": lambda capsys, **_: _cli(["serve", "--weights", "gptq-int4", "--group", "65537"], capsys),
+    "weight format tile": lambda capsys, **_: _cli(["serve", "--weights", "int4", "--tile", "65537"], capsys),
+    "written weight file": lambda capsys, tmp_path, **_: _cli(
+        ["serve", "--preset", "llama2-7b", "--weights", "gptq-int4", "--write", str(tmp_path / "out")], capsys
+    ),
 }
 
 # Bounded caches: past the bound the oldest entry is dropped and recomputed on request; no message.
@@ -216,6 +223,7 @@ CACHES = {
     "budget answers": compare_widgets._answer,
     "memory layouts": memory_widgets._cached_memory,
     "memory sweeps": memory_widgets._cached_fit,
+    "weight tables": weight_widgets._table,
 }
 # Rows that describe what happens instead of quoting a message: Streamlit or the web server acts
 # first (link length, uploads), or the page explains and offers another way (a comparison link).
