@@ -220,6 +220,15 @@ def share_link(page):
     return page.locator('[data-testid="stSidebar"] [data-testid="stMarkdownContainer"] a[href^="http"]')
 
 
+def metric(page, label: str):
+    """The value of the metric labelled exactly ``label``."""
+    return (
+        page.locator('[data-testid="stMetric"]')
+        .filter(has=page.get_by_text(label, exact=True))
+        .locator('[data-testid="stMetricValue"]')
+    )
+
+
 def choose(page, label: str, option: str) -> None:
     """Pick ``option`` from the select box labelled ``label``, as a person does, and wait for the run."""
     page.get_by_role("combobox", name=label).click()

@@ -7,19 +7,11 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import expect
 
-from conftest import wait_for_app
+from conftest import metric, wait_for_app
 
 pytestmark = pytest.mark.browser
 
 DENSE_1024 = {"v": "1", "input_dim": "1024", "layers": "1024"}
-
-
-def metric(page, label):
-    return (
-        page.locator('[data-testid="stMetric"]')
-        .filter(has=page.get_by_text(label, exact=True))
-        .locator('[data-testid="stMetricValue"]')
-    )
 
 
 RESULT_METRICS = (

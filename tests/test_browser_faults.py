@@ -19,7 +19,7 @@ import faults
 import pytest
 from playwright.sync_api import expect
 
-from conftest import _free_port, share_link, streamlit_server, wait_for_app
+from conftest import _free_port, metric, share_link, streamlit_server, wait_for_app
 from dcsim.checkpoint.measurement import TIMEOUT_ENV
 
 pytestmark = pytest.mark.browser
@@ -42,14 +42,6 @@ def faulty(tmp_path_factory):
     env = {"TMPDIR": str(server_tmp), TIMEOUT_ENV: TIME_LIMIT}
     with streamlit_server(env=env | faults.environment(fault_file=fault_file, paused=paused)) as url:
         yield url, server_tmp, fault_file, paused
-
-
-def metric(page, label):
-    return (
-        page.locator('[data-testid="stMetric"]')
-        .filter(has=page.get_by_text(label, exact=True))
-        .locator('[data-testid="stMetricValue"]')
-    )
 
 
 def leftovers(server_tmp: Path) -> list[str]:

@@ -8,19 +8,11 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from conftest import fresh_page, open_page, query_of, wait_for_app
+from conftest import fresh_page, metric, open_page, query_of, wait_for_app
 
 pytestmark = pytest.mark.browser
 
 GOLDEN_LINK = "/layout?input_dim=8&layers=8&mesh=data%3D4&strategy=fsdp"
-
-
-def metric(page, label):
-    return (
-        page.locator('[data-testid="stMetric"]')
-        .filter(has=page.get_by_text(label, exact=True))
-        .locator('[data-testid="stMetricValue"]')
-    )
 
 
 def choose_strategy(page, name):

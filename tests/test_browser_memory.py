@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from conftest import choose, fresh_page, open_page, query_of, wait_for_app
+from conftest import choose, fresh_page, metric, open_page, query_of, wait_for_app
 from dcsim import links
 from dcsim.memory.state import compute_memory
 from dcsim.memory.training import Training
@@ -29,14 +29,6 @@ def engine(zero: int):
 def engine_total(zero: int) -> str:
     """What the page must show as the total per device: the engine's answer, formatted."""
     return units.bytes_exact(engine(zero).total_bytes_per_device)
-
-
-def metric(page, label):
-    return (
-        page.locator('[data-testid="stMetric"]')
-        .filter(has=page.get_by_text(label, exact=True))
-        .locator('[data-testid="stMetricValue"]')
-    )
 
 
 def test_the_zero_stage_changes_the_figure_and_the_url_which_reopen(server, browser, page):

@@ -7,18 +7,10 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import expect
 
-from conftest import choose, wait_for_app
+from conftest import choose, metric, wait_for_app
 from dcsim.ui import checkpoint as measuring
 
 pytestmark = pytest.mark.browser
-
-
-def metric(page, label):
-    return (
-        page.locator('[data-testid="stMetric"]')
-        .filter(has=page.get_by_text(label, exact=True))
-        .locator('[data-testid="stMetricValue"]')
-    )
 
 
 def test_two_processes_from_the_select_measure_and_stay_in_the_link(server, page):

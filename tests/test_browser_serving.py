@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from conftest import choose, fresh_page, open_page, query_of, type_into
+from conftest import choose, fresh_page, metric, open_page, query_of, type_into
 from dcsim.model.config import ModelConfig
 from dcsim.quant import formats
 from dcsim.report import units
@@ -23,14 +23,6 @@ LINK = "/serving?preset=llama2-70b&mesh=model%3D4&device=h100-sxm&concurrency=32
 def engine(preset: str, **settings):
     return compute_serving(
         ModelConfig(preset=preset), Serving(mesh=parse_mesh("model=4"), device="h100-sxm", concurrency=32, **settings)
-    )
-
-
-def metric(page, label):
-    return (
-        page.locator('[data-testid="stMetric"]')
-        .filter(has=page.get_by_text(label, exact=True))
-        .locator('[data-testid="stMetricValue"]')
     )
 
 

@@ -159,15 +159,7 @@ def linear_tensors(
 def bnb_fp8_table(config: ModelConfig, report: ParamReport, fmt: WeightFormat) -> QuantTable:
     """``config``'s arrays (``report``, its count) in a bitsandbytes or FP8 format; see the module's
     text. Raises ValueError for a model that has no transformer linears (a Dense stack)."""
-    paths = [row.path for row in report.arrays]
-    hparams = lin.hparams_of(config)
-    scheme = naming.scheme_of(config.family, hparams, paths)
-    if scheme == "dcsim" and config.family is None:
-        raise ValueError(
-            f"{fmt.name} lays out transformer linears; a Dense stack is not one: choose a plain format or qwix's int8"
-        )
-    found = lin.find_linears(config, report)
-    names = naming.file_names(scheme, paths)
+    paths, found, names, scheme = lin.file_layout(config, report, fmt.name)
     latent = any("/attn/kv_down/" in path for path in paths)
     kept = KEPT_DTYPE[fmt.kind]
     quantized = {path for path in found if quantizes(fmt, path, latent)}
@@ -185,7 +177,7 @@ def bnb_fp8_table(config: ModelConfig, report: ParamReport, fmt: WeightFormat) -
             arrays.append(QuantArray(row.path, shape, row.num_values, True, tensors))
             continue
         own = [lin.kept_tensor(row.path, shape, name, linear, kept)]
-        if fmt.name == "fp8-block" and "/moe/router/kernel" in row.path and hparams.get("router_bias"):
+        if fmt.name == "fp8-block" and "/moe/router/kernel" in row.path and lin.hparams_of(config).get("router_bias"):
             experts = shape[-1]  # DeepSeek-V3's routing bias, a float32 buffer of its file
             own.append(element_tensor(name.tensor("e_score_correction_bias"), (experts,), "float32"))
         arrays.append(QuantArray(row.path, shape, row.num_values, False, tuple(own)))

@@ -164,15 +164,7 @@ def _scale_shard(
 
 
 def _grouped_table(config: ModelConfig, report: ParamReport, fmt: WeightFormat) -> QuantTable:
-    paths = [row.path for row in report.arrays]
-    hparams = lin.hparams_of(config)
-    scheme = naming.scheme_of(config.family, hparams, paths)
-    if scheme == "dcsim" and config.family is None:
-        raise ValueError(
-            f"{fmt.name} lays out transformer linears; a Dense stack is not one: choose a plain format or qwix's int8"
-        )
-    found = lin.find_linears(config, report)
-    names = naming.file_names(scheme, paths)
+    paths, found, names, scheme = lin.file_layout(config, report, fmt.name)
     kept = _KEPT_DTYPE[fmt.kind]
     arrays = []
     for row in report.arrays:

@@ -161,3 +161,20 @@ def kept_tensor(path: str, shape: tuple[int, ...], name: FileName, linear: Linea
     if name.part is not None and len(shape) > 1:  # a fused bias (GPT-2's c_attn) is 1-D
         shape = (math.prod(shape),)
     return element_tensor(name.tensor(), shape, dtype, concat_axis=concat)
+
+
+def file_layout(
+    config: ModelConfig, report: ParamReport, fmt_name: str
+) -> tuple[list[str], dict[str, Linear], dict[str, FileName], str]:
+    """What a format that names its tensors as the downloaded files do needs of a model: the
+    arrays' paths, its linears, each path's file name and the naming scheme. Raises ValueError for
+    a model with no transformer linears (a Dense stack)."""
+    from dcsim.quant import names as naming
+
+    paths = [row.path for row in report.arrays]
+    scheme = naming.scheme_of(config.family, hparams_of(config), paths)
+    if scheme == "dcsim" and config.family is None:
+        raise ValueError(
+            f"{fmt_name} lays out transformer linears; a Dense stack is not one: choose a plain format or qwix's int8"
+        )
+    return paths, find_linears(config, report), naming.file_names(scheme, paths), scheme

@@ -121,7 +121,7 @@ class Serving:
         default, as Megatron-LM and vLLM lay a tensor-parallel model out.
       weights: the weights' serving format (``WEIGHT_FORMATS``), with its options ``group``,
         ``bits``, ``tile`` and ``quantize_head`` (``dcsim.quant.formats.check_format``; None: the
-        format's default).
+        format's default); or a ``WeightFormat``, whose options are taken.
       kv_dtype: the cache's dtype (``KV_DTYPE_NAMES``; ``fp8`` is ``float8_e4m3fn``).
       context: tokens a sequence's cache holds (a sliding window's layer at most its window).
       concurrency: sequences at once over the whole mesh.
@@ -136,7 +136,7 @@ class Serving:
     mesh: MeshSpec
     strategy: str = DEFAULT_STRATEGY
     rules: tuple[Rule, ...] = ()
-    weights: str = DEFAULT_WEIGHTS
+    weights: str | WeightFormat = DEFAULT_WEIGHTS
     group: int | None = None
     bits: int | None = None
     tile: int | None = None
@@ -155,6 +155,12 @@ class Serving:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"`strategy` must be one of {', '.join(STRATEGIES)}, got {show(self.strategy)}")
         object.__setattr__(self, "rules", check_strategy(self.layout_mesh, self.strategy, self.rules))
+        if isinstance(self.weights, WeightFormat):  # a format with its options, checked again here
+            given = self.weights
+            object.__setattr__(self, "weights", given.name)
+            for field in ("group", "bits", "tile", "quantize_head"):
+                if getattr(self, field) in (None, False):
+                    object.__setattr__(self, field, getattr(given, field))
         fmt = check_format(
             self.weights, group=self.group, bits=self.bits, tile=self.tile, quantize_head=self.quantize_head
         )
@@ -178,6 +184,7 @@ class Serving:
     @property
     def weight_format(self) -> WeightFormat:
         """The weights' format with its options."""
+        assert isinstance(self.weights, str)  # a WeightFormat given is unpacked on creation
         return WeightFormat(self.weights, self.group, self.bits, self.tile, self.quantize_head)
 
     @property
