@@ -179,7 +179,7 @@ def test_module_entry_point_refuses_without_a_traceback():
     assert result.stderr == "dcsim: error: `--shards` must be an integer from 1 to 1,048,576, got '-3'\n"
 
 
-HEAVY = ("jax", "flax", "pandas", "altair", "orbax", "optax", "huggingface_hub")
+HEAVY = ("jax", "flax", "pandas", "altair", "orbax", "optax", "huggingface_hub", "qwix", "gguf", "safetensors")
 
 
 def imported_by(*argv):
@@ -211,9 +211,17 @@ def test_help_presets_and_a_bad_flag_import_no_jax(argv):
 def test_a_count_imports_only_what_it_uses():
     result, heavy = imported_by("count", "--preset", "llama2-7b")
     assert result.returncode == 0 and "6,738,415,616" in result.stdout
-    assert heavy == {"jax", "flax", "pandas"}  # no optax, Orbax, Altair or huggingface_hub
+    assert heavy == {"jax", "flax", "pandas"}  # no optax, Orbax, Altair, huggingface_hub or a format's library
     _, heavy = imported_by("count", "--preset", "llama2-7b", "--optimizer", "adam")
     assert "optax" in heavy
+
+
+def test_a_format_imports_only_its_own_library():
+    result, heavy = imported_by("count", "--preset", "gpt2-small", "--weights", "gptq-int4")
+    assert result.returncode == 0 and "qwix" in heavy  # its linears are found by qwix in the forward
+    assert "gguf" not in heavy and "safetensors" not in heavy
+    _, heavy = imported_by("serve", "--preset", "gpt2-small", "--context", "64")
+    assert not heavy & {"qwix", "gguf", "safetensors"}
 
 
 def test_the_parsers_optimizer_names_are_the_optimizers():
