@@ -116,16 +116,20 @@ def show_answer(config: ModelConfig, error: str | None = None, fmt: WeightFormat
 # The form's widgets apply their changes in callbacks, before the run (``dcsim.ui.model``), so the
 # configuration is already theirs here: the answer is drawn first and once, from it.
 config = state.config()
+# The three ways to pick a model stand above the answer: a preset (or the opened model), a Hub id,
+# and a config.json through the sidebar's "Open a configuration file".
+choice = model.model_choice(config)
+model.hub_box()
+st.caption("Or open a config.json (or a dcsim configuration file) from the file box at the top of the sidebar.")
 answer_box = st.container()  # filled below, once the storage format's widgets have been read
 st.subheader("Configuration")
-model.form(config)
+model.form(config, choice)
 fmt = None
 if not config.is_dense:
     fmt, weight_params = weights.format_inputs("model", weights.NONE, allow_none=True)
     state.set_page_params(weight_params)
 with answer_box:
     show_answer(config, model.edit_error(), fmt)
-model.hub_box()
 if model.edited():  # widget state changed without a callback (AppTest): draw again from it
     st.rerun()
 report = cache.count(config)

@@ -212,7 +212,8 @@ def open_editor(page) -> None:
     summary = page.get_by_test_id("stMain").get_by_text(label)
     summary.click()
     wait_for_app(page)
-    expect(page.get_by_test_id("stMain").get_by_test_id("stExpanderDetails").first).to_be_visible()
+    editor = page.get_by_test_id("stMain").get_by_test_id("stExpander").filter(has=page.get_by_text(label))
+    expect(editor.get_by_test_id("stExpanderDetails").first).to_be_visible()
 
 
 def share_link(page):
@@ -231,7 +232,11 @@ def metric(page, label: str):
 
 def choose(page, label: str, option: str) -> None:
     """Pick ``option`` from the select box labelled ``label``, as a person does, and wait for the run."""
-    page.get_by_role("combobox", name=label).click()
+    box = page.get_by_role("combobox", name=label)
+    # A click that first scrolls the box into view can close its list as it opens: scroll, then click.
+    box.scroll_into_view_if_needed()
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    box.click()
     page.get_by_role("option", name=option, exact=True).click()
     wait_for_app(page)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from conftest import fresh_page, open_editor, open_page, type_into, wait_for_app
+from conftest import choose, fresh_page, open_editor, open_page, type_into, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -136,9 +136,7 @@ def test_an_invalid_edit_then_a_valid_one_leaves_one_answer(server, browser, pag
 
 def test_bytes_per_shard_in_the_teams_dtype_reopen_from_the_link(server, browser, page):
     open_page(page, f"{server}/?preset=llama2-70b&shards=64")
-    page.get_by_role("combobox", name="Storage dtype").click()
-    page.get_by_role("option", name="bfloat16", exact=True).click()
-    wait_for_app(page)
+    choose(page, "Storage dtype", "bfloat16")
     expect(page).to_have_url(re.compile(r"[?&]dtype=bfloat16(&|$)"))
     shown = dict(assert_belongs_to_the_link(browser, page, LLAMA2_70B))
     assert shown["Bytes per shard (bfloat16)"] == "2,155,520,256 bytes (2.01 GiB)"

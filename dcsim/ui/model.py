@@ -370,10 +370,10 @@ def _hparam_widget(spec: schemas.HParam, key: str, **callback: Any) -> Any:
 # --- the whole form ------------------------------------------------------------------------------
 
 
-def form(config: ModelConfig) -> None:
-    """Every widget of the Model page's configuration, seeded from ``config``, each applied by
-    ``edited`` when it changes."""
-    choice = model_choice(config)
+def form(config: ModelConfig, choice: str) -> None:
+    """Every widget of the Model page's configuration but the model picker (``model_choice``, which
+    gives ``choice``), seeded from ``config``, each applied by ``edited`` when it changes. Batch
+    size and seed, which change no count, are under "Advanced"."""
     left, right = st.columns(2)
     with left:
         widgets.number(
@@ -384,7 +384,7 @@ def form(config: ModelConfig) -> None:
             help="The ideal share divides the total by this count: an average, not a layout.",
         )
         widgets.dtype_choice(config, on_change=on_edit)
-    with right:
+    with right, st.expander("Advanced: batch size and seed (they change no count)"):
         widgets.number(
             "Batch size B",
             "batch_size",
