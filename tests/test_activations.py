@@ -220,3 +220,27 @@ def test_llama2_70b_costs_two_blocks():
     report = act.trace_activations(ModelConfig(preset="llama2-70b"), act.Step(sequence=4096))
     assert len(report.blocks) == 80 and set(report.traced) == {"block_0", "block_1"}
     assert len({row.bytes for row in report.blocks[1:]}) == 1
+
+
+def test_rotary_turns_each_pair_by_its_position_alone():
+    """RoFormer's property: a rotated query and key's product depends on their distance only, and
+    rotation keeps each vector's length; position 0 is the identity."""
+    from dcsim.model.layers import rotary
+
+    q, k = jax.random.normal(jax.random.PRNGKey(1), (2, 1, 1, 16))
+    turned = [rotary(jnp.stack([q[0]] * 8), jnp.arange(8)), rotary(jnp.stack([k[0]] * 8), jnp.arange(8))]
+    dot = jnp.einsum("thd,thd->t", turned[0][:-2], turned[1][2:])  # distance 2, at every start
+    assert jnp.allclose(dot, dot[0], atol=1e-4)
+    assert jnp.allclose(jnp.linalg.norm(turned[0], axis=-1), jnp.linalg.norm(q[0]), atol=1e-4)
+    assert jnp.allclose(rotary(q, jnp.arange(1)), q)
+
+
+def test_a_rotary_decoder_changes_with_the_order_of_its_tokens():
+    """Without a position table the blocks see positions through rotary alone."""
+    hparams, _ = families.traced_hparams("decoder", presets.resolved_hparams(LLAMA))
+    module, _ = families.build_family("decoder", hparams)
+    tokens = jnp.array([[1, 2, 3, 4]])
+    params = module.init(jax.random.PRNGKey(0), tokens)
+    first = module.apply(params, tokens)[0, -1]
+    swapped = module.apply(params, jnp.array([[2, 1, 3, 4]]))[0, -1]
+    assert not jnp.allclose(first, swapped)

@@ -114,6 +114,7 @@ class Decoder(nn.Module):
                 decode=self.decode,
                 window=window_of(self, index),
                 forward=self.forward,
+                rotary=self.position_embedding == "none",  # the presets without a table are rotary
                 name=f"block_{index}",
             )(x)
         x = norm(self.norm, "final_norm")(x)
@@ -258,7 +259,9 @@ class MoEBlock(nn.Module):
             )
         else:
             kind = LatentAttention if self.latent else Attention
-            attn = kind(**self.attention, decode=self.decode, window=self.window, forward=self.forward, name="attn")
+            attn = kind(
+                **self.attention, decode=self.decode, window=self.window, forward=self.forward, rotary=True, name="attn"
+            )
         mlp: nn.Module
         if self.dense:
             mlp = FeedForward(**self.mlp, gated=True, use_bias=False, name="mlp")

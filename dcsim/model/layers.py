@@ -160,13 +160,29 @@ class _Slots:
         return _load(self.decode, self.cached.value, None if self.scale is None else self.scale.value, dtype)
 
 
-def _step_slot(module: nn.Module, length: int) -> tuple[Any, jax.Array]:
-    """The ring buffer's slot for this step's token and which of the ``length`` slots hold tokens
-    (all once the buffer has wrapped); advances the step index."""
+def _step_slot(module: nn.Module, length: int) -> tuple[Any, jax.Array, jax.Array]:
+    """The ring buffer's slot for this step's token, which of the ``length`` slots hold tokens
+    (all once the buffer has wrapped) and the token's position; advances the step index."""
     index = module.variable(CACHE, "cache_index", lambda: jnp.zeros((), jnp.int32))
     position = index.value
     index.value = position + 1
-    return position % length, jnp.arange(length) <= position
+    return position % length, jnp.arange(length) <= position, position
+
+
+ROTARY_BASE = 10_000.0  # the rotary frequencies' base (RoFormer, Llama 2); it changes no size
+
+
+def rotary(x: jax.Array, positions: jax.Array) -> jax.Array:
+    """Rotary position embedding (Su et al., RoFormer) of (..., tokens, heads, dim) features at
+    ``positions`` (tokens,): each pair (i, i + dim/2) rotated by position x base^(-2i/dim), the
+    half-split layout of Llama's and GPT-NeoX's code. No parameters; computed in float32."""
+    half = x.shape[-1] // 2
+    frequencies = ROTARY_BASE ** (-jnp.arange(half, dtype=jnp.float32) / half)
+    angles = positions.astype(jnp.float32)[:, None] * frequencies[None, :]  # (tokens, half)
+    cos, sin = jnp.cos(angles)[:, None, :], jnp.sin(angles)[:, None, :]  # broadcast over heads
+    first, second = x[..., :half].astype(jnp.float32), x[..., half : 2 * half].astype(jnp.float32)
+    turned = jnp.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+    return jnp.concatenate([turned, x[..., 2 * half :].astype(jnp.float32)], axis=-1).astype(x.dtype)
 
 
 def norm(kind: str, name: str) -> nn.Module:
@@ -330,6 +346,7 @@ class Attention(nn.Module):
     cross: bool = False
     sinks: bool = False  # GPT-OSS: a learned sink logit a head, ``sinks`` (num_heads values)
     forward: Forward | None = None  # a training forward's attention kind (see ``Forward``)
+    rotary: bool = False  # rotary positions on queries and keys (a self-attention's; no parameters)
 
     @nn.compact
     def __call__(self, x: jax.Array, context: jax.Array | None = None, bias: jax.Array | None = None) -> jax.Array:
@@ -360,6 +377,9 @@ class Attention(nn.Module):
         elif key is None or value is None:  # only a decoding step reads them from its cache
             raise ValueError("a cross-attention outside decode mode needs the encoder's output (`context`)")
         else:
+            if self.rotary:
+                positions = jnp.arange(query.shape[-3])
+                query, key = rotary(query, positions), rotary(key, positions)
             mixed = attend_heads(query, key, value, self.causal, self.forward, bias, sink)
         out = nn.DenseGeneral(d_model, axis=(-2, -1), use_bias=self.use_bias, name="out")(mixed)
         return checkpoint_name(out, "out_proj")
@@ -384,7 +404,9 @@ class Attention(nn.Module):
         if key is not None and value is not None:
             slot = 0  # a cross-attention initialised on the encoder's output caches it whole
             if not self.cross:
-                slot, valid = _step_slot(self, length)
+                slot, valid, position = _step_slot(self, length)
+                if self.rotary:
+                    query, key = rotary(query, position[None]), rotary(key, position[None])
             keys.write(key, slot)
             values.write(value, slot)
         groups = self.num_heads // self.num_kv_heads
@@ -423,6 +445,7 @@ class LatentAttention(nn.Module):
     decode: Decode | None = None
     window: int = 0
     forward: Forward | None = None  # a training forward's attention kind (see ``Forward``)
+    rotary: bool = False  # rotary positions on the rope part of queries and on the shared key
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -442,6 +465,10 @@ class LatentAttention(nn.Module):
         if self.decode is not None:
             return out(self._step(self.decode, query, latent, shared_rope, up.variables["params"]["kernel"]))
         key_nope, value = jnp.split(kv, (nope,), axis=-1)
+        if self.rotary:
+            positions = jnp.arange(x.shape[-2])
+            query = jnp.concatenate([query[..., :nope], rotary(query[..., nope:], positions)], axis=-1)
+            shared_rope = rotary(shared_rope[..., None, :], positions)[..., 0, :]
         key_rope = jnp.broadcast_to(shared_rope[..., None, :], (*key_nope.shape[:-1], rope))
         key = jnp.concatenate([key_nope, key_rope], axis=-1)
         if self.forward is not None and self.forward.flash:
@@ -461,7 +488,10 @@ class LatentAttention(nn.Module):
         batch = query.shape[0]
         latents = _Slots(self, "latent", (batch, length, self.kv_lora_rank), decode)
         rope_keys = _Slots(self, "rope_key", (batch, length, self.qk_rope_head_dim), decode)
-        slot, valid = _step_slot(self, length)
+        slot, valid, position = _step_slot(self, length)
+        if self.rotary:
+            query = jnp.concatenate([query[..., :nope], rotary(query[..., nope:], position[None])], axis=-1)
+            rope_key = rotary(rope_key[..., None, :], position[None])[..., 0, :]
         latents.write(latent, slot)
         rope_keys.write(rope_key, slot)
         cached, cached_rope = latents.read(query.dtype), rope_keys.read(query.dtype)
@@ -674,6 +704,7 @@ class TransformerBlock(nn.Module):
     decode: Decode | None = None
     window: int = 0
     forward: Forward | None = None
+    rotary: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -689,6 +720,7 @@ class TransformerBlock(nn.Module):
             decode=self.decode,
             window=self.window,
             forward=self.forward,
+            rotary=self.rotary,
             name="attn",
         )
         mlp = FeedForward(self.ffn_dim, self.gated_mlp, self.use_bias, self.fused, name="mlp")
