@@ -23,8 +23,22 @@ if TYPE_CHECKING:  # the report layer draws what the memory layer answers; it ne
 
 GIB = 2**30
 # One colour a part, the same in every chart; red is kept for the budget and the chosen setup.
-PART_COLOURS = {"params": "#4c78a8", "grads": "#f58518", "master": "#54a24b", "optimizer": "#b279a2"}
-PART_TITLES = {"params": "Parameters", "grads": "Gradients", "master": "Master copy", "optimizer": "Optimizer state"}
+PART_COLOURS = {
+    "params": "#4c78a8",
+    "grads": "#f58518",
+    "master": "#54a24b",
+    "optimizer": "#b279a2",
+    "activations": "#e45756",  # a step's activations (with a sequence), beside the state
+    "headroom": "#d9d9d9",  # what is left of the budget
+}
+PART_TITLES = {
+    "params": "Parameters",
+    "grads": "Gradients",
+    "master": "Master copy",
+    "optimizer": "Optimizer state",
+    "activations": "Activations",
+    "headroom": "Headroom to the budget",
+}
 BUDGET_COLOUR = "#d1242f"
 # GiB as people read them: 0.5, 16, 1.2k (never 500m); the axis title says GiB.
 GIB_LABELS = "datum.value >= 1000 ? format(datum.value, '.3~s') : format(datum.value, '~g')"
