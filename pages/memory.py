@@ -316,6 +316,13 @@ else:
             help="Reducing Activation Recomputation in Large Transformer Models (2022), for the same s, b, h, a, L.",
         )
         st.caption(frame.plain(traced.formula_note))
+        if traced.recompute_fraction is not None:
+            st.caption(
+                frame.plain(
+                    f"Remat {traced.step.remat} recomputes {100 * traced.recompute_fraction:.1f}% more of a block's "
+                    "forward and backward FLOPs (counted from the traced step) to keep that little."
+                )
+            )
         if traced.routed:
             st.caption(frame.plain(f"Routed experts: {traced.step.dispatch_text}."))
     for column, part in zip(st.columns(len(training.parts)), training.parts, strict=True):

@@ -244,3 +244,21 @@ def test_a_rotary_decoder_changes_with_the_order_of_its_tokens():
     first = module.apply(params, tokens)[0, -1]
     swapped = module.apply(params, jnp.array([[2, 1, 3, 4]]))[0, -1]
     assert not jnp.allclose(first, swapped)
+
+
+def test_what_a_policy_recomputes_is_counted_from_the_traced_step():
+    """Full remat runs a block's forward again: about a third of its forward and backward (a
+    backward costs about two forwards); keeping the projections recomputes little; none nothing."""
+    fraction = {
+        policy: act.trace_activations(LLAMA, act.Step(sequence=SEQUENCE, remat=policy), with_recompute=True)
+        for policy in ("none", "full", "minimal")
+    }
+    assert fraction["none"].recompute_fraction == 0.0
+    assert 0.2 < fraction["full"].recompute_fraction < 0.4
+    assert 0 < fraction["minimal"].recompute_fraction < fraction["full"].recompute_fraction
+    assert trace(remat="full").recompute_fraction is None  # not asked for
+
+
+def test_flops_of_a_matmul_by_hand():
+    jaxpr = jax.make_jaxpr(lambda a, b: a @ b)(jnp.ones((3, 4)), jnp.ones((4, 5))).jaxpr
+    assert act.jaxpr_flops(jaxpr) == 2 * 3 * 4 * 5

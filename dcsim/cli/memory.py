@@ -509,7 +509,12 @@ def _activation_lines(memory: MemoryReport, traced: Any) -> list[str]:
         f"remat {step.remat}, {step.attention} attention, compute {step.compute_dtype}"
         + (f", tensor parallel over model={traced.tensor_parallel}" if traced.tensor_parallel > 1 else "")
         + (" with sequence parallelism" if step.sequence_parallel else ""),
-        f"  remat {step.remat}: {POLICY_HELP[step.remat]}",
+        f"  remat {step.remat}: {POLICY_HELP[step.remat]}"
+        + (
+            ""
+            if traced.recompute_fraction is None
+            else f"; recomputes {100 * traced.recompute_fraction:.1f}% of a block's forward and backward FLOPs"
+        ),
         f"  {step.attention} attention: {ATTENTION_HELP[step.attention]}",
         f"{'state':<{width}}{_bytes(state)}",
         f"{'activations':<{width}}{_bytes(traced.bytes_per_device)}  (residuals JAX's autodiff keeps, traced "
@@ -595,7 +600,7 @@ def run(args: argparse.Namespace) -> str:
     if step is not None:
         from dcsim.memory import activations
 
-        traced = activations.cached_trace(config, step, setup.param_dtype, mesh)
+        traced = activations.cached_trace(config, step, setup.param_dtype, mesh, with_recompute=True)
 
         def per_mesh(candidate: meshes.MeshSpec) -> int:
             return activations.cached_trace(config, step, setup.param_dtype, candidate).bytes_per_device

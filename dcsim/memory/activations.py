@@ -335,6 +335,48 @@ def saved_activations(
     return tuple(rows)
 
 
+_ELEMENTWISE = frozenset(
+    {"add", "sub", "mul", "div", "exp", "log", "tanh", "logistic", "rsqrt", "sqrt", "max", "min", "neg", "integer_pow"}
+)
+
+
+def jaxpr_flops(jaxpr: Any) -> int:
+    """Floating-point operations of a jaxpr, counted from its equations: a matmul 2 x its output x
+    its contracted size, an elementwise op its output, a sum its input; calls followed into."""
+    total = 0
+    for eqn in jaxpr.eqns:
+        inner = [getattr(value, "jaxpr", value) for value in eqn.params.values()]
+        subs = [sub for sub in inner if isinstance(sub, jax_core.Jaxpr)]
+        if subs:
+            total += sum(jaxpr_flops(sub) for sub in subs[:1])
+            continue
+        name = eqn.primitive.name
+        if name == "dot_general":
+            (contract, _), _ = eqn.params["dimension_numbers"]
+            lhs = eqn.invars[0].aval.shape
+            total += 2 * math.prod(eqn.outvars[0].aval.shape) * math.prod(lhs[d] for d in contract)
+        elif name == "ragged_dot_general" or name == "ragged_dot":
+            lhs, rhs = eqn.invars[0].aval.shape, eqn.invars[1].aval.shape
+            total += 2 * math.prod(lhs) * rhs[-1]
+        elif name in _ELEMENTWISE:
+            total += math.prod(eqn.outvars[0].aval.shape)
+        elif name == "reduce_sum":
+            total += math.prod(eqn.invars[0].aval.shape)
+    return total
+
+
+def step_flops(fn: Callable[..., Any], params: Any, x: jax.ShapeDtypeStruct) -> int:
+    """The floating-point operations of ``fn``'s forward and backward pass together (one vjp and
+    its pullback applied to a cotangent), from the traced jaxpr: under a remat policy the pullback
+    recomputes what was not kept, so the difference to no remat is the recomputation."""
+
+    def whole(p: Any, value: Any) -> Any:
+        out, pullback = jax.vjp(fn, p, value)
+        return pullback(jnp.ones_like(out))
+
+    return jaxpr_flops(jax.make_jaxpr(whole)(params, x).jaxpr)
+
+
 def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
     """The loss as the usual recipe computes it: the logits cast to float32, optax's softmax
     cross-entropy on integer labels, the mean over tokens."""
@@ -384,6 +426,7 @@ class ActivationReport:
     formula_note: str
     seconds: float
     routed: bool = False  # the model has routed experts (dispatched as ``step.dispatch_text`` says)
+    recompute_fraction: float | None = None  # the policy's extra block FLOPs over the no-remat step's
 
     @property
     def blocks_bytes(self) -> int:
@@ -478,11 +521,17 @@ def check_traceable(config: ModelConfig, step: Step, mesh: MeshSpec | None = Non
 
 
 def trace_activations(
-    config: ModelConfig, step: Step, param_dtype: str = "bfloat16", mesh: MeshSpec | None = None
+    config: ModelConfig,
+    step: Step,
+    param_dtype: str = "bfloat16",
+    mesh: MeshSpec | None = None,
+    with_recompute: bool = False,
 ) -> ActivationReport:
     """The residuals a training step of ``config`` keeps on the most-loaded device of ``mesh``:
     each set of blocks built alike traced once (its first two members, as counting does), the part
-    outside the blocks and the loss traced apart, every figure from the model's real trace."""
+    outside the blocks and the loss traced apart, every figure from the model's real trace.
+    ``with_recompute``: also what the policy recomputes, as a fraction of a block's forward and
+    backward FLOPs without remat (``step_flops``; two more traces of one block)."""
     start = time.perf_counter()
     hparams = check_traceable(config, step, mesh)
     family = config.family
@@ -513,6 +562,7 @@ def trace_activations(
     params = _abstract(variables["params"], param_dtype)
     policy = POLICIES[step.remat]
     traced: dict[str, tuple[Residual, ...]] = {}
+    recompute = None
     for path, (block, args) in found.items():
 
         def apply(p: Any, x: Any, block: nn.Module = block) -> Any:
@@ -521,6 +571,11 @@ def trace_activations(
         x = jax.ShapeDtypeStruct((b, s, *args[0].shape[2:]), compute)
         fn = apply if policy is None else jax.checkpoint(apply, policy=policy)
         traced[path] = saved_activations(fn, params[path], x, split=block_split, sequence=s, micro_batch=b)
+        if with_recompute and recompute is None:
+            recompute = 0.0
+            if policy is not None:
+                plain = step_flops(apply, params[path], x)
+                recompute = (step_flops(fn, params[path], x) - plain) / plain
     rows: dict[int, BlockRow] = {}
     for run in runs:
         last = min(len(run.members), families.TRACED_PER_RUN) - 1
@@ -565,6 +620,7 @@ def trace_activations(
         formula_note=formula_note(family, hparams, step),
         seconds=time.perf_counter() - start,
         routed=family == "moe",
+        recompute_fraction=recompute,
     )
 
 
@@ -642,6 +698,7 @@ def activations_record(report: ActivationReport) -> dict[str, Any]:
         "korthikanti_bytes_per_device": report.korthikanti_bytes,
         "formula_note": report.formula_note,
         "loss_bytes_per_device": report.loss_bytes,
+        "recompute_fraction": None if report.recompute_fraction is None else round(report.recompute_fraction, 4),
         "loss": f"logits cast to {LOSS_DTYPE}, softmax cross-entropy on integer labels (optax)",
         "blocks": [
             {"path": row.path, "residuals": row.residuals, "bytes": row.bytes}
@@ -651,12 +708,14 @@ def activations_record(report: ActivationReport) -> dict[str, Any]:
     }
 
 
-def cached_trace(config: ModelConfig, step: Step, param_dtype: str, mesh: MeshSpec | None) -> ActivationReport:
+def cached_trace(
+    config: ModelConfig, step: Step, param_dtype: str, mesh: MeshSpec | None, with_recompute: bool = False
+) -> ActivationReport:
     """``trace_activations``, remembered: a budget search asks for the same figure on many meshes,
     and only the ``model`` axis changes it."""
-    return _trace_on(config, step, param_dtype, tensor_parallel_size(mesh))
+    return _trace_on(config, step, param_dtype, tensor_parallel_size(mesh), with_recompute)
 
 
 @functools.lru_cache(maxsize=64)
-def _trace_on(config: ModelConfig, step: Step, param_dtype: str, t: int) -> ActivationReport:
-    return trace_activations(config, step, param_dtype, MeshSpec(((TENSOR_AXIS, t),)))
+def _trace_on(config: ModelConfig, step: Step, param_dtype: str, t: int, with_recompute: bool) -> ActivationReport:
+    return trace_activations(config, step, param_dtype, MeshSpec(((TENSOR_AXIS, t),)), with_recompute)

@@ -278,7 +278,7 @@ def _cached_activations(config_json: str, step_json: str, param_dtype: str, mesh
     config = ModelConfig.from_json(config_json)
     step = activations.Step(**json.loads(step_json))
     try:
-        return activations.cached_trace(config, step, param_dtype, meshes.parse_mesh(mesh_text))
+        return activations.cached_trace(config, step, param_dtype, meshes.parse_mesh(mesh_text), with_recompute=True)
     except (TypeError, ValueError) as err:
         return str(err)
 
