@@ -86,6 +86,12 @@ budget_text = budget_col.text_input(
     max_chars=32,
     help="One device's memory, with its unit: 80GiB, 96 GB, 1.5 TiB (GiB = 2^30 bytes, GB = 10^9).",
 )
+st.button(
+    "Use the usual mixed-precision recipe: bf16 params, fp32 master copy and moments",
+    key="memory.recipe",
+    on_click=memory.use_recipe,
+    icon=":material/tune:",
+)
 param_col, grad_col, master_col = st.columns(3)
 param_dtype = param_col.selectbox(
     "Parameters' dtype",
@@ -194,6 +200,9 @@ frame.page_link(
 )
 memory.remember_split(training)
 st.caption(frame.plain(f"Setup: {training.text}."))
+no_master = memory.master_note(training)
+if no_master is not None:
+    st.caption(frame.plain(no_master))
 
 outcome = memory.cached_memory(config, setup)
 held = outcome.memory
@@ -340,6 +349,17 @@ else:
             "**Training state and one step's activations (the residuals the backward pass reads). No XLA "
             "temporaries of the backward, no buffers or framework overhead.**"
         )
+
+    if traced is not None and step is not None:
+        box = widgets.opened("Activations against sequence length, every remat policy", "memory.sequence_open")
+        if box is not None:
+            with box:
+                points = memory.sequence_frame(config, step, training.param_dtype, mesh)
+                st.altair_chart(memory_charts.activations_by_sequence(points), width="stretch")
+                st.caption(
+                    "Each point traced as the figure above is (a quarter to twice this sequence). Flash attention "
+                    "grows linearly; naive attention's s x s probabilities bend the none and dots lines upward."
+                )
 
     st.subheader("By ZeRO stage")
     stages = memory.stage_frame(config, setup, activations_bytes)

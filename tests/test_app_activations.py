@@ -2,6 +2,8 @@
 engine's trace, "fits" counting both, the stacked bar with activations and headroom, the link
 carrying every field, and bad step values named and replaced."""
 
+import json
+
 from conftest import open_app
 from dcsim import links
 from dcsim.memory import activations
@@ -10,6 +12,7 @@ from dcsim.memory.training import Training
 from dcsim.model.count import count_params
 from dcsim.report import units
 from dcsim.sharding.meshes import parse_mesh
+from dcsim.ui import memory as memory_ui
 
 MEMORY = "pages/memory.py"
 SMALL = {"preset": "llama2-7b"} | {
@@ -108,3 +111,29 @@ def test_a_moe_model_offers_the_capacity_factor_and_says_how_it_routes():
     assert at.text_input(key="w.memory.cf").value == "1.25"
     assert any("GShard capacity, factor 1.25" in caption.value.replace("\\", "") for caption in at.caption)
     assert at.query_params["cf"] == "1.25"
+
+
+def test_activations_against_the_sequence_are_drawn_on_request():
+    at = open_link(SMALL | {"mesh": "data=2", "seq": "32", "attn": "naive"})
+    at.session_state["memory.sequence_open"] = True
+    at.run()
+    assert not at.exception
+    specs = [json.loads(chart.proto.spec) for chart in at.get("vega_lite_chart")]
+    (spec,) = [spec for spec in specs if "Sequence (tokens)" in json.dumps(spec)]
+    assert spec["encoding"]["y"]["scale"]["type"] == "log"
+    config = links.decode({key: [value] for key, value in SMALL.items()}).config
+    rows = memory_ui.sequence_frame(
+        config, activations.Step(sequence=32, attention="naive"), "bfloat16", parse_mesh("data=2")
+    )
+    points = set(zip(rows["policy"], rows["sequence"], strict=True))
+    assert points == {(policy, s) for policy in memory_ui.REMATS for s in (8, 16, 32, 64)}
+    by = {(policy, s): gib for policy, s, gib in zip(rows["policy"], rows["sequence"], rows["gib"], strict=True)}
+    assert by[("full", 64)] < by[("dots", 64)] < by[("none", 64)]
+
+
+def test_the_recipe_is_one_click_and_no_master_copy_is_said():
+    at = open_link(SMALL | {"mesh": "data=2"})
+    assert any("No master copy is kept" in caption.value for caption in at.caption)
+    at.button(key="memory.recipe").click().run()
+    assert at.query_params["param"] == "bfloat16" and at.query_params["master"] == "float32"
+    assert not any("No master copy is kept" in caption.value for caption in at.caption)

@@ -225,3 +225,30 @@ def device_sweep(sweep: pd.DataFrame, budget_bytes: int, budget_text: str, num_d
             "beside the ideal share (total state / devices), on log-log axes, with a dashed line at the budget.",
         )
     )
+
+
+def activations_by_sequence(points: pd.DataFrame) -> alt.Chart:
+    """Activations a device keeps against the sequence length, one line a remat policy.
+
+    ``points`` has ``sequence``, ``policy``, ``gib`` (position) and ``bytes_text`` (exact)
+    (``dcsim.ui.memory.sequence_frame``). Both axes are logarithmic: a line linear in the sequence
+    has slope 1, and naive attention's quadratic term bends upward."""
+    return (
+        alt.Chart(points)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("sequence:Q", title="Sequence (tokens)", scale=alt.Scale(type="log", base=2)),
+            y=alt.Y(
+                "gib:Q",
+                title="Activations per device, GiB (2^30 bytes)",
+                scale=alt.Scale(type="log"),
+                axis=alt.Axis(labelExpr=GIB_LABELS),
+            ),
+            color=alt.Color("policy:N", title="Remat policy", legend=alt.Legend(orient="top")),
+            tooltip=[
+                alt.Tooltip("policy:N", title="Remat"),
+                alt.Tooltip("sequence:Q", title="Sequence", format=","),
+                alt.Tooltip("bytes_text:N", title="Activations per device (exact)"),
+            ],
+        )
+    )

@@ -290,6 +290,50 @@ def cached_activations(config: ModelConfig, step: Any, param_dtype: str, mesh: m
     )
 
 
+def sequence_frame(config: ModelConfig, step: Any, param_dtype: str, mesh: meshes.MeshSpec) -> pd.DataFrame:
+    """Activations per device at a quarter, half, one and two times the step's sequence (within the
+    model's positions), under every remat policy: sequence, policy, gib, bytes_text. Sequences the
+    engine refuses are left out."""
+    sequences = sorted({max(1, step.sequence * k // 4) for k in (1, 2, 4, 8)})
+    records = []
+    for policy in REMATS:
+        for sequence in sequences:
+            traced = cached_activations(
+                config, dataclasses.replace(step, remat=policy, sequence=sequence), param_dtype, mesh
+            )
+            if isinstance(traced, str):
+                continue
+            records.append(
+                {
+                    "sequence": sequence,
+                    "policy": policy,
+                    "gib": traced.bytes_per_device / memory_charts.GIB,
+                    "bytes_text": units.bytes_exact(traced.bytes_per_device),
+                }
+            )
+    return pd.DataFrame(records, columns=["sequence", "policy", "gib", "bytes_text"])
+
+
+RECIPE = {"param": "bfloat16", "master": "float32"}  # the usual mixed precision: bf16 params, fp32 master and moments
+
+
+def use_recipe() -> None:
+    """The named recipe's dtypes into the pickers (a button's callback, before they are drawn)."""
+    for name, value in RECIPE.items():
+        st.session_state[f"{state.WIDGET_PREFIX}{PAGE}.{name}"] = value
+
+
+def master_note(training: Training) -> str | None:
+    """What the setup says when no master copy is kept beside low-precision parameters."""
+    if training.master_dtype is not None or training.param_dtype in ("float32", "float64"):
+        return None
+    return (
+        f"No master copy is kept: the optimizer updates the {training.param_dtype} parameters in place and keeps "
+        f"its state in {training.param_dtype}. The usual mixed-precision recipe keeps a float32 master copy and "
+        "float32 moments."
+    )
+
+
 def _step_json(setup: Setup) -> str:
     return "" if setup.step is None else json.dumps(dataclasses.asdict(setup.step), sort_keys=True)
 
