@@ -4,6 +4,8 @@ keys of issue 29, the budget counting both, and every bad value refused naming i
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
 
 from conftest import refused_in_one_line
 from conftest import run_cli as run
@@ -128,3 +130,39 @@ def test_a_sequence_the_model_axis_does_not_divide_is_refused(capsys):
 def test_a_family_without_a_training_forward_is_refused(capsys):
     err = refused_in_one_line(capsys, "memory", "--preset", "bert-base", "--mesh", "data=2", "--sequence", "8")
     assert "activations are traced for decoder-only language models" in err
+
+
+STEP_VALUES = {
+    "--sequence": ("16", "32", "4096", "0", "-1", "1e400", "nan", "2.5", "4" * 5000, "", "٣", "16 ", "1048577"),
+    "--micro-batch": ("1", "2", "0", "-3", "65537", "1e400", "inf", "x"),
+    "--remat": ("none", "full", "dots", "dots-no-batch", "minimal", "FULL", "\x00", "x" * 500),
+    "--attention": ("flash", "naive", "ring", ""),
+    "--compute-dtype": ("bfloat16", "float32", "int8", "\x1b[31m"),
+    "--capacity-factor": ("none", "1.25", "0", "nan", "inf", "-1", "1e400", "<script>"),
+    "--batch": ("1", "2"),
+}
+
+
+@given(
+    hs.lists(
+        hs.one_of(
+            hs.tuples(hs.sampled_from(sorted(STEP_VALUES)), hs.text(max_size=12)),
+            hs.sampled_from(sorted(STEP_VALUES)).flatmap(
+                lambda flag: hs.tuples(hs.just(flag), hs.sampled_from(STEP_VALUES[flag]))
+            ),
+            hs.just(("--sequence-parallel", None)),
+        ),
+        max_size=4,
+    )
+)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_step_flags_give_an_answer_or_one_clear_line(capsys, pairs):
+    argv = ["memory", *SMALL, "--mesh", "data=2,model=2", "--strategy", "megatron", "--format", "json"]
+    for flag, value in pairs:
+        argv += [flag] if value is None else [flag, value]
+    code, out, err = run(capsys, *argv)
+    if code == 0:
+        assert out and "Traceback" not in err
+    else:
+        assert code == 2 and out == "", err
+        assert err.startswith("dcsim: error: ") and err.count("\n") == 1, err
