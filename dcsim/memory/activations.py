@@ -54,30 +54,13 @@ from dcsim.inputs import as_int, show
 from dcsim.model import families, presets
 from dcsim.model.config import ModelConfig
 from dcsim.model.hparams import MAX_POSITIONS
-from dcsim.model.layers import ATTENTION_KINDS, Forward
+from dcsim.model.layers import ATTENTION_KINDS, FLASH_FORWARD, REMAT_POLICIES, Forward
 from dcsim.sharding.megatron import TENSOR_AXIS
 from dcsim.sharding.meshes import MeshSpec
 
-# MaxText's ``minimal`` remat policy (its current one): the outputs of the projections, by the
-# names dcsim's modules give them with ``checkpoint_name``.
-MINIMAL_NAMES = (
-    "query_proj",
-    "key_proj",
-    "value_proj",
-    "qkv_proj",
-    "out_proj",
-    "mlpwi_0",
-    "mlpwi_1",
-    "mlpwi",
-    "mlpwo",
-)
-POLICIES: Mapping[str, Callable[..., Any] | None] = {
-    "none": None,  # no remat: everything saveable is saved
-    "full": jax.checkpoint_policies.nothing_saveable,
-    "dots": jax.checkpoint_policies.dots_saveable,
-    "dots-no-batch": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
-    "minimal": jax.checkpoint_policies.save_only_these_names(*MINIMAL_NAMES),
-}
+# The policies, by name: ``dcsim.model.layers.REMAT_POLICIES`` (MaxText's ``minimal`` keeps the
+# projections the modules name with ``checkpoint_name``).
+POLICIES: Mapping[str, Callable[..., Any] | None] = REMAT_POLICIES
 POLICY_HELP = {
     "none": "no remat: every residual the backward pass reads is kept; no forward is recomputed",
     "full": "nothing_saveable: each block keeps only its input and recomputes its whole forward in the backward",
@@ -358,6 +341,9 @@ def jaxpr_flops(jaxpr: Any) -> int:
         elif name == "ragged_dot_general" or name == "ragged_dot":
             lhs, rhs = eqn.invars[0].aval.shape, eqn.invars[1].aval.shape
             total += 2 * math.prod(lhs) * rhs[-1]
+        elif name == FLASH_FORWARD:  # the kernel's two products: q.k and p.v
+            query, key, value = (var.aval.shape for var in eqn.invars[:3])
+            total += 2 * math.prod(query[:-1]) * key[-3] * (query[-1] + value[-1])
         elif name in _ELEMENTWISE:
             total += math.prod(eqn.outvars[0].aval.shape)
         elif name == "reduce_sum":

@@ -41,6 +41,7 @@ from dcsim.model.layers import (
     MixtureOfExperts,
     TokenEmbeddings,
     TransformerBlock,
+    block_class,
     norm,
     output_logits,
     sandwich,
@@ -97,8 +98,9 @@ class Decoder(nn.Module):
         positions = self.max_positions if self.position_embedding == "learned" else None
         embed = TokenEmbeddings(self.vocab_size, self.d_model, positions, name="embed")
         x = embed(tokens, positions=step_positions(self, tokens) if positions and self.decode else None)
+        block = block_class(self.forward, TransformerBlock)
         for index in self.built_layers or range(self.num_layers):
-            x = TransformerBlock(
+            x = block(
                 self.num_heads,
                 self.num_kv_heads,
                 self.ffn_dim,
@@ -206,9 +208,10 @@ class MoEDecoder(nn.Module):
             "router_bias": self.router_bias,
             "expert_biases": self.expert_biases,
         }
+        block = block_class(self.forward, MoEBlock)
         for index in self.built_layers or range(self.num_layers):
             dense = index in self.dense_layers
-            x = MoEBlock(
+            x = block(
                 self.attention == "mla",
                 attention,
                 dense,

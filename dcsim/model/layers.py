@@ -39,6 +39,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
+from jax.extend import core as jax_core
+from jax.interpreters import mlir
 
 EXPERTS = "experts"  # the module that owns the stacked routed experts
 BUFFERS = "buffers"  # state a checkpoint stores that is not a parameter (DeepSeek-V3's router bias)
@@ -78,6 +80,26 @@ class Decode:
 
 ATTENTION_KINDS = ("naive", "flash")
 DISPATCHES = ("dense", "dropless", "capacity")
+# MaxText's ``minimal`` remat policy (its current one): the outputs of the projections, by the
+# names the modules here give them with ``checkpoint_name``.
+MINIMAL_NAMES = (
+    "query_proj",
+    "key_proj",
+    "value_proj",
+    "qkv_proj",
+    "out_proj",
+    "mlpwi_0",
+    "mlpwi_1",
+    "mlpwi",
+    "mlpwo",
+)
+REMAT_POLICIES: dict[str, Any] = {
+    "none": None,  # no remat: everything saveable is saved
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "dots": jax.checkpoint_policies.dots_saveable,
+    "dots-no-batch": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+    "minimal": jax.checkpoint_policies.save_only_these_names(*MINIMAL_NAMES),
+}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -95,8 +117,11 @@ class Forward:
     attention: str = "naive"
     dispatch: str = "dense"
     capacity_factor: float = 1.0
+    remat: str = "none"  # a whole model's blocks under ``nn.remat`` with this policy (XLA's step check)
 
     def __post_init__(self) -> None:
+        if self.remat not in REMAT_POLICIES:
+            raise ValueError(f"the remat policy must be one of {', '.join(REMAT_POLICIES)}, got {self.remat!r}")
         if self.attention not in ATTENTION_KINDS:
             raise ValueError(f"the attention must be one of {', '.join(ATTENTION_KINDS)}, got {self.attention!r}")
         if self.dispatch not in DISPATCHES:
@@ -107,6 +132,17 @@ class Forward:
     @property
     def flash(self) -> bool:
         return self.attention == "flash"
+
+    def block(self, cls: Any) -> Any:
+        """``cls``, or ``nn.remat(cls, policy=...)`` under a remat policy, as training code wraps
+        its blocks; the parameters' names and shapes are the same."""
+        if self.remat == "none":
+            return cls
+        return nn.remat(cls, policy=REMAT_POLICIES[self.remat])
+
+
+def block_class(forward: Forward | None, cls: Any) -> Any:
+    return cls if forward is None else forward.block(cls)
 
 
 def _store(decode: Decode, values: jax.Array, scale: Any) -> jax.Array:
@@ -236,15 +272,9 @@ def _grouped_reference(
     *lead, length, heads, depth = query.shape
     kv_heads = key.shape[-2]
     groups = heads // kv_heads
-    # The products are written as multiply-and-sum, not matmuls: a kernel is opaque to a remat
-    # policy, so ``dots_saveable`` must not find (and keep) the s x s scores inside it.
-    grouped = query.reshape(*lead, length, kv_heads, groups, depth).astype(jnp.float32)
-    keys = key.astype(jnp.float32)
-    logits = jnp.sum(
-        jnp.moveaxis(grouped, -4, -2)[..., :, None, :] * jnp.moveaxis(keys, -3, -2)[..., :, None, None, :, :],
-        axis=-1,
-    ) / math.sqrt(depth)  # (..., kv_heads, groups, q, k)
-    logits = logits.reshape(*lead, heads, length, key.shape[-3])
+    grouped = query.reshape(*lead, length, kv_heads, groups, depth)
+    logits = jnp.einsum("...qkgd,...skd->...kgqs", grouped, key, preferred_element_type=jnp.float32)
+    logits = logits.reshape(*lead, heads, length, key.shape[-3]) / math.sqrt(depth)
     if bias is not None:
         logits = logits + bias.astype(jnp.float32)
     if causal:
@@ -256,19 +286,60 @@ def _grouped_reference(
         scores = jnp.concatenate([logits, column], axis=-1)
     lse = jax.nn.logsumexp(scores, axis=-1)
     probs = jnp.exp(logits - lse[..., None]).reshape(*lead, kv_heads, groups, length, key.shape[-3])
-    values = jnp.moveaxis(value.astype(jnp.float32), -3, -2)  # (..., kv_heads, k, d)
-    out = jnp.sum(probs[..., None] * values[..., None, None, :, :], axis=-2)  # (..., kv_heads, groups, q, d)
-    out = jnp.moveaxis(out.reshape(*lead, heads, length, value.shape[-1]), -3, -2)
-    return out.astype(query.dtype), lse
+    out = jnp.einsum("...kgqs,...skd->...qkgd", probs.astype(value.dtype), value, preferred_element_type=jnp.float32)
+    return out.reshape(*lead, length, heads, value.shape[-1]).astype(query.dtype), lse
+
+
+# A kernel is one operation to a remat policy: ``dots_saveable`` must not find (and keep) the
+# s x s scores inside it, as it finds none inside a Pallas or cuDNN call. So the flash forward is
+# one primitive of its own, lowered to the reference computation; its derivative is the
+# ``custom_vjp``'s, never its own.
+FLASH_FORWARD = "dcsim_flash_forward"
+_flash_forward_p = jax_core.Primitive(FLASH_FORWARD)
+_flash_forward_p.multiple_results = True
+
+
+def _flash_parts(args: Any, has_bias: bool, has_sink: bool) -> tuple[Any, Any, Any, Any, Any]:
+    query, key, value, *rest = args
+    bias = rest.pop(0) if has_bias else None
+    sink = rest.pop(0) if has_sink else None
+    return query, key, value, bias, sink
+
+
+def _flash_impl(*args: Any, causal: bool, has_bias: bool, has_sink: bool) -> list[jax.Array]:
+    query, key, value, bias, sink = _flash_parts(args, has_bias, has_sink)
+    return list(_grouped_reference(query, key, value, causal, bias, sink))
+
+
+def _flash_abstract(*avals: Any, causal: bool, has_bias: bool, has_sink: bool) -> list[Any]:
+    query, _, value, _, _ = _flash_parts(avals, has_bias, has_sink)
+    *lead, length, heads, _ = query.shape
+    out = jax.core.ShapedArray((*lead, length, heads, value.shape[-1]), query.dtype)
+    return [out, jax.core.ShapedArray((*lead, heads, length), jnp.float32)]
+
+
+_flash_forward_p.def_impl(_flash_impl)
+_flash_forward_p.def_abstract_eval(_flash_abstract)
+mlir.register_lowering(_flash_forward_p, mlir.lower_fun(_flash_impl, multiple_results=True))
+
+
+def _opaque_reference(
+    query: jax.Array, key: jax.Array, value: jax.Array, causal: bool, bias: Any = None, sink: Any = None
+) -> tuple[jax.Array, jax.Array]:
+    extras = [x for x in (bias, sink) if x is not None]
+    out, lse = _flash_forward_p.bind(
+        query, key, value, *extras, causal=causal, has_bias=bias is not None, has_sink=sink is not None
+    )
+    return out, lse
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
 def _flash(query: jax.Array, key: jax.Array, value: jax.Array, causal: bool, extras: Any) -> jax.Array:
-    return _grouped_reference(query, key, value, causal, *extras)[0]
+    return _opaque_reference(query, key, value, causal, *extras)[0]
 
 
 def _flash_forward(query: jax.Array, key: jax.Array, value: jax.Array, causal: bool, extras: Any) -> Any:
-    out, lse = _grouped_reference(query, key, value, causal, *extras)
+    out, lse = _opaque_reference(query, key, value, causal, *extras)
     return out, (query, key, value, extras, out, lse)
 
 
