@@ -8,7 +8,9 @@ Run: PYTHONPATH=. python bench/bench_activations.py [--repeats 5]
    and the loss), with sequence parallelism, and with the budget search (each candidate mesh's
    activations, cached by its model axis). Median wall time and peak RSS; the goal is the state
    alone's time within 1.5x.
-2. Llama 2 7B and 70B at 4,096 tokens, micro-batch 1, per policy and attention kind, in process:
+2. ``--sequence 1024 --verify`` for GPT-2 small over 2 devices: XLA compiles the whole step in a
+   child (the issue allows 30 s whole process).
+3. Llama 2 7B and 70B at 4,096 tokens, micro-batch 1, per policy and attention kind, in process:
    dcsim's figure against Korthikanti et al.'s formula, and the trace's time.
 
 Commands run interleaved, so drift on a shared machine touches each alike; ratios are in one run.
@@ -38,6 +40,11 @@ COMMANDS = {
     "... --sequence 4096 --budget 80GiB": [*MEMORY, *LLAMA70, "--sequence", "4096", "--budget", "80GiB"],
 }
 LIMITS = {"... --sequence 4096": "1.5x the state alone"}
+VERIFY_NAME = "memory gpt2-small, data=2, --sequence 1024 --verify"
+VERIFY = [
+    *MEMORY, "--preset", "gpt2-small", "--mesh", "data=2", "--zero", "1", "--master-dtype", "float32",
+    "--sequence", "1024", "--verify", "--format", "json",
+]  # fmt: skip
 
 
 def part_policies() -> None:
@@ -74,6 +81,8 @@ def main() -> None:
     args = parser.parse_args()
     medians = commands_table(COMMANDS, STATE, LIMITS, args.repeats)
     print(f"\nwith --sequence 4096: {medians['... --sequence 4096'] / medians[STATE]:.2f}x the state alone")
+    print()
+    commands_table({VERIFY_NAME: VERIFY}, VERIFY_NAME, {VERIFY_NAME: "30 s"}, 1)
     part_policies()
 
 

@@ -166,3 +166,23 @@ def test_any_step_flags_give_an_answer_or_one_clear_line(capsys, pairs):
     else:
         assert code == 2 and out == "", err
         assert err.startswith("dcsim: error: ") and err.count("\n") == 1, err
+
+
+@pytest.mark.slow  # starts a child process that compiles the whole step
+def test_verify_compiles_the_step_and_puts_xla_beside_dcsim(capsys):
+    record = memory_json(capsys, "--mesh", "data=2", "--sequence", "64", "--master-dtype", "float32", "--verify")
+    xla = record["xla"]
+    assert xla["matches"]  # the state's check, as before
+    peak = xla["step_peak_bytes_per_device"]
+    parts = ("argument", "output", "temp", "alias")
+    assert peak == sum(xla[f"step_{part}_bytes_per_device"] * (-1 if part == "alias" else 1) for part in parts)
+    assert xla["ratio"] == pytest.approx(record["per_device"]["total_bytes"] / peak, abs=1e-4)
+    assert 0.2 < xla["ratio"] < 2  # a CPU compile keeps transients that are not residuals
+    assert "CPU" in xla["step_compile"]
+
+
+def test_the_step_check_is_for_small_models(capsys):
+    err = refused_in_one_line(
+        capsys, "memory", "--preset", "llama2-7b", "--mesh", "data=2", "--sequence", "8", "--verify"
+    )
+    assert "models of at most 400,000,000 parameters; this one has 6,738,415,616" in err

@@ -610,9 +610,37 @@ def run(args: argparse.Namespace) -> str:
         from dcsim.memory import verify  # XLA compiles only for --verify
 
         verify.check_verifiable(memory)  # refuses a mesh past its bounds before the budget search runs
+        if step is not None:
+            from dcsim.memory import verify_step
+
+            verify_step.check_step_verifiable(memory, report.total_params, step)
     fit = None if amount is None else search.fit(report, mesh, strategy, rules, setup, amount, activations=per_mesh)
+    stepped = None
     if args.verify:
         verified = verify.verify(memory)
+        if step is not None and traced is not None:
+            stepped = verify_step.verify_step(memory, config.to_json(), step, traced.bytes_per_device)
     if args.format == "json":
-        return json.dumps(memory_record(memory, report.total_params, fit, verified, traced), indent=2) + "\n"
-    return render_memory_table(memory, report.total_params, fit, verified, traced)
+        record = memory_record(memory, report.total_params, fit, verified, traced)
+        if stepped is not None:
+            record["xla"] |= verify_step.step_record(stepped)
+        return json.dumps(record, indent=2) + "\n"
+    table = render_memory_table(memory, report.total_params, fit, verified, traced)
+    if stepped is not None:
+        table += "\n".join(_step_lines(stepped)) + "\n"
+    return table
+
+
+def _step_lines(stepped: Any) -> list[str]:
+    """XLA's compiled step beside dcsim's state + activations, with why they differ."""
+    return [
+        "",
+        f"XLA's training step, compiled on virtual CPU devices ({stepped.seconds:.1f} s): loss, value_and_grad under "
+        "the remat policy, the optax update, the state donated",
+        f"  XLA's peak a device        {_bytes(stepped.peak_bytes)}  (arguments {_bytes(stepped.argument_bytes)} + "
+        f"outputs {_bytes(stepped.output_bytes)} + temporaries {_bytes(stepped.temp_bytes)} - aliased "
+        f"{_bytes(stepped.alias_bytes)})",
+        f"  dcsim's state + activations  {_bytes(stepped.dcsim_bytes)}  ({stepped.ratio:.2f}x XLA's)",
+        "  A CPU compile keeps transients of the backward that are not residuals (the float32 logits' gradient, "
+        "each layer's temporaries); TPU and GPU compiles assign buffers and rematerialise differently.",
+    ]
