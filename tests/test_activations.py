@@ -262,3 +262,16 @@ def test_what_a_policy_recomputes_is_counted_from_the_traced_step():
 def test_flops_of_a_matmul_by_hand():
     jaxpr = jax.make_jaxpr(lambda a, b: a @ b)(jnp.ones((3, 4)), jnp.ones((4, 5))).jaxpr
     assert act.jaxpr_flops(jaxpr) == 2 * 3 * 4 * 5
+
+
+@pytest.mark.parametrize(
+    "name", [name for name, row in presets.PRESETS.items() if row.family in families.TRAINING_FORWARDS]
+)
+def test_every_language_model_preset_traces(name):
+    """Every decoder and Mixture-of-Experts preset (sliding windows, sinks, latent attention, shared
+    experts, DeepSeek-V3's router bias among them): its blocks all counted, full < none."""
+    config = ModelConfig(preset=name)
+    none = act.trace_activations(config, act.Step(sequence=64))
+    full = act.trace_activations(config, act.Step(sequence=64, remat="full"))
+    assert len(none.blocks) == presets.resolved_hparams(config)["num_layers"]
+    assert 0 < full.bytes_per_device < none.bytes_per_device

@@ -546,22 +546,26 @@ def trace_activations(
     with nn.intercept_methods(capture):
         variables = jax.eval_shape(module.init, jax.random.PRNGKey(0), *inputs)
     params = _abstract(variables["params"], param_dtype)
+    # Other collections (DeepSeek-V3's router bias in ``buffers``) go in as they are: read, not
+    # trained, and never batch-dependent, so never activations.
+    others = {name: tree for name, tree in variables.items() if name != "params"}
     policy = POLICIES[step.remat]
     traced: dict[str, tuple[Residual, ...]] = {}
     recompute = None
     for path, (block, args) in found.items():
 
         def apply(p: Any, x: Any, block: nn.Module = block) -> Any:
-            return block.apply({"params": _cast(p, compute)}, x)
+            return block.apply({**p[1], "params": _cast(p[0], compute)}, x)
 
         x = jax.ShapeDtypeStruct((b, s, *args[0].shape[2:]), compute)
         fn = apply if policy is None else jax.checkpoint(apply, policy=policy)
-        traced[path] = saved_activations(fn, params[path], x, split=block_split, sequence=s, micro_batch=b)
+        held = (params[path], {name: tree[path] for name, tree in others.items() if path in tree})
+        traced[path] = saved_activations(fn, held, x, split=block_split, sequence=s, micro_batch=b)
         if with_recompute and recompute is None:
             recompute = 0.0
             if policy is not None:
-                plain = step_flops(apply, params[path], x)
-                recompute = (step_flops(fn, params[path], x) - plain) / plain
+                plain = step_flops(apply, held, x)
+                recompute = (step_flops(fn, held, x) - plain) / plain
     rows: dict[int, BlockRow] = {}
     for run in runs:
         last = min(len(run.members), families.TRACED_PER_RUN) - 1
