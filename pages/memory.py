@@ -325,10 +325,11 @@ else:
             help="Reducing Activation Recomputation in Large Transformer Models (2022), for the same s, b, h, a, L.",
         )
         st.caption(frame.plain(traced.formula_note))
-        if traced.recompute_fraction is not None:
+        costed = memory.cached_activations(config, traced.step, training.param_dtype, mesh, with_recompute=True)
+        if not isinstance(costed, str) and costed.recompute_fraction is not None:
             st.caption(
                 frame.plain(
-                    f"Remat {traced.step.remat} recomputes {100 * traced.recompute_fraction:.1f}% more of a block's "
+                    f"Remat {costed.step.remat} recomputes {100 * costed.recompute_fraction:.1f}% more of a block's "
                     "forward and backward FLOPs (counted from the traced step) to keep that little."
                 )
             )

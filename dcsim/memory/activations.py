@@ -16,8 +16,8 @@ How a step is traced:
 
 - **Per block, once a set.** A decoder's blocks are built alike, so one block of each set is traced
   (``dcsim.model.families.traced_hparams``, as counting does) and its figure repeated: Llama 2
-  70B's 80 blocks cost two. A block is traced alone, as ``nn.remat(Block, policy=...)`` applies the
-  policy, on the input the model gives it.
+  70B's 80 blocks cost one (two members built and fed alike are traced once). A block is traced
+  alone, as ``nn.remat(Block, policy=...)`` applies the policy, on the input the model gives it.
 - **Outside the blocks**: the embedding, the final norm and the output projection, traced as the
   same model without blocks; the output projection's logits go to **the loss**, traced apart:
   the logits cast to float32 and optax's softmax cross-entropy on integer labels, the usual recipe.
@@ -514,7 +514,8 @@ def trace_activations(
     with_recompute: bool = False,
 ) -> ActivationReport:
     """The residuals a training step of ``config`` keeps on the most-loaded device of ``mesh``:
-    each set of blocks built alike traced once (its first two members, as counting does), the part
+    each set of blocks built alike traced once (its first two members, as counting does, the second
+    skipped when it is built and fed as the first is), the part
     outside the blocks and the loss traced apart, every figure from the model's real trace.
     ``with_recompute``: also what the policy recomputes, as a fraction of a block's forward and
     backward FLOPs without remat (``step_flops``; two more traces of one block)."""
@@ -552,7 +553,14 @@ def trace_activations(
     policy = POLICIES[step.remat]
     traced: dict[str, tuple[Residual, ...]] = {}
     recompute = None
+    # Members built the same (equal modules on equal inputs: a decoder's first block and its
+    # second) are traced once; counting's rule traces both in case the first differs.
+    alike: dict[Any, tuple[Residual, ...]] = {}
     for path, (block, args) in found.items():
+        same = (block, tuple((arg.shape, str(arg.dtype)) for arg in args), jax.tree_util.tree_structure(params[path]))
+        if same in alike:
+            traced[path] = alike[same]
+            continue
 
         def apply(p: Any, x: Any, block: nn.Module = block) -> Any:
             return block.apply({**p[1], "params": _cast(p[0], compute)}, x)
@@ -560,7 +568,7 @@ def trace_activations(
         x = jax.ShapeDtypeStruct((b, s, *args[0].shape[2:]), compute)
         fn = apply if policy is None else jax.checkpoint(apply, policy=policy)
         held = (params[path], {name: tree[path] for name, tree in others.items() if path in tree})
-        traced[path] = saved_activations(fn, held, x, split=block_split, sequence=s, micro_batch=b)
+        traced[path] = alike[same] = saved_activations(fn, held, x, split=block_split, sequence=s, micro_batch=b)
         if with_recompute and recompute is None:
             recompute = 0.0
             if policy is not None:

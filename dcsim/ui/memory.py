@@ -272,21 +272,31 @@ class StepSettings:
 
 
 @st.cache_data(max_entries=MAX_CACHED_ACTIVATIONS, show_spinner="Tracing the step's residuals…")
-def _cached_activations(config_json: str, step_json: str, param_dtype: str, mesh_text: str) -> Any:
+def _cached_activations(
+    config_json: str, step_json: str, param_dtype: str, mesh_text: str, with_recompute: bool = False
+) -> Any:
     from dcsim.memory import activations
 
     config = ModelConfig.from_json(config_json)
     step = activations.Step(**json.loads(step_json))
     try:
-        return activations.cached_trace(config, step, param_dtype, meshes.parse_mesh(mesh_text), with_recompute=True)
+        return activations.cached_trace(config, step, param_dtype, meshes.parse_mesh(mesh_text), with_recompute)
     except (TypeError, ValueError) as err:
         return str(err)
 
 
-def cached_activations(config: ModelConfig, step: Any, param_dtype: str, mesh: meshes.MeshSpec) -> Any:
-    """The step's ``ActivationReport`` on ``mesh`` (or the engine's refusal as text), cached."""
+def cached_activations(
+    config: ModelConfig, step: Any, param_dtype: str, mesh: meshes.MeshSpec, with_recompute: bool = False
+) -> Any:
+    """The step's ``ActivationReport`` on ``mesh`` (or the engine's refusal as text), cached;
+    ``with_recompute`` adds what the policy recomputes (two more traces, asked for after the
+    figures are on screen)."""
     return _cached_activations(
-        config.architecture().to_json(), json.dumps(dataclasses.asdict(step), sort_keys=True), param_dtype, mesh.text
+        config.architecture().to_json(),
+        json.dumps(dataclasses.asdict(step), sort_keys=True),
+        param_dtype,
+        mesh.text,
+        with_recompute,
     )
 
 
