@@ -7,6 +7,7 @@ from typing import Any
 import streamlit as st
 
 from dcsim.memory import training as trainings
+from dcsim.memory.activations import ATTENTION_HELP, POLICY_HELP
 from dcsim.memory.state import MemoryReport
 from dcsim.memory.training import PARTS
 from dcsim.model import optimizer
@@ -85,6 +86,12 @@ budget_text = budget_col.text_input(
     max_chars=32,
     help="One device's memory, with its unit: 80GiB, 96 GB, 1.5 TiB (GiB = 2^30 bytes, GB = 10^9).",
 )
+st.button(
+    "Use the usual mixed-precision recipe: bf16 params, fp32 master copy and moments",
+    key="memory.recipe",
+    on_click=memory.use_recipe,
+    icon=":material/tune:",
+)
 param_col, grad_col, master_col = st.columns(3)
 param_dtype = param_col.selectbox(
     "Parameters' dtype",
@@ -107,9 +114,82 @@ master_dtype = master_col.selectbox(
 )
 budget_text, budget = memory.parsed("devmem", budget_text, memory.parse_budget, "Budget")
 
+st.subheader("Training step: activations")
+st.caption(
+    "With a sequence, the activations one step keeps for the backward pass are counted beside the state: the "
+    "residuals JAX's autodiff saves, traced abstractly from the model's own forward under the remat policy. "
+    "The micro-batch is per data-parallel replica; a `model` axis splits heads and widths as Megatron does."
+)
+seq_col, mb_col, remat_col, attn_col = st.columns([2, 2, 2, 2])
+sequence_text = seq_col.text_input(
+    "Sequence (tokens)",
+    key=memory.seeded("seq", memory.NO_SEQUENCE, memory.parse_sequence),
+    max_chars=16,
+    help="Tokens a sequence; none for the training state alone (no activations).",
+)
+micro_text = mb_col.text_input(
+    "Micro-batch per replica",
+    key=memory.seeded("mb", memory.DEFAULT_MICRO_BATCH, memory.parse_micro_batch),
+    max_chars=16,
+    help="Sequences a data-parallel replica runs a step (not the global batch): data and fsdp axes do not change it.",
+)
+remat = remat_col.selectbox(
+    "Remat policy",
+    memory.REMATS,
+    key=memory.seeded("remat", memory.DEFAULT_REMAT, memory.parse_remat),
+    help="Applied to every block, as nn.remat(Block, policy=...) does.",
+)
+attention = attn_col.selectbox(
+    "Attention",
+    memory.ATTENTIONS,
+    key=memory.seeded("attn", memory.DEFAULT_ATTENTION, memory.parse_attention),
+)
+dtype_col, sp_col, cf_col = st.columns([2, 2, 4])
+compute_dtype = dtype_col.selectbox(
+    "Compute dtype",
+    memory.COMPUTE_DTYPES,
+    key=memory.seeded("cdtype", memory.DEFAULT_COMPUTE_DTYPE, memory.parse_compute_dtype),
+    help="The dtype the forward runs in: the residual stream is kept in it.",
+)
+sequence_parallel = sp_col.selectbox(
+    "Sequence parallel",
+    memory.SWITCH,
+    key=memory.seeded("sp", "off", memory.parse_switch),
+    help="Megatron's sequence parallelism over the mesh's model axis: the residual stream and norms split too.",
+)
+capacity_key = memory.seeded("cf", memory.DEFAULT_CAPACITY, memory.parse_capacity)
+if config.family == "moe":
+    capacity_text = cf_col.text_input(
+        "Expert capacity factor",
+        key=capacity_key,
+        max_chars=16,
+        help="none: dropless dispatch (each token's chosen experts only, as MaxText); a number: GShard's capacity "
+        "(tokens past an expert's capacity dropped).",
+    )
+else:  # kept for the link, unused: only a Mixture-of-Experts model routes tokens
+    capacity_text = str(st.session_state.get(capacity_key, memory.DEFAULT_CAPACITY))
+step_settings = memory.StepSettings(
+    sequence=memory.parsed("seq", sequence_text, memory.parse_sequence, "Sequence"),
+    micro_batch=memory.parsed("mb", micro_text, memory.parse_micro_batch, "Micro-batch"),
+    remat=remat,
+    attention=attention,
+    compute_dtype=compute_dtype,
+    sequence_parallel=sequence_parallel,
+    capacity=memory.parsed("cf", capacity_text, memory.parse_capacity, "Capacity factor"),
+)
+step = step_settings.step(config.family == "moe")
+st.caption(frame.plain(f"Remat {remat}: {POLICY_HELP[remat]}. Attention {attention}: {ATTENTION_HELP[attention]}."))
+
 training = memory.make_training(stage, parts, optimizer_name, param_dtype, grad_dtype, master_dtype)
 setup = memory.Setup(
-    mesh=mesh, strategy=strategy, rules=rules, training=training, budget=budget, budget_text=budget_text
+    mesh=mesh,
+    strategy=strategy,
+    rules=rules,
+    training=training,
+    budget=budget,
+    budget_text=budget_text,
+    step_settings=step_settings,
+    step=step,
 )
 state.set_page_params(setup.params())
 frame.page_link(
@@ -120,9 +200,19 @@ frame.page_link(
 )
 memory.remember_split(training)
 st.caption(frame.plain(f"Setup: {training.text}."))
+no_master = memory.master_note(training)
+if no_master is not None:
+    st.caption(frame.plain(no_master))
 
 outcome = memory.cached_memory(config, setup)
 held = outcome.memory
+traced: Any = None
+if step is not None:
+    traced = memory.cached_activations(config, step, training.param_dtype, mesh)
+    if isinstance(traced, str):
+        st.error(frame.plain(f"The step's activations cannot be traced: {traced}"), icon=":material/error:")
+        traced = None
+activations_bytes = None if traced is None else traced.bytes_per_device
 
 
 def verify_section(held: MemoryReport) -> None:
@@ -197,9 +287,15 @@ else:
     )
     total_col, ideal_col, fits_col = st.columns(3)
     total_col.metric(
-        "Total per device",
-        units.bytes_exact(held.total_bytes_per_device),
-        help="Every array's bytes on one device, summed: what the most-loaded (every) device holds.",
+        "Total per device" if traced is None else "State + activations per device",
+        units.bytes_exact(held.total_bytes_per_device + (activations_bytes or 0)),
+        help="Every array's bytes on one device, summed: what the most-loaded (every) device holds"
+        + (
+            "."
+            if traced is None
+            else f"; the state {units.bytes_exact(held.total_bytes_per_device)}, the step's "
+            f"activations {units.bytes_exact(activations_bytes or 0)}."
+        ),
     )
     ideal_col.metric(
         "Ideal share (total state / devices)",
@@ -207,8 +303,38 @@ else:
         help=f"The whole state once ({units.bytes_exact(held.total_bytes)}) over {units.count(held.num_devices)} "
         f"devices, exactly {units.share(held.ideal_bytes_per_device)} bytes: an average, not a layout.",
     )
-    fits_text, fits_help = memory.budget_delta(held, budget)
+    fits_text, fits_help = memory.budget_delta(held, budget, activations_bytes or 0)
     fits_col.metric(f"Against the budget ({budget_text})", fits_text, help=fits_help)
+    if traced is not None:
+        act_col, loss_col, formula_col = st.columns(3)
+        act_col.metric(
+            "Activations per device",
+            units.bytes_exact(traced.bytes_per_device),
+            help=f"The residuals of {len(traced.blocks):,} blocks, outside them and the loss, traced from JAX's "
+            f"autodiff in {traced.seconds:.1f} s.",
+        )
+        loss_col.metric(
+            "Of which the loss",
+            units.bytes_exact(traced.loss_bytes),
+            help="The logits cast to float32 for the cross-entropy, as the usual recipe does.",
+        )
+        formula = traced.korthikanti_bytes
+        formula_col.metric(
+            "Korthikanti et al.'s formula",
+            "no counterpart" if formula is None else units.bytes_exact(formula),
+            help="Reducing Activation Recomputation in Large Transformer Models (2022), for the same s, b, h, a, L.",
+        )
+        st.caption(frame.plain(traced.formula_note))
+        costed = memory.cached_activations(config, traced.step, training.param_dtype, mesh, with_recompute=True)
+        if not isinstance(costed, str) and costed.recompute_fraction is not None:
+            st.caption(
+                frame.plain(
+                    f"Remat {costed.step.remat} recomputes {100 * costed.recompute_fraction:.1f}% more of a block's "
+                    "forward and backward FLOPs (counted from the traced step) to keep that little."
+                )
+            )
+        if traced.routed:
+            st.caption(frame.plain(f"Routed experts: {traced.step.dispatch_text}."))
     for column, part in zip(st.columns(len(training.parts)), training.parts, strict=True):
         column.metric(
             f"{memory.PART_TITLES[part]} per device",
@@ -217,10 +343,27 @@ else:
             f"{units.bytes_exact(held.part_total_bytes(part))} once, all devices together.",
         )
     st.markdown(frame.plain(memory.largest_text(held)))
-    st.caption(f"**{memory.CAVEAT}**")
+    if traced is None:
+        st.caption(f"**{memory.CAVEAT}**")
+    else:
+        st.caption(
+            "**Training state and one step's activations (the residuals the backward pass reads). No XLA "
+            "temporaries of the backward, no buffers or framework overhead.**"
+        )
+
+    if traced is not None and step is not None:
+        box = widgets.opened("Activations against sequence length, every remat policy", "memory.sequence_open")
+        if box is not None:
+            with box:
+                points = memory.sequence_frame(config, step, training.param_dtype, mesh)
+                st.altair_chart(memory_charts.activations_by_sequence(points), width="stretch")
+                st.caption(
+                    "Each point traced as the figure above is (a quarter to twice this sequence). Flash attention "
+                    "grows linearly; naive attention's s x s probabilities bend the none and dots lines upward."
+                )
 
     st.subheader("By ZeRO stage")
-    stages = memory.stage_frame(config, setup)
+    stages = memory.stage_frame(config, setup, activations_bytes)
     st.altair_chart(memory_charts.stage_bars(stages, budget, budget_text), width="stretch")
     st.caption(
         "Each bar is one device under that ZeRO stage, with this mesh, strategy, optimizer and dtypes; the arrow "

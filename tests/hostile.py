@@ -231,6 +231,14 @@ SPECIFIC |= {
     "grad": ("same", "float32", "int4"),
     "master": ("none", "float32", "bfloat16", "double"),
     "devmem": ("80GiB", "80 GB", "80", "1.5TiB", "0GiB", "1e400 GiB", "80 GiBs", "9" * 40),
+    # a training step's activations (issue 29)
+    "seq": ("none", "4096", "1", "0", "-8", "1048577", "1e400", "4096.5", "nan", "4,096"),
+    "mb": ("1", "8", "0", "-1", "65537", "1e400", "2.5", "none"),
+    "remat": ("none", "full", "dots", "dots-no-batch", "minimal", "FULL", "dots_saveable", ""),
+    "attn": ("flash", "naive", "ring", "Flash"),
+    "cdtype": ("bfloat16", "float32", "float16", "int8", "fp8"),
+    "sp": ("on", "off", "true", "1"),
+    "cf": ("none", "1.25", "1", "0", "-1", "65", "1e400", "nan", "inf"),
 }
 for _key in HPARAM_KEYS:
     SPECIFIC[_key] = ("1", "6", "0", "257", "true", "false", "rmsnorm", "none", "3,4,6,3", "1,2,3,4,5,6,7,8,9", "65")

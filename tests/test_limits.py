@@ -195,6 +195,13 @@ PROBES = {
         _cli([*TINY_MEMORY, "--verify"], capsys, code=1),
     )[1],
     "XLA memory checks at once": lambda capsys, monkeypatch, **_: _verify_busy(monkeypatch, capsys),
+    "training step sequence": lambda capsys, **_: _cli([*TINY_MEMORY, "--sequence", "0"], capsys),
+    "training micro-batch": lambda capsys, **_: _cli([*TINY_MEMORY, "--sequence", "8", "--micro-batch", "0"], capsys),
+    "remat policy, attention kind, compute dtype": lambda capsys, **_: _cli([*TINY_MEMORY, "--remat", "most"], capsys),
+    "expert capacity factor": lambda capsys, **_: _cli([*TINY_MEMORY, "--capacity-factor", "lots"], capsys),
+    "XLA training-step check": lambda capsys, **_: _cli(
+        ["memory", "--preset", "llama2-7b", "--mesh", "data=2", "--sequence", "8", "--verify"], capsys
+    ),
     "serving context": lambda capsys, **_: _cli(["serve", "--context", "16777217"], capsys),
     "serving concurrency": lambda capsys, **_: _cli(["serve", "--concurrency", "0"], capsys),
     "serving reserve": lambda capsys, **_: _cli(["serve", "--reserve", "1"], capsys),

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from dcsim.cli.common import UsageError, command_help, config_from_args, frame_text, model_flags
-from dcsim.inputs import show
+from dcsim.inputs import number_from_text, show
 from dcsim.memory import search, training
 from dcsim.memory.state import MemoryReport, StateArray, compute_memory, trimmed
 from dcsim.model import optimizer
@@ -112,8 +112,99 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="bytes a device may hold, with a unit (80GiB, 96GB): the smallest mesh that fits, by the ideal share "
         "and by the real layout, growing the mesh's first axis",
     )
+    step = command.add_argument_group(
+        "activations of a training step (with --sequence; traced from JAX's autodiff, per data-parallel replica)"
+    )
+    step.add_argument(
+        "--sequence",
+        metavar="S",
+        help="tokens a sequence: count the activations the step keeps for the backward pass beside the state",
+    )
+    step.add_argument(
+        "--micro-batch",
+        metavar="B",
+        help="sequences a data-parallel replica a step (default 1); data and fsdp axes do not change it",
+    )
+    step.add_argument(
+        "--remat",
+        metavar="POLICY",
+        help="the remat policy applied to every block: " + "; ".join(f"{name}: {text}" for name, text in _POLICIES),
+    )
+    step.add_argument("--attention", metavar="KIND", help="flash (default) or naive attention")
+    step.add_argument(
+        "--compute-dtype",
+        metavar="D",
+        help="the dtype the forward runs in (default bfloat16): bfloat16, float16, float32",
+    )
+    step.add_argument(
+        "--capacity-factor",
+        metavar="F",
+        help="Mixture-of-Experts: GShard's capacity factor (tokens past an expert's capacity dropped); default none: "
+        "dropless dispatch, each token through its chosen experts only",
+    )
+    step.add_argument(
+        "--sequence-parallel",
+        action="store_true",
+        help="Megatron's sequence parallelism over the mesh's model axis: the residual stream and the norms split "
+        "over the sequence too",
+    )
     command.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
     command.set_defaults(run=run)
+
+
+# The policies' one-line help, for --help without importing JAX (dcsim.memory.activations has the same).
+_POLICIES = (
+    ("none", "no remat (default)"),
+    ("full", "each block keeps only its input"),
+    ("dots", "the matmuls' outputs kept"),
+    ("dots-no-batch", "the projections' outputs kept"),
+    ("minimal", "MaxText's named projections kept"),
+)
+STEP_FLAGS = ("micro_batch", "remat", "attention", "compute_dtype", "capacity_factor", "sequence_parallel")
+
+
+def step_from_args(args: argparse.Namespace, moe: bool) -> Any:
+    """The ``activations.Step`` the flags describe, or None without --sequence; every value is
+    checked before any rule between flags, so a bad value is named whatever else is given."""
+    from dcsim.memory import activations  # JAX: only once the flags ask for a trace
+
+    values: dict[str, Any] = {}
+    if args.sequence is not None:
+        values["sequence"] = activations.check_sequence(
+            number_from_text(args.sequence.strip()), "--sequence", shown=args.sequence
+        )
+    if args.micro_batch is not None:
+        values["micro_batch"] = activations.check_micro_batch(
+            number_from_text(args.micro_batch.strip()), "--micro-batch", shown=args.micro_batch
+        )
+    for flag, choices in (
+        ("remat", tuple(activations.POLICIES)),
+        ("attention", activations.ATTENTION_KINDS),
+        ("compute_dtype", activations.COMPUTE_DTYPES),
+    ):
+        if getattr(args, flag) is not None:
+            values[flag] = activations.check_choice(getattr(args, flag), choices, f"--{flag.replace('_', '-')}")
+    if args.capacity_factor is not None and args.capacity_factor.strip().lower() != "none":
+        factor = number_from_text(args.capacity_factor.strip())
+        if not isinstance(factor, (int, float)):
+            shown = show(args.capacity_factor)
+            raise ValueError(f"--capacity-factor must be a number from 0.01 to 64 (or none: dropless), got {shown}")
+        values["capacity_factor"] = activations.check_capacity_factor(factor, "--capacity-factor")
+    if args.sequence_parallel:
+        values["sequence_parallel"] = True
+    if "sequence" not in values:
+        given = [f"--{flag.replace('_', '-')}" for flag in STEP_FLAGS if getattr(args, flag) not in (None, False)]
+        if given:
+            raise UsageError(f"{', '.join(given)}: for a training step's activations; give --sequence S too")
+        return None
+    if args.batch is not None:
+        raise UsageError(
+            "--batch is the batch a model is initialised on, which changes no count; a step's sequences a "
+            "data-parallel replica are --micro-batch B"
+        )
+    if "capacity_factor" in values and not moe:
+        raise UsageError("--capacity-factor applies to Mixture-of-Experts models (the moe family)")
+    return activations.Step(**values)
 
 
 def training_from_args(args: argparse.Namespace) -> training.Training:
@@ -170,7 +261,11 @@ def uneven_arrays(memory: MemoryReport) -> list[StateArray]:
 
 
 def memory_record(
-    memory: MemoryReport, total_params: int, fit: search.Fit | None = None, verified: Any = None
+    memory: MemoryReport,
+    total_params: int,
+    fit: search.Fit | None = None,
+    verified: Any = None,
+    activations: Any = None,
 ) -> dict[str, Any]:
     """The ``memory`` result as one JSON-ready object (keys in docs/cli.md). Bytes are exact ints;
     the ideal share, when not whole, is a float with its exact fraction beside it."""
@@ -218,6 +313,17 @@ def memory_record(
         "every_device_alike": EVERY_DEVICE_ALIKE,
         "arrays": [_array_record(row) for row in memory.arrays],
     }
+    if activations is not None:
+        from dcsim.memory.activations import activations_record
+
+        state = memory.per_device["total_bytes"]
+        record["per_device"] = {
+            **memory.per_device,
+            "state_bytes": state,
+            "activations_bytes": activations.bytes_per_device,
+            "total_bytes": state + activations.bytes_per_device,
+        }
+        record["activations"] = activations_record(activations)
     if verified is not None:
         from dcsim.memory import verify  # loaded only for --verify, as in ``run``
 
@@ -347,7 +453,8 @@ def _verify_lines(memory: MemoryReport, verified: Any) -> list[str]:
 def _budget_lines(fit: search.Fit, given: meshes.MeshSpec) -> list[str]:
     lines = [
         "",
-        f"budget: {_bytes(fit.amount)} a device for the state's {_bytes(fit.total_bytes)}",
+        f"budget: {_bytes(fit.amount)} a device for the state's {_bytes(fit.total_bytes)}"
+        + (" and each device's activations" if any(c.activations_bytes_per_device for c in fit.candidates) else ""),
         f"  ideal share: at least {units.count(fit.min_ideal_devices)} devices (total / budget, rounded up); "
         + (
             f"smallest mesh searched: {fit.ideal.text} ({units.count(fit.ideal.num_devices)} devices)"
@@ -385,8 +492,61 @@ def _budget_lines(fit: search.Fit, given: meshes.MeshSpec) -> list[str]:
     return lines
 
 
+def _activation_lines(memory: MemoryReport, traced: Any) -> list[str]:
+    """The step's activations beside the state: the total a device needs, the blocks, the loss,
+    the formula and why it differs."""
+    from dcsim.memory.activations import ATTENTION_HELP, POLICY_HELP
+
+    step = traced.step
+    state = memory.total_bytes_per_device
+    width = 18
+    formula = traced.korthikanti_bytes
+    blocks = traced.blocks
+    first = blocks[0] if blocks else None
+    lines = [
+        "",
+        f"activations of a step: sequence {step.sequence:,}, micro-batch {step.micro_batch:,} a data-parallel replica, "
+        f"remat {step.remat}, {step.attention} attention, compute {step.compute_dtype}"
+        + (f", tensor parallel over model={traced.tensor_parallel}" if traced.tensor_parallel > 1 else "")
+        + (" with sequence parallelism" if step.sequence_parallel else ""),
+        f"  remat {step.remat}: {POLICY_HELP[step.remat]}"
+        + (
+            ""
+            if traced.recompute_fraction is None
+            else f"; recomputes {100 * traced.recompute_fraction:.1f}% of a block's forward and backward FLOPs"
+        ),
+        f"  {step.attention} attention: {ATTENTION_HELP[step.attention]}",
+        f"{'state':<{width}}{_bytes(state)}",
+        f"{'activations':<{width}}{_bytes(traced.bytes_per_device)}  (residuals JAX's autodiff keeps, traced "
+        f"abstractly in {traced.seconds:.1f} s)",
+        f"{'  blocks':<{width}}{_bytes(traced.blocks_bytes)}"
+        + (
+            f"  ({len(blocks):,} blocks; {first.path}: {first.residuals} residuals, {_bytes(first.bytes)})"
+            if first
+            else ""
+        ),
+        f"{'  outside blocks':<{width}}{_bytes(traced.outside.bytes)}  ({traced.outside.path})",
+        f"{'  loss':<{width}}{_bytes(traced.loss_bytes)}  (logits cast to float32, softmax cross-entropy)",
+        f"{'total':<{width}}{_bytes(state + traced.bytes_per_device)}  (state + activations)",
+        f"{'formula':<{width}}"
+        + (
+            f"{_bytes(formula)}  (Korthikanti et al. 2022 for the same s, b, h, a, L)"
+            if formula is not None
+            else f"none: Korthikanti et al. have no counterpart for remat {step.remat}"
+        ),
+        f"  {traced.formula_note}",
+    ]
+    if traced.routed:
+        lines.append(f"  routed experts: {step.dispatch_text}")
+    return lines
+
+
 def render_memory_table(
-    memory: MemoryReport, total_params: int, fit: search.Fit | None = None, verified: Any = None
+    memory: MemoryReport,
+    total_params: int,
+    fit: search.Fit | None = None,
+    verified: Any = None,
+    traced: Any = None,
 ) -> str:
     """The ``memory`` result for people: the most-loaded device first (each part against the ideal,
     the largest array and why), then the parts, the largest arrays, XLA's check and the budget."""
@@ -410,6 +570,8 @@ def render_memory_table(
             "--format json):",
             frame_text(arrays_frame(top)),
         ]
+    if traced is not None:
+        lines += _activation_lines(memory, traced)
     if verified is not None:
         lines += _verify_lines(memory, verified)
     if fit is not None:
@@ -429,16 +591,56 @@ def run(args: argparse.Namespace) -> str:
     rules = meshes.parse_rules(args.rule)
     setup = training_from_args(args)
     amount = None if args.budget is None else search.parse_budget(args.budget)
-    report = count_params(config_from_args(args))
+    config = config_from_args(args)
+    step = step_from_args(args, moe=config.family == "moe")
+    report = count_params(config)
     memory = compute_memory(report, mesh, strategy, rules, setup)
+    traced = None
+    per_mesh = None
+    if step is not None:
+        from dcsim.memory import activations
+
+        traced = activations.cached_trace(config, step, setup.param_dtype, mesh, with_recompute=True)
+
+        def per_mesh(candidate: meshes.MeshSpec) -> int:
+            return activations.cached_trace(config, step, setup.param_dtype, candidate).bytes_per_device
+
     verified = None
     if args.verify:
         from dcsim.memory import verify  # XLA compiles only for --verify
 
         verify.check_verifiable(memory)  # refuses a mesh past its bounds before the budget search runs
-    fit = None if amount is None else search.fit(report, mesh, strategy, rules, setup, amount)
+        if step is not None:
+            from dcsim.memory import verify_step
+
+            verify_step.check_step_verifiable(memory, report.total_params, step)
+    fit = None if amount is None else search.fit(report, mesh, strategy, rules, setup, amount, activations=per_mesh)
+    stepped = None
     if args.verify:
         verified = verify.verify(memory)
+        if step is not None and traced is not None:
+            stepped = verify_step.verify_step(memory, config.to_json(), step, traced.bytes_per_device)
     if args.format == "json":
-        return json.dumps(memory_record(memory, report.total_params, fit, verified), indent=2) + "\n"
-    return render_memory_table(memory, report.total_params, fit, verified)
+        record = memory_record(memory, report.total_params, fit, verified, traced)
+        if stepped is not None:
+            record["xla"] |= verify_step.step_record(stepped)
+        return json.dumps(record, indent=2) + "\n"
+    table = render_memory_table(memory, report.total_params, fit, verified, traced)
+    if stepped is not None:
+        table += "\n".join(_step_lines(stepped)) + "\n"
+    return table
+
+
+def _step_lines(stepped: Any) -> list[str]:
+    """XLA's compiled step beside dcsim's state + activations, with why they differ."""
+    return [
+        "",
+        f"XLA's training step, compiled on virtual CPU devices ({stepped.seconds:.1f} s): loss, value_and_grad under "
+        "the remat policy, the optax update, the state donated",
+        f"  XLA's peak a device        {_bytes(stepped.peak_bytes)}  (arguments {_bytes(stepped.argument_bytes)} + "
+        f"outputs {_bytes(stepped.output_bytes)} + temporaries {_bytes(stepped.temp_bytes)} - aliased "
+        f"{_bytes(stepped.alias_bytes)})",
+        f"  dcsim's state + activations  {_bytes(stepped.dcsim_bytes)}  ({stepped.ratio:.2f}x XLA's)",
+        "  A CPU compile keeps transients of the backward that are not residuals (the float32 logits' gradient, "
+        "each layer's temporaries); TPU and GPU compiles assign buffers and rematerialise differently.",
+    ]

@@ -17,7 +17,7 @@ chosen stays, and data parallelism grows. Two answers, never mixed up:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -65,6 +65,7 @@ class Candidate:
     mesh: MeshSpec
     total_bytes_per_device: int | None
     error: str | None = None
+    activations_bytes_per_device: int = 0  # included in the total, when the step's activations are counted
 
     def fits(self, amount: int) -> bool:
         return self.total_bytes_per_device is not None and self.total_bytes_per_device <= amount
@@ -118,24 +119,48 @@ def fit(
     training: Training,
     amount: int,
     up_to: int = MAX_SEARCH_DEVICES,
+    activations: Callable[[MeshSpec], int] | None = None,
 ) -> Fit:
-    """Lay the training state out on every candidate mesh and answer the budget question."""
+    """Lay the training state out on every candidate mesh and answer the budget question.
+
+    ``activations``: the bytes a step's activations take on a device of a mesh
+    (``dcsim.memory.activations``), added to the state on each candidate and to the ideal share
+    (activations are per data-parallel replica: more devices on the data axes never split them);
+    a ValueError it raises (a model axis that cannot split the heads) marks that mesh impossible."""
     amount = budgets.check_amount(amount)
     candidates = []
     total = None
     whole: dict[str, int] = {}
+    extra: dict[MeshSpec, int] = {}
     for candidate in candidate_meshes(mesh, up_to):
         try:
             memory = compute_memory(report, candidate, strategy, rules, training)
-        except layout.LayoutError as err:
+            extra[candidate] = 0 if activations is None else activations(candidate)
+        except (layout.LayoutError, ValueError) as err:
             candidates.append(Candidate(mesh=candidate, total_bytes_per_device=None, error=str(err)))
             continue
         total = memory.total_bytes
         whole = {part: memory.part_bytes(part) for part in training.parts if part not in training.shard}
-        candidates.append(Candidate(mesh=candidate, total_bytes_per_device=memory.total_bytes_per_device))
+        candidates.append(
+            Candidate(
+                mesh=candidate,
+                total_bytes_per_device=memory.total_bytes_per_device + extra[candidate],
+                activations_bytes_per_device=extra[candidate],
+            )
+        )
     if total is None:  # nothing could be laid out: the state's size does not depend on the mesh
         total = compute_memory(report, mesh, "replicated", (), training).total_bytes
-    ideal = next((c.mesh for c in candidates if Fraction(total, c.mesh.num_devices) <= amount), None)
+    ideal = next(
+        (
+            c.mesh
+            for c in candidates
+            if c.total_bytes_per_device is not None
+            and Fraction(total, c.mesh.num_devices) + c.activations_bytes_per_device <= amount
+        )
+        if activations is not None
+        else (c.mesh for c in candidates if Fraction(total, c.mesh.num_devices) <= amount),
+        None,
+    )
     real = next((c for c in candidates if c.fits(amount)), None)
     return Fit(
         amount=amount, total_bytes=total, candidates=tuple(candidates), ideal=ideal, real=real, whole_bytes=whole
@@ -165,6 +190,7 @@ def fit_record(answer: Fit) -> dict[str, Any]:
                 "devices": c.mesh.num_devices,
                 "total_bytes_per_device": c.total_bytes_per_device,
                 "fits": c.fits(answer.amount),
+                "activations_bytes_per_device": c.activations_bytes_per_device,
                 "error": c.error,
             }
             for c in answer.candidates

@@ -36,10 +36,12 @@ from dcsim.model.layers import (
     Attention,
     Decode,
     FeedForward,
+    Forward,
     LatentAttention,
     MixtureOfExperts,
     TokenEmbeddings,
     TransformerBlock,
+    block_class,
     norm,
     output_logits,
     sandwich,
@@ -89,14 +91,16 @@ class Decoder(nn.Module):
     rope_scaling: bool = False
     built_layers: tuple[int, ...] = ()
     decode: Decode | None = None
+    forward: Forward | None = None  # a training forward's attention and expert dispatch (see ``Forward``)
 
     @nn.compact
     def __call__(self, tokens: jax.Array) -> jax.Array:
         positions = self.max_positions if self.position_embedding == "learned" else None
         embed = TokenEmbeddings(self.vocab_size, self.d_model, positions, name="embed")
         x = embed(tokens, positions=step_positions(self, tokens) if positions and self.decode else None)
+        block = block_class(self.forward, TransformerBlock)
         for index in self.built_layers or range(self.num_layers):
-            x = TransformerBlock(
+            x = block(
                 self.num_heads,
                 self.num_kv_heads,
                 self.ffn_dim,
@@ -111,6 +115,8 @@ class Decoder(nn.Module):
                 fused=self.fused_projections,
                 decode=self.decode,
                 window=window_of(self, index),
+                forward=self.forward,
+                rotary=self.position_embedding == "none",  # the presets without a table are rotary
                 name=f"block_{index}",
             )(x)
         x = norm(self.norm, "final_norm")(x)
@@ -167,6 +173,7 @@ class MoEDecoder(nn.Module):
     rope_scaling: bool = False
     built_layers: tuple[int, ...] = ()
     decode: Decode | None = None
+    forward: Forward | None = None  # a training forward's attention and expert dispatch (see ``Forward``)
 
     @nn.compact
     def __call__(self, tokens: jax.Array) -> jax.Array:
@@ -201,9 +208,10 @@ class MoEDecoder(nn.Module):
             "router_bias": self.router_bias,
             "expert_biases": self.expert_biases,
         }
+        block = block_class(self.forward, MoEBlock)
         for index in self.built_layers or range(self.num_layers):
             dense = index in self.dense_layers
-            x = MoEBlock(
+            x = block(
                 self.attention == "mla",
                 attention,
                 dense,
@@ -212,6 +220,7 @@ class MoEDecoder(nn.Module):
                 window=window_of(self, index),
                 norm=self.norm,
                 wide_qk_norm=self.qk_norm and self.wide_qk_norm,
+                forward=self.forward,
                 name=f"block_{index}",
             )(x)
         x = norm(self.norm, "final_norm")(x)
@@ -233,6 +242,7 @@ class MoEBlock(nn.Module):
     window: int = 0
     norm: str = "rmsnorm"
     wide_qk_norm: bool = False
+    forward: Forward | None = None
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -247,16 +257,19 @@ class MoEBlock(nn.Module):
                 out_bias=h["use_bias"],
                 decode=self.decode,
                 window=self.window,
+                forward=self.forward,
                 name="attn",
             )
         else:
             kind = LatentAttention if self.latent else Attention
-            attn = kind(**self.attention, decode=self.decode, window=self.window, name="attn")
+            attn = kind(
+                **self.attention, decode=self.decode, window=self.window, forward=self.forward, rotary=True, name="attn"
+            )
         mlp: nn.Module
         if self.dense:
             mlp = FeedForward(**self.mlp, gated=True, use_bias=False, name="mlp")
         else:
-            mlp = MixtureOfExperts(**self.mlp, name="moe")
+            mlp = MixtureOfExperts(**self.mlp, forward=self.forward, name="moe")
         return sandwich(x, attn, mlp, self.norm, post_norms=False)
 
 
@@ -428,21 +441,39 @@ class MLP(nn.Module):
         return nn.Dense(self.num_classes, use_bias=self.use_bias, name="head")(x)
 
 
+# The families whose training forward (attention kind, expert dispatch) dcsim.memory.activations traces.
+TRAINING_FORWARDS = ("decoder", "moe")
 # The families whose attention keeps a decode-mode cache.
 DECODING_FAMILIES = ("decoder", "moe", "t5", *zoo_schemas.ZOO_SCHEMAS)
 
 
 def build_family(
-    family: str, hparams: Mapping[str, Any], batch_size: int = 1, decode: Decode | None = None
+    family: str,
+    hparams: Mapping[str, Any],
+    batch_size: int = 1,
+    decode: Decode | None = None,
+    forward: Forward | None = None,
+    sequence: int = 0,
 ) -> tuple[nn.Module, tuple[jax.ShapeDtypeStruct, ...]]:
     """The module of ``family`` with ``hparams`` (already checked, see ``dcsim.model.presets.resolve``)
     and the abstract inputs it initialises on.
 
     ``decode``: the module in decode mode (a family of ``DECODING_FAMILIES``), initialised on one
     step, a token for each of ``batch_size`` sequences (T5's encoder on ``decode.source_length``
-    source tokens): its ``cache`` collection is then what serving holds."""
+    source tokens): its ``cache`` collection is then what serving holds.
+
+    ``forward`` (the decoder and moe families): a training forward's attention kind and expert
+    dispatch, on ``sequence`` tokens (0: the init sequence); it changes no parameter."""
     h = dict(hparams)
-    tokens = jax.ShapeDtypeStruct((batch_size, min(INIT_SEQUENCE, h.get("max_positions", 1))), jnp.int32)
+    length = sequence or min(INIT_SEQUENCE, h.get("max_positions", 1))
+    tokens = jax.ShapeDtypeStruct((batch_size, length), jnp.int32)
+    if forward is not None:
+        if family not in TRAINING_FORWARDS:
+            raise ValueError(
+                f"the {family} family has no training forward to trace; families with one: "
+                f"{', '.join(TRAINING_FORWARDS)}"
+            )
+        return (Decoder if family == "decoder" else MoEDecoder)(**h, forward=forward), (tokens,)
     if decode is not None:
         if family not in DECODING_FAMILIES:
             raise ValueError(

@@ -31,12 +31,16 @@ dtypes from an abstract init: no formula.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
+from jax.extend import core as jax_core
+from jax.interpreters import mlir
 
 EXPERTS = "experts"  # the module that owns the stacked routed experts
 BUFFERS = "buffers"  # state a checkpoint stores that is not a parameter (DeepSeek-V3's router bias)
@@ -72,6 +76,73 @@ class Decode:
         if not window or self.full_windows:
             return self.context
         return min(window, self.context)
+
+
+ATTENTION_KINDS = ("naive", "flash")
+DISPATCHES = ("dense", "dropless", "capacity")
+# MaxText's ``minimal`` remat policy (its current one): the outputs of the projections, by the
+# names the modules here give them with ``checkpoint_name``.
+MINIMAL_NAMES = (
+    "query_proj",
+    "key_proj",
+    "value_proj",
+    "qkv_proj",
+    "out_proj",
+    "mlpwi_0",
+    "mlpwi_1",
+    "mlpwi",
+    "mlpwo",
+)
+REMAT_POLICIES: dict[str, Any] = {
+    "none": None,  # no remat: everything saveable is saved
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "dots": jax.checkpoint_policies.dots_saveable,
+    "dots-no-batch": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+    "minimal": jax.checkpoint_policies.save_only_these_names(*MINIMAL_NAMES),
+}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Forward:
+    """How a training forward computes what the count does not see (``dcsim.memory.activations``):
+    ``attention`` ``naive`` (the softmax probabilities materialised, as today's modules do) or
+    ``flash`` (``flash_attention``: a ``jax.custom_vjp`` whose forward saves only q, k, v, the output
+    and the log-sum-exp, as FlashAttention, cuDNN and Pallas splash attention do); ``dispatch`` of
+    routed experts ``dense`` (every expert on every token, weighted by zero where not routed: the
+    count's forward), ``dropless`` (each token's chosen experts only, ``jax.lax.ragged_dot`` over
+    tokens sorted by expert, as MaxText's default) or ``capacity`` (GShard: each expert takes at most
+    ``capacity_factor`` x its even share of the routed tokens, the rest dropped). None of them
+    changes a parameter; the default is the count's forward exactly."""
+
+    attention: str = "naive"
+    dispatch: str = "dense"
+    capacity_factor: float = 1.0
+    remat: str = "none"  # a whole model's blocks under ``nn.remat`` with this policy (XLA's step check)
+
+    def __post_init__(self) -> None:
+        if self.remat not in REMAT_POLICIES:
+            raise ValueError(f"the remat policy must be one of {', '.join(REMAT_POLICIES)}, got {self.remat!r}")
+        if self.attention not in ATTENTION_KINDS:
+            raise ValueError(f"the attention must be one of {', '.join(ATTENTION_KINDS)}, got {self.attention!r}")
+        if self.dispatch not in DISPATCHES:
+            raise ValueError(f"the expert dispatch must be one of {', '.join(DISPATCHES)}, got {self.dispatch!r}")
+        if not self.capacity_factor > 0:
+            raise ValueError(f"the capacity factor must be positive, got {self.capacity_factor!r}")
+
+    @property
+    def flash(self) -> bool:
+        return self.attention == "flash"
+
+    def block(self, cls: Any) -> Any:
+        """``cls``, or ``nn.remat(cls, policy=...)`` under a remat policy, as training code wraps
+        its blocks; the parameters' names and shapes are the same."""
+        if self.remat == "none":
+            return cls
+        return nn.remat(cls, policy=REMAT_POLICIES[self.remat])
+
+
+def block_class(forward: Forward | None, cls: Any) -> Any:
+    return cls if forward is None else forward.block(cls)
 
 
 def _store(decode: Decode, values: jax.Array, scale: Any) -> jax.Array:
@@ -125,13 +196,29 @@ class _Slots:
         return _load(self.decode, self.cached.value, None if self.scale is None else self.scale.value, dtype)
 
 
-def _step_slot(module: nn.Module, length: int) -> tuple[Any, jax.Array]:
-    """The ring buffer's slot for this step's token and which of the ``length`` slots hold tokens
-    (all once the buffer has wrapped); advances the step index."""
+def _step_slot(module: nn.Module, length: int) -> tuple[Any, jax.Array, jax.Array]:
+    """The ring buffer's slot for this step's token, which of the ``length`` slots hold tokens
+    (all once the buffer has wrapped) and the token's position; advances the step index."""
     index = module.variable(CACHE, "cache_index", lambda: jnp.zeros((), jnp.int32))
     position = index.value
     index.value = position + 1
-    return position % length, jnp.arange(length) <= position
+    return position % length, jnp.arange(length) <= position, position
+
+
+ROTARY_BASE = 10_000.0  # the rotary frequencies' base (RoFormer, Llama 2); it changes no size
+
+
+def rotary(x: jax.Array, positions: jax.Array) -> jax.Array:
+    """Rotary position embedding (Su et al., RoFormer) of (..., tokens, heads, dim) features at
+    ``positions`` (tokens,): each pair (i, i + dim/2) rotated by position x base^(-2i/dim), the
+    half-split layout of Llama's and GPT-NeoX's code. No parameters; computed in float32."""
+    half = x.shape[-1] // 2
+    frequencies = ROTARY_BASE ** (-jnp.arange(half, dtype=jnp.float32) / half)
+    angles = positions.astype(jnp.float32)[:, None] * frequencies[None, :]  # (tokens, half)
+    cos, sin = jnp.cos(angles)[:, None, :], jnp.sin(angles)[:, None, :]  # broadcast over heads
+    first, second = x[..., :half].astype(jnp.float32), x[..., half : 2 * half].astype(jnp.float32)
+    turned = jnp.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+    return jnp.concatenate([turned, x[..., 2 * half :].astype(jnp.float32)], axis=-1).astype(x.dtype)
 
 
 def norm(kind: str, name: str) -> nn.Module:
@@ -170,6 +257,136 @@ def _attend(
     return jnp.einsum("...hqk,...khd->...qhd", _softmax(logits, sink), value)
 
 
+def _grouped_reference(
+    query: jax.Array,
+    key: jax.Array,
+    value: jax.Array,
+    causal: bool,
+    bias: jax.Array | None,
+    sink: jax.Array | None,
+) -> tuple[jax.Array, jax.Array]:
+    """Attention of (..., q, heads, d) queries over grouped (..., k, kv_heads, d) keys and values
+    (each KV head serves heads / kv_heads queries, never repeated), the softmax in float32; returns
+    the output in the query's dtype and the log-sum-exp (..., heads, q) in float32. ``bias``
+    broadcasts to (..., heads, q, k); ``sink``: one logit a head (heads,)."""
+    *lead, length, heads, depth = query.shape
+    kv_heads = key.shape[-2]
+    groups = heads // kv_heads
+    grouped = query.reshape(*lead, length, kv_heads, groups, depth)
+    logits = jnp.einsum("...qkgd,...skd->...kgqs", grouped, key, preferred_element_type=jnp.float32)
+    logits = logits.reshape(*lead, heads, length, key.shape[-3]) / math.sqrt(depth)
+    if bias is not None:
+        logits = logits + bias.astype(jnp.float32)
+    if causal:
+        mask = jnp.tril(jnp.ones((length, key.shape[-3]), bool))
+        logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
+    scores = logits
+    if sink is not None:
+        column = jnp.broadcast_to(sink.astype(jnp.float32)[:, None, None], (*logits.shape[:-1], 1))
+        scores = jnp.concatenate([logits, column], axis=-1)
+    lse = jax.nn.logsumexp(scores, axis=-1)
+    probs = jnp.exp(logits - lse[..., None]).reshape(*lead, kv_heads, groups, length, key.shape[-3])
+    out = jnp.einsum("...kgqs,...skd->...qkgd", probs.astype(value.dtype), value, preferred_element_type=jnp.float32)
+    return out.reshape(*lead, length, heads, value.shape[-1]).astype(query.dtype), lse
+
+
+# A kernel is one operation to a remat policy: ``dots_saveable`` must not find (and keep) the
+# s x s scores inside it, as it finds none inside a Pallas or cuDNN call. So the flash forward is
+# one primitive of its own, lowered to the reference computation; its derivative is the
+# ``custom_vjp``'s, never its own.
+FLASH_FORWARD = "dcsim_flash_forward"
+_flash_forward_p = jax_core.Primitive(FLASH_FORWARD)
+_flash_forward_p.multiple_results = True
+
+
+def _flash_parts(args: Any, has_bias: bool, has_sink: bool) -> tuple[Any, Any, Any, Any, Any]:
+    query, key, value, *rest = args
+    bias = rest.pop(0) if has_bias else None
+    sink = rest.pop(0) if has_sink else None
+    return query, key, value, bias, sink
+
+
+def _flash_impl(*args: Any, causal: bool, has_bias: bool, has_sink: bool) -> list[jax.Array]:
+    query, key, value, bias, sink = _flash_parts(args, has_bias, has_sink)
+    return list(_grouped_reference(query, key, value, causal, bias, sink))
+
+
+def _flash_abstract(*avals: Any, causal: bool, has_bias: bool, has_sink: bool) -> list[Any]:
+    query, _, value, _, _ = _flash_parts(avals, has_bias, has_sink)
+    *lead, length, heads, _ = query.shape
+    out = jax.core.ShapedArray((*lead, length, heads, value.shape[-1]), query.dtype)
+    return [out, jax.core.ShapedArray((*lead, heads, length), jnp.float32)]
+
+
+_flash_forward_p.def_impl(_flash_impl)
+_flash_forward_p.def_abstract_eval(_flash_abstract)
+mlir.register_lowering(_flash_forward_p, mlir.lower_fun(_flash_impl, multiple_results=True))
+
+
+def _opaque_reference(
+    query: jax.Array, key: jax.Array, value: jax.Array, causal: bool, bias: Any = None, sink: Any = None
+) -> tuple[jax.Array, jax.Array]:
+    extras = [x for x in (bias, sink) if x is not None]
+    out, lse = _flash_forward_p.bind(
+        query, key, value, *extras, causal=causal, has_bias=bias is not None, has_sink=sink is not None
+    )
+    return out, lse
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3,))
+def _flash(query: jax.Array, key: jax.Array, value: jax.Array, causal: bool, extras: Any) -> jax.Array:
+    return _opaque_reference(query, key, value, causal, *extras)[0]
+
+
+def _flash_forward(query: jax.Array, key: jax.Array, value: jax.Array, causal: bool, extras: Any) -> Any:
+    out, lse = _opaque_reference(query, key, value, causal, *extras)
+    return out, (query, key, value, extras, out, lse)
+
+
+def _flash_backward(causal: bool, saved: Any, grad: jax.Array) -> Any:
+    # A blockwise kernel recomputes the probabilities from q, k, v and the log-sum-exp; recomputing
+    # the reference gives the same gradients, and what the forward saved is what the kernels save.
+    query, key, value, extras, _, _ = saved
+    _, pullback = jax.vjp(lambda q, k, v, e: _grouped_reference(q, k, v, causal, *e)[0], query, key, value, extras)
+    return pullback(grad)
+
+
+_flash.defvjp(_flash_forward, _flash_backward)
+
+
+def flash_attention(
+    query: jax.Array,
+    key: jax.Array,
+    value: jax.Array,
+    causal: bool,
+    bias: jax.Array | None = None,
+    sink: jax.Array | None = None,
+) -> jax.Array:
+    """Attention whose backward pass needs only what FlashAttention saves: q, k and v (KV heads
+    grouped, not repeated), the output and the float32 log-sum-exp a query and head. A
+    ``jax.custom_vjp``: its forward is the exact softmax attention, its backward recomputes the
+    probabilities, so the residuals JAX keeps are the kernels' and the values are attention's."""
+    return _flash(query, key, value, causal, (bias, sink))
+
+
+def attend_heads(
+    query: jax.Array,
+    key: jax.Array,
+    value: jax.Array,
+    causal: bool,
+    forward: Forward | None,
+    bias: jax.Array | None = None,
+    sink: jax.Array | None = None,
+) -> jax.Array:
+    """Grouped-query attention as ``forward`` computes it: flash (grouped KV heads) or naive (KV
+    heads repeated to every query head, the probabilities materialised: the count's forward)."""
+    if forward is not None and forward.flash:
+        return flash_attention(query, key, value, causal, bias, sink)
+    groups = query.shape[-2] // key.shape[-2]
+    key, value = jnp.repeat(key, groups, axis=-2), jnp.repeat(value, groups, axis=-2)
+    return _attend(query, key, value, causal, bias, None if sink is None else sink[:, None, None])
+
+
 class Attention(nn.Module):
     """Multi-head attention with grouped key/value heads (``num_kv_heads`` divides ``num_heads``).
 
@@ -199,6 +416,8 @@ class Attention(nn.Module):
     window: int = 0
     cross: bool = False
     sinks: bool = False  # GPT-OSS: a learned sink logit a head, ``sinks`` (num_heads values)
+    forward: Forward | None = None  # a training forward's attention kind (see ``Forward``)
+    rotary: bool = False  # rotary positions on queries and keys (a self-attention's; no parameters)
 
     @nn.compact
     def __call__(self, x: jax.Array, context: jax.Array | None = None, bias: jax.Array | None = None) -> jax.Array:
@@ -209,15 +428,17 @@ class Attention(nn.Module):
         value: jax.Array | None
         if self.fused:
             heads = self.num_heads + 2 * self.num_kv_heads
-            qkv = nn.DenseGeneral((heads, head_dim), use_bias=qkv_bias, name="qkv")(x)
+            qkv = checkpoint_name(nn.DenseGeneral((heads, head_dim), use_bias=qkv_bias, name="qkv")(x), "qkv_proj")
             query, key, value = jnp.split(qkv, (self.num_heads, self.num_heads + self.num_kv_heads), axis=-2)
         else:
             query = nn.DenseGeneral((self.num_heads, head_dim), use_bias=qkv_bias, name="query")(x)
+            query = checkpoint_name(query, "query_proj")
             key = value = None
             if not (self.cross and self.decode is not None and context is None):  # a step reads them cached
                 source = x if context is None else context
                 key = nn.DenseGeneral((self.num_kv_heads, head_dim), use_bias=qkv_bias, name="key")(source)
                 value = nn.DenseGeneral((self.num_kv_heads, head_dim), use_bias=qkv_bias, name="value")(source)
+                key, value = checkpoint_name(key, "key_proj"), checkpoint_name(value, "value_proj")
         if self.qk_norm:
             query = nn.RMSNorm(name="query_norm")(query)
             key = None if key is None else nn.RMSNorm(name="key_norm")(key)
@@ -227,10 +448,12 @@ class Attention(nn.Module):
         elif key is None or value is None:  # only a decoding step reads them from its cache
             raise ValueError("a cross-attention outside decode mode needs the encoder's output (`context`)")
         else:
-            groups = self.num_heads // self.num_kv_heads
-            key, value = jnp.repeat(key, groups, axis=-2), jnp.repeat(value, groups, axis=-2)
-            mixed = _attend(query, key, value, self.causal, bias, None if sink is None else sink[:, None, None])
-        return nn.DenseGeneral(d_model, axis=(-2, -1), use_bias=self.use_bias, name="out")(mixed)
+            if self.rotary:
+                positions = jnp.arange(query.shape[-3])
+                query, key = rotary(query, positions), rotary(key, positions)
+            mixed = attend_heads(query, key, value, self.causal, self.forward, bias, sink)
+        out = nn.DenseGeneral(d_model, axis=(-2, -1), use_bias=self.use_bias, name="out")(mixed)
+        return checkpoint_name(out, "out_proj")
 
     def _step(
         self,
@@ -252,7 +475,9 @@ class Attention(nn.Module):
         if key is not None and value is not None:
             slot = 0  # a cross-attention initialised on the encoder's output caches it whole
             if not self.cross:
-                slot, valid = _step_slot(self, length)
+                slot, valid, position = _step_slot(self, length)
+                if self.rotary:
+                    query, key = rotary(query, position[None]), rotary(key, position[None])
             keys.write(key, slot)
             values.write(value, slot)
         groups = self.num_heads // self.num_kv_heads
@@ -290,6 +515,8 @@ class LatentAttention(nn.Module):
     v_head_dim: int
     decode: Decode | None = None
     window: int = 0
+    forward: Forward | None = None  # a training forward's attention kind (see ``Forward``)
+    rotary: bool = False  # rotary positions on the rope part of queries and on the shared key
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -299,6 +526,7 @@ class LatentAttention(nn.Module):
             query = nn.DenseGeneral((heads, nope + rope), use_bias=False, name="query_up")(latent_q)
         else:
             query = nn.DenseGeneral((heads, nope + rope), use_bias=False, name="query")(x)
+        query = checkpoint_name(query, "query_proj")
         compressed = nn.Dense(self.kv_lora_rank + rope, use_bias=False, name="kv_down")(x)
         latent, shared_rope = jnp.split(compressed, (self.kv_lora_rank,), axis=-1)
         up = nn.DenseGeneral((heads, nope + self.v_head_dim), use_bias=False, name="kv_up")
@@ -308,9 +536,17 @@ class LatentAttention(nn.Module):
         if self.decode is not None:
             return out(self._step(self.decode, query, latent, shared_rope, up.variables["params"]["kernel"]))
         key_nope, value = jnp.split(kv, (nope,), axis=-1)
+        if self.rotary:
+            positions = jnp.arange(x.shape[-2])
+            query = jnp.concatenate([query[..., :nope], rotary(query[..., nope:], positions)], axis=-1)
+            shared_rope = rotary(shared_rope[..., None, :], positions)[..., 0, :]
         key_rope = jnp.broadcast_to(shared_rope[..., None, :], (*key_nope.shape[:-1], rope))
-        mixed = _attend(query, jnp.concatenate([key_nope, key_rope], axis=-1), value, causal=True)
-        return out(mixed)
+        key = jnp.concatenate([key_nope, key_rope], axis=-1)
+        if self.forward is not None and self.forward.flash:
+            mixed = flash_attention(query, key, value, causal=True)
+        else:
+            mixed = _attend(query, key, value, causal=True)
+        return checkpoint_name(out(mixed), "out_proj")
 
     def _step(
         self, decode: Decode, query: jax.Array, latent: jax.Array, rope_key: jax.Array, up: jax.Array
@@ -323,7 +559,10 @@ class LatentAttention(nn.Module):
         batch = query.shape[0]
         latents = _Slots(self, "latent", (batch, length, self.kv_lora_rank), decode)
         rope_keys = _Slots(self, "rope_key", (batch, length, self.qk_rope_head_dim), decode)
-        slot, valid = _step_slot(self, length)
+        slot, valid, position = _step_slot(self, length)
+        if self.rotary:
+            query = jnp.concatenate([query[..., :nope], rotary(query[..., nope:], position[None])], axis=-1)
+            rope_key = rotary(rope_key[..., None, :], position[None])[..., 0, :]
         latents.write(latent, slot)
         rope_keys.write(rope_key, slot)
         cached, cached_rope = latents.read(query.dtype), rope_keys.read(query.dtype)
@@ -351,41 +590,131 @@ class FeedForward(nn.Module):
             gate_activation = nn.gelu if self.activation == "geglu" else nn.silu
             if self.fused:
                 gate_up = nn.Dense(2 * self.ffn_dim, use_bias=self.use_bias, name="gate_up")(x)
-                gate, up = jnp.split(gate_up, 2, axis=-1)
+                gate, up = jnp.split(checkpoint_name(gate_up, "mlpwi"), 2, axis=-1)
             else:
-                gate = nn.Dense(self.ffn_dim, use_bias=self.use_bias, name="gate")(x)
-                up = nn.Dense(self.ffn_dim, use_bias=self.use_bias, name="up")(x)
+                gate = checkpoint_name(nn.Dense(self.ffn_dim, use_bias=self.use_bias, name="gate")(x), "mlpwi_0")
+                up = checkpoint_name(nn.Dense(self.ffn_dim, use_bias=self.use_bias, name="up")(x), "mlpwi_1")
             hidden = gate_activation(gate) * up
         else:
             activation = nn.relu if self.activation == "relu" else nn.gelu
-            hidden = activation(nn.Dense(self.ffn_dim, use_bias=self.use_bias, name="up")(x))
-        return nn.Dense(x.shape[-1], use_bias=self.use_bias, name="down")(hidden)
+            up = checkpoint_name(nn.Dense(self.ffn_dim, use_bias=self.use_bias, name="up")(x), "mlpwi")
+            hidden = activation(up)
+        return checkpoint_name(nn.Dense(x.shape[-1], use_bias=self.use_bias, name="down")(hidden), "mlpwo")
 
 
 class Experts(nn.Module):
     """Routed experts, stacked: ``gate``, ``up`` (num_experts, d_model, ffn_dim) and ``down``
     (num_experts, ffn_dim, d_model), a SwiGLU MLP each. ``combine`` (..., num_experts) weighs each
-    expert's output (zero for the experts a token is not routed to)."""
+    expert's output (zero for the experts a token is not routed to).
+
+    ``forward``'s dispatch (see ``Forward``): ``dense`` runs every expert on every token (the
+    count's forward); ``dropless`` and ``capacity`` run each token through its ``chosen`` experts
+    only, weighted by ``weights`` (both (..., top_k)). The parameters are the same whichever."""
 
     num_experts: int
     ffn_dim: int
     use_bias: bool = False  # GPT-OSS: gate_bias, up_bias (num_experts, ffn_dim), down_bias (num_experts, d_model)
+    forward: Forward | None = None
 
     @nn.compact
-    def __call__(self, x: jax.Array, combine: jax.Array) -> jax.Array:
+    def __call__(
+        self, x: jax.Array, combine: jax.Array, weights: jax.Array | None = None, chosen: jax.Array | None = None
+    ) -> jax.Array:
         d_model, init = x.shape[-1], nn.initializers.lecun_normal(batch_axis=(0,))
         gate = self.param("gate", init, (self.num_experts, d_model, self.ffn_dim))
         up = self.param("up", init, (self.num_experts, d_model, self.ffn_dim))
         down = self.param("down", init, (self.num_experts, self.ffn_dim, d_model))
-        gated, upped = jnp.einsum("...d,edf->...ef", x, gate), jnp.einsum("...d,edf->...ef", x, up)
+        biases = None
         if self.use_bias:
             zeros = nn.initializers.zeros
-            gated = gated + self.param("gate_bias", zeros, (self.num_experts, self.ffn_dim))
-            upped = upped + self.param("up_bias", zeros, (self.num_experts, self.ffn_dim))
+            biases = (
+                self.param("gate_bias", zeros, (self.num_experts, self.ffn_dim)),
+                self.param("up_bias", zeros, (self.num_experts, self.ffn_dim)),
+                self.param("down_bias", zeros, (self.num_experts, d_model)),
+            )
+        dispatch = "dense" if self.forward is None else self.forward.dispatch
+        if dispatch != "dense" and weights is not None and chosen is not None:
+            tokens = x.reshape(-1, d_model)
+            flat_weights, flat_chosen = weights.reshape(tokens.shape[0], -1), chosen.reshape(tokens.shape[0], -1)
+            assert self.forward is not None  # dispatch is not dense
+            routed = (
+                _dropless
+                if dispatch == "dropless"
+                else functools.partial(_capacity, factor=self.forward.capacity_factor)
+            )
+            return routed(tokens, flat_weights, flat_chosen, gate, up, down, biases).reshape(x.shape)
+        gated, upped = jnp.einsum("...d,edf->...ef", x, gate), jnp.einsum("...d,edf->...ef", x, up)
+        if biases is not None:
+            gated, upped = gated + biases[0], upped + biases[1]
         out = jnp.einsum("...ef,efd->...ed", nn.silu(gated) * upped, down)
-        if self.use_bias:
-            out = out + self.param("down_bias", nn.initializers.zeros, (self.num_experts, d_model))
+        if biases is not None:
+            out = out + biases[2]
         return jnp.einsum("...ed,...e->...d", out, combine)
+
+
+def _dropless(
+    tokens: jax.Array,
+    weights: jax.Array,
+    chosen: jax.Array,
+    gate: jax.Array,
+    up: jax.Array,
+    down: jax.Array,
+    biases: tuple[jax.Array, jax.Array, jax.Array] | None,
+) -> jax.Array:
+    """Dropless dispatch (MaxText's default, MegaBlocks'): every (token, chosen expert) pair, sorted
+    by expert, through ``jax.lax.ragged_dot`` with each expert's group of rows; no token is dropped
+    and no expert computes a token not routed to it. (tokens, d) in, (tokens, d) out."""
+    num_tokens, top_k = chosen.shape
+    num_experts = gate.shape[0]
+    flat = chosen.reshape(-1)
+    order = jnp.argsort(flat)
+    rows = tokens[order // top_k]
+    sizes = jnp.bincount(flat, length=num_experts).astype(jnp.int32)
+    experts = flat[order]
+    gated = checkpoint_name(jax.lax.ragged_dot(rows, gate, sizes), "mlpwi_0")
+    upped = checkpoint_name(jax.lax.ragged_dot(rows, up, sizes), "mlpwi_1")
+    if biases is not None:
+        gated, upped = gated + biases[0][experts], upped + biases[1][experts]
+    out = checkpoint_name(jax.lax.ragged_dot(nn.silu(gated) * upped, down, sizes), "mlpwo")
+    if biases is not None:
+        out = out + biases[2][experts]
+    unsorted = out[jnp.argsort(order)].reshape(num_tokens, top_k, -1)
+    return jnp.einsum("tkd,tk->td", unsorted, weights.astype(out.dtype))
+
+
+def _capacity(
+    tokens: jax.Array,
+    weights: jax.Array,
+    chosen: jax.Array,
+    gate: jax.Array,
+    up: jax.Array,
+    down: jax.Array,
+    biases: tuple[jax.Array, jax.Array, jax.Array] | None,
+    factor: float,
+) -> jax.Array:
+    """GShard's dispatch: each expert takes at most ``capacity`` = ceil(factor x top_k x tokens /
+    experts) of the tokens routed to it, in token order, the rest dropped (their output for that
+    expert is zero); a (tokens, experts, capacity) dispatch tensor gathers each expert's rows and
+    a combine tensor of the same shape weighs them back."""
+    num_tokens, top_k = chosen.shape
+    num_experts = gate.shape[0]
+    capacity = max(1, math.ceil(factor * top_k * num_tokens / num_experts))
+    routed = jax.nn.one_hot(chosen, num_experts, dtype=jnp.int32)  # (tokens, top_k, experts)
+    # a token's place in its expert's queue: the routings before it (earlier tokens, earlier choices)
+    place = jnp.cumsum(routed.reshape(-1, num_experts), axis=0).reshape(routed.shape) - 1
+    kept = routed * (place < capacity)
+    slots = jax.nn.one_hot(jnp.where(kept > 0, place, -1), capacity, dtype=tokens.dtype)  # (t, k, e, c)
+    dispatch = jnp.sum(slots, axis=1)  # (tokens, experts, capacity)
+    combine = jnp.einsum("tkec,tk->tec", slots, weights.astype(tokens.dtype))
+    rows = jnp.einsum("tec,td->ecd", dispatch, tokens)
+    gated = checkpoint_name(jnp.einsum("ecd,edf->ecf", rows, gate), "mlpwi_0")
+    upped = checkpoint_name(jnp.einsum("ecd,edf->ecf", rows, up), "mlpwi_1")
+    if biases is not None:
+        gated, upped = gated + biases[0][:, None], upped + biases[1][:, None]
+    out = checkpoint_name(jnp.einsum("ecf,efd->ecd", nn.silu(gated) * upped, down), "mlpwo")
+    if biases is not None:
+        out = out + biases[2][:, None]
+    return jnp.einsum("tec,ecd->td", combine, out)
 
 
 class MixtureOfExperts(nn.Module):
@@ -402,6 +731,7 @@ class MixtureOfExperts(nn.Module):
     shared_gate: bool = False
     router_bias: bool = False
     expert_biases: bool = False  # GPT-OSS: a bias on the router and on every expert's projections
+    forward: Forward | None = None  # how the routed experts are dispatched (see ``Forward``)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -411,7 +741,8 @@ class MixtureOfExperts(nn.Module):
             scores = scores + correction.value
         weights, chosen = jax.lax.top_k(scores, self.top_k)
         combine = jnp.sum(jax.nn.one_hot(chosen, self.num_experts) * weights[..., None], axis=-2)
-        y = Experts(self.num_experts, self.ffn_dim, self.expert_biases, name=EXPERTS)(x, combine)
+        experts = Experts(self.num_experts, self.ffn_dim, self.expert_biases, self.forward, name=EXPERTS)
+        y = experts(x, combine, weights, chosen)
         if self.shared_ffn_dim:
             shared = FeedForward(self.shared_ffn_dim, gated=True, use_bias=False, name="shared")(x)
             if self.shared_gate:
@@ -443,6 +774,8 @@ class TransformerBlock(nn.Module):
     fused: bool = False
     decode: Decode | None = None
     window: int = 0
+    forward: Forward | None = None
+    rotary: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -457,6 +790,8 @@ class TransformerBlock(nn.Module):
             self.fused,
             decode=self.decode,
             window=self.window,
+            forward=self.forward,
+            rotary=self.rotary,
             name="attn",
         )
         mlp = FeedForward(self.ffn_dim, self.gated_mlp, self.use_bias, self.fused, name="mlp")

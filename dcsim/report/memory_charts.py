@@ -23,8 +23,22 @@ if TYPE_CHECKING:  # the report layer draws what the memory layer answers; it ne
 
 GIB = 2**30
 # One colour a part, the same in every chart; red is kept for the budget and the chosen setup.
-PART_COLOURS = {"params": "#4c78a8", "grads": "#f58518", "master": "#54a24b", "optimizer": "#b279a2"}
-PART_TITLES = {"params": "Parameters", "grads": "Gradients", "master": "Master copy", "optimizer": "Optimizer state"}
+PART_COLOURS = {
+    "params": "#4c78a8",
+    "grads": "#f58518",
+    "master": "#54a24b",
+    "optimizer": "#b279a2",
+    "activations": "#e45756",  # a step's activations (with a sequence), beside the state
+    "headroom": "#d9d9d9",  # what is left of the budget
+}
+PART_TITLES = {
+    "params": "Parameters",
+    "grads": "Gradients",
+    "master": "Master copy",
+    "optimizer": "Optimizer state",
+    "activations": "Activations",
+    "headroom": "Headroom to the budget",
+}
 BUDGET_COLOUR = "#d1242f"
 # GiB as people read them: 0.5, 16, 1.2k (never 500m); the axis title says GiB.
 GIB_LABELS = "datum.value >= 1000 ? format(datum.value, '.3~s') : format(datum.value, '~g')"
@@ -209,5 +223,32 @@ def device_sweep(sweep: pd.DataFrame, budget_bytes: int, budget_text: str, num_d
             ),
             description="Line chart of the bytes the most-loaded device holds as the mesh's first axis doubles, "
             "beside the ideal share (total state / devices), on log-log axes, with a dashed line at the budget.",
+        )
+    )
+
+
+def activations_by_sequence(points: pd.DataFrame) -> alt.Chart:
+    """Activations a device keeps against the sequence length, one line a remat policy.
+
+    ``points`` has ``sequence``, ``policy``, ``gib`` (position) and ``bytes_text`` (exact)
+    (``dcsim.ui.memory.sequence_frame``). Both axes are logarithmic: a line linear in the sequence
+    has slope 1, and naive attention's quadratic term bends upward."""
+    return (
+        alt.Chart(points)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("sequence:Q", title="Sequence (tokens)", scale=alt.Scale(type="log", base=2)),
+            y=alt.Y(
+                "gib:Q",
+                title="Activations per device, GiB (2^30 bytes)",
+                scale=alt.Scale(type="log"),
+                axis=alt.Axis(labelExpr=GIB_LABELS),
+            ),
+            color=alt.Color("policy:N", title="Remat policy", legend=alt.Legend(orient="top")),
+            tooltip=[
+                alt.Tooltip("policy:N", title="Remat"),
+                alt.Tooltip("sequence:Q", title="Sequence", format=","),
+                alt.Tooltip("bytes_text:N", title="Activations per device (exact)"),
+            ],
         )
     )

@@ -10,6 +10,11 @@ laid a model out on the Layout page finds the same mesh here. The page's own lin
 - ``param``, ``grad``, ``master``: the parameters' dtype, the gradients' (``same``: the params'),
   and the master copy's (``none``: no master copy).
 - ``devmem``: the memory budget of one device, with its unit (``80GiB``).
+- A training step's activations (``dcsim.memory.activations``): ``seq`` (tokens a sequence;
+  ``none``, the default, for the state alone), ``mb`` (the micro-batch a data-parallel replica),
+  ``remat`` (the policy), ``attn`` (``flash`` or ``naive``), ``cdtype`` (the compute dtype), ``sp``
+  (sequence parallelism, ``on`` or ``off``) and ``cf`` (a Mixture-of-Experts capacity factor;
+  ``none``: dropless). With a sequence, "fits", the budget and the sweep count state + activations.
 
 Each is checked on its own when a link arrives (``frame.setting_from_link``): a bad value is named
 in a warning and replaced by its default. Answers are cached (bounded) on text: the configuration's
@@ -27,6 +32,7 @@ from typing import Any, TypeVar
 import pandas as pd
 import streamlit as st
 
+from dcsim.inputs import show
 from dcsim.memory import search
 from dcsim.memory import training as trainings
 from dcsim.memory.state import MemoryReport, compute_memory
@@ -164,6 +170,184 @@ def stage_label(choice: str) -> str:
     return trainings.STAGE_HELP[int(choice)].split(":")[0] + f": {STAGE_SHORT[int(choice)]}"
 
 
+# --- a training step's settings (the activations) -----------------------------------------------------
+
+NO_SEQUENCE = "none"
+DEFAULT_MICRO_BATCH = "1"
+DEFAULT_REMAT = "none"
+DEFAULT_ATTENTION = "flash"
+DEFAULT_COMPUTE_DTYPE = "bfloat16"
+SWITCH = ("off", "on")
+DEFAULT_CAPACITY = "none"
+MAX_CACHED_ACTIVATIONS = 64
+REMATS = ("none", "full", "dots", "dots-no-batch", "minimal")  # activations.POLICIES' names
+ATTENTIONS = ("flash", "naive")
+COMPUTE_DTYPES = ("bfloat16", "float16", "float32")
+
+
+def parse_sequence(text: str) -> str:
+    """``none`` (the state alone) or a sequence's tokens, as the box holds them."""
+    from dcsim.inputs import number_from_text
+    from dcsim.memory.activations import check_sequence
+
+    text = text.strip()
+    if text.lower() == NO_SEQUENCE:
+        return NO_SEQUENCE
+    return str(check_sequence(number_from_text(text), "seq", shown=text))
+
+
+def parse_micro_batch(text: str) -> str:
+    from dcsim.inputs import number_from_text
+    from dcsim.memory.activations import check_micro_batch
+
+    return str(check_micro_batch(number_from_text(text.strip()), "mb", shown=text))
+
+
+def _choice(choices: tuple[str, ...], name: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise ValueError(f"`{name}` must be one of {', '.join(choices)}, got {show(text)}")
+        return text
+
+    return parse
+
+
+parse_remat = _choice(REMATS, "remat")
+parse_attention = _choice(ATTENTIONS, "attn")
+parse_compute_dtype = _choice(COMPUTE_DTYPES, "cdtype")
+parse_switch = _choice(SWITCH, "sp")
+
+
+def parse_capacity(text: str) -> str:
+    from dcsim.inputs import number_from_text
+    from dcsim.memory.activations import check_capacity_factor
+
+    text = text.strip()
+    if text.lower() == DEFAULT_CAPACITY:
+        return DEFAULT_CAPACITY
+    value = number_from_text(text)
+    if not isinstance(value, (int, float)):
+        raise ValueError(f"`cf` must be a number from 0.01 to 64 (or none: dropless), got {show(text)}")
+    return f"{check_capacity_factor(value, '`cf`'):g}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StepSettings:
+    """The step's settings as the link writes them; ``step`` is the engine's ``Step`` (None without
+    a sequence)."""
+
+    sequence: str = NO_SEQUENCE
+    micro_batch: str = DEFAULT_MICRO_BATCH
+    remat: str = DEFAULT_REMAT
+    attention: str = DEFAULT_ATTENTION
+    compute_dtype: str = DEFAULT_COMPUTE_DTYPE
+    sequence_parallel: str = "off"
+    capacity: str = DEFAULT_CAPACITY
+
+    def params(self) -> dict[str, str]:
+        return {
+            "seq": self.sequence,
+            "mb": self.micro_batch,
+            "remat": self.remat,
+            "attn": self.attention,
+            "cdtype": self.compute_dtype,
+            "sp": self.sequence_parallel,
+            "cf": self.capacity,
+        }
+
+    def step(self, moe: bool) -> Any:
+        if self.sequence == NO_SEQUENCE:
+            return None
+        from dcsim.memory.activations import Step
+
+        return Step(
+            sequence=int(self.sequence),
+            micro_batch=int(self.micro_batch),
+            remat=self.remat,
+            attention=self.attention,
+            compute_dtype=self.compute_dtype,
+            sequence_parallel=self.sequence_parallel == "on",
+            capacity_factor=None if self.capacity == DEFAULT_CAPACITY or not moe else float(self.capacity),
+        )
+
+
+@st.cache_data(max_entries=MAX_CACHED_ACTIVATIONS, show_spinner="Tracing the step's residuals…")
+def _cached_activations(
+    config_json: str, step_json: str, param_dtype: str, mesh_text: str, with_recompute: bool = False
+) -> Any:
+    from dcsim.memory import activations
+
+    config = ModelConfig.from_json(config_json)
+    step = activations.Step(**json.loads(step_json))
+    try:
+        return activations.cached_trace(config, step, param_dtype, meshes.parse_mesh(mesh_text), with_recompute)
+    except (TypeError, ValueError) as err:
+        return str(err)
+
+
+def cached_activations(
+    config: ModelConfig, step: Any, param_dtype: str, mesh: meshes.MeshSpec, with_recompute: bool = False
+) -> Any:
+    """The step's ``ActivationReport`` on ``mesh`` (or the engine's refusal as text), cached;
+    ``with_recompute`` adds what the policy recomputes (two more traces, asked for after the
+    figures are on screen)."""
+    return _cached_activations(
+        config.architecture().to_json(),
+        json.dumps(dataclasses.asdict(step), sort_keys=True),
+        param_dtype,
+        mesh.text,
+        with_recompute,
+    )
+
+
+def sequence_frame(config: ModelConfig, step: Any, param_dtype: str, mesh: meshes.MeshSpec) -> pd.DataFrame:
+    """Activations per device at a quarter, half, one and two times the step's sequence (within the
+    model's positions), under every remat policy: sequence, policy, gib, bytes_text. Sequences the
+    engine refuses are left out."""
+    sequences = sorted({max(1, step.sequence * k // 4) for k in (1, 2, 4, 8)})
+    records = []
+    for policy in REMATS:
+        for sequence in sequences:
+            traced = cached_activations(
+                config, dataclasses.replace(step, remat=policy, sequence=sequence), param_dtype, mesh
+            )
+            if isinstance(traced, str):
+                continue
+            records.append(
+                {
+                    "sequence": sequence,
+                    "policy": policy,
+                    "gib": traced.bytes_per_device / memory_charts.GIB,
+                    "bytes_text": units.bytes_exact(traced.bytes_per_device),
+                }
+            )
+    return pd.DataFrame(records, columns=["sequence", "policy", "gib", "bytes_text"])
+
+
+RECIPE = {"param": "bfloat16", "master": "float32"}  # the usual mixed precision: bf16 params, fp32 master and moments
+
+
+def use_recipe() -> None:
+    """The named recipe's dtypes into the pickers (a button's callback, before they are drawn)."""
+    for name, value in RECIPE.items():
+        st.session_state[f"{state.WIDGET_PREFIX}{PAGE}.{name}"] = value
+
+
+def master_note(training: Training) -> str | None:
+    """What the setup says when no master copy is kept beside low-precision parameters."""
+    if training.master_dtype is not None or training.param_dtype in ("float32", "float64"):
+        return None
+    return (
+        f"No master copy is kept: the optimizer updates the {training.param_dtype} parameters in place and keeps "
+        f"its state in {training.param_dtype}. The usual mixed-precision recipe keeps a float32 master copy and "
+        "float32 moments."
+    )
+
+
+def _step_json(setup: Setup) -> str:
+    return "" if setup.step is None else json.dumps(dataclasses.asdict(setup.step), sort_keys=True)
+
+
 # --- the setup a run computes ----------------------------------------------------------------------
 
 
@@ -178,6 +362,8 @@ class Setup:
     training: Training
     budget: int
     budget_text: str
+    step_settings: StepSettings = StepSettings()
+    step: Any = None  # the activations' ``Step``, or None for the state alone
 
     def params(self) -> dict[str, str]:
         """The page's settings as its link writes them."""
@@ -196,7 +382,7 @@ class Setup:
             "master": training.master_dtype or NO_MASTER,
             "devmem": self.budget_text,
         }
-        return params
+        return params | self.step_settings.params()
 
     def with_training(self, training: Training) -> Setup:
         return dataclasses.replace(self, training=training)
@@ -268,18 +454,29 @@ def cached_memory(config: ModelConfig, setup: Setup) -> Outcome:
 
 @st.cache_data(max_entries=MAX_CACHED_FITS, show_spinner="Laying the state out on every mesh of the sweep…")
 def _cached_fit(
-    config_json: str, mesh_text: str, strategy: str, rules: str, training: str, amount: int
+    config_json: str, mesh_text: str, strategy: str, rules: str, training: str, amount: int, step_json: str = ""
 ) -> search.Fit | str:
     report, mesh, strategy, parsed_rules, setup = _parts(config_json, mesh_text, strategy, rules, training)
+    per_mesh = None
+    if step_json:
+        from dcsim.memory import activations
+
+        config = ModelConfig.from_json(config_json)
+        step = activations.Step(**json.loads(step_json))
+
+        def per_mesh(candidate: meshes.MeshSpec) -> int:
+            return activations.cached_trace(config, step, setup.param_dtype, candidate).bytes_per_device
+
     try:
-        return search.fit(report, mesh, strategy, parsed_rules, setup, amount)
+        return search.fit(report, mesh, strategy, parsed_rules, setup, amount, activations=per_mesh)
     except (TypeError, ValueError) as err:
         return str(err)
 
 
 def cached_fit(config: ModelConfig, setup: Setup) -> search.Fit | str:
-    """``search.fit`` over the current mesh's candidates and the budget (or the refusal), cached."""
-    return _cached_fit(*_key(config, setup), setup.budget)
+    """``search.fit`` over the current mesh's candidates and the budget (or the refusal), cached;
+    with a step, each candidate's activations count too."""
+    return _cached_fit(*_key(config, setup), setup.budget, _step_json(setup))
 
 
 def verify_key(config: ModelConfig, setup: Setup) -> str:
@@ -345,10 +542,11 @@ def arrays_frame(memory: MemoryReport) -> pd.DataFrame:
     )
 
 
-def stage_frame(config: ModelConfig, setup: Setup) -> pd.DataFrame:
+def stage_frame(config: ModelConfig, setup: Setup, activations_bytes: int | None = None) -> pd.DataFrame:
     """What one device holds under each ZeRO stage (and under the parts named freely, when that is
     the setup), part by part, for ``memory_charts.stage_bars``. Stages the layout refuses are left
-    out."""
+    out. ``activations_bytes`` (a step's, the same under every stage): an ``activations`` part, and
+    the ``headroom`` left to the budget, on each bar."""
     training = setup.training
     fields = {
         "optimizer": training.optimizer,
@@ -366,8 +564,11 @@ def stage_frame(config: ModelConfig, setup: Setup) -> pd.DataFrame:
             continue
         total = memory.total_bytes_per_device
         chosen = candidate == training
-        for order, part in enumerate(candidate.parts):
-            held = memory.part_bytes(part)
+        shown = [(part, memory.part_bytes(part)) for part in candidate.parts]
+        if activations_bytes is not None:
+            total += activations_bytes
+            shown += [("activations", activations_bytes), ("headroom", max(0, setup.budget - total))]
+        for order, (part, held) in enumerate(shown):
             records.append(
                 {
                     "setup": f"▶ {label}" if chosen else label,
@@ -449,9 +650,10 @@ def refused_meshes(answer: search.Fit) -> list[str]:
     )
 
 
-def budget_delta(memory: MemoryReport, budget: int) -> tuple[str, str]:
-    """The metric's value and help for the budget: what is left, or by how much it is over."""
-    held = memory.total_bytes_per_device
+def budget_delta(memory: MemoryReport, budget: int, activations_bytes: int = 0) -> tuple[str, str]:
+    """The metric's value and help for the budget: what is left, or by how much it is over (the
+    state, plus a step's activations when given)."""
+    held = memory.total_bytes_per_device + activations_bytes
     if held <= budget:
         return (
             f"Fits: {units.binary_bytes(budget - held)} left",

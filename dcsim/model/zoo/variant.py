@@ -17,7 +17,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from dcsim.model.layers import Attention, Decode, FeedForward, TokenEmbeddings, step_positions
+from dcsim.model.layers import Attention, Decode, FeedForward, TokenEmbeddings, flash_attention, step_positions
 
 
 def variant_norm(kind: str, name: str, axes: tuple[int, ...] = (-1,)) -> nn.Module:
@@ -52,6 +52,8 @@ class WideNormAttention(Attention):
         out = nn.DenseGeneral(x.shape[-1], axis=(-2, -1), use_bias=self.out_bias, name="out")
         if self.decode is not None:
             return out(self._step(self.decode, query, key, value, self.head_dim, None))
+        if self.forward is not None and self.forward.flash:
+            return out(flash_attention(query, key, value, causal=True))
         groups = self.num_heads // self.num_kv_heads
         key, value = jnp.repeat(key, groups, axis=-2), jnp.repeat(value, groups, axis=-2)
         logits = jnp.einsum("...qhd,...khd->...hqk", query, key) / math.sqrt(self.head_dim)

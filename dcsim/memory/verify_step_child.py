@@ -1,0 +1,160 @@
+"""The child of ``dcsim.memory.verify_step``: ``python -m dcsim.memory.verify_step_child REQUEST RESULT PROGRESS``.
+
+It builds the model's whole training step (the unrolled model with its blocks under the remat
+policy, the flash or naive attention, the float32 cross-entropy, ``jax.value_and_grad``, the optax
+update, a master copy when the setup keeps one) on a real ``jax.sharding.Mesh`` of virtual CPU
+devices, with the state's shardings from dcsim's layout and the batch split over the data axes,
+the state donated; it lowers and compiles the step, never runs it, and reports
+``compiled.memory_analysis()``'s argument, output, temporary and aliased bytes of one device.
+
+The request: ``config`` (the configuration's JSON), ``step`` (``dcsim.memory.activations.Step``'s
+fields), ``training`` (optimizer, param, grad and master dtypes), ``mesh`` ``[[axis, size], ...]``
+and ``specs``: ``{part: {path: spec}}`` for params and master, each spec entry null, an axis name
+or a list of names; ``optimizer_split``: whether the optimizer state follows its parameter's spec.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any, TextIO
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from dcsim.checkpoint import workers
+
+MODULE = "dcsim.memory.verify_step_child"
+STAGES = ("building", "lowering", "compiling", "done")
+TENSOR_AXIS = "model"
+
+
+def _stage(progress: TextIO, name: str) -> None:
+    progress.write(name + "\n")
+    progress.flush()
+
+
+def _spec(entries: list[Any]) -> PartitionSpec:
+    return PartitionSpec(*(tuple(entry) if isinstance(entry, list) else entry for entry in entries))
+
+
+def _path(keys: Any) -> str:
+    return "/".join(str(key.key) for key in keys if hasattr(key, "key"))
+
+
+def step_memory(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
+    """Compile the training step the request describes; XLA's memory analysis of one device."""
+    import optax
+
+    from dcsim.memory.activations import Step, cross_entropy
+    from dcsim.model import families, optimizer, presets
+    from dcsim.model.config import ModelConfig
+    from dcsim.model.layers import Forward
+
+    _stage(progress, STAGES[0])
+    config = ModelConfig.from_json(request["config"])
+    step = Step(**request["step"])
+    training = request["training"]
+    names = tuple(str(name) for name, _ in request["mesh"])
+    sizes = tuple(int(size) for _, size in request["mesh"])
+    num_devices = math.prod(sizes)
+    devices = jax.devices()
+    if len(devices) < num_devices:
+        raise RuntimeError(f"JAX started with {len(devices):,} CPU devices and the mesh needs {num_devices:,}")
+    mesh = Mesh(np.array(devices[:num_devices]).reshape(sizes), names)
+    whole = NamedSharding(mesh, PartitionSpec())
+    family = config.family
+    if family is None:
+        raise ValueError("the Dense stack has no training step here")
+    forward = Forward(
+        attention=step.attention,
+        dispatch="dropless" if step.capacity_factor is None else "capacity",
+        capacity_factor=step.capacity_factor or 1.0,
+        remat=step.remat,
+    )
+    hparams = presets.resolved_hparams(config)
+    module, init_inputs = families.build_family(family, hparams, 1, forward=forward)
+    abstract = jax.eval_shape(module.init, jax.random.PRNGKey(0), *init_inputs)["params"]
+    compute = jnp.dtype(step.compute_dtype)
+
+    def laid_out(tree: Any, part: str, dtype: str) -> Any:
+        specs = request["specs"][part]
+
+        def leaf(keys: Any, value: Any) -> Any:
+            sharding = NamedSharding(mesh, _spec(specs[_path(keys)]))
+            return jax.ShapeDtypeStruct(value.shape, jnp.dtype(dtype), sharding=sharding)
+
+        return jax.tree_util.tree_map_with_path(leaf, tree)
+
+    params = laid_out(abstract, "params", training["param_dtype"])
+    master_dtype = training["master_dtype"]
+    master = None if master_dtype is None else laid_out(abstract, "master", master_dtype)
+    tx = optimizer.OPTIMIZERS[training["optimizer"]][1]()
+    held = master if master is not None else params
+    state = jax.eval_shape(tx.init, held)
+    param_specs = {
+        _path(keys): (value.shape, value.sharding) for keys, value in jax.tree_util.tree_leaves_with_path(held)
+    }
+
+    def state_leaf(keys: Any, value: Any) -> Any:
+        found = param_specs.get(_path(keys))
+        split = request["optimizer_split"] and found is not None and found[0] == value.shape
+        return jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=found[1] if split and found else whole)
+
+    state = jax.tree_util.tree_map_with_path(state_leaf, state)
+    replicas = [name for name in names if name != TENSOR_AXIS]
+    batch = step.micro_batch * math.prod(size for name, size in zip(names, sizes, strict=True) if name in replicas)
+    tokens = jax.ShapeDtypeStruct(
+        (batch, step.sequence),
+        jnp.int32,
+        sharding=NamedSharding(mesh, PartitionSpec(tuple(replicas) if replicas else None)),
+    )
+    grad_dtype = jnp.dtype(training["grad_dtype"] or training["param_dtype"])
+
+    def loss_of(p: Any, ids: Any) -> Any:
+        cast = jax.tree_util.tree_map(lambda leaf: leaf.astype(compute), p)
+        logits: Any = module.apply({"params": cast}, ids)
+        return cross_entropy(logits, ids)
+
+    def train_step(p: Any, m: Any, s: Any, ids: Any) -> Any:
+        loss, grads = jax.value_and_grad(loss_of)(p, ids)
+        grads = jax.tree_util.tree_map(lambda g: g.astype(grad_dtype), grads)
+        target = p if m is None else m
+        grads = jax.tree_util.tree_map(lambda g, t: g.astype(t.dtype), grads, target)
+        updates, s = tx.update(grads, s, target)
+        target = optax.apply_updates(target, updates)
+        if m is None:
+            return target, None, s, loss
+        return jax.tree_util.tree_map(lambda t, q: t.astype(q.dtype), target, p), target, s, loss
+
+    def shardings(tree: Any) -> Any:
+        return None if tree is None else jax.tree_util.tree_map(lambda leaf: leaf.sharding, tree)
+
+    out_shardings = (shardings(params), shardings(master), shardings(state), whole)
+    _stage(progress, STAGES[1])
+    lowered = jax.jit(train_step, out_shardings=out_shardings, donate_argnums=(0, 1, 2)).lower(
+        params, master, state, tokens
+    )
+    _stage(progress, STAGES[2])
+    analysis = lowered.compile().memory_analysis()
+    if analysis is None:
+        raise RuntimeError("XLA gave no memory analysis for the compiled step")
+    _stage(progress, STAGES[3])
+    return {
+        "argument_bytes": int(analysis.argument_size_in_bytes),
+        "output_bytes": int(analysis.output_size_in_bytes),
+        "temp_bytes": int(analysis.temp_size_in_bytes),
+        "alias_bytes": int(analysis.alias_size_in_bytes),
+        "num_devices": num_devices,
+        "global_batch": batch,
+    }
+
+
+def main(argv: list[str]) -> int:
+    return workers.check_child_main(argv, MODULE, step_memory, "XLA could not compile the training step")
+
+
+if __name__ == "__main__":
+    workers.exit_child(main(sys.argv[1:]))
