@@ -21,58 +21,63 @@ import re
 from collections.abc import Iterable
 
 _LLAMA = (
-    (r"embed/token/embedding", "model.embed_tokens.weight"),
-    (r"embed/position/embedding", "model.embed_positions.weight"),
-    (r"final_norm/(scale|bias)", "model.norm.{w}"),
-    (r"lm_head/(kernel|bias)", "lm_head.{w}"),
-    (r"block_(\d+)/attn_norm/(scale|bias)", "model.layers.{0}.input_layernorm.{w}"),
-    (r"block_(\d+)/attn/query/(kernel|bias)", "model.layers.{0}.self_attn.q_proj.{w}"),
-    (r"block_(\d+)/attn/key/(kernel|bias)", "model.layers.{0}.self_attn.k_proj.{w}"),
-    (r"block_(\d+)/attn/value/(kernel|bias)", "model.layers.{0}.self_attn.v_proj.{w}"),
-    (r"block_(\d+)/attn/qkv/(kernel|bias)", "model.layers.{0}.self_attn.qkv_proj.{w}"),
-    (r"block_(\d+)/attn/out/(kernel|bias)", "model.layers.{0}.self_attn.o_proj.{w}"),
-    (r"block_(\d+)/attn/query_norm/(scale|bias)", "model.layers.{0}.self_attn.q_norm.{w}"),
-    (r"block_(\d+)/attn/key_norm/(scale|bias)", "model.layers.{0}.self_attn.k_norm.{w}"),
-    (r"block_(\d+)/attn/query_down/(kernel|bias)", "model.layers.{0}.self_attn.q_a_proj.{w}"),
-    (r"block_(\d+)/attn/query_up/(kernel|bias)", "model.layers.{0}.self_attn.q_b_proj.{w}"),
-    (r"block_(\d+)/attn/kv_down/(kernel|bias)", "model.layers.{0}.self_attn.kv_a_proj_with_mqa.{w}"),
-    (r"block_(\d+)/attn/kv_norm/(scale|bias)", "model.layers.{0}.self_attn.kv_a_layernorm.{w}"),
-    (r"block_(\d+)/attn/kv_up/(kernel|bias)", "model.layers.{0}.self_attn.kv_b_proj.{w}"),
-    (r"block_(\d+)/mlp/gate/(kernel|bias)", "model.layers.{0}.mlp.gate_proj.{w}"),
-    (r"block_(\d+)/mlp/up/(kernel|bias)", "model.layers.{0}.mlp.up_proj.{w}"),
-    (r"block_(\d+)/mlp/gate_up/(kernel|bias)", "model.layers.{0}.mlp.gate_up_proj.{w}"),
-    (r"block_(\d+)/mlp/down/(kernel|bias)", "model.layers.{0}.mlp.down_proj.{w}"),
-    (r"block_(\d+)/moe/router/(kernel|bias)", "model.layers.{0}.mlp.gate.{w}"),
-    (r"block_(\d+)/moe/experts/(gate|up|down)()", "model.layers.{0}.mlp.experts.{e}.{1}_proj.{w}"),
-    (r"block_(\d+)/moe/shared/(gate|up|down)/(kernel|bias)", "model.layers.{0}.mlp.shared_experts.{1}_proj.{w}"),
-    (r"block_(\d+)/moe/shared_gate/(kernel|bias)", "model.layers.{0}.mlp.shared_expert_gate.{w}"),
+    (re.compile(r"embed/token/embedding$"), "model.embed_tokens.weight"),
+    (re.compile(r"embed/position/embedding$"), "model.embed_positions.weight"),
+    (re.compile(r"final_norm/(scale|bias)$"), "model.norm.{w}"),
+    (re.compile(r"lm_head/(kernel|bias)$"), "lm_head.{w}"),
+    (re.compile(r"block_(\d+)/attn_norm/(scale|bias)$"), "model.layers.{0}.input_layernorm.{w}"),
+    (re.compile(r"block_(\d+)/attn/query/(kernel|bias)$"), "model.layers.{0}.self_attn.q_proj.{w}"),
+    (re.compile(r"block_(\d+)/attn/key/(kernel|bias)$"), "model.layers.{0}.self_attn.k_proj.{w}"),
+    (re.compile(r"block_(\d+)/attn/value/(kernel|bias)$"), "model.layers.{0}.self_attn.v_proj.{w}"),
+    (re.compile(r"block_(\d+)/attn/qkv/(kernel|bias)$"), "model.layers.{0}.self_attn.qkv_proj.{w}"),
+    (re.compile(r"block_(\d+)/attn/out/(kernel|bias)$"), "model.layers.{0}.self_attn.o_proj.{w}"),
+    (re.compile(r"block_(\d+)/attn/query_norm/(scale|bias)$"), "model.layers.{0}.self_attn.q_norm.{w}"),
+    (re.compile(r"block_(\d+)/attn/key_norm/(scale|bias)$"), "model.layers.{0}.self_attn.k_norm.{w}"),
+    (re.compile(r"block_(\d+)/attn/query_down/(kernel|bias)$"), "model.layers.{0}.self_attn.q_a_proj.{w}"),
+    (re.compile(r"block_(\d+)/attn/query_up/(kernel|bias)$"), "model.layers.{0}.self_attn.q_b_proj.{w}"),
+    (re.compile(r"block_(\d+)/attn/kv_down/(kernel|bias)$"), "model.layers.{0}.self_attn.kv_a_proj_with_mqa.{w}"),
+    (re.compile(r"block_(\d+)/attn/kv_norm/(scale|bias)$"), "model.layers.{0}.self_attn.kv_a_layernorm.{w}"),
+    (re.compile(r"block_(\d+)/attn/kv_up/(kernel|bias)$"), "model.layers.{0}.self_attn.kv_b_proj.{w}"),
+    (re.compile(r"block_(\d+)/mlp/gate/(kernel|bias)$"), "model.layers.{0}.mlp.gate_proj.{w}"),
+    (re.compile(r"block_(\d+)/mlp/up/(kernel|bias)$"), "model.layers.{0}.mlp.up_proj.{w}"),
+    (re.compile(r"block_(\d+)/mlp/gate_up/(kernel|bias)$"), "model.layers.{0}.mlp.gate_up_proj.{w}"),
+    (re.compile(r"block_(\d+)/mlp/down/(kernel|bias)$"), "model.layers.{0}.mlp.down_proj.{w}"),
+    (re.compile(r"block_(\d+)/moe/router/(kernel|bias)$"), "model.layers.{0}.mlp.gate.{w}"),
+    (re.compile(r"block_(\d+)/moe/experts/(gate|up|down)()$"), "model.layers.{0}.mlp.experts.{e}.{1}_proj.{w}"),
+    (
+        re.compile(r"block_(\d+)/moe/shared/(gate|up|down)/(kernel|bias)$"),
+        "model.layers.{0}.mlp.shared_experts.{1}_proj.{w}",
+    ),
+    (re.compile(r"block_(\d+)/moe/shared_gate/(kernel|bias)$"), "model.layers.{0}.mlp.shared_expert_gate.{w}"),
 )
 # Gemma 2 and 3 norm each sublayer's input and output; transformers names the four norms so.
 _GEMMA_NORMS = (
-    (r"block_(\d+)/attn_post_norm/(scale|bias)", "model.layers.{0}.post_attention_layernorm.{w}"),
-    (r"block_(\d+)/mlp_norm/(scale|bias)", "model.layers.{0}.pre_feedforward_layernorm.{w}"),
-    (r"block_(\d+)/mlp_post_norm/(scale|bias)", "model.layers.{0}.post_feedforward_layernorm.{w}"),
+    (re.compile(r"block_(\d+)/attn_post_norm/(scale|bias)$"), "model.layers.{0}.post_attention_layernorm.{w}"),
+    (re.compile(r"block_(\d+)/mlp_norm/(scale|bias)$"), "model.layers.{0}.pre_feedforward_layernorm.{w}"),
+    (re.compile(r"block_(\d+)/mlp_post_norm/(scale|bias)$"), "model.layers.{0}.post_feedforward_layernorm.{w}"),
 )
 # DeepSeek's latent attention: dcsim's query_norm is the norm of the query's low-rank latent
 # (transformers' q_a_layernorm), not Qwen 3's per-head q_norm.
-_LATENT_NORMS = ((r"block_(\d+)/attn/query_norm/(scale|bias)", "model.layers.{0}.self_attn.q_a_layernorm.{w}"),)
-_PLAIN_NORMS = ((r"block_(\d+)/mlp_norm/(scale|bias)", "model.layers.{0}.post_attention_layernorm.{w}"),)
+_LATENT_NORMS = (
+    (re.compile(r"block_(\d+)/attn/query_norm/(scale|bias)$"), "model.layers.{0}.self_attn.q_a_layernorm.{w}"),
+)
+_PLAIN_NORMS = ((re.compile(r"block_(\d+)/mlp_norm/(scale|bias)$"), "model.layers.{0}.post_attention_layernorm.{w}"),)
 _MIXTRAL = (
-    (r"block_(\d+)/moe/router/(kernel|bias)", "model.layers.{0}.block_sparse_moe.gate.{w}"),
-    (r"block_(\d+)/moe/experts/gate()", "model.layers.{0}.block_sparse_moe.experts.{e}.w1.{w}"),
-    (r"block_(\d+)/moe/experts/down()", "model.layers.{0}.block_sparse_moe.experts.{e}.w2.{w}"),
-    (r"block_(\d+)/moe/experts/up()", "model.layers.{0}.block_sparse_moe.experts.{e}.w3.{w}"),
+    (re.compile(r"block_(\d+)/moe/router/(kernel|bias)$"), "model.layers.{0}.block_sparse_moe.gate.{w}"),
+    (re.compile(r"block_(\d+)/moe/experts/gate()$"), "model.layers.{0}.block_sparse_moe.experts.{e}.w1.{w}"),
+    (re.compile(r"block_(\d+)/moe/experts/down()$"), "model.layers.{0}.block_sparse_moe.experts.{e}.w2.{w}"),
+    (re.compile(r"block_(\d+)/moe/experts/up()$"), "model.layers.{0}.block_sparse_moe.experts.{e}.w3.{w}"),
 )
 _GPT2 = (
-    (r"embed/token/embedding", "transformer.wte.weight"),
-    (r"embed/position/embedding", "transformer.wpe.weight"),
-    (r"final_norm/(scale|bias)", "transformer.ln_f.{w}"),
-    (r"block_(\d+)/attn_norm/(scale|bias)", "transformer.h.{0}.ln_1.{w}"),
-    (r"block_(\d+)/mlp_norm/(scale|bias)", "transformer.h.{0}.ln_2.{w}"),
-    (r"block_(\d+)/attn/(?:query|key|value)/(kernel|bias)", "transformer.h.{0}.attn.c_attn.{w}"),
-    (r"block_(\d+)/attn/out/(kernel|bias)", "transformer.h.{0}.attn.c_proj.{w}"),
-    (r"block_(\d+)/mlp/up/(kernel|bias)", "transformer.h.{0}.mlp.c_fc.{w}"),
-    (r"block_(\d+)/mlp/down/(kernel|bias)", "transformer.h.{0}.mlp.c_proj.{w}"),
+    (re.compile(r"embed/token/embedding$"), "transformer.wte.weight"),
+    (re.compile(r"embed/position/embedding$"), "transformer.wpe.weight"),
+    (re.compile(r"final_norm/(scale|bias)$"), "transformer.ln_f.{w}"),
+    (re.compile(r"block_(\d+)/attn_norm/(scale|bias)$"), "transformer.h.{0}.ln_1.{w}"),
+    (re.compile(r"block_(\d+)/mlp_norm/(scale|bias)$"), "transformer.h.{0}.ln_2.{w}"),
+    (re.compile(r"block_(\d+)/attn/(?:query|key|value)/(kernel|bias)$"), "transformer.h.{0}.attn.c_attn.{w}"),
+    (re.compile(r"block_(\d+)/attn/out/(kernel|bias)$"), "transformer.h.{0}.attn.c_proj.{w}"),
+    (re.compile(r"block_(\d+)/mlp/up/(kernel|bias)$"), "transformer.h.{0}.mlp.c_fc.{w}"),
+    (re.compile(r"block_(\d+)/mlp/down/(kernel|bias)$"), "transformer.h.{0}.mlp.c_proj.{w}"),
 )
 _WEIGHT = {"kernel": "weight", "scale": "weight", "embedding": "weight", "bias": "bias", "": "weight"}
 # A file tensor several arrays share (GPT-2's c_attn): its members in the order they are joined.
@@ -111,14 +116,14 @@ def scheme_of(family: str | None, hparams: dict, paths: Iterable[str]) -> str:
 def file_names(scheme: str, paths: Iterable[str]) -> dict[str, FileName]:
     """Each path's ``FileName`` under ``scheme``."""
     paths = tuple(paths)
-    table: tuple[tuple[str, str], ...] = ()
+    table: tuple[tuple[re.Pattern[str], str], ...] = ()
     if scheme == "gpt2":
         table = _GPT2
     elif scheme in ("llama", "mixtral"):
         gemma = any("/attn_post_norm/" in path for path in paths)
         latent = _LATENT_NORMS if any("/attn/kv_down/" in path for path in paths) else ()
         table = (_MIXTRAL if scheme == "mixtral" else ()) + latent + (_GEMMA_NORMS if gemma else _PLAIN_NORMS) + _LLAMA
-    compiled = [(re.compile(pattern + "$"), template) for pattern, template in table]
+    compiled = list(table)
     fused = _FUSED.get(scheme, ())
     names: dict[str, FileName] = {}
     for path in paths:
