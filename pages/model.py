@@ -1,7 +1,5 @@
 """Landing page: the configuration editor and the whole answer, without a click."""
 
-from fractions import Fraction
-
 import streamlit as st
 
 from dcsim.model import breakdown, presets
@@ -85,7 +83,7 @@ def show_answer(config: ModelConfig, error: str | None = None, fmt: WeightFormat
             if table is None:
                 st.error(frame.plain(f"Storage format {fmt.name}: {refusal}"), icon=":material/error:")
             else:
-                in_format = Fraction(table.payload_bytes, config.num_shards)
+                in_format = table.bytes_per_shard(config.num_shards)
                 figure(
                     row,
                     f"Bytes per shard ({fmt.name})",

@@ -204,7 +204,7 @@ if points:
     st.caption("Max sequences at once against the context, the chosen context in red: an exact floor at each point.")
 
 st.subheader(f"The weights in {fmt.name}")
-weights.show_table(served.table, weights.device_bytes(served))
+weights.show_table(served.table, served.weights_on_device_by_path)
 weights.write_button(served.table, "serving.write")
 
 if served.layers:

@@ -177,7 +177,7 @@ def render_weights(table: Any, num_shards: int) -> str:
     from dcsim.quant.tables import group_bytes
 
     fmt = table.format
-    share = Fraction(table.payload_bytes, num_shards)
+    share = table.bytes_per_shard(num_shards)
     lines = [
         f"weights in {fmt.label}: {units.bytes_exact(table.payload_bytes)} of tensor data"
         f"  ({float(table.bits_per_weight):.3f} bits a weight, from the exact bytes; the file adds its header)",

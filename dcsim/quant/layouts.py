@@ -250,11 +250,10 @@ def device_bytes(table: QuantTable, config: ModelConfig, report: ParamReport) ->
     arrays = {array.path: array for array in table.arrays}
     found: dict[str, lin.Linear] = {}
     names: dict[str, naming.FileName] = {}
-    if fmt.kind in ("gptq", "awq", "gguf", "bnb", "fp8"):
-        found = lin.find_linears(config, report)
     if fmt.kind in ("gptq", "awq"):
-        scheme = naming.scheme_of(config.family, lin.hparams_of(config), arrays)
-        names = naming.file_names(scheme, arrays)
+        _, found, names, _ = lin.file_layout(config, report, fmt.name)
+    elif fmt.kind in ("gguf", "bnb", "fp8"):
+        found = lin.find_linears(config, report)
 
     def on_device(row: Any) -> int:
         array = arrays[row.path]

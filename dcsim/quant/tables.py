@@ -143,6 +143,10 @@ class QuantTable:
         from the exact bytes, never used to make them."""
         return Fraction(self.payload_bytes * 8, max(self.total_params, 1))
 
+    def bytes_per_shard(self, num_shards: int) -> Fraction:
+        """The payload over ``num_shards``, exactly: an average, not a layout."""
+        return Fraction(self.payload_bytes, num_shards)
+
     @property
     def quantized_params(self) -> int:
         return sum(array.num_values for array in self.arrays if array.quantized)
@@ -183,7 +187,7 @@ def weights_record(table: QuantTable, num_shards: int | None = None) -> dict[str
         "weights_notes": list(table.notes),
     }
     if num_shards is not None:
-        share = Fraction(table.payload_bytes, num_shards)
+        share = table.bytes_per_shard(num_shards)
         record["weights_bytes_per_shard"] = float(share)
         record["weights_bytes_per_shard_fraction"] = str(share)
     record["weights_arrays"] = [

@@ -172,6 +172,11 @@ class ServingReport:
         return max(self.stages, key=lambda stage: (stage.total_bytes, -stage.stage))
 
     @property
+    def weights_on_device_by_path(self) -> dict[str, int]:
+        """One device's bytes of each weight array in the format, by path."""
+        return {row.path: size for row, size in zip(self.weights.arrays, self.weights_on_device, strict=True)}
+
+    @property
     def weights_bytes_per_device(self) -> int:
         return self.busiest.weights_bytes
 

@@ -119,7 +119,7 @@ def serving_record(report: ServingReport, found: MeshSearch | None = None) -> di
 
 def weights_arrays(report: ServingReport) -> list[dict[str, Any]]:
     """Each weight array in the format: its tensors, shape, dtypes, bytes and one device's bytes."""
-    held = {row.path: size for row, size in zip(report.weights.arrays, report.weights_on_device, strict=True)}
+    held = report.weights_on_device_by_path
     out = []
     for array in report.table.arrays:
         record = array.to_dict()

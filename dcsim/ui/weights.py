@@ -213,8 +213,3 @@ def write_button(table: QuantTable, key: str) -> None:
                 "dtypes checked. The file was deleted."
             )
         )
-
-
-def device_bytes(served: Any) -> dict[str, int]:
-    """One device's bytes of each array, from a serving report."""
-    return {row.path: size for row, size in zip(served.weights.arrays, served.weights_on_device, strict=True)}
