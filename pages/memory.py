@@ -305,6 +305,7 @@ else:
     )
     fits_text, fits_help = memory.budget_delta(held, budget, activations_bytes or 0)
     fits_col.metric(f"Against the budget ({budget_text})", fits_text, help=fits_help)
+    fits_col.caption(memory.budget_leaves_out(traced is not None))
     if traced is not None:
         act_col, loss_col, formula_col = st.columns(3)
         act_col.metric(

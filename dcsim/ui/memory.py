@@ -662,6 +662,16 @@ def budget_delta(memory: MemoryReport, budget: int, activations_bytes: int = 0) 
     return f"Over by {units.binary_bytes(held - budget)}", f"{units.bytes_exact(held - budget)} over the budget."
 
 
+def budget_leaves_out(with_activations: bool) -> str:
+    """What the verdict against the budget does not count, said beside it."""
+    if with_activations:
+        return (
+            "Counts the state and the step's activations; not XLA's temporaries, communication buffers or "
+            "fragmentation."
+        )
+    return "Counts the training state only: a step's activations are not counted (give a sequence to add them)."
+
+
 def largest_text(memory: MemoryReport) -> str:
     """The array that takes the most bytes on a device, and why, in one sentence."""
     row = memory.largest
