@@ -5,8 +5,9 @@ per-device budget. A ``Comparison`` holds up to ``MAX_SCENARIOS`` named ``Scenar
 the baseline, and the budget question (``dcsim.memory.budget``). It travels three ways, each checked here:
 
 - **JSON** (``"format": "dcsim.comparison"``, version 1): each scenario is its configuration's
-  JSON object (``ModelConfig.to_dict``) plus ``name`` and ``dtype``; unknown keys are refused by
-  name; at most ``MAX_COMPARISON_BYTES``.
+  JSON object (``ModelConfig.to_dict``) plus ``name`` and ``dtype`` (and, when it has them, its
+  ``weights`` format and its training step: ``sequence``, ``micro_batch``, ``remat``,
+  ``attention``); unknown keys are refused by name; at most ``MAX_COMPARISON_BYTES``.
 - **a link** (``dcsim.links.comparisons``), read with the configuration link's own codec.
 - **tables** (``comparison_frame``, ``sweep_frame``) for the page, the CLI and CSV.
 """
@@ -23,7 +24,9 @@ import pandas as pd
 
 from dcsim import links
 from dcsim.inputs import as_int, check_document, json_kind, load_json, reject_unknown, show
+from dcsim.memory import activations
 from dcsim.memory import budget as budgets
+from dcsim.memory.activations import Step
 from dcsim.model import presets
 from dcsim.model.config import CONFIG_FORMAT, CONFIG_VERSION, MODEL_KEYS, ModelConfig
 from dcsim.model.count import ParamReport
@@ -72,6 +75,62 @@ def check_weights(name: Any) -> str:
     return check_format(name, names=("weights", "group", "bits", "tile", "quantize_head")).name
 
 
+# A scenario's training step (``dcsim.memory.activations.Step``): the settings a comparison carries,
+# by JSON key, each with its link token field (the Memory page's link keys). The others keep the
+# step's defaults: bfloat16 compute, no sequence parallelism, dropless experts.
+STEP_FIELDS = {"sequence": "seq", "micro_batch": "mb", "remat": "remat", "attention": "attn"}
+
+
+def _choice_of(choices: Sequence[str]) -> Any:
+    return lambda value, label: activations.check_choice(value, tuple(choices), f"`{label}`")
+
+
+# How each field is checked: as JSON gives it (numbers as numbers), and as text (a link's field, a box).
+_FROM_JSON = {
+    "sequence": activations.check_sequence,
+    "micro_batch": activations.check_micro_batch,
+    "remat": _choice_of(activations.POLICIES),
+    "attention": _choice_of(activations.ATTENTION_KINDS),
+}
+_FROM_TEXT = {
+    **_FROM_JSON,
+    "sequence": activations.sequence_from_text,
+    "micro_batch": activations.micro_batch_from_text,
+}
+
+
+def check_step_field(key: str, value: Any, label: str, as_text: bool = False) -> Any:
+    """One of a step's ``STEP_FIELDS``, checked as the memory command checks it, named ``label``
+    (a JSON key or a link field, without quotes) in a refusal."""
+    return (_FROM_TEXT if as_text else _FROM_JSON)[key](value, label)
+
+
+def step_of(values: dict[str, Any], label: Any = None, as_text: bool = False) -> Step | None:
+    """A scenario's step from its fields (``STEP_FIELDS``' keys; absent ones take the memory
+    command's defaults), or None without a ``sequence``. Each value is checked first, under
+    ``label(key)`` (the JSON key unless told), so a bad one is named whatever else is given; the
+    step's other settings without a sequence are refused, as ``memory`` refuses them."""
+    label = label or (lambda key: key)
+    checked = {key: check_step_field(key, value, label(key), as_text) for key, value in values.items()}
+    if "sequence" not in checked:
+        if checked:
+            raise ValueError(
+                f"{', '.join(f'`{label(key)}`' for key in checked)}: for a training step's activations; "
+                f"give `{label('sequence')}` too"
+            )
+        return None
+    return Step(**checked)
+
+
+def step_text(step: Step | None) -> str:
+    """A scenario's step in a line: ``sequence 4,096, micro-batch 1, remat none, flash attention``."""
+    if step is None:
+        return ""
+    return (
+        f"sequence {step.sequence:,}, micro-batch {step.micro_batch:,}, remat {step.remat}, {step.attention} attention"
+    )
+
+
 def check_dtype(dtype: Any) -> str:
     if not isinstance(dtype, str) or dtype not in payload.RAW_DTYPES:
         raise ValueError(f"a scenario's `dtype` must be one of {', '.join(payload.RAW_DTYPES)}, got {show(dtype)}")
@@ -88,12 +147,16 @@ class Scenario:
       dtype: the storage dtype of its raw payload and of a budget in bytes.
       weights: a weight format (``dcsim.quant.formats``, its default options) whose exact bytes
         the table shows beside the raw payload, or None.
+      step: a training step (``dcsim.memory.activations.Step``: sequence, micro-batch, remat,
+        attention) whose activations a training budget counts beside the state, or None for the
+        state alone. Only the families with a training forward take one.
     """
 
     name: str
     config: ModelConfig
     dtype: str = "float32"
     weights: str | None = None
+    step: Step | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", check_name(self.name))
@@ -107,6 +170,10 @@ class Scenario:
                     f"a weight format ({self.weights}) applies to transformer families; "
                     f"{self.config.family or 'a Dense stack'} is not one: leave the format out"
                 )
+        if self.step is not None:
+            if not isinstance(self.step, Step):
+                raise TypeError(f"a scenario's step must be a Step, got {type(self.step).__name__}")
+            activations.check_traceable(self.config, self.step)  # a family with a training forward, the positions
         # One dtype per scenario: its configuration carries it too, as every configuration does.
         object.__setattr__(self, "config", dataclasses.replace(self.config, dtype=self.dtype))
 
@@ -118,7 +185,12 @@ class Scenario:
         data = self.config.to_dict()
         del data["format"], data["version"]
         weights = {} if self.weights is None else {"weights": self.weights}
-        return {"name": self.name, "dtype": self.dtype, **weights, **data}
+        return {"name": self.name, "dtype": self.dtype, **weights, **step_dict(self.step), **data}
+
+
+def step_dict(step: Step | None) -> dict[str, Any]:
+    """A step's ``STEP_FIELDS`` as JSON (nothing without one)."""
+    return {} if step is None else {key: getattr(step, key) for key in STEP_FIELDS}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -202,7 +274,7 @@ class Comparison:
 
 
 # A scenario's JSON is its name and its configuration's fields (a file's model has an "origin").
-_SCENARIO_KEYS = ("name", "weights", *MODEL_KEYS)
+_SCENARIO_KEYS = ("name", "weights", *STEP_FIELDS, *MODEL_KEYS)
 
 
 def _scenario_from_dict(item: Any) -> Scenario:
@@ -211,9 +283,12 @@ def _scenario_from_dict(item: Any) -> Scenario:
     reject_unknown(item, _SCENARIO_KEYS, "scenario")
     if "name" not in item:
         raise ValueError("needs a `name`")
-    fields = {key: value for key, value in item.items() if key not in ("name", "dtype", "weights")}
+    fields = {key: value for key, value in item.items() if key not in ("name", "dtype", "weights", *STEP_FIELDS)}
+    step = step_of({key: value for key, value in item.items() if key in STEP_FIELDS})
     config = ModelConfig.from_dict({"format": CONFIG_FORMAT, "version": CONFIG_VERSION, **fields})
-    return Scenario(name=item["name"], config=config, dtype=item.get("dtype", "float32"), weights=item.get("weights"))
+    return Scenario(
+        name=item["name"], config=config, dtype=item.get("dtype", "float32"), weights=item.get("weights"), step=step
+    )
 
 
 _BUDGET_KEYS = ("amount", "unit", "training", "strategy")
@@ -276,6 +351,42 @@ def weights_bytes(scenario: Scenario, report: ParamReport) -> int | None:
     return layouts.weight_table(scenario.config, report, check_format(scenario.weights)).payload_bytes
 
 
+def counts_activations(scenario: Scenario, budget: budgets.Budget) -> bool:
+    """Whether the budget counts the scenario's step: a training state in bytes, and a step."""
+    return scenario.step is not None and budget.training is not None and budget.unit == "bytes"
+
+
+def scenario_answer(
+    scenario: Scenario, report: ParamReport, budget: budgets.Budget, up_to: int = budgets.MAX_SEARCH_DEVICES
+) -> budgets.Answer:
+    """``budget.answer`` for one scenario: with a step and a training budget in bytes, each mesh's
+    step activations (``activations.cached_trace``, the Memory page's and ``memory``'s own figure,
+    traced once per ``model`` axis size) beside the state."""
+    demand = budgets.demand(report, scenario.dtype, budget.training)
+    if not counts_activations(scenario, budget):
+        return budgets.answer(demand, budget, up_to)
+    config, step = scenario.config.architecture(), scenario.step
+    assert step is not None  # counts_activations says so
+
+    def per_mesh(mesh: Any) -> int:
+        return activations.cached_trace(config, step, scenario.dtype, mesh).bytes_per_device
+
+    return budgets.answer(demand, budget, up_to, activations=per_mesh)
+
+
+def budget_counts(scenario: Scenario, budget: budgets.Budget) -> str:
+    """What the scenario's verdict against the budget counts and leaves out, said beside it."""
+    if budget.training is None:
+        return (
+            "Counts the parameters only: the training state and the step's activations are not counted."
+            if scenario.step is not None
+            else ""
+        )
+    if scenario.step is not None and budget.unit != "bytes":
+        return "Counts the training state only: a step's activations are bytes, not counted in a budget of values."
+    return budgets.leaves_out(scenario.step is not None)
+
+
 def _ratio(value: int, base: int) -> Fraction:
     return Fraction(value, base)  # a baseline's total and raw bytes are at least 1
 
@@ -321,6 +432,12 @@ def comparison_frame(comparison: Comparison, reports: Sequence[ParamReport]) -> 
         "weights_refusal": refusals,
         **{f"raw_{dtype}_bytes": [payload.raw_bytes(total, dtype) for total in totals] for dtype in payload.RAW_DTYPES},
     }
+    if any(s.step is not None for s in comparison.scenarios):  # a comparison without steps keeps its columns
+        rows["step"] = [step_text(s.step) for s in comparison.scenarios]
+        rows |= {
+            key: pd.array([None if s.step is None else getattr(s.step, key) for s in comparison.scenarios], dtype=kind)
+            for key, kind in STEP_COLUMNS.items()
+        }
     if totals:
         params_ratio = [_ratio(total, totals[base]) for total in totals]
         bytes_ratio = [_ratio(value, raw[base]) for value in raw]
@@ -341,6 +458,8 @@ def comparison_frame(comparison: Comparison, reports: Sequence[ParamReport]) -> 
     return frame
 
 
+# A step's columns in the table, when any scenario has one (missing where a scenario has none).
+STEP_COLUMNS = {"sequence": "Int64", "micro_batch": "Int64", "remat": "string", "attention": "string"}
 _DIFF_COLUMNS = (
     "params_vs_baseline",
     "params_ratio",
@@ -382,7 +501,9 @@ def budget_frame(comparison: Comparison, answers: Sequence[budgets.Answer]) -> p
     ``ideal_shards`` (ideal share, an average), ``ideal_share_text``, ``devices`` (real layout,
     JAX's sharding rules; missing when no N up to 4,096 fits), ``per_device``, ``larger_searched``
     (how many N above the answer were searched), ``larger_that_fit`` and ``larger_that_fail`` (how
-    many of them fit and do not), and ``summary`` (``dcsim.memory.budget.summary``: the answer in words)."""
+    many of them fit and do not), ``summary`` (``dcsim.memory.budget.summary``: the answer in words),
+    ``activations`` (a step's activations a device there, included in ``per_device``; missing
+    where not counted) and ``counts`` (``budget_counts``: what the verdict counts and leaves out)."""
     budget = comparison.budget
     return pd.DataFrame(
         {
@@ -398,6 +519,8 @@ def budget_frame(comparison: Comparison, answers: Sequence[budgets.Answer]) -> p
             "larger_that_fit": pd.array([len(a.fits_above) for a in answers], dtype="int64"),
             "larger_that_fail": pd.array([len(a.fails_above) for a in answers], dtype="int64"),
             "summary": [budgets.summary(a, budget) for a in answers],
+            "activations": pd.array([a.shown_activations for a in answers], dtype="Int64"),
+            "counts": [budget_counts(s, budget) for s in comparison.scenarios],
         }
     )
 
@@ -469,10 +592,19 @@ def comparison_record(
                 "larger_device_counts_that_fit": list(a.fits_above),
                 "summary": budgets.summary(a, comparison.budget),
                 "num_impossible_device_counts": a.num_impossible,
+                **_step_answer(scenario, a, comparison.budget),
             }
             for scenario, a in zip(comparison.scenarios, answers, strict=True)
         ]
     return record
+
+
+def _step_answer(scenario: Scenario, answer: budgets.Answer, budget: budgets.Budget) -> dict[str, Any]:
+    """A scenario with a step: its activations a device at the answer (null when not counted) and
+    what the verdict counts; nothing for a scenario without one, whose record stays as it was."""
+    if scenario.step is None:
+        return {}
+    return {"activations_bytes_per_device": answer.shown_activations, "counts": budget_counts(scenario, budget)}
 
 
 def _plain(row: dict[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from dcsim.compare import (
     unique_name,
 )
 from dcsim.links.comparisons import MAX_LINK_CHARS
-from dcsim.memory import budget
+from dcsim.memory import activations, budget
 from dcsim.model import optimizer
 from dcsim.quant.formats import FORMATS
 from dcsim.report import compare_charts, units
@@ -24,6 +24,49 @@ from dcsim.ui import compare, frame, router, state, weights, widgets
 
 router.require_router()
 WEIGHT_CHOICES = (weights.NONE, *FORMATS)
+REMATS = tuple(activations.POLICIES)
+ATTENTIONS = ("flash", "naive")  # the step's default first
+STEP_HELP = (
+    "Optional: a training step whose activations a training budget counts beside the state, traced from JAX's "
+    "autodiff as on the Memory page (decoder-only families; `none` for the state alone)."
+)
+
+
+def step_inputs(step, key: str | None = None) -> dict[str, str]:
+    """The step's four boxes (sequence, micro-batch, remat, attention), seeded from ``step``; their
+    texts by ``compare.STEP_LABELS`` key. ``key``: the widgets' key prefix (none inside a form)."""
+    keys = {name: None if key is None else f"{key}.{name}" for name in compare.STEP_LABELS}
+    seq_col, mb_col, remat_col, attn_col = st.columns(4)
+    return {
+        "sequence": seq_col.text_input(
+            "Sequence",
+            value=compare.NO_SEQUENCE if step is None else str(step.sequence),
+            max_chars=16,
+            key=keys["sequence"],
+            help=STEP_HELP,
+        ),
+        "micro_batch": mb_col.text_input(
+            "Micro-batch",
+            value="1" if step is None else str(step.micro_batch),
+            max_chars=16,
+            key=keys["micro_batch"],
+            help="Sequences a data-parallel replica a step (default 1).",
+        ),
+        "remat": remat_col.selectbox(
+            "Remat",
+            REMATS,
+            index=REMATS.index("none" if step is None else step.remat),
+            key=keys["remat"],
+            help="; ".join(f"{name}: {text}" for name, text in activations.POLICY_HELP.items()),
+        ),
+        "attention": attn_col.selectbox(
+            "Attention",
+            ATTENTIONS,
+            index=ATTENTIONS.index("flash" if step is None else step.attention),
+            key=keys["attention"],
+            help="; ".join(f"{name}: {text}" for name, text in activations.ATTENTION_HELP.items()),
+        ),
+    }
 
 
 st.header("Compare scenarios")
@@ -66,6 +109,8 @@ new_weights = weights_col.selectbox(
     help="Optional: a weight format whose exact bytes the table shows beside the raw payload (its default "
     "options; the Serving page sets group, bits and tile).",
 )
+with st.expander("Training step of the new scenario (optional)", icon=":material/timeline:"):
+    step_inputs(None, key=f"compare.new_step.{gen}")
 add_col.button(
     "Add the current configuration",
     icon=":material/add:",
@@ -76,8 +121,10 @@ add_col.button(
         st.session_state[f"compare.new_name.{gen}"],
         st.session_state[f"compare.new_dtype.{gen}"],
         st.session_state[f"compare.new_weights.{gen}"],
+        {name: st.session_state[f"compare.new_step.{gen}.{name}"] for name in compare.STEP_LABELS},
     ),
-    help="Adds the model now on the Model page, with its shard count, as a new scenario.",
+    help="Adds the model now on the Model page, with its shard count (and the training step, if given), "
+    "as a new scenario.",
 )
 st.caption(
     frame.plain(f"Current configuration: {frame.describe(config)} · {config.num_shards:,} shards")
@@ -113,10 +160,11 @@ else:
             "Weights format", WEIGHT_CHOICES, index=WEIGHT_CHOICES.index(scenario.weights or weights.NONE)
         )
         shards = shards_col.number_input("Shards", min_value=1, max_value=2**20, value=scenario.num_shards, step=1)
+        step_texts = step_inputs(scenario.step)
         st.caption(frame.plain(f"Model: {model_text(scenario.config)}"))
-        saved = st.form_submit_button("Save (rename, dtype, format, shards)", icon=":material/save:")
+        saved = st.form_submit_button("Save (rename, dtype, format, shards, step)", icon=":material/save:")
     if saved:
-        compare.edit(index, name, dtype, shards, chosen_weights)
+        compare.edit(index, name, dtype, shards, chosen_weights, step_texts)
         st.rerun()
     dup_col, remove_col, _ = st.columns([1, 1, 2])
     dup_col.button(
@@ -156,6 +204,7 @@ else:
             "raw_bytes",
             "weights",
             "weights_bytes",
+            *(["step"] if "step" in table else []),
             "params_vs_baseline",
             "params_ratio_text",
             "raw_bytes_vs_baseline",
@@ -176,6 +225,7 @@ else:
                 "Raw bytes (its dtype)", help="values x bytes per value; not the checkpoint size"
             ),
             "weights": st.column_config.TextColumn("Weights format"),
+            "step": st.column_config.TextColumn("Training step", help="counted by a training budget below"),
             "weights_bytes": st.column_config.TextColumn(
                 "Bytes in the format", help="the format's exact tensors, scales included; the file adds its header"
             ),
@@ -271,6 +321,7 @@ if current.scenarios:
                 for a in answers
             ],
             per_device=["" if a.per_device is None else units.count(a.per_device) for a in answers],
+            activations=["" if a.shown_activations is None else units.count(a.shown_activations) for a in answers],
             larger_that_fit=[
                 "" if pd.isna(devices) else f"{fit:,} of {searched:,}"
                 for devices, fit, searched in zip(
@@ -282,7 +333,16 @@ if current.scenarios:
             ],
         ),
         hide_index=True,
-        column_order=["name", "need", "ideal_shards", "devices", "per_device", "larger_that_fit", "ideal_share_text"],
+        column_order=[
+            "name",
+            "need",
+            "ideal_shards",
+            "devices",
+            "per_device",
+            *(["activations"] if any(a.counts_activations for a in answers) else []),
+            "larger_that_fit",
+            "ideal_share_text",
+        ],
         column_config={
             "name": st.column_config.TextColumn("Scenario"),
             "need": st.column_config.TextColumn(f"Must fit in all ({spec.unit})"),
@@ -296,6 +356,11 @@ if current.scenarios:
                 f"device holds at most the budget under {spec.strategy}",
             ),
             "per_device": st.column_config.TextColumn(f"Each device there ({spec.unit})"),
+            "activations": st.column_config.TextColumn(
+                "Of it, the step's activations (bytes)",
+                help="The residuals JAX's autodiff keeps for the backward pass, per data-parallel replica, as the "
+                "Memory page and `dcsim memory --sequence` trace them; the ideal share divides the state alone",
+            ),
             "larger_that_fit": st.column_config.TextColumn(
                 "Larger N that fit too", help="Of the larger device counts searched, how many also fit: see below"
             ),
@@ -303,8 +368,10 @@ if current.scenarios:
     )
     st.markdown(
         "\n".join(
-            f"- **{frame.plain(name)}**: {frame.plain(text)}"
-            for name, text in zip(answer_frame["name"], answer_frame["summary"], strict=True)
+            f"- **{frame.plain(name)}**: {frame.plain(text)}" + (f" *{frame.plain(counts)}*" if counts else "")
+            for name, text, counts in zip(
+                answer_frame["name"], answer_frame["summary"], answer_frame["counts"], strict=True
+            )
         )
     )
     st.caption(

@@ -71,7 +71,7 @@ def test_rename_change_shards_and_dtype_in_one_save():
     [_, form_dtype] = [box for box in at.selectbox if box.label == "Dtype"]
     form_dtype.set_value("bfloat16")
     widget(at.number_input, "Shards").set_value(3)
-    click(at, "Save (rename, dtype, format, shards)")
+    click(at, "Save (rename, dtype, format, shards, step)")
     rows = table(at)
     assert list(rows["name"]) == ["small"]
     assert rows["ideal_share_text"][0] == "6.666666666666667 (20/3)" and rows["num_shards"][0] == "3"
@@ -82,7 +82,7 @@ def test_rename_change_shards_and_dtype_in_one_save():
 def test_a_bad_name_is_refused_and_the_scenario_kept():
     at = click(open_compare(), "Add the current configuration")
     widget(at.text_input, "Name").set_value("   ")
-    click(at, "Save (rename, dtype, format, shards)")
+    click(at, "Save (rename, dtype, format, shards, step)")
     assert any("Not saved: a scenario name must not be empty" in shown(error) for error in at.error)
     assert list(table(at)["name"]) == ["Dense 4 → 4"]
 
@@ -211,3 +211,75 @@ def test_the_add_and_duplicate_buttons_are_disabled_when_full():
     at = open_compare({"s": [f"float32~n=s{n}" for n in range(compare.MAX_SCENARIOS)]})
     assert widget(at.button, "Add the current configuration").disabled
     assert widget(at.button, "Duplicate").disabled
+
+
+# --- a scenario's training step (issue 29: the training budget counts state + activations) -----------
+
+
+def boxes(at, label):
+    return [box for box in (*at.text_input, *at.selectbox) if box.label == label]
+
+
+def test_a_scenario_with_a_sequence_counts_its_activations_as_the_memory_command_does():
+    # Llama 2 13B, AdamW ZeRO-3 in bfloat16, 80 GiB a device, sequence 4,096, micro-batch 1: the figures of
+    # `dcsim memory --preset llama2-13b --optimizer adamw --zero 3 --mesh data=8 --sequence 4096 --budget 80GiB`.
+    link = {
+        "s": ["bfloat16~shards=8~preset=llama2-13b~n=state", "bfloat16~shards=8~preset=llama2-13b~seq=4096~n=step"],
+        "btrain": "adamw",
+    }
+    at = open_compare(link)
+    assert list(table(at)["step"]) == ["", "sequence 4,096, micro-batch 1, remat none, flash attention"]
+    rows = answers(at)
+    assert list(rows["devices"]) == ["2 (data=2)", "4 (data=4)"]
+    assert list(rows["per_device"]) == ["52,063,457,284", "84,256,618,500"]
+    assert list(rows["activations"]) == ["", "58,224,889,856"]
+    lines = next(shown(block) for block in at.markdown if "Fits on" in block.value).splitlines()
+    assert lines[0].endswith(
+        "*Counts the training state only: a step's activations are not counted (give a sequence to add them).*"
+    )
+    assert "Fits on 4 devices (data=4), 84,256,618,500 bytes (78.47 GiB) each." in lines[1]
+    assert lines[1].endswith(
+        "*Counts the state and the step's activations; not XLA's temporaries, communication buffers or fragmentation.*"
+    )
+
+
+def test_adding_a_scenario_with_a_step_puts_it_in_the_table_and_the_link():
+    at = open_compare({"preset": "gpt2-small"})
+    [sequence] = boxes(at, "Sequence")
+    sequence.set_value("512")
+    widget(at.selectbox, "Remat").set_value("full")
+    click(at, "Add the current configuration")
+    assert list(table(at)["step"]) == ["sequence 512, micro-batch 1, remat full, flash attention"]
+    assert query(at, "s")[0].endswith("~seq=512~remat=full~n=gpt2-small")
+    # the edit form holds the step; a sequence past GPT-2's 1,024 positions is refused by name
+    boxes(at, "Sequence")[1].set_value("2048")
+    click(at, "Save (rename, dtype, format, shards, step)")
+    assert any("Not saved: the sequence (2,048 tokens) must be at most" in shown(error) for error in at.error)
+    boxes(at, "Sequence")[1].set_value("none")
+    click(at, "Save (rename, dtype, format, shards, step)")
+    assert "step" not in table(at) and "seq=" not in query(at, "s")[0]
+
+
+def test_a_family_without_a_training_forward_is_refused_a_sequence_with_a_clear_message():
+    at = open_compare({"preset": "bert-base"})
+    boxes(at, "Sequence")[0].set_value("128")
+    click(at, "Add the current configuration")
+    assert any(
+        "Not added: activations are traced for decoder-only language models" in shown(error)
+        and "the bert family has no training forward here" in shown(error)
+        for error in at.error
+    )
+    at = open_compare({"s": "float32~preset=bert-base~seq=128~n=b", "btrain": "adam"})
+    assert "step" not in table(at)
+    assert any("bert family has no training forward here; showing it without a step" in shown(w) for w in at.warning)
+
+
+def test_a_bad_step_value_in_a_link_is_named_and_its_default_used():
+    at = open_compare({"s": "float32~preset=gpt2-small~seq=128~mb=0~remat=most~n=g", "btrain": "adam"})
+    warnings = [shown(warning) for warning in at.warning]
+    assert any(
+        "`mb` must be an integer from 1 to 65,536" in text and "using the default 1" in text for text in warnings
+    )
+    assert any("`remat` must be one of none, full" in text and "using the default none" in text for text in warnings)
+    assert list(table(at)["step"]) == ["sequence 128, micro-batch 1, remat none, flash attention"]
+    assert answers(at)["activations"][0] != ""

@@ -61,7 +61,7 @@ def test_two_scenarios_travel_in_one_link_and_reopen_as_the_same_table(server, b
     # Leave the box before submitting (type_into presses Tab): a click that lands while the typed
     # value is still uncommitted submitted the old value (seen once in CI on a busy machine).
     type_into(page, form.get_by_role("spinbutton", name="Shards"), "64")
-    form.get_by_role("button", name="Save (rename, dtype, format, shards)").click()
+    form.get_by_role("button", name="Save (rename, dtype, format, shards, step)").click()
     wait_for_app(page)
     expect(page.get_by_text(f"Saved {HOSTILE}.")).to_be_visible()
     expect(page).to_have_url(re.compile(r"[?&]s=.*&s=float32~shards%3D64~preset%3Dgpt2-small~n%3D%3Cimg"))

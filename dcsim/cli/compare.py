@@ -60,9 +60,13 @@ def render_compare_table(comparison: compare.Comparison, table: pd.DataFrame, an
     columns = dict(_COMPARE_COLUMNS)
     if any(scenario.weights for scenario in comparison.scenarios):
         columns |= {"weights": "weights", "weights_bytes": "weights_bytes"}
+    if any(scenario.step for scenario in comparison.scenarios):
+        columns |= {"step": "step"}
     shown = table[list(columns)].rename(columns=columns)
     if "weights_bytes" in shown:
         shown["weights_bytes"] = [f"{value:,}" if value is not pd.NA else "-" for value in shown["weights_bytes"]]
+    if "step" in shown:
+        shown["step"] = [text or "-" for text in shown["step"]]
     shown["scenario"] = [
         f"{name} (baseline)" if base else name for name, base in zip(table["name"], table["is_baseline"], strict=True)
     ]
@@ -79,12 +83,21 @@ def render_compare_table(comparison: compare.Comparison, table: pd.DataFrame, an
         "",
         f"budget per shard and per device: {spec.amount_text} ({spec.holds})",
     ]
+    stepped = any(scenario.step for scenario in comparison.scenarios)
     for scenario, found in zip(comparison.scenarios, answers, strict=True):
+        counts = compare.budget_counts(scenario, spec) if stepped else ""
+        state = ", of the state alone" if found.counts_activations else ""
         lines += [
             f"  {scenario.name}: needs {units.count(found.need)} {spec.unit} in all",
-            f"    ideal share (an average): {_plural(found.ideal_shards, 'shard')}",
-            f"    real layout (JAX's sharding rules, {spec.strategy}): {budget.summary(found, spec)}",
+            f"    ideal share (an average{state}): {_plural(found.ideal_shards, 'shard')}",
+            f"    real layout (JAX's sharding rules, {spec.strategy}): {budget.summary(found, spec)}"
+            + (f" {counts}" if counts else ""),
         ]
+        if found.shown_activations is not None:
+            lines.append(
+                f"    of it, the step's activations ({compare.step_text(scenario.step)}): "
+                f"{units.bytes_exact(found.shown_activations)} a device"
+            )
     lines.append(
         f"The real layout is not monotone in N (an array that splits on 4 devices may be replicated on 3), "
         f"so every N from 1 to {budget.MAX_SEARCH_DEVICES:,} was searched."
@@ -104,7 +117,7 @@ def run(args: argparse.Namespace) -> str:
         compare.comparison_frame(comparison, reports).to_csv(buffer, index=False)
         return buffer.getvalue()
     answers = [
-        budget.answer(budget.demand(report, scenario.dtype, comparison.budget.training), comparison.budget)
+        compare.scenario_answer(scenario, report, comparison.budget)
         for report, scenario in zip(reports, comparison.scenarios, strict=True)
     ]
     if args.format == "json":

@@ -170,13 +170,9 @@ def step_from_args(args: argparse.Namespace, moe: bool) -> Any:
 
     values: dict[str, Any] = {}
     if args.sequence is not None:
-        values["sequence"] = activations.check_sequence(
-            number_from_text(args.sequence.strip()), "--sequence", shown=args.sequence
-        )
+        values["sequence"] = activations.sequence_from_text(args.sequence, "--sequence")
     if args.micro_batch is not None:
-        values["micro_batch"] = activations.check_micro_batch(
-            number_from_text(args.micro_batch.strip()), "--micro-batch", shown=args.micro_batch
-        )
+        values["micro_batch"] = activations.micro_batch_from_text(args.micro_batch, "--micro-batch")
     for flag, choices in (
         ("remat", tuple(activations.POLICIES)),
         ("attention", activations.ATTENTION_KINDS),

@@ -19,16 +19,20 @@ from dcsim.compare import (
     COMPARISON_VERSION,
     MAX_SCENARIOS,
     NO_TRAINING,
+    STEP_FIELDS,
     Comparison,
     Scenario,
     check_dtype,
     check_name,
+    check_step_field,
     check_weights,
+    step_of,
     training_of_version,
     unique_name,
 )
 from dcsim.inputs import as_int, show
 from dcsim.memory import budget as budgets
+from dcsim.memory.activations import Step, check_traceable
 from dcsim.model import optimizer
 from dcsim.model.config import ModelConfig
 
@@ -47,6 +51,9 @@ MAX_TOKEN_CHARS = links.MAX_LAYERS_CHARS + 1024
 TOKEN_SEPARATOR = "~"
 NAME_FIELD = "n="
 WEIGHTS_FIELD = "weights"  # a scenario's weight format (dcsim.quant.formats), beside its configuration
+# A scenario's training step: ``seq=``, ``mb=``, ``remat=``, ``attn=`` (the Memory page's link keys).
+STEP_LINK_FIELDS = {field: key for key, field in STEP_FIELDS.items()}
+_STEP_DEFAULTS = {key: field.default for key, field in Step.__dataclass_fields__.items() if key in STEP_FIELDS}
 _CONFIG_DEFAULTS = links.encode(ModelConfig())
 
 
@@ -67,6 +74,12 @@ def scenario_token(scenario: Scenario) -> str:
     ]
     if scenario.weights is not None:
         fields.append(f"{WEIGHTS_FIELD}={scenario.weights}")
+    if scenario.step is not None:  # the sequence always, the other settings where not their defaults
+        fields += [
+            f"{field}={getattr(scenario.step, key)}"
+            for key, field in STEP_FIELDS.items()
+            if key == "sequence" or getattr(scenario.step, key) != _STEP_DEFAULTS[key]
+        ]
     return TOKEN_SEPARATOR.join([scenario.dtype, *fields, NAME_FIELD + scenario.name])
 
 
@@ -123,6 +136,8 @@ def decode_scenario(token: str, position: int) -> tuple[Scenario | None, list[st
     params: dict[str, list[str]] = {}
     valid = set(links.KEYS) - {links.VERSION_KEY, links.DTYPE_KEY}  # the token's first part is its dtype
     weights = None
+    step_values: dict[str, Any] = {}
+    refused_sequence = False
     for field in parts[1:name_at]:
         key, equals, value = field.partition("=")
         if key == WEIGHTS_FIELD and equals:
@@ -130,6 +145,14 @@ def decode_scenario(token: str, position: int) -> tuple[Scenario | None, list[st
                 weights = check_weights(value)
             except ValueError as err:
                 problems.append(f"{where}: {err}; showing it without a weight format.")
+            continue
+        if key in STEP_LINK_FIELDS and equals:
+            try:  # each on its own, so a bad one is named and the others kept
+                step_values[STEP_LINK_FIELDS[key]] = check_step_field(STEP_LINK_FIELDS[key], value, key, True)
+            except (TypeError, ValueError) as err:
+                instead = f"using the default {_STEP_DEFAULTS[STEP_LINK_FIELDS[key]]}"
+                problems.append(f"{where}: {err}; {'showing it without a step' if key == 'seq' else instead}.")
+                refused_sequence |= key == "seq"
             continue
         if not equals or not (key in valid or key.startswith(links.HPARAM_PREFIX)):
             problems.append(
@@ -146,11 +169,24 @@ def decode_scenario(token: str, position: int) -> tuple[Scenario | None, list[st
             "comparison link does not fetch from the Hub; open it on the Model page and add it from there. "
             "Showing the Dense stack in its place."
         )
+    step = None if refused_sequence else _step(step_values, decoded.config, where, problems)
     try:
-        return Scenario(name=name, config=decoded.config, dtype=dtype, weights=weights), problems
+        return Scenario(name=name, config=decoded.config, dtype=dtype, weights=weights, step=step), problems
     except ValueError as err:  # a format on a model it does not apply to (a Dense stack)
         problems.append(f"{where}: {err}; showing it without a weight format.")
-        return Scenario(name=name, config=decoded.config, dtype=dtype), problems
+        return Scenario(name=name, config=decoded.config, dtype=dtype, step=step), problems
+
+
+def _step(values: dict[str, Any], config: ModelConfig, where: str, problems: list[str]) -> Step | None:
+    """The token's step, when its fields make one the model can take; else None, said why."""
+    try:
+        step = step_of(values, label=STEP_FIELDS.get)
+        if step is not None:
+            check_traceable(config, step)  # a family with a training forward, the model's positions
+        return step
+    except (TypeError, ValueError) as err:
+        problems.append(f"{where}: {err}; showing it without a step.")
+        return None
 
 
 def decode(params: Mapping[str, Sequence[str]]) -> Decoded:

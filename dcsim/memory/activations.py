@@ -50,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend import core as jax_core
 
-from dcsim.inputs import as_int, show
+from dcsim.inputs import as_int, number_from_text, show
 from dcsim.model import families, presets
 from dcsim.model.config import ModelConfig
 from dcsim.model.hparams import MAX_POSITIONS
@@ -100,6 +100,16 @@ def check_choice(value: Any, choices: Sequence[str], label: str) -> str:
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{label} must be one of {', '.join(choices)}, got {show(value)}")
     return value
+
+
+def sequence_from_text(text: str, label: str) -> int:
+    """A sequence as typed (a flag, a link field), checked under ``label``: ``'4096'``, ``'4e3'``."""
+    return check_sequence(number_from_text(text.strip()), label, shown=text)
+
+
+def micro_batch_from_text(text: str, label: str) -> int:
+    """A micro-batch as typed (a flag, a link field), checked under ``label``."""
+    return check_micro_batch(number_from_text(text.strip()), label, shown=text)
 
 
 def check_capacity_factor(value: Any, label: str = "the capacity factor") -> float | None:

@@ -23,6 +23,7 @@ import dataclasses
 import functools
 import re
 from collections import Counter
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -227,6 +228,8 @@ class Answer:
         or impossible. The search never stops at the first fit for this reason.
       num_impossible: device counts from 1 to 4,096 where the strategy cannot place the model.
       held: per device count 1..4,096, what each device holds (None where impossible).
+      activations: per device count, the step's activations a device holds, included in ``held``
+        (None where impossible); empty when a step's activations are not counted.
     """
 
     need: int
@@ -236,6 +239,22 @@ class Answer:
     fails_above: tuple[int, ...]
     num_impossible: int
     held: tuple[int | None, ...]
+    activations: tuple[int | None, ...] = ()
+
+    @property
+    def counts_activations(self) -> bool:
+        return bool(self.activations)
+
+    @property
+    def shown_activations(self) -> int | None:
+        """The step's activations a device holds where the answer is (where the emptiest layout is
+        when nothing fits), or None when they are not counted or nothing can be laid out."""
+        if not self.activations:
+            return None
+        if self.devices is not None:
+            return self.activations[self.devices - 1]
+        placed = [(value, n) for n, value in enumerate(self.held, start=1) if value is not None]
+        return self.activations[min(placed)[1] - 1] if placed else None
 
     @property
     def ideal_share(self) -> Fraction:
@@ -256,22 +275,54 @@ class Answer:
         return tuple(n for n in range(self.devices + 1, self.searched + 1) if n not in failing)
 
 
-def sweep(demand: Demand, budget: Budget, up_to: int = MAX_SEARCH_DEVICES) -> tuple[int | None, ...]:
-    """What each device holds, in the budget's unit, on each mesh of 1 to ``up_to`` devices."""
+# The bytes a step's activations take on a device of a mesh (``dcsim.memory.activations``); a
+# ValueError marks a mesh whose model axis cannot split the step (as Megatron splits heads).
+Activations = Callable[[meshes.MeshSpec], int]
+
+
+def _sweep(
+    demand: Demand, budget: Budget, up_to: int, activations: Activations | None
+) -> tuple[tuple[int | None, ...], tuple[int | None, ...]]:
+    """What each device holds on each mesh of 1 to ``up_to`` devices, and of it the activations."""
     held: list[int | None] = []
+    steps: list[int | None] = []
     for count in range(1, up_to + 1):
         mesh = meshes.MeshSpec(((budget.mesh_axis, count),))
+        state: int | None = None
+        step: int | None = None
         try:
-            held.append(per_device(demand, mesh, budget.strategy, budget.unit))
+            state = per_device(demand, mesh, budget.strategy, budget.unit)
+            step = 0 if activations is None else activations(mesh)
         except layout.LayoutError:
-            held.append(None)
-    return tuple(held)
+            pass
+        except ValueError:  # from ``activations``: a model axis the step's heads or widths do not divide
+            if activations is None:
+                raise
+            state = None
+        held.append(None if state is None or step is None else state + step)
+        steps.append(None if held[-1] is None else step)
+    return tuple(held), tuple(steps) if activations is not None else ()
 
 
-def answer(demand: Demand, budget: Budget, up_to: int = MAX_SEARCH_DEVICES) -> Answer:
-    """Both answers for ``demand`` under ``budget``; every device count up to ``up_to`` is searched."""
+def sweep(
+    demand: Demand, budget: Budget, up_to: int = MAX_SEARCH_DEVICES, activations: Activations | None = None
+) -> tuple[int | None, ...]:
+    """What each device holds, in the budget's unit, on each mesh of 1 to ``up_to`` devices (with
+    ``activations``, a step's activations too, in bytes)."""
+    return _sweep(demand, budget, up_to, activations)[0]
+
+
+def answer(
+    demand: Demand, budget: Budget, up_to: int = MAX_SEARCH_DEVICES, activations: Activations | None = None
+) -> Answer:
+    """Both answers for ``demand`` under ``budget``; every device count up to ``up_to`` is searched.
+    ``activations`` (a budget in bytes): a step's activations on each mesh, counted beside the
+    state in the real layout's answer; the ideal share stays the state's average (activations are
+    per data-parallel replica: no shard count divides them)."""
+    if activations is not None and budget.unit != "bytes":
+        raise ValueError(f"a step's activations are bytes; a budget in {budget.unit} cannot count them")
     need = demand.amount(budget.unit)
-    held = sweep(demand, budget, up_to)
+    held, steps = _sweep(demand, budget, up_to, activations)
     fits = [count for count, value in enumerate(held, start=1) if value is not None and value <= budget.amount]
     devices = fits[0] if fits else None
     fit_set = set(fits)
@@ -284,6 +335,7 @@ def answer(demand: Demand, budget: Budget, up_to: int = MAX_SEARCH_DEVICES) -> A
         fails_above=fails_above,
         num_impossible=sum(value is None for value in held),
         held=held,
+        activations=steps,
     )
 
 
@@ -368,6 +420,17 @@ def summary(answer: Answer, budget: Budget) -> str:
     )
 
 
+def leaves_out(with_activations: bool) -> str:
+    """What a verdict against the budget does not count, said beside it (the Memory page's and the
+    Compare page's alike)."""
+    if with_activations:
+        return (
+            "Counts the state and the step's activations; not XLA's temporaries, communication buffers or "
+            "fragmentation."
+        )
+    return "Counts the training state only: a step's activations are not counted (give a sequence to add them)."
+
+
 def _devices(count: int) -> str:
     return f"{count:,} device{'s' * (count != 1)}"
 
@@ -376,9 +439,10 @@ def _why(answer: Answer, budget: Budget, count: int) -> str:
     """Why ``count`` devices do not fit, with what they would hold, as the end of a sentence."""
     held = answer.held[count - 1]
     if held is None:
+        step = " (and, for the step's activations, the heads and widths, as Megatron does)" * answer.counts_activations
         return (
-            f"{budget.strategy} must split every array's last dimension over {budget.mesh_axis}=N, and {count:,} "
-            "does not divide them all, so it cannot lay the model out there."
+            f"{budget.strategy} must split every array's last dimension{step} over {budget.mesh_axis}=N, and "
+            f"{count:,} does not divide them all, so it cannot lay the model out there."
         )
     would = f"{count:,} devices would hold {amount_text(held, budget.unit)} each"
     if budget.strategy == "fsdp":

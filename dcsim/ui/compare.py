@@ -11,6 +11,7 @@ callbacks: each validates through ``dcsim.compare`` and leaves one message for t
 from __future__ import annotations
 
 import dataclasses
+import json
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -82,12 +83,25 @@ def _weights(name: str) -> str | None:
     return None if name == "none" else name
 
 
-def add(config: ModelConfig, name: str, dtype: str, weights: str = "none") -> None:
+NO_SEQUENCE = "none"  # the sequence box's text for the state alone, as on the Memory page
+# The step's boxes, by ``compare.STEP_FIELDS`` key, with what each is named in a refusal.
+STEP_LABELS = {"sequence": "Sequence", "micro_batch": "Micro-batch", "remat": "Remat", "attention": "Attention"}
+
+
+def step(texts: dict[str, str] | None) -> compare.Step | None:
+    """The step the page's boxes describe (``STEP_LABELS``' keys; a sequence of ``none`` or empty:
+    no step, whatever the others say), checked as the memory command checks them."""
+    if not texts or texts.get("sequence", "").strip().lower() in ("", NO_SEQUENCE):
+        return None
+    return compare.step_of(dict(texts), label=STEP_LABELS.get, as_text=True)
+
+
+def add(config: ModelConfig, name: str, dtype: str, weights: str = "none", steps: dict[str, str] | None = None) -> None:
     def build():
         current = comparison()
         if len(current.scenarios) >= compare.MAX_SCENARIOS:
             raise ValueError(f"a comparison may hold at most {compare.MAX_SCENARIOS} scenarios; remove one first")
-        scenario = Scenario(name=name, config=config, dtype=dtype, weights=_weights(weights))
+        scenario = Scenario(name=name, config=config, dtype=dtype, weights=_weights(weights), step=step(steps))
         return dataclasses.replace(current, scenarios=(*current.scenarios, scenario)), f"Added {scenario.name}."
 
     _change("Not added", build)
@@ -123,12 +137,14 @@ def remove(index: int) -> None:
     _change("Not removed", build)
 
 
-def edit(index: int, name: str, dtype: str, num_shards: object, weights: str = "none") -> None:
+def edit(
+    index: int, name: str, dtype: str, num_shards: object, weights: str = "none", steps: dict[str, str] | None = None
+) -> None:
     def build():
         current = comparison()
         old = current.scenarios[index]
         config = dataclasses.replace(old.config, num_shards=num_shards)
-        new = Scenario(name=name, config=config, dtype=dtype, weights=_weights(weights))
+        new = Scenario(name=name, config=config, dtype=dtype, weights=_weights(weights), step=step(steps))
         scenarios = (*current.scenarios[:index], new, *current.scenarios[index + 1 :])
         return dataclasses.replace(current, scenarios=scenarios), f"Saved {new.name}."
 
@@ -164,17 +180,30 @@ def reports(current: Comparison) -> list[ParamReport]:
 
 
 @st.cache_data(max_entries=MAX_CACHED_ANSWERS, show_spinner="Searching every device count from 1 to 4,096…")
-def _answer(config_json: str, dtype: str, amount: int, unit: str, training: str | None, strategy: str):
+def _answer(
+    config_json: str, dtype: str, amount: int, unit: str, training: str | None, strategy: str, step_json: str = ""
+):
     spec = budget.Budget(amount=amount, unit=unit, training=training, strategy=strategy)
-    report = cache.count(ModelConfig.from_json(config_json))
-    return budget.answer(budget.demand(report, dtype, training), spec)
+    config = ModelConfig.from_json(config_json)
+    step = compare.Step(**json.loads(step_json)) if step_json else None
+    # The step's activations come from ``activations.cached_trace``, the cache the Memory page's search uses.
+    return compare.scenario_answer(Scenario(name="-", config=config, dtype=dtype, step=step), cache.count(config), spec)
 
 
 def answers(current: Comparison) -> list[budget.Answer]:
-    """``budget.answer`` for every scenario, cached (bounded) per (configuration, dtype, budget)."""
+    """``compare.scenario_answer`` for every scenario, cached (bounded) per (configuration, dtype,
+    budget, and the step when the budget counts it)."""
     spec = current.budget
     return [
-        _answer(s.config.architecture().to_json(), s.dtype, spec.amount, spec.unit, spec.training, spec.strategy)
+        _answer(
+            s.config.architecture().to_json(),
+            s.dtype,
+            spec.amount,
+            spec.unit,
+            spec.training,
+            spec.strategy,
+            *([json.dumps(dataclasses.asdict(s.step), sort_keys=True)] if compare.counts_activations(s, spec) else []),
+        )
         for s in current.scenarios
     ]
 

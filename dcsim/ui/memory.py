@@ -187,20 +187,17 @@ COMPUTE_DTYPES = ("bfloat16", "float16", "float32")
 
 def parse_sequence(text: str) -> str:
     """``none`` (the state alone) or a sequence's tokens, as the box holds them."""
-    from dcsim.inputs import number_from_text
-    from dcsim.memory.activations import check_sequence
+    from dcsim.memory.activations import sequence_from_text
 
-    text = text.strip()
-    if text.lower() == NO_SEQUENCE:
+    if text.strip().lower() == NO_SEQUENCE:
         return NO_SEQUENCE
-    return str(check_sequence(number_from_text(text), "seq", shown=text))
+    return str(sequence_from_text(text.strip(), "seq"))
 
 
 def parse_micro_batch(text: str) -> str:
-    from dcsim.inputs import number_from_text
-    from dcsim.memory.activations import check_micro_batch
+    from dcsim.memory.activations import micro_batch_from_text
 
-    return str(check_micro_batch(number_from_text(text.strip()), "mb", shown=text))
+    return str(micro_batch_from_text(text.strip(), "mb"))
 
 
 def _choice(choices: tuple[str, ...], name: str) -> Callable[[str], str]:
@@ -663,13 +660,10 @@ def budget_delta(memory: MemoryReport, budget: int, activations_bytes: int = 0) 
 
 
 def budget_leaves_out(with_activations: bool) -> str:
-    """What the verdict against the budget does not count, said beside it."""
-    if with_activations:
-        return (
-            "Counts the state and the step's activations; not XLA's temporaries, communication buffers or "
-            "fragmentation."
-        )
-    return "Counts the training state only: a step's activations are not counted (give a sequence to add them)."
+    """What the verdict against the budget does not count, said beside it (``budget.leaves_out``)."""
+    from dcsim.memory.budget import leaves_out
+
+    return leaves_out(with_activations)
 
 
 def largest_text(memory: MemoryReport) -> str:
