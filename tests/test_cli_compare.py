@@ -8,7 +8,7 @@ import pytest
 
 from dcsim import compare
 from dcsim.cli import main
-from dcsim.memory import budget
+from dcsim.memory import activations, budget
 from dcsim.model.config import ModelConfig
 
 TWO = compare.Comparison(
@@ -106,3 +106,79 @@ def test_bad_files_exit_2_with_one_line(capsys, tmp_path, content, message):
 def test_a_missing_file_exits_2(capsys, tmp_path):
     code, _, err = run(capsys, "compare", str(tmp_path / "nope.json"))
     assert code == 2 and "cannot read the comparison file" in err and err.count("\n") == 1
+
+
+# --- a scenario's training step (issue 29) ------------------------------------------------------------
+
+STEPPED = compare.Comparison(
+    scenarios=(
+        compare.Scenario(name="state", config=ModelConfig(preset="gpt2-small"), dtype="bfloat16"),
+        compare.Scenario(
+            name="step",
+            config=ModelConfig(preset="gpt2-small"),
+            dtype="bfloat16",
+            step=activations.Step(sequence=512, remat="full"),
+        ),
+    ),
+    budget=budget.Budget(amount=2 * 10**9, training="adam"),
+)
+
+
+@pytest.fixture
+def stepped_file(tmp_path):
+    path = tmp_path / "stepped.json"
+    path.write_text(STEPPED.to_json())
+    return str(path)
+
+
+def test_a_step_is_a_column_and_its_activations_count_in_the_budget_line(capsys, stepped_file):
+    code, out, err = run(capsys, "compare", stepped_file)
+    assert code == 0 and err == ""
+    traced = activations.trace_activations(STEPPED.scenarios[1].config, STEPPED.scenarios[1].step, "bfloat16")
+    lines = out.splitlines()
+    assert lines[0].split()[-1] == "step" and lines[2].endswith(
+        "sequence 512, micro-batch 1, remat full, flash attention"
+    )
+    assert lines[1].endswith(" -")
+    state_line = next(line for line in lines if line.startswith("    real layout") and "only" in line)
+    assert state_line.endswith(
+        "Counts the training state only: a step's activations are not counted (give a sequence to add them)."
+    )
+    step_line = next(line for line in lines if line.startswith("    real layout") and "activations;" in line)
+    assert step_line.endswith("not XLA's temporaries, communication buffers or fragmentation.")
+    of_it = "    of it, the step's activations (sequence 512, micro-batch 1, remat full, flash attention): "
+    assert f"{of_it}{traced.bytes_per_device:,} bytes" in out
+    assert "    ideal share (an average, of the state alone): " in out
+
+
+def test_json_gives_a_steps_activations_and_what_the_verdict_counts(capsys, stepped_file):
+    code, out, _ = run(capsys, "compare", stepped_file, "--format", "json")
+    assert code == 0
+    record = json.loads(out)
+    state, step = record["budget_answers"]
+    assert "activations_bytes_per_device" not in state and "counts" not in state  # as it always was
+    assert step["activations_bytes_per_device"] > 0 and step["counts"].startswith("Counts the state and the step's")
+    assert step["per_device"] == state["per_device"] + step["activations_bytes_per_device"]
+    assert record["comparison"]["scenarios"][1]["sequence"] == 512
+    assert [row["sequence"] for row in record["table"]] == [None, 512]
+
+
+def test_a_comparison_without_steps_prints_what_it_always_did(capsys, two_file):
+    _, out, _ = run(capsys, "compare", two_file)
+    assert "step" not in out.splitlines()[0] and "Counts the" not in out and "activations" not in out
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"sequence": 0}, "scenario 1: `sequence` must be an integer from 1 to 1,048,576 (tokens a sequence), got 0"),
+        ({"sequence": 64, "remat": "most"}, "scenario 1: `remat` must be one of none, full"),
+        ({"preset": "t5-small", "sequence": 64}, "scenario 1: activations are traced for decoder-only language models"),
+    ],
+)
+def test_a_bad_step_exits_2_with_one_line(capsys, tmp_path, change, message):
+    path = tmp_path / "bad.json"
+    scenario = {"name": "a", "preset": "gpt2-small", **change}
+    path.write_text(json.dumps({"format": "dcsim.comparison", "scenarios": [scenario]}))
+    code, out, err = run(capsys, "compare", str(path))
+    assert code == 2 and out == "" and err.count("\n") == 1 and message in err

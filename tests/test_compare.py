@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 
 from dcsim import compare, hf, links
 from dcsim.links import comparisons
-from dcsim.memory import budget
+from dcsim.memory import activations, budget
 from dcsim.model.config import DenseLayer, ModelConfig, Origin
 from dcsim.model.count import count_params
 
@@ -325,3 +325,105 @@ def test_a_scenario_naming_a_hub_model_alone_says_a_comparison_does_not_fetch():
         and "does not fetch" in problem
         for problem in decoded.problems
     )
+
+
+# --- a scenario's training step (issue 29) ------------------------------------------------------------
+
+steps = hs.builds(
+    activations.Step,
+    sequence=hs.integers(1, 1024),
+    micro_batch=hs.integers(1, activations.MAX_MICRO_BATCH),
+    remat=hs.sampled_from(tuple(activations.POLICIES)),
+    attention=hs.sampled_from(activations.ATTENTION_KINDS),
+)
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@given(hs.lists(hs.one_of(hs.none(), steps), min_size=1, max_size=4), budgets)
+def test_scenarios_with_steps_survive_the_link_and_the_json(chosen, spec):
+    scenarios = tuple(
+        compare.Scenario(name=f"s{n}", config=ModelConfig(preset="gpt2-small"), dtype="bfloat16", step=step)
+        for n, step in enumerate(chosen)
+    )
+    comparison = compare.Comparison(scenarios=scenarios, budget=spec)
+    decoded = reopen(comparison)
+    assert decoded.problems == ()
+    assert decoded.comparison == comparison
+    assert compare.Comparison.from_json(comparison.to_json()) == comparison
+
+
+def test_a_scenario_without_a_step_writes_the_json_and_the_link_it_always_did():
+    plain = compare.Scenario(name="g", config=ModelConfig(preset="gpt2-small"))
+    assert set(plain.to_dict()) == {"name", "dtype", "batch_size", "seed", "num_shards", "preset", "overrides"}
+    assert comparisons.scenario_token(plain) == "float32~shards=2~preset=gpt2-small~n=g"
+    frame = compare.comparison_frame(compare.Comparison(scenarios=(plain,)), [count_params(plain.config)])
+    assert "step" not in frame and "sequence" not in frame
+    stepped = dataclasses.replace(plain, step=activations.Step(sequence=512, attention="naive"))
+    assert comparisons.scenario_token(stepped) == "float32~shards=2~preset=gpt2-small~seq=512~attn=naive~n=g"
+    assert stepped.to_dict() == {
+        **plain.to_dict(),
+        "sequence": 512,
+        "micro_batch": 1,
+        "remat": "none",
+        "attention": "naive",
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (
+            {"sequence": 0},
+            r"scenario 1: `sequence` must be an integer from 1 to 1,048,576 \(tokens a sequence\), got 0",
+        ),
+        ({"sequence": "4096"}, r"scenario 1: `sequence` must be an integer"),
+        ({"sequence": 128, "micro_batch": 0}, r"`micro_batch` must be an integer from 1 to 65,536"),
+        ({"sequence": 128, "remat": "most"}, r"`remat` must be one of none, full, dots, dots-no-batch, minimal"),
+        ({"sequence": 128, "attention": "ring"}, r"`attention` must be one of naive, flash, got 'ring'"),
+        ({"micro_batch": 2}, r"`micro_batch`: for a training step's activations; give `sequence` too"),
+        ({"sequence": 2048}, r"the sequence \(2,048 tokens\) must be at most the model's positions"),
+        ({"preset": "bert-base", "sequence": 128}, r"the bert family has no training forward here"),
+        ({"preset": None, "sequence": 128}, r"the Dense stack has no training forward here"),
+    ],
+)
+def test_a_bad_step_in_json_names_the_field(change, match):
+    scenario = {"name": "g", "preset": "gpt2-small", **change}
+    if scenario["preset"] is None:
+        del scenario["preset"]
+    document = {"format": "dcsim.comparison", "version": 2, "scenarios": [scenario]}
+    with pytest.raises((TypeError, ValueError), match=match):
+        compare.Comparison.from_dict(document)
+
+
+def test_a_training_budget_counts_the_steps_activations_as_the_memory_command_traces_them():
+    config = ModelConfig(preset="gpt2-small")
+    step = activations.Step(sequence=256, micro_batch=2, remat="full")
+    scenario = compare.Scenario(name="g", config=config, dtype="bfloat16", step=step)
+    report = count_params(config)
+    spec = budget.Budget(amount=2 * 10**9, training="adam")
+    found = compare.scenario_answer(scenario, report, spec, up_to=16)
+    traced = activations.trace_activations(config, step, "bfloat16").bytes_per_device
+    state = compare.scenario_answer(dataclasses.replace(scenario, step=None), report, spec, up_to=16)
+    assert found.activations == (traced,) * 16  # fsdp over data=N: the same replica's activations on every N
+    assert found.held == tuple(held + traced for held in state.held)
+    assert found.need == state.need and found.ideal_shards == state.ideal_shards  # the ideal share: the state's
+    assert found.shown_activations == traced
+    assert compare.budget_counts(scenario, spec).startswith("Counts the state and the step's activations; not XLA's")
+    # a budget that cannot count them says so, and counts what it always did
+    for other, said in (
+        (budget.Budget(amount=10**9), "Counts the parameters only"),
+        (budget.Budget(amount=10**9, unit="values", training="adam"), "not counted in a budget of values"),
+    ):
+        answer = compare.scenario_answer(scenario, report, other, up_to=8)
+        assert not answer.counts_activations and answer.activations == ()
+        assert said in compare.budget_counts(scenario, other)
+
+
+def test_under_tensor_parallelism_a_mesh_the_heads_do_not_divide_cannot_hold_the_step():
+    config = ModelConfig(preset="gpt2-small")  # 12 heads
+    scenario = compare.Scenario(name="g", config=config, dtype="bfloat16", step=activations.Step(sequence=128))
+    spec = budget.Budget(training="adam", strategy="tensor")
+    found = compare.scenario_answer(scenario, count_params(config), spec, up_to=8)
+    assert found.activations[0] > found.activations[1] > found.activations[3]  # model=1, 2, 4 split the heads
+    assert found.held[7] is None and found.activations[7] is None  # 8 does not divide 12 heads
+    assert "(and, for the step's activations, the heads and widths, as Megatron does)" in budget.summary(found, spec)
