@@ -89,7 +89,7 @@ def _choice_of(choices: Sequence[str]) -> Any:
 _FROM_JSON = {
     "sequence": activations.check_sequence,
     "micro_batch": activations.check_micro_batch,
-    "remat": _choice_of(activations.POLICIES),
+    "remat": _choice_of(tuple(activations.POLICIES)),
     "attention": _choice_of(activations.ATTENTION_KINDS),
 }
 _FROM_TEXT = {

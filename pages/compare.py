@@ -366,11 +366,20 @@ if current.scenarios:
             ),
         },
     )
+
+    def counted(answer: budget.Answer, counts: str) -> str:
+        """What the verdict counts, on its line: the step's activations where they count, then what it leaves out."""
+        step = answer.shown_activations
+        said = ([] if step is None else [f"Of it, the step's activations: {units.bytes_exact(step)} a device."]) + (
+            [counts] if counts else []
+        )
+        return f" *{frame.plain(' '.join(said))}*" if said else ""
+
     st.markdown(
         "\n".join(
-            f"- **{frame.plain(name)}**: {frame.plain(text)}" + (f" *{frame.plain(counts)}*" if counts else "")
-            for name, text, counts in zip(
-                answer_frame["name"], answer_frame["summary"], answer_frame["counts"], strict=True
+            f"- **{frame.plain(name)}**: {frame.plain(text)}{counted(answer, counts)}"
+            for name, text, answer, counts in zip(
+                answer_frame["name"], answer_frame["summary"], answers, answer_frame["counts"], strict=True
             )
         )
     )

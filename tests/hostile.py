@@ -214,7 +214,19 @@ SPECIFIC = {
 }
 # The comparison's keys (dcsim.compare), near-valid and not: scenario tokens, baseline, budget.
 SPECIFIC |= {
-    "s": ("float32~shards=4~n=A", "bfloat16~preset=gpt2-small~n=B", "~~~", "float32~n=", "int4~shards=0~n=<b>x</b>"),
+    "s": (
+        "float32~shards=4~n=A",
+        "bfloat16~preset=gpt2-small~n=B",
+        "~~~",
+        "float32~n=",
+        "int4~shards=0~n=<b>x</b>",
+        # a scenario's training step (issue 29): valid, out of range, on a family without a training forward
+        "bfloat16~preset=gpt2-small~seq=128~mb=2~remat=full~n=C",
+        "bfloat16~preset=gpt2-small~seq=1e400~mb=0~remat=most~attn=ring~n=D",
+        "float32~preset=bert-base~seq=64~n=E",
+        "float32~mb=4~n=F",
+        "bfloat16~preset=gpt2-small~seq=4096~n=G",
+    ),
     "base": ("1", "2", "9", "0", "x"),
     "budget": ("85899345920", "80 GiB", "1e400", "0", "1" * 40),
     "bunit": ("bytes", "values", "kg"),

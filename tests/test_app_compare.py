@@ -238,8 +238,9 @@ def test_a_scenario_with_a_sequence_counts_its_activations_as_the_memory_command
         "*Counts the training state only: a step's activations are not counted (give a sequence to add them).*"
     )
     assert "Fits on 4 devices (data=4), 84,256,618,500 bytes (78.47 GiB) each." in lines[1]
+    assert "*Of it, the step's activations: 58,224,889,856 bytes (54.23 GiB) a device. Counts the state" in lines[1]
     assert lines[1].endswith(
-        "*Counts the state and the step's activations; not XLA's temporaries, communication buffers or fragmentation.*"
+        " Counts the state and the step's activations; not XLA's temporaries, communication buffers or fragmentation.*"
     )
 
 

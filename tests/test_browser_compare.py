@@ -112,3 +112,15 @@ def test_a_hostile_link_is_explained_and_the_page_still_works(server, page):
     expect(page.get_by_text(re.compile(r"`budget` must be a whole number written in digits"))).to_be_visible()
     expect(page).not_to_have_url(re.compile("x{100}"))
     expect(page).to_have_url(re.compile(r"s=float32~shards%3D2~n%3Dok"))
+
+
+def test_a_scenario_with_a_sequence_shows_its_activations_and_the_verdict(server, page):
+    open_page(page, f"{server}/compare?v=2&preset=gpt2-small&shards=8&btrain=adam&budget=2000000000")
+    page.get_by_text("Training step of the new scenario (optional)", exact=True).click()
+    type_into(page, page.get_by_role("textbox", name="Sequence"), "512")
+    add(page, "with a step")
+    expect(page).to_have_url(re.compile(r"s=float32~shards%3D8~preset%3Dgpt2-small~seq%3D512~n%3Dwith"))
+    verdict = page.get_by_text(re.compile(r"Of it, the step's activations: [0-9,]+ bytes .* a device\."))
+    expect(verdict).to_be_visible()
+    expect(verdict).to_contain_text("Counts the state and the step's activations; not XLA's temporaries")
+    expect(page.get_by_text(re.compile(r"with a step: Fits on \d+ devices? \(data=\d+\)"))).to_be_visible()

@@ -202,10 +202,14 @@ def answers(current: Comparison) -> list[budget.Answer]:
             spec.unit,
             spec.training,
             spec.strategy,
-            *([json.dumps(dataclasses.asdict(s.step), sort_keys=True)] if compare.counts_activations(s, spec) else []),
+            *([_step_json(s.step)] if s.step is not None and compare.counts_activations(s, spec) else []),
         )
         for s in current.scenarios
     ]
+
+
+def _step_json(step: compare.Step) -> str:
+    return json.dumps(dataclasses.asdict(step), sort_keys=True)
 
 
 def publish(current: Comparison) -> tuple[str, bool]:
