@@ -52,20 +52,19 @@ def step_inputs(step, key: str | None = None) -> dict[str, str]:
             key=keys["micro_batch"],
             help="Sequences a data-parallel replica a step (default 1).",
         ),
-        "remat": remat_col.selectbox(
-            "Remat",
-            REMATS,
-            index=REMATS.index("none" if step is None else step.remat),
-            key=keys["remat"],
-            help="; ".join(f"{name}: {text}" for name, text in activations.POLICY_HELP.items()),
-        ),
-        "attention": attn_col.selectbox(
-            "Attention",
-            ATTENTIONS,
-            index=ATTENTIONS.index("flash" if step is None else step.attention),
-            key=keys["attention"],
-            help="; ".join(f"{name}: {text}" for name, text in activations.ATTENTION_HELP.items()),
-        ),
+        **{
+            name: column.selectbox(
+                compare.STEP_LABELS[name],
+                choices,
+                index=choices.index(choices[0] if step is None else getattr(step, name)),
+                key=keys[name],
+                help="; ".join(f"{choice}: {text}" for choice, text in helps.items()),
+            )
+            for name, column, choices, helps in (
+                ("remat", remat_col, REMATS, activations.POLICY_HELP),
+                ("attention", attn_col, ATTENTIONS, activations.ATTENTION_HELP),
+            )
+        },
     }
 
 

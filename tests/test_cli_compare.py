@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -125,8 +126,8 @@ STEPPED = compare.Comparison(
 
 
 @pytest.fixture
-def stepped_file(tmp_path):
-    path = tmp_path / "stepped.json"
+def stepped_file(two_file):
+    path = Path(two_file).with_name("stepped.json")
     path.write_text(STEPPED.to_json())
     return str(path)
 
