@@ -161,7 +161,11 @@ def other_frame(report: ParamReport) -> pd.DataFrame:
 def is_embedding(row: ArrayRow) -> bool:
     """Whether an array is an input embedding table or an untied output projection over the
     vocabulary."""
-    return row.module in EMBEDDING_MODULES or row.path in EMBEDDING_ARRAYS
+    module = row.module
+    stack, _, inner = module.partition("/")
+    if stack in _STACKS:  # an encoder-decoder's own position tables: encoder/embed/position (BART, Whisper)
+        module = inner
+    return module in EMBEDDING_MODULES or row.path in EMBEDDING_ARRAYS
 
 
 def embedding_params(config: ModelConfig, report: ParamReport) -> int:
