@@ -444,7 +444,14 @@ class MLP(nn.Module):
 # The families whose training forward (attention kind, expert dispatch) dcsim.memory.activations traces.
 TRAINING_FORWARDS = ("decoder", "moe")
 # The families whose attention keeps a decode-mode cache.
-DECODING_FAMILIES = ("decoder", "moe", "t5", *(name for name in zoo_schemas.ZOO_SCHEMAS if name != zoo_schemas.ENCDEC))
+# Families with a decoder whose decode mode (and so whose KV cache) is not built yet: serving refuses them.
+UNCACHED_DECODERS = (zoo_schemas.ENCDEC,)
+DECODING_FAMILIES = (
+    "decoder",
+    "moe",
+    "t5",
+    *(name for name in zoo_schemas.ZOO_SCHEMAS if name not in UNCACHED_DECODERS),
+)
 
 
 def build_family(

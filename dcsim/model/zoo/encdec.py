@@ -9,7 +9,7 @@ convolutions over mel bins) with its sinusoidal table. BART's ``final_logits_bia
 ``buffers`` variable, as transformers registers it (in the checkpoint, not in ``num_parameters()``).
 
 Paths read as T5's do, so the breakdown groups them alike: ``embed/token``,
-``encoder/stem/conv_1``, ``encoder/embed/position``, ``encoder/embed_norm``,
+``stem/conv_1`` (the encoder's audio input), ``encoder/embed/position``, ``encoder/embed_norm``,
 ``decoder/block_3/cross_attn/key``, ``decoder/final_norm``, ``lm_head``.
 """
 
@@ -118,7 +118,7 @@ class EncDecStack(nn.Module):
 
 class EncoderDecoder(nn.Module):
     """``embed`` (the token table: the encoder's input unless ``audio_bins``, the decoder's, and
-    the head's when tied), the ``encoder`` (on tokens, or on mel features through its ``stem``),
+    the head's when tied), the ``encoder`` (on tokens, or on mel features through the ``stem``),
     the ``decoder``, and logits through the tied table or an untied ``lm_head``, plus BART's
     ``final_logits_bias`` buffer."""
 
