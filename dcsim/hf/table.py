@@ -196,9 +196,14 @@ def _encdec_sizes(
     """An encoder-decoder's sizes under BART's and Whisper's names (``encoder_layers``,
     ``decoder_attention_heads``, ...), each stack at the same defaults; ``target`` and ``source``:
     the field and default of the decoder's and the encoder's positions."""
-    stacks = (("num_layers", "encoder_layers", layers), ("num_decoder_layers", "decoder_layers", layers))
-    stacks += (("num_heads", "encoder_attention_heads", heads), ("num_decoder_heads", "decoder_attention_heads", heads))
-    stacks += (("ffn_dim", "encoder_ffn_dim", ffn), ("decoder_ffn_dim", "decoder_ffn_dim", ffn))
+    stacks: tuple[tuple[str, str, int], ...] = (
+        ("num_layers", "encoder_layers", layers),
+        ("num_decoder_layers", "decoder_layers", layers),
+        ("num_heads", "encoder_attention_heads", heads),
+        ("num_decoder_heads", "decoder_attention_heads", heads),
+        ("ffn_dim", "encoder_ffn_dim", ffn),
+        ("decoder_ffn_dim", "decoder_ffn_dim", ffn),
+    )
     return (
         Size("vocab_size", "vocab_size", vocab),
         Size("d_model", "d_model", d_model),

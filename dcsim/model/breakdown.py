@@ -207,8 +207,8 @@ def active_params(config: ModelConfig, report: ParamReport) -> int | None:
 # What each variable collection other than ``params`` holds, in a person's words.
 OTHER_COLLECTIONS = {
     "batch_stats": "BatchNorm running statistics",
-    "buffers": "buffers (DeepSeek-V3's router score-correction biases, BART's final_logits_bias): stored, not trained by "
-    "gradients",
+    "buffers": "buffers (DeepSeek-V3's router score-correction biases, BART's final_logits_bias): stored, "
+    "not trained by gradients",
 }
 
 
