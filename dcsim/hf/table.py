@@ -717,12 +717,12 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
         "whisper": ModelType(
             family="encdec",
             model_class="WhisperForConditionalGeneration",
+            head_dim=READ_NO_HEAD_DIM,
+            tied=True,
             sizes=(
                 *_encdec_sizes(51_865, 384, 4, 6, 1536, ("max_target_positions", 448), ("max_source_positions", 1500)),
                 Size("audio_bins", "num_mel_bins", 80),
             ),
-            head_dim=READ_NO_HEAD_DIM,
-            tied=True,
             fixed=_ENCDEC | {"pre_norm": True, "key_bias": False},
             counted="two convolutions over the mel bins, the encoder's sinusoidal positions (max_source_positions "
             "rows: frozen, but a parameter that num_parameters() counts and the checkpoint stores), learned decoder "

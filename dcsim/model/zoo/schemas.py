@@ -80,31 +80,10 @@ ZOO_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
             int_param("num_decoder_heads", 12, "the decoder's attention heads; must divide d_model", 1, MAX_HEADS),
             int_param("ffn_dim", 3072, "hidden width of each encoder block's MLP", 1, MAX_VOCAB),
             int_param("decoder_ffn_dim", 3072, "hidden width of each decoder block's MLP", 1, MAX_VOCAB),
-            int_param(
-                "max_positions", 1024, "the decoder's learned positions (rows before the offset)", 1, MAX_POSITIONS
-            ),
-            int_param(
-                "source_positions",
-                1024,
-                "the encoder's positions (rows before the offset): tokens or audio frames",
-                1,
-                MAX_POSITIONS,
-            ),
-            int_param(
-                "position_offset",
-                2,
-                "rows every position table has beyond its positions (BART keeps fairseq's 2)",
-                0,
-                2,
-            ),
-            int_param(
-                "audio_bins",
-                0,
-                "0: the encoder reads the shared token table; else mel bins that two convolutions "
-                "read (Whisper), its positions then a sinusoidal table",
-                0,
-                MAX_WIDTH,
-            ),
+            int_param("max_positions", 1024, "the decoder's positions (rows before the offset)", 1, MAX_POSITIONS),
+            int_param("source_positions", 1024, "the encoder's positions (tokens or audio frames)", 1, MAX_POSITIONS),
+            int_param("position_offset", 2, "rows a position table has beyond its positions (BART's 2)", 0, 2),
+            int_param("audio_bins", 0, "mel bins two convolutions read (Whisper; 0: the token table)", 0, MAX_WIDTH),
             bool_param("pre_norm", False, "pre-norm blocks and a final norm a stack (Whisper); else post-norm (BART)"),
             bool_param("embed_norm", True, "a LayerNorm after each stack's embeddings (BART's layernorm_embedding)"),
             bool_param("key_bias", True, "a bias on the key projections (Whisper's k_proj has none)"),
