@@ -24,6 +24,8 @@ from transformers import (
     AutoConfig,
     AutoModel,
     AutoModelForCausalLM,
+    AutoModelForSeq2SeqLM,
+    AutoModelForSpeechSeq2Seq,
     BertConfig,
     BertModel,
     DeepseekV2Config,
@@ -241,6 +243,29 @@ HUB_TYPES = {
     "roberta-base": ("roberta", {"max_position_embeddings": 514, "type_vocab_size": 1}),
     "xlm-roberta-base": ("xlm-roberta", {"vocab_size": 250002, "max_position_embeddings": 514, "type_vocab_size": 1}),
 }
+# Issue 30: the encoder-decoders (dcsim/model/zoo/encdec.py), each Hub file's sizes. BART's files name
+# BartModel, whose count is the same (the head is tied and final_logits_bias a buffer).
+ENCDEC_SIZES = ("encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads")
+ENCDEC_SIZES += ("encoder_ffn_dim", "decoder_ffn_dim")
+
+
+def encdec_sizes(d_model, layers, heads, ffn):
+    return {"d_model": d_model} | dict(zip(ENCDEC_SIZES, (layers, layers, heads, heads, ffn, ffn), strict=True))
+
+
+ENCDEC_TYPES = {
+    "bart-base": ("bart", encdec_sizes(768, 6, 12, 3072) | {"add_final_layer_norm": False, "normalize_before": False}),
+    "bart-large": (
+        "bart",
+        encdec_sizes(1024, 12, 16, 4096) | {"add_final_layer_norm": False, "normalize_before": False},
+    ),
+    "whisper-tiny": ("whisper", encdec_sizes(384, 4, 6, 1536) | {"max_source_positions": 1500, "num_mel_bins": 80}),
+    "whisper-base": ("whisper", encdec_sizes(512, 6, 8, 2048) | {"max_source_positions": 1500, "num_mel_bins": 80}),
+    "whisper-large-v3": (
+        "whisper",
+        encdec_sizes(1280, 32, 20, 5120) | {"vocab_size": 51866, "num_mel_bins": 128, "max_target_positions": 448},
+    ),
+}
 # Issue 30, item 8: the presets teams name most (dcsim/model/presets.py), each model's published
 # config.json. Llama 3.1's rope_scaling is its published llama3 scaling. Phi-3.5-MoE's longrope
 # short_factor and long_factor (64 numbers each, which change no count) are left out, and with them
@@ -372,8 +397,11 @@ BARE_TYPES = [
     "roberta",
     "xlm-roberta",
     "vit",
+    "bart",
+    "whisper",
 ]
 ENCODERS = ("bert", "roberta", "xlm-roberta")
+SEQ2SEQ = {"bart": AutoModelForSeq2SeqLM, "whisper": AutoModelForSpeechSeq2Seq}
 
 
 def hub_model(model_type, fields):
@@ -384,12 +412,14 @@ def hub_model(model_type, fields):
         return AutoModel, config
     if model_type == "vit":
         return ViTForImageClassification, config
+    if model_type in SEQ2SEQ:
+        return SEQ2SEQ[model_type], config
     return AutoModelForCausalLM, config
 
 
 def build(cls, config):
     with torch.device("meta"), init_empty_weights():
-        model = cls.from_config(config) if cls in (AutoModel, AutoModelForCausalLM) else cls(config)
+        model = cls.from_config(config) if cls in (AutoModel, AutoModelForCausalLM, *SEQ2SEQ.values()) else cls(config)
     model.tie_weights()
     return model
 
@@ -431,7 +461,7 @@ def main() -> None:
             counts[name] += config.vocab_size * config.d_model
         (OUT / f"{name}.json").write_text(text)
         print(f"| {name} | {config.model_type} | {cls.__name__} | {counts[name]:,} | {len(text.encode()):,} |")
-    for name, (model_type, fields) in (HUB_TYPES | PRESET_MODELS | MOE_TYPES).items():
+    for name, (model_type, fields) in (HUB_TYPES | PRESET_MODELS | MOE_TYPES | ENCDEC_TYPES).items():
         cls, config = hub_model(model_type, fields)
         config.architectures = None
         model = build(cls, config)

@@ -28,7 +28,7 @@ def test_deepseek_v3_shows_its_total_and_what_a_token_uses():
     text = captions(at)
     assert "What one token uses: 8 of the 256 routed experts in each MoE block" in text
     assert "Every expert is stored" in text
-    assert "router's score-correction biases (DeepSeek-V3)" in text and "14,848 values" in text
+    assert "DeepSeek-V3's router score-correction biases" in text and "14,848 values" in text
     help_text = next(metric for metric in at.metric if metric.label == "Active per token").help
     assert help_text == breakdown.ACTIVE_DEFINITION
 

@@ -189,6 +189,39 @@ _BERT_RULES = (
 )
 _BERT_COUNTED = "embeddings, encoder and pooler; task heads (masked LM, classifiers) are not counted"
 
+
+def _encdec_sizes(
+    vocab: int, d_model: int, layers: int, heads: int, ffn: int, target: tuple[str, int], source: tuple[str, int]
+) -> tuple[Size, ...]:
+    """An encoder-decoder's sizes under BART's and Whisper's names (``encoder_layers``,
+    ``decoder_attention_heads``, ...), each stack at the same defaults; ``target`` and ``source``:
+    the field and default of the decoder's and the encoder's positions."""
+    stacks: tuple[tuple[str, str, int], ...] = (
+        ("num_layers", "encoder_layers", layers),
+        ("num_decoder_layers", "decoder_layers", layers),
+        ("num_heads", "encoder_attention_heads", heads),
+        ("num_decoder_heads", "decoder_attention_heads", heads),
+        ("ffn_dim", "encoder_ffn_dim", ffn),
+        ("decoder_ffn_dim", "decoder_ffn_dim", ffn),
+    )
+    return (
+        Size("vocab_size", "vocab_size", vocab),
+        Size("d_model", "d_model", d_model),
+        *(Size(name, key, default) for name, key, default in stacks),
+        Size("max_positions", *target),
+        Size("source_positions", *source),
+    )
+
+
+# The encdec family's switches off (audio_bins is read: 0 unless the file has mel bins); BART and Whisper turn on
+# their own.
+_ENCDEC = {"position_offset": 0, "pre_norm": False, "embed_norm": False}
+_ENCDEC |= {"logits_bias": False}
+_MBART = (
+    "transformers' BART class ignores it and builds post-norm blocks without final norms, so an mBART-style "
+    "checkpoint's norms would not be counted"
+)
+
 _QWEN3_MOE = "dcsim's Qwen3-MoE attention has no biases"
 _DEEPSEEK = "dcsim's DeepSeek blocks have no biases on their projections"
 _MOE_COUNTED = "embeddings, blocks ({what}), final norm, {head}; rotary positions hold no parameters"
@@ -657,6 +690,45 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
             quirks=("t5_projection",),
             counted="shared embedding, encoder and decoder stacks (relative position bias in each first block), {head}",
         ),
+        "bart": ModelType(
+            family="encdec",
+            model_class="BartForConditionalGeneration",
+            sizes=_encdec_sizes(
+                50_265, 1024, 12, 16, 4096, ("max_position_embeddings", 1024), ("max_position_embeddings", 1024)
+            ),
+            head_dim=READ_NO_HEAD_DIM,
+            tied=True,
+            fixed=_ENCDEC | {"position_offset": 2, "embed_norm": True, "logits_bias": True},
+            rules=(
+                Only("add_final_layer_norm", False, False, _MBART),
+                Only("normalize_before", False, False, _MBART),
+                Only(
+                    "tie_word_embeddings",
+                    True,
+                    True,
+                    "untied, transformers 5.24.0 gives each stack and the head a table of its own beside the shared "
+                    "one (four), which dcsim does not build",
+                ),
+            ),
+            counted="shared embedding (the encoder's, the decoder's and the head's), learned positions in each stack "
+            "(max_position_embeddings + 2 rows), an embedding LayerNorm in each, post-norm encoder and decoder "
+            "blocks with cross-attention, {head}; final_logits_bias is a buffer, not a parameter",
+        ),
+        "whisper": ModelType(
+            family="encdec",
+            model_class="WhisperForConditionalGeneration",
+            head_dim=READ_NO_HEAD_DIM,
+            tied=True,
+            sizes=(
+                *_encdec_sizes(51_865, 384, 4, 6, 1536, ("max_target_positions", 448), ("max_source_positions", 1500)),
+                Size("audio_bins", "num_mel_bins", 80),
+            ),
+            fixed=_ENCDEC | {"pre_norm": True, "key_bias": False},
+            counted="two convolutions over the mel bins, the encoder's sinusoidal positions (max_source_positions "
+            "rows: frozen, but a parameter that num_parameters() counts and the checkpoint stores), learned decoder "
+            "positions, pre-norm encoder and decoder blocks (no bias on the keys) with cross-attention and a final "
+            "norm each, {head}",
+        ),
         "bert": ModelType(
             family="bert",
             model_class="BertModel",
@@ -713,9 +785,7 @@ NOT_YET: Mapping[str, str] = MappingProxyType(
         "mamba": "state-space layers (conv1d, x and dt projections, A_log, D); no family is near",
         "mamba2": "state-space layers (conv1d, x and dt projections, A_log, D); no family is near",
         "jamba": "Mamba layers between attention layers, experts every other layer; no family is near",
-        "bart": "an encoder-decoder with learned positions; the nearest is t5 (t5), whose positions differ",
-        "mbart": "an encoder-decoder with learned positions; the nearest is t5 (t5), whose positions differ",
-        "whisper": "an audio encoder (two convolutions) and a decoder; the nearest is t5 (t5)",
+        "mbart": "pre-norm blocks and a final norm a stack; the nearest is bart (encdec), whose blocks are post-norm",
         "llama4": "interleaved experts, a vision tower and a projector; the nearest is llama (decoder), for text",
         "llava": "a vision tower, a projector and a language model; open the text_config's model alone",
         "qwen2_5_vl": "a vision tower and merger beside Qwen2; the nearest is qwen2 (decoder), for text",

@@ -161,7 +161,11 @@ def other_frame(report: ParamReport) -> pd.DataFrame:
 def is_embedding(row: ArrayRow) -> bool:
     """Whether an array is an input embedding table or an untied output projection over the
     vocabulary."""
-    return row.module in EMBEDDING_MODULES or row.path in EMBEDDING_ARRAYS
+    module = row.module
+    stack, _, inner = module.partition("/")
+    if stack in _STACKS:  # an encoder-decoder's own position tables: encoder/embed/position (BART, Whisper)
+        module = inner
+    return module in EMBEDDING_MODULES or row.path in EMBEDDING_ARRAYS
 
 
 def embedding_params(config: ModelConfig, report: ParamReport) -> int:
@@ -203,7 +207,8 @@ def active_params(config: ModelConfig, report: ParamReport) -> int | None:
 # What each variable collection other than ``params`` holds, in a person's words.
 OTHER_COLLECTIONS = {
     "batch_stats": "BatchNorm running statistics",
-    "buffers": "the router's score-correction biases (DeepSeek-V3): buffers, not trained by gradients",
+    "buffers": "buffers (DeepSeek-V3's router score-correction biases, BART's final_logits_bias): stored, "
+    "not trained by gradients",
 }
 
 

@@ -48,8 +48,8 @@ from dcsim.model.layers import (
     step_positions,
 )
 from dcsim.model.vision import ResNet, VisionTransformer
+from dcsim.model.zoo import encdec, variant
 from dcsim.model.zoo import schemas as zoo_schemas
-from dcsim.model.zoo import variant
 
 # The sequence the transformers are initialised on. Its length changes no count; it only has to fit
 # the learned position table.
@@ -444,7 +444,14 @@ class MLP(nn.Module):
 # The families whose training forward (attention kind, expert dispatch) dcsim.memory.activations traces.
 TRAINING_FORWARDS = ("decoder", "moe")
 # The families whose attention keeps a decode-mode cache.
-DECODING_FAMILIES = ("decoder", "moe", "t5", *zoo_schemas.ZOO_SCHEMAS)
+# Families with a decoder whose decode mode (and so whose KV cache) is not built yet: serving refuses them.
+UNCACHED_DECODERS = (zoo_schemas.ENCDEC,)
+DECODING_FAMILIES = (
+    "decoder",
+    "moe",
+    "t5",
+    *(name for name in zoo_schemas.ZOO_SCHEMAS if name not in UNCACHED_DECODERS),
+)
 
 
 def build_family(
@@ -504,6 +511,8 @@ def build_family(
     if family == "resnet":
         images = jax.ShapeDtypeStruct((batch_size, h["image_size"], h["image_size"], IMAGE_CHANNELS), jnp.float32)
         return ResNet(tuple(h["stage_blocks"]), h["bottleneck"], h["num_classes"]), (images,)
+    if family == zoo_schemas.ENCDEC:
+        return encdec.build(h, batch_size, INIT_SEQUENCE)
     if family in zoo_schemas.ZOO_SCHEMAS:
         return variant.build(family, h, tokens)
     raise ValueError(f"unknown family {family!r}; families: {', '.join(schemas.FAMILIES)}")
@@ -548,7 +557,7 @@ def traced_hparams(family: str, hparams: Mapping[str, Any]) -> tuple[dict[str, A
         )
         h["stage_blocks"] = tuple(min(blocks, TRACED_PER_RUN) for blocks in h["stage_blocks"])
         return h, runs
-    if family == "t5":
+    if family in ("t5", zoo_schemas.ENCDEC):
         runs = (
             _first_blocks("encoder", "block_", h["num_layers"]),
             _first_blocks("decoder", "block_", h["num_decoder_layers"]),

@@ -418,6 +418,7 @@ class Attention(nn.Module):
     sinks: bool = False  # GPT-OSS: a learned sink logit a head, ``sinks`` (num_heads values)
     forward: Forward | None = None  # a training forward's attention kind (see ``Forward``)
     rotary: bool = False  # rotary positions on queries and keys (a self-attention's; no parameters)
+    key_bias: bool = True  # False: the key projection has no bias whatever the others have (Whisper's k_proj)
 
     @nn.compact
     def __call__(self, x: jax.Array, context: jax.Array | None = None, bias: jax.Array | None = None) -> jax.Array:
@@ -436,7 +437,8 @@ class Attention(nn.Module):
             key = value = None
             if not (self.cross and self.decode is not None and context is None):  # a step reads them cached
                 source = x if context is None else context
-                key = nn.DenseGeneral((self.num_kv_heads, head_dim), use_bias=qkv_bias, name="key")(source)
+                key_bias = qkv_bias and self.key_bias
+                key = nn.DenseGeneral((self.num_kv_heads, head_dim), use_bias=key_bias, name="key")(source)
                 value = nn.DenseGeneral((self.num_kv_heads, head_dim), use_bias=qkv_bias, name="value")(source)
                 key, value = checkpoint_name(key, "key_proj"), checkpoint_name(value, "value_proj")
         if self.qk_norm:

@@ -432,6 +432,15 @@ def check_hparams(family: str, hparams: Mapping[str, Any]) -> None:
             aside=" (or set head_dim, each head's own width)" if family in ("decoder", "moe") else "",
             up_to=MAX_HEADS,
         )
+    if "num_decoder_heads" in hparams:  # an encoder-decoder's decoder heads (BART, Whisper)
+        _must_divide(
+            hparams,
+            "num_decoder_heads",
+            "d_model",
+            "so every head gets d_model / its heads",
+            "head counts",
+            up_to=MAX_HEADS,
+        )
     if "num_kv_heads" in hparams and not latent:
         _must_divide(
             hparams,

@@ -359,6 +359,12 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
     family = config.family
     hparams = caches.decode_hparams(config)
     notes: list[str] = []
+    if family in families.UNCACHED_DECODERS:
+        raise ValueError(
+            f"serving is not sized for the {family} family (BART, Whisper) yet: its decoder's self- and "
+            "cross-attention caches are not built in decode mode, and weights alone would hide the KV cache; "
+            "`count`, `layout` and `memory` open it"
+        )
     decodes = family in families.DECODING_FAMILIES
     positions = hparams.get("max_positions") if family in ("decoder", "moe") else None
     if positions is not None and serving.context > positions:

@@ -15,6 +15,8 @@ MAX_BLOCKS = 256
 MAX_HEADS = 1024
 
 VARIANT = "variant"
+ENCDEC = "encdec"
+MAX_POSITIONS = 1 << 20
 NORMS = ("layernorm", "layernorm_no_bias", "rmsnorm", "no_params")
 RESIDUALS = ("sequential", "parallel", "parallel_two_norms", "post_norms")
 
@@ -68,6 +70,26 @@ ZOO_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
             bool_param("head_bias", True, "a bias on the untied output projection (GPT-J, Phi)"),
             *SERVING_HPARAMS,
         ),
+        # Defaults: BART-base (facebook/bart-base, 139,420,416 parameters).
+        ENCDEC: (
+            int_param("vocab_size", 50_265, "tokens in the vocabulary: rows of the token embedding", 1, MAX_VOCAB),
+            int_param("d_model", 768, "width of the residual stream of both stacks", 1, MAX_WIDTH),
+            int_param("num_layers", 6, "encoder blocks", 1, MAX_BLOCKS),
+            int_param("num_decoder_layers", 6, "decoder blocks (each with self- and cross-attention)", 1, MAX_BLOCKS),
+            int_param("num_heads", 12, "the encoder's attention heads; must divide d_model", 1, MAX_HEADS),
+            int_param("num_decoder_heads", 12, "the decoder's attention heads; must divide d_model", 1, MAX_HEADS),
+            int_param("ffn_dim", 3072, "hidden width of each encoder block's MLP", 1, MAX_VOCAB),
+            int_param("decoder_ffn_dim", 3072, "hidden width of each decoder block's MLP", 1, MAX_VOCAB),
+            int_param("max_positions", 1024, "the decoder's positions (rows before the offset)", 1, MAX_POSITIONS),
+            int_param("source_positions", 1024, "the encoder's positions (tokens or audio frames)", 1, MAX_POSITIONS),
+            int_param("position_offset", 2, "rows a position table has beyond its positions (BART's 2)", 0, 2),
+            int_param("audio_bins", 0, "mel bins two convolutions read (Whisper; 0: the token table)", 0, MAX_WIDTH),
+            bool_param("pre_norm", False, "pre-norm blocks and a final norm a stack (Whisper); else post-norm (BART)"),
+            bool_param("embed_norm", True, "a LayerNorm after each stack's embeddings (BART's layernorm_embedding)"),
+            bool_param("key_bias", True, "a bias on the key projections (Whisper's k_proj has none)"),
+            bool_param("tied_embeddings", True, "the output projection reuses the token embedding"),
+            bool_param("logits_bias", True, "BART's final_logits_bias: a buffer beside the logits, not a parameter"),
+        ),
     }
 )
 
@@ -75,6 +97,8 @@ ZOO_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
     {
         VARIANT: "decoder-only transformer with the variants the Hub's models use (OLMo, OLMo 2, Cohere, GPT-J, "
         "Falcon, BLOOM, MPT, Phi): norm kinds, parallel blocks, per-projection biases, embedding norm, head bias",
+        ENCDEC: "encoder-decoder transformer with learned positions (BART) or an audio encoder (Whisper): a token "
+        "table shared by the stacks and the head, LayerNorms and biases, cross-attention in every decoder block",
     }
 )
 
