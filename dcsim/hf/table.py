@@ -639,6 +639,43 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
             counted="embeddings, parallel blocks (biases everywhere), final norm, {head} with a bias; partial rotary "
             "positions hold no parameters",
         ),
+        "mamba": ModelType(
+            family="mamba",
+            model_class="MambaForCausalLM",
+            sizes=(
+                Size("vocab_size", "vocab_size", 50_280),
+                Size("d_model", "hidden_size", 768),
+                Size("num_layers", "num_hidden_layers", 32),
+                Size("state_size", "state_size", 16),
+                Size("conv_kernel", "conv_kernel", 4),
+            ),
+            head_dim=READ_NO_HEAD_DIM,
+            tied=True,
+            flags=(Flag("use_bias", False, ("use_bias",)), Flag("use_conv_bias", True, ("conv_bias",))),
+            quirks=("mamba",),
+            counted="embeddings, blocks (an RMSNorm and a Mamba mixer each), final norm, {head}; no positions",
+        ),
+        "jamba": ModelType(
+            family="jamba",
+            model_class="JambaForCausalLM",
+            sizes=(
+                *_sizes(65_536, 4096, 32, 32, 14_336, 8),
+                Size("attn_period", "attn_layer_period", 8),
+                Size("attn_offset", "attn_layer_offset", 4),
+                Size("num_experts", "num_experts", 16),
+                Size("experts_per_token", "num_experts_per_tok", 2),
+                Size("expert_period", "expert_layer_period", 2),
+                Size("expert_offset", "expert_layer_offset", 1),
+                Size("state_size", "mamba_d_state", 16),
+                Size("conv_kernel", "mamba_d_conv", 4),
+            ),
+            head_dim=READ_NO_HEAD_DIM,
+            flags=(Flag("mamba_proj_bias", False, ("use_bias",)), Flag("mamba_conv_bias", True, ("conv_bias",))),
+            rules=(Only("head_dim", None, None, "Jamba's heads are hidden_size / num_attention_heads wide"),),
+            quirks=("jamba",),
+            counted="embeddings, blocks (Mamba mixers with norms on dt, B and C, or grouped-query attention; a "
+            "dense MLP or routed experts), final norm, {head}; no positions",
+        ),
         "t5": ModelType(
             family="t5",
             model_class="T5ForConditionalGeneration",
@@ -710,9 +747,7 @@ _MOE_NEAR = "mixtral (moe): routed experts, but not this type's"
 # nearest type it reads. A refusal names them; docs/presets.md lists the rest as refused.
 NOT_YET: Mapping[str, str] = MappingProxyType(
     {
-        "mamba": "state-space layers (conv1d, x and dt projections, A_log, D); no family is near",
-        "mamba2": "state-space layers (conv1d, x and dt projections, A_log, D); no family is near",
-        "jamba": "Mamba layers between attention layers, experts every other layer; no family is near",
+        "mamba2": "Mamba-2's mixer (heads, groups, a gated norm, no x_proj or dt_proj); the nearest is mamba (mamba)",
         "bart": "an encoder-decoder with learned positions; the nearest is t5 (t5), whose positions differ",
         "mbart": "an encoder-decoder with learned positions; the nearest is t5 (t5), whose positions differ",
         "whisper": "an audio encoder (two convolutions) and a decoder; the nearest is t5 (t5)",
