@@ -177,3 +177,21 @@ def test_a_fractional_expand_is_truncated_as_transformers_does():
 def test_training_activations_are_refused_cleanly(capsys):
     assert main(["memory", "--config", str(DATA / "mamba-130m.json"), "--sequence", "128", "--mesh", "data=1"]) == 2
     assert "the mamba family has no training forward here" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("attn_offset=9", "`attn_offset` (9) must be below `attn_period` (8)"),
+        ("experts_per_token=20", "`experts_per_token` (20) must be at most `num_experts` (16)"),
+    ],
+)
+def test_an_override_jamba_cannot_build_is_refused(setting, message, capsys):
+    assert main(["count", "--config", str(DATA / "jamba-v0.1.json"), "--set", setting]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_json_record_gives_a_state_layers_bytes_a_sequence(capsys):
+    main(["serve", "--config", str(DATA / "mamba-130m.json"), "--format", "json"])
+    layers = json.loads(capsys.readouterr().out)["layers"]
+    assert layers[0]["kind"] == "state" and layers[0]["state_bytes_per_sequence"] == 61_440

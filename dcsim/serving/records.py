@@ -34,8 +34,8 @@ def layer_records(report: ServingReport) -> list[dict[str, Any]]:
             "window": layer.window or None,
             "tokens": layer.tokens,
             "bytes_per_token": layer.bytes_per_token,
-            "state_bytes_per_sequence": layer.state_bytes,
         }
+        | ({"state_bytes_per_sequence": layer.state_bytes} if layer.kind == "state" else {})
         for layer in report.layers
     ]
 

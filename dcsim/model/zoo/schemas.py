@@ -121,6 +121,20 @@ ZOO_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
 )
 
 
+def check(family: str, hparams: Mapping[str, Any]) -> None:
+    """The zoo's rules that tie hyperparameters together (see ``schemas.check_hparams``): Jamba's
+    offsets below their periods, as ``JambaConfig`` requires, and top-k within its experts."""
+    if family != JAMBA:
+        return
+    for kind in ("attn", "expert"):
+        offset, period = hparams[f"{kind}_offset"], hparams[f"{kind}_period"]
+        if offset >= period:
+            raise ValueError(f"`{kind}_offset` ({offset:,}) must be below `{kind}_period` ({period:,})")
+    experts, top_k = hparams["num_experts"], hparams["experts_per_token"]
+    if experts > 1 and top_k > experts:
+        raise ValueError(f"`experts_per_token` ({top_k:,}) must be at most `num_experts` ({experts:,})")
+
+
 def hidden(family: str, hparams: Mapping[str, Any]) -> set[str]:
     """The zoo's hyperparameters that change no count of this model (see ``schemas.applicable``)."""
     if family != VARIANT:
