@@ -361,6 +361,22 @@ MOE_TYPES = {
         | {"shared_intermediate_size": 1024},
     ),
 }
+# The state-space models (issue 30), by the file name written.
+SSM_TYPES = {
+    # state-spaces/mamba-130m-hf and mamba-2.8b-hf (time_step_rank "auto": ceil(hidden / 16)).
+    "mamba-130m": ("mamba", {"vocab_size": 50280, "hidden_size": 768, "num_hidden_layers": 24}),
+    "mamba-2.8b": ("mamba", {"vocab_size": 50280, "hidden_size": 2560, "num_hidden_layers": 64}),
+    # ai21labs/Jamba-v0.1 (its config.json: JambaConfig's defaults, mamba_dt_rank written out as 256).
+    "jamba-v0.1": ("jamba", {"mamba_dt_rank": 256}),
+    # Not a published file: Jamba-v0.1's layout at small widths and other periods, a Mamba block with
+    # experts and one without, an attention block of each kind, biases on the projections only.
+    "jamba-v0.1-reduced": (
+        "jamba",
+        decoder_sizes(65536, 1024, 12, 8, 2, 2048, 262144)
+        | {"num_experts": 4, "attn_layer_period": 3, "attn_layer_offset": 1}
+        | {"mamba_d_state": 8, "mamba_d_conv": 3, "mamba_proj_bias": True, "mamba_conv_bias": False},
+    ),
+}
 # Every model_type dcsim reads, at its class's defaults (tests/test_hf_modern.py opens each bare), but
 # nemotron: transformers 5.24.0 cannot build NemotronConfig() (num_key_value_heads None reaches a //),
 # and dbrx: nor DbrxConfig() (its default attn_config has no rope_theta for the rotary embedding).
@@ -391,6 +407,8 @@ BARE_TYPES = [
     "olmoe",
     "granitemoe",
     "granitemoeshared",
+    "mamba",
+    "jamba",
     "glm4_moe",
     "gpt_oss",
     "bert",
@@ -461,7 +479,7 @@ def main() -> None:
             counts[name] += config.vocab_size * config.d_model
         (OUT / f"{name}.json").write_text(text)
         print(f"| {name} | {config.model_type} | {cls.__name__} | {counts[name]:,} | {len(text.encode()):,} |")
-    for name, (model_type, fields) in (HUB_TYPES | PRESET_MODELS | MOE_TYPES | ENCDEC_TYPES).items():
+    for name, (model_type, fields) in (HUB_TYPES | PRESET_MODELS | MOE_TYPES | ENCDEC_TYPES | SSM_TYPES).items():
         cls, config = hub_model(model_type, fields)
         config.architectures = None
         model = build(cls, config)

@@ -115,7 +115,7 @@ def test_editing_a_files_model_keeps_its_name_and_says_it_was_edited():
 
 
 def test_a_refused_upload_is_explained_in_the_main_area_too():
-    at = upload(open_app(), "config.json", b'{"model_type": "mamba"}')
+    at = upload(open_app(), "config.json", b'{"model_type": "mamba2"}')
     assert "This file was not opened" in shown(at.sidebar.get("error")[0])
     assert any("This file was not opened" in shown(error) for error in at.main.get("error"))
 

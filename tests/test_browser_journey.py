@@ -163,7 +163,7 @@ def test_a_config_json_is_shown_under_its_own_name_and_its_link_reopens_it(serve
 
 def test_a_refused_file_is_explained_where_a_phone_shows_it(server, browser, tmp_path):
     bad = tmp_path / "config.json"
-    bad.write_text('{"model_type": "mamba", "hidden_size": 2304}')
+    bad.write_text('{"model_type": "mamba2", "hidden_size": 2304}')
     phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True).new_page()
     try:
         open_page(phone, server)

@@ -265,10 +265,10 @@ def test_the_cli_counts_a_hugging_face_file_and_says_what_it_opened(tmp_path, ca
 
 def test_the_cli_refuses_an_unsupported_file_in_one_line(tmp_path, capsys):
     path = tmp_path / "config.json"
-    path.write_bytes(edited("llama-2-7b", model_type="mamba"))
+    path.write_bytes(edited("llama-2-7b", model_type="mamba2"))
     assert main(["count", "--config", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "got 'mamba', whose layers it has no family for" in err
+    assert err.count("\n") == 1 and "got 'mamba2', whose layers it has no family for" in err
 
 
 def test_the_upload_box_opens_a_hugging_face_file():

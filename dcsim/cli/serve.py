@@ -199,7 +199,8 @@ def render_table(report: ServingReport, found: search.MeshSearch | None, verifie
             layer = group[0]
             window = f"{layer.window:,}" if layer.window else "-"
             name = layer.path if len(group) == 1 else f"{layer.path} and {len(group) - 1:,} more like it"
-            lines.append(f"{name:<32} {layer.kind:<8} {window:>7} {layer.tokens:>9,} {layer.bytes_per_token:>14,}")
+            line = f"{name:<32} {layer.kind:<8} {window:>7} {layer.tokens:>9,} {layer.bytes_per_token:>14,}"
+            lines.append(line + (f"  (a state of {layer.state_bytes:,} bytes a sequence)" if layer.state_bytes else ""))
         if len(groups) > MAX_LAYERS_SHOWN:
             lines.append(f"... {len(groups) - MAX_LAYERS_SHOWN:,} more rows (--format json lists every layer)")
     if verified is not None:

@@ -14,6 +14,7 @@ Mixture-of-Experts ones are in ``dcsim.hf.experts``.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 
@@ -196,6 +197,50 @@ def _mpt(fields: Fields) -> None:
     fields.source["ffn_dim"] = "expansion_ratio x d_model"
 
 
+def _mixer(fields: Fields, expand_key: str, rank_key: str) -> None:
+    """A Mamba mixer's inner width, ``expand`` x hidden_size (transformers' ``int()`` of it), and
+    its time-step rank: a number, or ``"auto"`` (the default) for ceil(hidden_size / 16)."""
+    hidden = fields.hparams["d_model"]
+    expand = fields.data.get(expand_key, 2)
+    if expand is None:
+        expand = 2
+    if isinstance(expand, bool) or not isinstance(expand, (int, float)) or not expand > 0:
+        raise ValueError(
+            f"`{expand_key}` must be a positive number (the mixer's width over hidden_size), got {show(expand)}"
+        )
+    spec = schemas.hparam(fields.family, "inner_dim", fields.family)
+    fields.set(inner_dim=as_int(int(expand * hidden), f"{expand_key} x hidden_size", maximum=spec.high))
+    fields.source["inner_dim"] = f"{expand_key} x hidden_size"
+    rank = fields.data.get(rank_key, "auto")
+    if rank is None or rank == "auto":
+        fields.set(dt_rank=math.ceil(hidden / 16))
+        fields.source["dt_rank"] = f"{rank_key} auto: ceil(hidden_size / 16)"
+    else:
+        fields.take("dt_rank", rank_key)
+
+
+def _mamba(fields: Fields) -> None:
+    """Mamba's mixer: ``expand`` and ``time_step_rank``."""
+    _mixer(fields, "expand", "time_step_rank")
+
+
+def _jamba(fields: Fields) -> None:
+    """Jamba's mixer (``mamba_expand``, ``mamba_dt_rank``), and its periods: each offset below its
+    period, as ``JambaConfig`` requires, and no more experts a token than there are."""
+    _mixer(fields, "mamba_expand", "mamba_dt_rank")
+    h = fields.hparams
+    for kind in ("attn", "expert"):
+        if h[f"{kind}_offset"] >= h[f"{kind}_period"]:
+            raise ValueError(
+                f"`{kind}_layer_offset` ({h[f'{kind}_offset']:,}) must be below `{kind}_layer_period` "
+                f"({h[f'{kind}_period']:,}), as JambaConfig requires"
+            )
+    if h["num_experts"] > 1 and h["experts_per_token"] > h["num_experts"]:
+        raise ValueError(
+            f"`num_experts_per_tok` ({h['experts_per_token']:,}) must be at most `num_experts` ({h['num_experts']:,})"
+        )
+
+
 QUIRKS: Mapping[str, Callable[[Fields], None]] = {
     "one_bias": _one_bias,
     "tied_by_default": _tied_by_default,
@@ -206,5 +251,7 @@ QUIRKS: Mapping[str, Callable[[Fields], None]] = {
     "mpt": _mpt,
     "t5_projection": _t5_projection,
     "labels": _labels,
+    "mamba": _mamba,
+    "jamba": _jamba,
     **EXPERT_QUIRKS,
 }

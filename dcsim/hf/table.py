@@ -234,6 +234,36 @@ _SWIGLU = _VARIANT | {"norm": "rmsnorm", "gated_mlp": True}
 _QKV_ONLY = (
     "embeddings, blocks (biases on query, key and value only), final norm, {head}; rotary positions hold no parameters"
 )
+
+
+def _named(rows: tuple[tuple[str, str, int], ...]) -> tuple[Size, ...]:
+    """A ``Size`` of each (hyperparameter, field, default)."""
+    return tuple(Size(name, key, default) for name, key, default in rows)
+
+
+def _mixer_biases(projections: str, conv: str) -> tuple[Flag, ...]:
+    """A Mamba mixer's two bias switches: on in_proj and out_proj (off by default), on the conv (on)."""
+    return Flag(projections, False, ("use_bias",)), Flag(conv, True, ("conv_bias",))
+
+
+_MAMBA_SIZES = (
+    ("vocab_size", "vocab_size", 50_280),
+    ("d_model", "hidden_size", 768),
+    ("num_layers", "num_hidden_layers", 32),
+    ("state_size", "state_size", 16),
+    ("conv_kernel", "conv_kernel", 4),
+)
+# Jamba's layout (one attention block in attn_period, experts in one block of expert_period) and mixer.
+_JAMBA_SIZES = (
+    ("attn_period", "attn_layer_period", 8),
+    ("attn_offset", "attn_layer_offset", 4),
+    ("num_experts", "num_experts", 16),
+    ("experts_per_token", "num_experts_per_tok", 2),
+    ("expert_period", "expert_layer_period", 2),
+    ("expert_offset", "expert_layer_offset", 1),
+    ("state_size", "mamba_d_state", 16),
+    ("conv_kernel", "mamba_d_conv", 4),
+)
 _ALIBI = "embeddings, blocks, final norm, {head}; ALiBi positions hold no parameters"
 
 MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
@@ -672,6 +702,30 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
             counted="embeddings, parallel blocks (biases everywhere), final norm, {head} with a bias; partial rotary "
             "positions hold no parameters",
         ),
+        "mamba": ModelType(
+            family="mamba",
+            model_class="MambaForCausalLM",
+            sizes=_named(_MAMBA_SIZES),
+            head_dim=READ_NO_HEAD_DIM,
+            tied=True,
+            flags=_mixer_biases("use_bias", "use_conv_bias"),
+            counted="embeddings, blocks (an RMSNorm and a Mamba mixer each), final norm, {head}; no positions",
+            quirks=("mamba",),
+        ),
+        "jamba": ModelType(
+            family="jamba",
+            model_class="JambaForCausalLM",
+            sizes=(
+                *_sizes(65_536, 4096, 32, 32, 14_336, 8),
+                *_named(_JAMBA_SIZES),
+            ),
+            head_dim=READ_NO_HEAD_DIM,
+            flags=_mixer_biases("mamba_proj_bias", "mamba_conv_bias"),
+            rules=(Only("head_dim", None, None, "Jamba's heads are hidden_size / num_attention_heads wide"),),
+            quirks=("jamba",),
+            counted="embeddings, blocks (Mamba mixers with norms on dt, B and C, or grouped-query attention; a "
+            "dense MLP or routed experts), final norm, {head}; no positions",
+        ),
         "t5": ModelType(
             family="t5",
             model_class="T5ForConditionalGeneration",
@@ -782,10 +836,8 @@ _MOE_NEAR = "mixtral (moe): routed experts, but not this type's"
 # nearest type it reads. A refusal names them; docs/presets.md lists the rest as refused.
 NOT_YET: Mapping[str, str] = MappingProxyType(
     {
-        "mamba": "state-space layers (conv1d, x and dt projections, A_log, D); no family is near",
-        "mamba2": "state-space layers (conv1d, x and dt projections, A_log, D); no family is near",
-        "jamba": "Mamba layers between attention layers, experts every other layer; no family is near",
         "mbart": "pre-norm blocks and a final norm a stack; the nearest is bart (encdec), whose blocks are post-norm",
+        "mamba2": "Mamba-2's mixer (heads, groups, a gated norm, no x_proj or dt_proj); the nearest is mamba (mamba)",
         "llama4": "interleaved experts, a vision tower and a projector; the nearest is llama (decoder), for text",
         "llava": "a vision tower, a projector and a language model; open the text_config's model alone",
         "qwen2_5_vl": "a vision tower and merger beside Qwen2; the nearest is qwen2 (decoder), for text",

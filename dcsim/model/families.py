@@ -48,7 +48,7 @@ from dcsim.model.layers import (
     step_positions,
 )
 from dcsim.model.vision import ResNet, VisionTransformer
-from dcsim.model.zoo import encdec, variant
+from dcsim.model.zoo import encdec, ssm, variant
 from dcsim.model.zoo import schemas as zoo_schemas
 
 # The sequence the transformers are initialised on. Its length changes no count; it only has to fit
@@ -492,7 +492,7 @@ def build_family(
             source = jax.ShapeDtypeStruct((batch_size, decode.source_length), jnp.int32)
             return T5(**h, decode=decode), (source, step)
         if family in zoo_schemas.ZOO_SCHEMAS:
-            return variant.build(family, h, step, decode)
+            return _zoo_build(family)(family, h, step, decode)
         return (Decoder if family == "decoder" else MoEDecoder)(**h, decode=decode), (step,)
     if family == "mlp":
         module = MLP(h["hidden_dim"], h["num_layers"], h["num_classes"], h["use_bias"])
@@ -514,8 +514,13 @@ def build_family(
     if family == zoo_schemas.ENCDEC:
         return encdec.build(h, batch_size, INIT_SEQUENCE)
     if family in zoo_schemas.ZOO_SCHEMAS:
-        return variant.build(family, h, tokens)
+        return _zoo_build(family)(family, h, tokens)
     raise ValueError(f"unknown family {family!r}; families: {', '.join(schemas.FAMILIES)}")
+
+
+def _zoo_build(family: str) -> Any:
+    """The ``build`` of the zoo module that builds ``family``."""
+    return ssm.build if family in ssm.FAMILIES else variant.build
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -565,12 +570,15 @@ def traced_hparams(family: str, hparams: Mapping[str, Any]) -> tuple[dict[str, A
         h["num_layers"] = min(h["num_layers"], TRACED_PER_RUN)
         h["num_decoder_layers"] = min(h["num_decoder_layers"], TRACED_PER_RUN)
         return h, runs
-    if family == "moe" or (h.get("local_layers") and family in ("decoder", *zoo_schemas.ZOO_SCHEMAS)):
+    if family in ("moe", *ssm.FAMILIES) or (h.get("local_layers") and family in ("decoder", *zoo_schemas.ZOO_SCHEMAS)):
         # Sets built alike, in any pattern: a Mixture-of-Experts model's dense blocks and its MoE
-        # blocks; a sliding window's local blocks and the global ones (the same weights, another cache).
+        # blocks; a sliding window's local blocks and the global ones (the same weights, another cache);
+        # Jamba's Mamba and attention blocks, each with a dense MLP or experts.
         kinds: dict[tuple[bool, bool], list[int]] = {}
         for index in range(h["num_layers"]):
-            kind = (index in h.get("dense_layers", ()), index in h["local_layers"])
+            kind = (index in h.get("dense_layers", ()), index in h.get("local_layers", ()))
+            if family in ssm.FAMILIES:
+                kind = ssm.block_kind(h, index)
             kinds.setdefault(kind, []).append(index)
         runs = tuple(Repeat(parent="", prefix="block_", members=tuple(members)) for members in kinds.values())
         h["built_layers"] = tuple(sorted(index for run in runs for index in run.members[:TRACED_PER_RUN]))

@@ -455,6 +455,7 @@ def check_hparams(family: str, hparams: Mapping[str, Any]) -> None:
         _must_divide(hparams, "patch_size", "image_size", "so the patches tile the image", "patch sizes")
     if family == "moe":
         _check_experts(hparams)
+    zoo.check(family, hparams)
 
 
 def _check_windows(hparams: Mapping[str, Any]) -> None:

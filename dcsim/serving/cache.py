@@ -9,11 +9,14 @@ a token and its memory for a request), with the sizes taken from the variables:
 - ``full``: grouped-query (multi-head, multi-query) attention over every token;
 - ``sliding``: a local layer, holding at most its window of tokens (a ring buffer);
 - ``latent``: DeepSeek's multi-head latent attention, the compressed latent and the rotary key;
-- ``cross``: an encoder-decoder's cross-attention, the encoder output's keys and values.
+- ``cross``: an encoder-decoder's cross-attention, the encoder output's keys and values;
+- ``state``: a Mamba mixer's conv and SSM state (vLLM's ``MambaSpec``), a fixed size a sequence
+  whatever its tokens.
 
 The cache arrays that grow with the sequences and their tokens (keys, values, latents, int8's
-per-token scales) are the KV bytes; those that do not (the step index, fp8's per-layer scales)
-are fixed, and reported apart. Every figure is an exact int.
+per-token scales) are the KV bytes, and so are a state's, which grow with the sequences only;
+those that grow with neither (the step index, fp8's per-layer scales) are fixed, and reported
+apart. Every figure is an exact int.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from dcsim.model import count, families, presets
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ArrayRow
 from dcsim.model.layers import CACHE, Decode
+from dcsim.model.zoo.ssm import STATE_NAMES
 from dcsim.sharding import payload
 
-KINDS = ("full", "sliding", "latent", "cross")
+KINDS = ("full", "sliding", "latent", "cross", "state")
 _BLOCK = re.compile(r"(?:^|/)block_(\d+)/")
 
 
@@ -50,6 +54,8 @@ class CacheArray:
       per_token: True when its dimensions 0 and 1 are the sequences and their tokens (keys,
         values, latents, per-token scales): KV bytes. False for fixed state (the step index,
         fp8's per-layer scales).
+      state: True for a Mamba mixer's conv and SSM state: dimension 0 is the sequences, and no
+        dimension is their tokens (KV bytes too, a fixed size a sequence).
     """
 
     path: str
@@ -57,6 +63,12 @@ class CacheArray:
     shape: tuple[int, ...]
     dtype: str
     per_token: bool
+    state: bool = False
+
+    @property
+    def per_sequence(self) -> bool:
+        """Whether it grows with the sequences served (KV bytes): per token, or a state."""
+        return self.per_token or self.state
 
     @property
     def name(self) -> str:
@@ -73,6 +85,11 @@ class CacheArray:
             return 0
         return self.bytes // (self.shape[0] * self.shape[1])
 
+    @property
+    def bytes_per_sequence(self) -> int:
+        """A state's bytes for one sequence (0 for any other array)."""
+        return self.bytes // self.shape[0] if self.state else 0
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LayerCache:
@@ -80,10 +97,12 @@ class LayerCache:
 
     Attributes:
       path: the attention module (``block_3/attn``).
-      kind: ``full``, ``sliding``, ``latent`` or ``cross`` (``KINDS``).
+      kind: ``full``, ``sliding``, ``latent``, ``cross`` or ``state`` (``KINDS``).
       window: a sliding layer's window (0: none).
-      tokens: the tokens a sequence holds at the requested context (a cross layer: the encoder's).
+      tokens: the tokens a sequence holds at the requested context (a cross layer: the encoder's;
+        a state layer: none).
       bytes_per_token: one token of one sequence, whole (every tensor rank's heads together).
+      state_bytes: a state layer's bytes for one sequence, whatever its context.
     """
 
     path: str
@@ -91,10 +110,11 @@ class LayerCache:
     window: int
     tokens: int
     bytes_per_token: int
+    state_bytes: int = 0
 
     def tokens_at(self, context: int, full_windows: bool = False) -> int:
         """The tokens a sequence holds at ``context``: a cross layer's do not change with it."""
-        if self.kind == "cross":
+        if self.kind in ("cross", "state"):
             return self.tokens
         if self.window and not full_windows:
             return min(self.window, context)
@@ -102,7 +122,7 @@ class LayerCache:
 
     def bytes_for(self, context: int, full_windows: bool = False) -> int:
         """The most memory one sequence needs in this layer at ``context`` (vLLM's max_memory_usage)."""
-        return self.tokens_at(context, full_windows) * self.bytes_per_token
+        return self.tokens_at(context, full_windows) * self.bytes_per_token + self.state_bytes
 
 
 def decode_hparams(config: ModelConfig) -> dict[str, Any]:
@@ -126,19 +146,26 @@ def read_cache(config: ModelConfig, decode: Decode, sequences: int) -> tuple[Cac
 
 
 def _cache_array(row: ArrayRow) -> CacheArray:
-    per_token = len(row.shape) >= 2 and (row.kind.startswith("cached_") or row.kind.endswith("_scale"))
-    return CacheArray(path=row.path, module=row.module, shape=row.shape, dtype=row.dtype, per_token=per_token)
+    state = row.kind in STATE_NAMES
+    per_token = not state and len(row.shape) >= 2 and (row.kind.startswith("cached_") or row.kind.endswith("_scale"))
+    return CacheArray(
+        path=row.path, module=row.module, shape=row.shape, dtype=row.dtype, per_token=per_token, state=state
+    )
 
 
 def layer_caches(arrays: tuple[CacheArray, ...], hparams: Mapping[str, Any]) -> tuple[LayerCache, ...]:
-    """One spec a layer that caches tokens, in model order."""
+    """One spec a layer that caches tokens or a state, in model order."""
     modules: dict[str, list[CacheArray]] = {}
     for array in arrays:
-        if array.per_token:
+        if array.per_sequence:
             modules.setdefault(array.module, []).append(array)
     layers = []
     for path, found in modules.items():
         names = {array.name for array in found}
+        if found[0].state:
+            state = sum(array.bytes_per_sequence for array in found)
+            layers.append(LayerCache(path=path, kind="state", window=0, tokens=0, bytes_per_token=0, state_bytes=state))
+            continue
         index = block_index(path + "/")
         window = 0
         if index is not None and index in hparams.get("local_layers", ()):

@@ -94,8 +94,8 @@ class StageLoad:
     """What one device of a pipeline stage holds (every stage's devices hold alike).
 
     ``kv_per_token``: (window, bytes one token of one sequence takes on this device) for each of
-    the stage's layers; ``kv_fixed_per_sequence``: its cross layers' bytes a sequence (they do not
-    grow with the context)."""
+    the stage's layers; ``kv_fixed_per_sequence``: its cross and state layers' bytes a sequence
+    (they do not grow with the context)."""
 
     stage: int
     weights_bytes: int
@@ -157,7 +157,8 @@ class ServingReport:
     @property
     def kv_bytes_per_token(self) -> int:
         """One token of one sequence in every layer that holds the context's tokens, whole model
-        (cross-attention layers hold the encoder's tokens instead: in ``kv_bytes_per_sequence``)."""
+        (cross-attention layers hold the encoder's tokens instead, and Mamba layers a state: in
+        ``kv_bytes_per_sequence``)."""
         return sum(layer.bytes_per_token for layer in self.layers if layer.kind != "cross")
 
     @property
@@ -296,7 +297,7 @@ def _kv_heads(family: str | None, hparams: Mapping[str, Any]) -> tuple[int, int 
         return hparams["num_heads"], hparams["num_heads"]
     if family == "moe" and hparams["attention"] == "mla":
         return hparams["num_heads"], None
-    if family in ("decoder", "moe"):
+    if family in ("decoder", "moe", "jamba"):
         return hparams["num_heads"], hparams["num_kv_heads"]
     return None
 
@@ -310,7 +311,7 @@ def place_cache(array: caches.CacheArray, mesh: MeshSpec, copies: int, stage: in
     replicas = tuple(name for name in REPLICA_AXES if name in mesh.names)
     tensor = TENSOR_AXIS if TENSOR_AXIS in mesh.names else None
     split = array.shape
-    if not array.per_token:
+    if not array.per_sequence:
         spec, note = PartitionSpec(), "whole on every device: fixed state"
     elif array.name in KV_NAMES and tensor:
         if copies > 1:
@@ -437,6 +438,8 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
         windows: dict[str, int] = {}
         sequences = serving.sequences_per_replica
         for item in mine:
+            if item.array.state:  # a Mamba state: a fixed size a sequence, whatever its context
+                fixed += item.bytes_per_device // item.shard_shape[0]
             if not item.array.per_token:
                 continue
             local_sequences, tokens = item.shard_shape[0], item.shard_shape[1]
@@ -452,8 +455,8 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
                 stage=stage,
                 weights_bytes=stage_weights[stage],
                 other_bytes=stage_other[stage]
-                + sum(item.bytes_per_device for item in mine if not item.array.per_token),
-                kv_bytes=sum(item.bytes_per_device for item in mine if item.array.per_token),
+                + sum(item.bytes_per_device for item in mine if not item.array.per_sequence),
+                kv_bytes=sum(item.bytes_per_device for item in mine if item.array.per_sequence),
                 sequences=sequences,
                 kv_per_token=tuple((windows.get(module, 0), share) for module, share in per_token.items()),
                 kv_fixed_per_sequence=fixed,

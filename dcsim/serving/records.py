@@ -17,9 +17,9 @@ def layer_groups(layers: tuple[LayerCache, ...]) -> list[list[LayerCache]]:
     70B's 80 layers are one row, Gemma 2's alternate."""
     groups: list[list[LayerCache]] = []
     for layer in layers:
-        key = (layer.kind, layer.window, layer.tokens, layer.bytes_per_token)
+        key = (layer.kind, layer.window, layer.tokens, layer.bytes_per_token, layer.state_bytes)
         last = groups[-1][0] if groups else None
-        if last is not None and (last.kind, last.window, last.tokens, last.bytes_per_token) == key:
+        if last is not None and (last.kind, last.window, last.tokens, last.bytes_per_token, last.state_bytes) == key:
             groups[-1].append(layer)
         else:
             groups.append([layer])
@@ -35,6 +35,7 @@ def layer_records(report: ServingReport) -> list[dict[str, Any]]:
             "tokens": layer.tokens,
             "bytes_per_token": layer.bytes_per_token,
         }
+        | ({"state_bytes_per_sequence": layer.state_bytes} if layer.kind == "state" else {})
         for layer in report.layers
     ]
 

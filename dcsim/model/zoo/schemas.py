@@ -19,6 +19,19 @@ ENCDEC = "encdec"
 MAX_POSITIONS = 1 << 20
 NORMS = ("layernorm", "layernorm_no_bias", "rmsnorm", "no_params")
 RESIDUALS = ("sequential", "parallel", "parallel_two_norms", "post_norms")
+MAMBA = "mamba"
+JAMBA = "jamba"
+
+MAX_EXPERTS = 1024  # as dcsim.model.schemas's
+# A Mamba mixer's hyperparameters (Mamba-130M's and Jamba's alike, but dt_rank: ceil(d_model / 16)).
+_MIXER = (
+    int_param("inner_dim", 1536, "the mixer's inner width (expand x d_model): conv and state channels", 1, MAX_VOCAB),
+    int_param("state_size", 16, "the state each inner channel keeps (d_state)", 1, 4096),
+    int_param("conv_kernel", 4, "the depthwise causal convolution's width (d_conv)", 1, 64),
+    int_param("dt_rank", 48, "the rank of the time-step projection (dt_proj's input)", 1, MAX_WIDTH),
+    bool_param("use_bias", False, "biases on the mixer's in_proj and out_proj"),
+    bool_param("conv_bias", True, "a bias on the depthwise convolution"),
+)
 
 # Defaults: Phi-2 (2,779,683,840 parameters).
 ZOO_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
@@ -90,6 +103,31 @@ ZOO_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
             bool_param("tied_embeddings", True, "the output projection reuses the token embedding"),
             bool_param("logits_bias", True, "BART's final_logits_bias: a buffer beside the logits, not a parameter"),
         ),
+        # Defaults: Mamba-130M (state-spaces/mamba-130m-hf, 129,135,360 parameters).
+        MAMBA: (
+            int_param("vocab_size", 50_280, "tokens in the vocabulary: rows of the token embedding", 1, MAX_VOCAB),
+            int_param("d_model", 768, "width of the residual stream (hidden size)", 1, MAX_WIDTH),
+            int_param("num_layers", 24, "number of Mamba blocks", 1, MAX_BLOCKS),
+            *_MIXER,
+            bool_param("tied_embeddings", True, "the output projection reuses the token embedding"),
+        ),
+        # Defaults: Jamba-v0.1 (ai21labs/Jamba-v0.1, 51,570,323,456 parameters).
+        JAMBA: (
+            int_param("vocab_size", 65_536, "tokens in the vocabulary: rows of the token embedding", 1, MAX_VOCAB),
+            int_param("d_model", 4096, "width of the residual stream (hidden size)", 1, MAX_WIDTH),
+            int_param("num_layers", 32, "number of blocks, Mamba and attention together", 1, MAX_BLOCKS),
+            int_param("num_heads", 32, "attention heads (query heads) of the attention blocks", 1, MAX_HEADS),
+            int_param("num_kv_heads", 8, "key/value heads (grouped-query attention); divide num_heads", 1, MAX_HEADS),
+            int_param("ffn_dim", 14_336, "hidden width of each MLP and of each routed expert", 1, MAX_VOCAB),
+            int_param("attn_period", 8, "one block in this many is attention, the rest Mamba", 1, MAX_BLOCKS),
+            int_param("attn_offset", 4, "the first attention block (below attn_period)", 0, MAX_BLOCKS - 1),
+            int_param("num_experts", 16, "routed experts of a Mixture-of-Experts block", 1, MAX_EXPERTS),
+            int_param("experts_per_token", 2, "routed experts each token is sent to (top-k)", 1, MAX_EXPERTS),
+            int_param("expert_period", 2, "one block in this many has experts, the rest a dense MLP", 1, MAX_BLOCKS),
+            int_param("expert_offset", 1, "the first block with experts (below expert_period)", 0, MAX_BLOCKS - 1),
+            *_MIXER,
+            bool_param("tied_embeddings", False, "the output projection reuses the token embedding"),
+        ),
     }
 )
 
@@ -99,8 +137,26 @@ ZOO_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
         "Falcon, BLOOM, MPT, Phi): norm kinds, parallel blocks, per-projection biases, embedding norm, head bias",
         ENCDEC: "encoder-decoder transformer with learned positions (BART) or an audio encoder (Whisper): a token "
         "table shared by the stacks and the head, LayerNorms and biases, cross-attention in every decoder block",
+        MAMBA: "Mamba state-space model: blocks of an RMSNorm and a selective-scan mixer (in_proj, depthwise conv1d, "
+        "x_proj, dt_proj, A_log, D, out_proj); serves from a fixed conv and SSM state a sequence, not a KV cache",
+        JAMBA: "Jamba hybrid: Mamba mixers (with RMSNorms on dt, B and C) and grouped-query attention blocks "
+        "interleaved, a dense MLP or routed experts after each; attention keeps a KV cache, Mamba a state",
     }
 )
+
+
+def check(family: str, hparams: Mapping[str, Any]) -> None:
+    """The zoo's rules that tie hyperparameters together (see ``schemas.check_hparams``): Jamba's
+    offsets below their periods, as ``JambaConfig`` requires, and top-k within its experts."""
+    if family != JAMBA:
+        return
+    for kind in ("attn", "expert"):
+        offset, period = hparams[f"{kind}_offset"], hparams[f"{kind}_period"]
+        if offset >= period:
+            raise ValueError(f"`{kind}_offset` ({offset:,}) must be below `{kind}_period` ({period:,})")
+    experts, top_k = hparams["num_experts"], hparams["experts_per_token"]
+    if experts > 1 and top_k > experts:
+        raise ValueError(f"`experts_per_token` ({top_k:,}) must be at most `num_experts` ({experts:,})")
 
 
 def hidden(family: str, hparams: Mapping[str, Any]) -> set[str]:
