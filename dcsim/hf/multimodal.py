@@ -54,10 +54,16 @@ def _entry(part: Mapping[str, Any], key: str, default: str, auto: bool, family: 
     return kind, entry
 
 
-def _read_part(read: Reader, entry: ModelType, part: Mapping[str, Any], key: str, family: str) -> Fields:
+def _read_part(
+    read: Reader, entry: ModelType, part: Mapping[str, Any], key: str, family: str, windows: str = ""
+) -> Fields:
+    """``part`` read by ``entry`` (and, given ``windows``, its sliding windows by that type's rules);
+    a refusal names the part."""
     fields = Fields(part, family)
     try:
         fields.text["words"] = read(entry, fields)
+        if windows:
+            fields.set(**serving_hparams(part, windows, family, fields.hparams))
     except (TypeError, ValueError) as err:
         raise type(err)(f"{key}: {err}") from None
     return fields
@@ -79,8 +85,8 @@ def vision_language(read: Reader, fields: Fields) -> None:
     data = fields.data
     text_part = _part(data, "text_config", nested.text, nested.top_level_text)
     text_type, text_entry = _entry(text_part, "text_config", nested.text_type, nested.text_auto, TEXT_FAMILY)
-    text = _read_part(read, text_entry, text_part, "text_config", TEXT_FAMILY)
-    text.set(**serving_hparams(text_part, WINDOWS_AS.get(text_type, text_type), TEXT_FAMILY, text.hparams))
+    windows = WINDOWS_AS.get(text_type, text_type)
+    text = _read_part(read, text_entry, text_part, "text_config", TEXT_FAMILY, windows)
     vision_part = _part(data, "vision_config", nested.vision)
     _, vision_entry = _entry(vision_part, "vision_config", nested.vision_type, nested.vision_auto, fields.family)
     vision = _read_part(read, vision_entry, vision_part, "vision_config", fields.family)

@@ -252,80 +252,55 @@ _VISION = "multimodal"
 _VLM_COUNTED = "the vision tower ({vision}), the projector ({projector}) and the language model ({text}), {head}"
 
 
-def _vision_sizes(hidden: int, layers: int, heads: int, ffn: int, patch: int) -> tuple[Size, ...]:
-    """A vision config's widths (as ``_widths`` names them) at these defaults, as the tower's."""
+def _vision_sizes(
+    hidden: int,
+    layers: int,
+    heads: int,
+    ffn: int,
+    patch: int,
+    keys: tuple[str, ...] = tuple(key for _, key in _SIZE_KEYS),
+) -> tuple[Size, ...]:
+    """A vision config's widths (under ``keys``: by default as ``_widths`` names them) at these
+    defaults, as the tower's, and its patch size."""
     names = ("vision_d_model", "vision_layers", "vision_heads", "vision_ffn_dim")
-    keys = (key for _, key in _SIZE_KEYS)
     sizes = (
         Size(name, key, default) for name, key, default in zip(names, keys, (hidden, layers, heads, ffn), strict=True)
     )
     return (*sizes, Size("patch_size", "patch_size", patch))
 
 
-PARTS: Mapping[str, ModelType] = MappingProxyType(
-    {
-        "clip_vision_model": ModelType(
-            family=_VISION,
-            model_class="CLIPVisionModel",
-            sizes=(*_vision_sizes(768, 12, 12, 3072, 32), Size("image_size", "image_size", 224)),
-            head_dim=READ_NO_HEAD_DIM,
-            tied=None,
-            fixed={"vision_tower": "clip"},
-            rules=(_CHANNELS,),
-            counted="CLIP: patch convolution without bias, class token, position table, pre- and post-norm, blocks",
-        ),
-        "siglip_vision_model": ModelType(
-            family=_VISION,
-            model_class="SiglipVisionModel",
-            sizes=(*_vision_sizes(768, 12, 12, 3072, 16), Size("image_size", "image_size", 224)),
-            head_dim=READ_NO_HEAD_DIM,
-            tied=None,
-            flags=(Flag("vision_use_head", True, ("vision_head",)),),
-            fixed={"vision_tower": "siglip"},
-            rules=(_CHANNELS,),
-            counted="SigLIP: patch convolution, position table, blocks, post-norm",
-        ),
-        "pixtral": ModelType(
-            family=_VISION,
-            model_class="PixtralVisionModel",
-            sizes=_vision_sizes(1024, 24, 16, 4096, 16),
-            head_dim=READ_NO_HEAD_DIM,
-            tied=None,
-            fixed={"vision_tower": "pixtral"},
-            rules=(_CHANNELS,),
-            counted="Pixtral: patch convolution without bias, RMSNorms, gated blocks without biases; 2D rotary "
-            "positions hold no parameters",
-        ),
-        "qwen2_5_vl_vision": ModelType(
-            family=_VISION,
-            model_class="Qwen2_5_VisionTransformerPretrainedModel",
-            sizes=(
-                Size("vision_d_model", "hidden_size", 3584),
-                Size("vision_layers", "depth", 32),
-                Size("vision_heads", "num_heads", 16),
-                Size("vision_ffn_dim", "intermediate_size", 3420),
-                Size("patch_size", "patch_size", 14),
-                Size("temporal_patch_size", "temporal_patch_size", 2),
-                Size("merge_size", "spatial_merge_size", 2),
-                Size("projector_out", "out_hidden_size", 3584),
-            ),
-            head_dim=READ_NO_HEAD_DIM,
-            tied=None,
-            fixed={"vision_tower": "qwen2_5_vl", "projector": "qwen_merger"},
-            rules=(Only("in_channels", 3, 3, "the patch convolution is counted on 3-channel images"),),
-            counted="a 3D patch convolution without bias, RMSNorm blocks with biases and a gated MLP; window "
-            "attention and rotary positions hold no parameters",
-        ),
-        "qwen2_5_vl_text": ModelType(
-            family="decoder",
-            model_class="Qwen2_5_VLTextModel",
-            sizes=_sizes(152_064, 8192, 80, 64, 29_568, 8, positions=True),
-            fixed=_LLAMA | {"qkv_bias": True},
-            counted="embeddings, blocks (biases on query, key and value only), final norm; multimodal rotary "
-            "positions hold no parameters",
-        ),
-    }
-)
+def _tower(model_class: str, tower: str, sizes: tuple[Size, ...], counted: str, **more: Any) -> ModelType:
+    """A vision_config's entry: ``tower`` of the multimodal family, on 3-channel images."""
+    more.setdefault("rules", (_CHANNELS,))
+    fixed = {"vision_tower": tower} | more.pop("fixed", {})
+    return ModelType(
+        family=_VISION,
+        model_class=model_class,
+        sizes=sizes,
+        head_dim=READ_NO_HEAD_DIM,
+        tied=None,
+        fixed=fixed,
+        counted=counted,
+        **more,
+    )
+
+
+def _vision_language(model_class: str, nested: Nested, projector: str | None, **more: Any) -> ModelType:
+    """A vision-language model's entry: its parts read by the ``vision_language`` quirk."""
+    return ModelType(
+        family=_VISION,
+        model_class=model_class,
+        sizes=more.pop("sizes", ()),
+        head_dim=READ_NO_HEAD_DIM,
+        tied=None,
+        fixed={"projector": projector} if projector else {},
+        quirks=("vision_language",),
+        counted=_VLM_COUNTED + more.pop("aside", ""),
+        nested=nested,
+        **more,
+    )
+
+
 _LLAVA_CLIP = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16}
 _LLAVA_CLIP |= {"image_size": 336, "patch_size": 14}
 _MISTRAL_SMALL: dict[str, int | None] = {
@@ -338,63 +313,35 @@ _MISTRAL_SMALL |= {"num_attention_heads": 32, "num_key_value_heads": 8, "vocab_s
 _MISTRAL_SMALL |= {"max_position_embeddings": 131_072, "sliding_window": None}
 _PIXTRAL = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16}
 _PIXTRAL |= {"image_size": 1540, "patch_size": 14}
-_MERGE = Size("merge_size", "spatial_merge_size", 2)
+_QWEN25_VL = Nested(text_type="qwen2_5_vl_text", vision_type="qwen2_5_vl_vision", text_auto=False, vision_auto=False)
+_QWEN25_VL = dataclasses.replace(_QWEN25_VL, top_level_text=True, tied=False, tie_from_text=True)
 VISION_LANGUAGE: Mapping[str, ModelType] = MappingProxyType(
     {
-        "llava": ModelType(
-            family=_VISION,
-            model_class="LlavaForConditionalGeneration",
-            sizes=(),
-            head_dim=READ_NO_HEAD_DIM,
-            tied=None,
-            flags=(Flag("multimodal_projector_bias", True, ("projector_bias",)),),
-            fixed={"projector": "mlp"},
-            quirks=("vision_language",),
-            counted=_VLM_COUNTED,
-            nested=Nested(
+        "llava": _vision_language(
+            "LlavaForConditionalGeneration",
+            Nested(
                 text_type="llama", vision_type="clip_vision_model", vision=_LLAVA_CLIP, tied=False, tie_from_text=True
             ),
+            "mlp",
+            flags=(Flag("multimodal_projector_bias", True, ("projector_bias",)),),
         ),
-        "gemma3": ModelType(
-            family=_VISION,
-            model_class="Gemma3ForConditionalGeneration",
-            sizes=(),
-            head_dim=READ_NO_HEAD_DIM,
-            tied=None,
-            fixed={"projector": "soft_embedding"},
-            quirks=("vision_language",),
-            counted=_VLM_COUNTED + "; the average pooling to mm_tokens_per_image holds no parameters",
-            nested=Nested(text_type="gemma3_text", vision_type="siglip_vision_model", text_auto=False),
+        "gemma3": _vision_language(
+            "Gemma3ForConditionalGeneration",
+            Nested(text_type="gemma3_text", vision_type="siglip_vision_model", text_auto=False),
+            "soft_embedding",
+            aside="; the average pooling to mm_tokens_per_image holds no parameters",
         ),
-        "mistral3": ModelType(
-            family=_VISION,
-            model_class="Mistral3ForConditionalGeneration",
-            sizes=(_MERGE,),
-            head_dim=READ_NO_HEAD_DIM,
-            tied=None,
+        "mistral3": _vision_language(
+            "Mistral3ForConditionalGeneration",
+            Nested(text_type="mistral", vision_type="pixtral", text=_MISTRAL_SMALL, vision=_PIXTRAL),
+            "merger_mlp",
+            sizes=(Size("merge_size", "spatial_merge_size", 2),),
             flags=(Flag("multimodal_projector_bias", False, ("projector_bias",)),),
-            fixed={"projector": "merger_mlp"},
-            quirks=("vision_language",),
-            counted=_VLM_COUNTED,
-            nested=Nested(text_type="mistral", vision_type="pixtral", text=_MISTRAL_SMALL, vision=_PIXTRAL),
         ),
-        "qwen2_5_vl": ModelType(
-            family=_VISION,
-            model_class="Qwen2_5_VLForConditionalGeneration",
-            sizes=(),
-            head_dim=READ_NO_HEAD_DIM,
-            tied=None,
-            quirks=("vision_language",),
-            counted=_VLM_COUNTED,
-            nested=Nested(
-                text_type="qwen2_5_vl_text",
-                vision_type="qwen2_5_vl_vision",
-                text_auto=False,
-                vision_auto=False,
-                top_level_text=True,
-                tied=False,
-                tie_from_text=True,
-            ),
+        "qwen2_5_vl": _vision_language(
+            "Qwen2_5_VLForConditionalGeneration",
+            _QWEN25_VL,
+            None,
         ),
     }
 )
@@ -898,6 +845,53 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
             counted="patch embedding, encoder, final norm, a classifier over {labels} labels",
         ),
         **VISION_LANGUAGE,
+    }
+)
+
+
+# The configurations a vision-language model nests that are no model type of their own.
+PARTS: Mapping[str, ModelType] = MappingProxyType(
+    {
+        "clip_vision_model": _tower(
+            "CLIPVisionModel",
+            "clip",
+            (*_vision_sizes(768, 12, 12, 3072, 32), Size("image_size", "image_size", 224)),
+            "CLIP: patch convolution without bias, class token, position table, pre- and post-norm, blocks",
+        ),
+        "siglip_vision_model": _tower(
+            "SiglipVisionModel",
+            "siglip",
+            (*_vision_sizes(768, 12, 12, 3072, 16), Size("image_size", "image_size", 224)),
+            "SigLIP: patch convolution, position table, blocks, post-norm",
+            flags=(Flag("vision_use_head", True, ("vision_head",)),),
+        ),
+        "pixtral": _tower(
+            "PixtralVisionModel",
+            "pixtral",
+            _vision_sizes(1024, 24, 16, 4096, 16),
+            "Pixtral: patch convolution without bias, RMSNorms, gated blocks without biases; 2D rotary positions "
+            "hold no parameters",
+        ),
+        "qwen2_5_vl_vision": _tower(
+            "Qwen2_5_VisionTransformerPretrainedModel",
+            "qwen2_5_vl",
+            (
+                *_vision_sizes(3584, 32, 16, 3420, 14, keys=("hidden_size", "depth", "num_heads", "intermediate_size")),
+                Size("temporal_patch_size", "temporal_patch_size", 2),
+                Size("merge_size", "spatial_merge_size", 2),
+                Size("projector_out", "out_hidden_size", 3584),
+            ),
+            "a 3D patch convolution without bias, RMSNorm blocks with biases and a gated MLP; window attention and "
+            "rotary positions hold no parameters",
+            fixed={"projector": "qwen_merger"},
+            rules=(Only("in_channels", 3, 3, "the patch convolution is counted on 3-channel images"),),
+        ),
+        # Qwen2.5-VL's language model: Qwen2's blocks at Qwen2_5_VLTextConfig's defaults (the 72B's).
+        "qwen2_5_vl_text": dataclasses.replace(
+            MODEL_TYPES["qwen2"],
+            model_class="Qwen2_5_VLTextModel",
+            sizes=_sizes(152_064, 8192, 80, 64, 29_568, 8, positions=True),
+        ),
     }
 )
 
