@@ -252,13 +252,16 @@ _VISION = "multimodal"
 _VLM_COUNTED = "the vision tower ({vision}), the projector ({projector}) and the language model ({text}), {head}"
 
 
+_WIDTH_KEYS = tuple(key for _, key in _SIZE_KEYS)
+
+
 def _vision_sizes(
     hidden: int,
     layers: int,
     heads: int,
     ffn: int,
     patch: int,
-    keys: tuple[str, ...] = tuple(key for _, key in _SIZE_KEYS),
+    keys: tuple[str, ...] = _WIDTH_KEYS,
 ) -> tuple[Size, ...]:
     """A vision config's widths (under ``keys``: by default as ``_widths`` names them) at these
     defaults, as the tower's, and its patch size."""
