@@ -15,7 +15,8 @@ import time
 import pytest
 from fake_hub import DATA, Repo, running
 
-from dcsim import hf
+from conftest import open_app, open_views
+from dcsim import hf, links
 from dcsim.hf import hub
 from dcsim.model import breakdown, families, presets
 from dcsim.model.config import ModelConfig
@@ -177,3 +178,13 @@ def test_a_vision_language_model_opens_by_its_hub_id():
 def test_a_model_config_travels_with_its_vision_hyperparameters():
     config = hf.from_hf_config(data("qwen2.5-vl-7b-instruct")).config
     assert ModelConfig.from_dict(config.to_dict()) == config
+
+
+def test_the_model_page_opens_a_vision_language_link_with_its_three_groups():
+    config = hf.from_hf_config(data("llava-1.5-7b-hf")).config
+    decoded = links.decode({key: [value] for key, value in links.encode(config).items()})
+    assert decoded.config == config  # the link keeps the vision hyperparameters
+    at = open_app(links.encode(config), editors=False)
+    assert {metric.label: metric.value for metric in at.metric}["Total parameters"] == "7,063,427,072"
+    open_views(at, "model.groups_open")
+    assert list(at.dataframe[0].value["group"]) == list(breakdown.MODEL_PARTS)
