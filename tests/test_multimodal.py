@@ -188,3 +188,55 @@ def test_the_model_page_opens_a_vision_language_link_with_its_three_groups():
     assert {metric.label: metric.value for metric in at.metric}["Total parameters"] == "7,063,427,072"
     open_views(at, "model.groups_open")
     assert list(at.dataframe[0].value["group"]) == list(breakdown.MODEL_PARTS)
+
+
+_LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3, "vocab_size": 500}
+_LLAMA |= {"num_attention_heads": 4, "num_key_value_heads": 2}
+_MISTRAL = _LLAMA | {"model_type": "mistral"}
+_GEMMA3 = _LLAMA | {"model_type": "gemma3_text", "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32}
+_TOWER = {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 3, "num_attention_heads": 2}
+_CLIP = _TOWER | {"model_type": "clip_vision_model", "image_size": 60, "patch_size": 14}
+_SIGLIP = _TOWER | {"model_type": "siglip_vision_model", "image_size": 56, "patch_size": 14}
+_PIXTRAL = _TOWER | {"model_type": "pixtral", "patch_size": 10}
+_QWEN_TOWER = {"depth": 3, "hidden_size": 32, "intermediate_size": 40, "num_heads": 2, "out_hidden_size": 48}
+_QWEN_TEXT = {key: value for key, value in _LLAMA.items() if key != "model_type"}
+
+
+def vlm(model_type: str, text: dict, vision: dict, **top) -> dict:
+    return {"model_type": model_type, "text_config": text, "vision_config": vision, **top}
+
+
+# Small files that turn each switch, with transformers 5.24.0's num_parameters() of each (built by
+# AutoModelForImageTextToText.from_config on the meta device, as bench/hf_import.py builds the others).
+SWITCHES = [
+    ("llava-two-feature-layers", vlm("llava", _LLAMA, _CLIP, vision_feature_layer=[-2, -3]), 206_960),
+    ("llava-siglip-with-its-head", vlm("llava", _LLAMA, _SIGLIP), 212_288),
+    ("llava-pixtral", vlm("llava", _MISTRAL, _PIXTRAL, multimodal_projector_bias=False), 198_688),
+    ("llava-tied", vlm("llava", _LLAMA, _CLIP, multimodal_projector_bias=False, tie_word_embeddings=True), 172_784),
+    ("gemma3-pooling-head", vlm("gemma3", _GEMMA3, _SIGLIP | {"vision_use_head": True}), 176_672),
+    ("gemma3-untied", vlm("gemma3", _GEMMA3, _SIGLIP | {"vision_use_head": False}, tie_word_embeddings=False), 201_200),
+    (
+        "mistral3-merge-3-biases",
+        vlm("mistral3", _MISTRAL, _PIXTRAL, multimodal_projector_bias=True, spatial_merge_size=3)
+        | {"vision_feature_layer": [-1, -2], "tie_word_embeddings": False},
+        210_112,
+    ),
+    (
+        "qwen2.5-vl-patches",
+        {"model_type": "qwen2_5_vl", **_QWEN_TEXT}
+        | {"vision_config": _QWEN_TOWER | {"patch_size": 7, "temporal_patch_size": 3, "spatial_merge_size": 3}},
+        292_960,
+    ),
+    (
+        "qwen2.5-vl-tied-in-text-config",
+        vlm(
+            "qwen2_5_vl", _QWEN_TEXT | {"tie_word_embeddings": True}, _QWEN_TOWER | {"depth": 2, "out_hidden_size": 64}
+        ),
+        203_904,
+    ),
+]
+
+
+@pytest.mark.parametrize("fields, count", [row[1:] for row in SWITCHES], ids=[row[0] for row in SWITCHES])
+def test_each_switch_counts_what_transformers_counts(fields, count):
+    assert total(hf.from_hf_config(fields)) == count
