@@ -45,6 +45,13 @@ def data(name: str) -> dict:
     return json.loads((DATA / f"{name}.json").read_text())
 
 
+def qwen_hub_file() -> dict:
+    """Qwen2.5-VL-7B-Instruct as its Hub file has it: the text fields at the top level."""
+    saved = data("qwen2.5-vl-7b-instruct")
+    flat = {key: value for key, value in saved.items() if key != "text_config"} | saved["text_config"]
+    return flat | {"model_type": "qwen2_5_vl"}
+
+
 def total(imported: hf.Imported) -> int:
     return count_params(imported.config).total_params
 
@@ -80,9 +87,7 @@ def test_llavas_short_text_config_takes_llamas_defaults():
 
 def test_qwen_25_vls_hub_file_keeps_its_text_fields_at_the_top_level():
     saved = data("qwen2.5-vl-7b-instruct")  # transformers 5 writes a text_config
-    flat = {key: value for key, value in saved.items() if key != "text_config"} | saved["text_config"]
-    flat["model_type"] = "qwen2_5_vl"
-    assert total(hf.from_hf_config(flat)) == total(hf.from_hf_config(saved)) == 8_292_166_656
+    assert total(hf.from_hf_config(qwen_hub_file())) == total(hf.from_hf_config(saved)) == 8_292_166_656
 
 
 def test_mistral_3_ties_its_head_as_transformers_does_and_says_so():
@@ -240,3 +245,9 @@ SWITCHES = [
 @pytest.mark.parametrize("fields, count", [row[1:] for row in SWITCHES], ids=[row[0] for row in SWITCHES])
 def test_each_switch_counts_what_transformers_counts(fields, count):
     assert total(hf.from_hf_config(fields)) == count
+
+
+def test_a_quantization_config_is_noted_once():
+    imported = hf.from_hf_config(qwen_hub_file() | {"quantization_config": {"quant_method": "awq", "bits": 4}})
+    assert imported.message().count("counted unquantized") == 1
+    assert total(imported) == 8_292_166_656

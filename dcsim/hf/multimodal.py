@@ -93,7 +93,8 @@ def vision_language(read: Reader, fields: Fields) -> None:
     for part, key in ((text, "text_config"), (vision, "vision_config")):
         fields.set(**{name: value for name, value in part.hparams.items() if name != "tied_embeddings"})
         fields.source.update({name: f"{key}.{source}" for name, source in part.source.items()})
-        fields.notes.extend(note for note in part.notes if note not in fields.notes)
+        for note in part.notes:
+            fields.note(note)
     _feature_layers(fields)
     tied = fields.flag("tie_word_embeddings", nested.tied)
     if not tied and nested.tie_from_text and text_part is not data and text.flag("tie_word_embeddings", False):
