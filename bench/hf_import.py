@@ -26,6 +26,7 @@ from transformers import (
     AutoModelForCausalLM,
     AutoModelForSeq2SeqLM,
     AutoModelForSpeechSeq2Seq,
+    AutoModelForImageTextToText,
     BertConfig,
     BertModel,
     DeepseekV2Config,
@@ -377,6 +378,53 @@ SSM_TYPES = {
         | {"mamba_d_state": 8, "mamba_d_conv": 3, "mamba_proj_bias": True, "mamba_conv_bias": False},
     ),
 }
+# Issue 30: the vision-language models, each published config.json with its nested text_config and
+# vision_config as the Hub has them (Qwen2.5-VL's text fields at the top level, as its Hub file has them).
+LLAVA_TEXT = {"_name_or_path": "lmsys/vicuna-7b-v1.5", "architectures": ["LlamaForCausalLM"], "model_type": "llama"}
+LLAVA_TEXT |= {"max_position_embeddings": 4096, "rms_norm_eps": 1e-05, "vocab_size": 32064}
+LLAVA_CLIP = {"model_type": "clip_vision_model", "hidden_size": 1024, "intermediate_size": 4096, "image_size": 336}
+LLAVA_CLIP |= {"num_attention_heads": 16, "num_hidden_layers": 24, "patch_size": 14, "projection_dim": 768}
+GEMMA3_TEXT = {"model_type": "gemma3_text", "hidden_size": 2560, "intermediate_size": 10240, "num_hidden_layers": 34}
+GEMMA3_TEXT |= {"rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024}
+GEMMA3_SIGLIP = {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304}
+GEMMA3_SIGLIP |= {"image_size": 896, "num_attention_heads": 16, "num_hidden_layers": 27, "patch_size": 14}
+MISTRAL3_TEXT = {"model_type": "mistral", **decoder_sizes(131072, 5120, 40, 32, 8, 32768, 131072), "head_dim": 128}
+MISTRAL3_TEXT |= {"rms_norm_eps": 1e-05, "rope_theta": 1000000000.0, "sliding_window": None}
+MISTRAL3_PIXTRAL = {"model_type": "pixtral", "hidden_size": 1024, "intermediate_size": 4096, "image_size": 1540}
+MISTRAL3_PIXTRAL |= {"num_attention_heads": 16, "num_hidden_layers": 24, "patch_size": 14, "head_dim": 64}
+MISTRAL3_PIXTRAL |= {"hidden_act": "silu", "rope_theta": 10000.0}
+QWEN25_VL_VISION = {"depth": 32, "hidden_act": "silu", "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16}
+QWEN25_VL_VISION |= {"in_chans": 3, "out_hidden_size": 3584, "patch_size": 14, "spatial_merge_size": 2}
+QWEN25_VL_VISION |= {"spatial_patch_size": 14, "window_size": 112, "fullatt_block_indexes": [7, 15, 23, 31]}
+QWEN25_VL_VISION |= {"tokens_per_second": 2, "temporal_patch_size": 2}
+VLM_TYPES = {
+    "llava-1.5-7b-hf": (
+        "llava",
+        {"text_config": LLAVA_TEXT, "vision_config": LLAVA_CLIP, "tie_word_embeddings": False}
+        | {"vision_feature_layer": -2, "vision_feature_select_strategy": "default", "image_token_index": 32000},
+    ),
+    "gemma-3-4b-it": (
+        "gemma3",
+        {"text_config": GEMMA3_TEXT, "vision_config": GEMMA3_SIGLIP | {"vision_use_head": False}}
+        | {"mm_tokens_per_image": 256, "boi_token_index": 255999, "eoi_token_index": 256000},
+    ),
+    "mistral-small-3.1-24b-base-2503": (
+        "mistral3",
+        {"text_config": MISTRAL3_TEXT, "vision_config": MISTRAL3_PIXTRAL, "spatial_merge_size": 2}
+        | {"multimodal_projector_bias": False, "vision_feature_layer": -1, "image_token_index": 10},
+    ),
+    "qwen2.5-vl-7b-instruct": (
+        "qwen2_5_vl",
+        decoder_sizes(152064, 3584, 28, 28, 4, 18944, 128000)
+        | {"max_window_layers": 28, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 32768}
+        | {"tie_word_embeddings": False, "use_sliding_window": False, "vision_config": QWEN25_VL_VISION}
+        | {"rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}},
+    ),
+}
+VLM_MODEL_TYPES = frozenset(model_type for model_type, _ in VLM_TYPES.values())
+# Mistral Small 3.1's Hub file has no top-level tie_word_embeddings, so transformers ties its head
+# (Mistral3Config's default) though text_config says untied; the file is written without it, as published.
+UNTOLD_TIE = ("mistral-small-3.1-24b-base-2503",)
 # Every model_type dcsim reads, at its class's defaults (tests/test_hf_modern.py opens each bare), but
 # nemotron: transformers 5.24.0 cannot build NemotronConfig() (num_key_value_heads None reaches a //),
 # and dbrx: nor DbrxConfig() (its default attn_config has no rope_theta for the rotary embedding).
@@ -417,6 +465,7 @@ BARE_TYPES = [
     "vit",
     "bart",
     "whisper",
+    *sorted(VLM_MODEL_TYPES),
 ]
 ENCODERS = ("bert", "roberta", "xlm-roberta")
 SEQ2SEQ = {"bart": AutoModelForSeq2SeqLM, "whisper": AutoModelForSpeechSeq2Seq}
@@ -432,12 +481,15 @@ def hub_model(model_type, fields):
         return ViTForImageClassification, config
     if model_type in SEQ2SEQ:
         return SEQ2SEQ[model_type], config
+    if model_type in VLM_MODEL_TYPES:
+        return AutoModelForImageTextToText, config
     return AutoModelForCausalLM, config
 
 
 def build(cls, config):
     with torch.device("meta"), init_empty_weights():
-        model = cls.from_config(config) if cls in (AutoModel, AutoModelForCausalLM, *SEQ2SEQ.values()) else cls(config)
+        auto = cls in (AutoModel, AutoModelForCausalLM, AutoModelForImageTextToText, *SEQ2SEQ.values())
+        model = cls.from_config(config) if auto else cls(config)
     model.tie_weights()
     return model
 
@@ -479,13 +531,18 @@ def main() -> None:
             counts[name] += config.vocab_size * config.d_model
         (OUT / f"{name}.json").write_text(text)
         print(f"| {name} | {config.model_type} | {cls.__name__} | {counts[name]:,} | {len(text.encode()):,} |")
-    for name, (model_type, fields) in (HUB_TYPES | PRESET_MODELS | MOE_TYPES | ENCDEC_TYPES | SSM_TYPES).items():
+    models = HUB_TYPES | PRESET_MODELS | MOE_TYPES | ENCDEC_TYPES | SSM_TYPES | VLM_TYPES
+    for name, (model_type, fields) in models.items():
         cls, config = hub_model(model_type, fields)
         config.architectures = None
         model = build(cls, config)
         config.architectures = [type(model).__name__]
         counts[name] = model.num_parameters()
         text = config.to_json_string()
+        if name in UNTOLD_TIE:
+            saved = json.loads(text)
+            del saved["tie_word_embeddings"]
+            text = json.dumps(saved, indent=2, sort_keys=True) + "\n"
         (OUT / f"{name}.json").write_text(text)
         print(f"| {name} | {model_type} | {type(model).__name__} | {counts[name]:,} | {len(text.encode()):,} |")
     (OUT / "counts.json").write_text(json.dumps(counts, indent=2) + "\n")

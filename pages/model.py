@@ -147,7 +147,8 @@ if not config.is_dense and (box := widgets.opened("By group: embeddings, blocks,
             st.caption(
                 "Embeddings: token, position and token-type tables and an untied output projection; blocks: the "
                 "repeated transformer or residual blocks; norms: final norms outside the blocks; head: classifier, "
-                "pooler or output layer."
+                "pooler or output layer. A vision-language model's vision tower, projector and language model are "
+                "a group each."
             )
         with chart_col:
             st.altair_chart(model_charts.params_by_group(groups), width="stretch")

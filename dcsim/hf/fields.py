@@ -55,8 +55,10 @@ class Fields:
             raise ValueError(f"`{key}` is {show(value)}; dcsim counts only {show(wanted)}: {why}")
 
     def note(self, text: str) -> None:
-        """Say something about the file that changes no count (a field transformers ignores)."""
-        self.notes.append(text)
+        """Say something about the file that changes no count (a field transformers ignores), once
+        (a vision-language model's parts are read from the same file)."""
+        if text not in self.notes:
+            self.notes.append(text)
 
     def no_biases(self, why: str, *keys: str) -> None:
         """Refuse any of ``keys`` (``attention_bias``, ``mlp_bias``) set true: biases this family

@@ -14,12 +14,14 @@ Mixture-of-Experts ones are in ``dcsim.hf.experts``.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Mapping
 
 from dcsim.hf.experts import QUIRKS as EXPERT_QUIRKS
 from dcsim.hf.fields import Fields, lm_head
+from dcsim.hf.multimodal import vision_language
 from dcsim.hf.table import READ_NO_HEAD_DIM, Flag, ModelType, NoBias, Only, Same, Size
 from dcsim.inputs import as_int, json_kind, show
 from dcsim.model import schemas
@@ -253,5 +255,6 @@ QUIRKS: Mapping[str, Callable[[Fields], None]] = {
     "labels": _labels,
     "mamba": _mamba,
     "jamba": _jamba,
+    "vision_language": functools.partial(vision_language, read),
     **EXPERT_QUIRKS,
 }

@@ -71,6 +71,45 @@ class NoBias:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Nested:
+    """How a vision-language model's ``text_config`` and ``vision_config`` are read, as its
+    transformers configuration class reads them.
+
+    Attributes:
+      text_type, vision_type: the entry (of ``MODEL_TYPES`` or ``PARTS``) each part is read by when
+        it names no ``model_type``, or always, unless ``text_auto`` / ``vision_auto`` (the class
+        resolves the part by its ``model_type``, as ``AutoConfig`` does).
+      text, vision: the part's fields when the file has no such part (the class's ``init_kwargs``);
+        a part the file has takes its own class's defaults instead.
+      top_level_text: the text fields may sit at the top level (Qwen2.5-VL's Hub files).
+      tied: the class's default of the top-level ``tie_word_embeddings``, which decides the head;
+        ``tie_from_text``: a ``text_config`` that ties ties it too (LLaVA, Qwen2.5-VL).
+    """
+
+    text_type: str
+    vision_type: str
+    text_auto: bool = True
+    vision_auto: bool = True
+    text: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    vision: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    top_level_text: bool = False
+    tied: bool = True
+    tie_from_text: bool = False
+
+    def words(self) -> list[str]:
+        """How the parts are read, for the docs' table."""
+        text_key = "text_config (or the top level)" if self.top_level_text else "text_config"
+        return [
+            _read_as(text_key, self.text_type, self.text_auto),
+            _read_as("vision_config", self.vision_type, self.vision_auto),
+        ]
+
+
+def _read_as(key: str, kind: str, auto: bool) -> str:
+    return f"{key} as its model_type (default {kind})" if auto else f"{key} as {kind}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ModelType:
     """How one ``model_type``'s config.json is read.
 
@@ -87,6 +126,7 @@ class ModelType:
       quirks: readings beyond the table, functions of ``dcsim.hf.readers.QUIRKS`` by name.
       counted: what is counted, in words; ``{head}`` is the output head's description and other
         ``{names}`` are filled in by the quirks.
+      nested: a vision-language model's parts, read by the ``vision_language`` quirk.
     """
 
     family: str
@@ -99,14 +139,16 @@ class ModelType:
     rules: tuple[Only | NoBias, ...] = ()
     quirks: tuple[str, ...] = ()
     counted: str = "embeddings, blocks, final norm, {head}; rotary positions hold no parameters"
+    nested: Nested | None = None
 
     def quirk_words(self) -> str:
         """What sets this type apart, for the docs' table: the hyperparameters it hard-codes and
         its readings beyond the table."""
         fixed = [name if value is True else f"{name}={value}" for name, value in self.fixed.items() if value]
         flags = [f"{flag.key} -> {'/'.join(flag.names)}" for flag in self.flags]
-        tied = ["head tied by default"] if self.tied else []
-        return ", ".join(fixed + flags + tied + list(self.quirks))
+        tied = ["head tied by default"] if self.tied or (self.nested and self.nested.tied) else []
+        parts = self.nested.words() if self.nested else []
+        return ", ".join(fixed + flags + tied + parts + list(self.quirks))
 
     def refused(self) -> str:
         """The fields refused unless at the value dcsim builds, for the docs' table."""
@@ -265,6 +307,110 @@ _JAMBA_SIZES = (
     ("conv_kernel", "mamba_d_conv", 4),
 )
 _ALIBI = "embeddings, blocks, final norm, {head}; ALiBi positions hold no parameters"
+
+# Vision-language models (issue 30): a vision tower and a projector read from ``vision_config`` by
+# an entry of ``PARTS``, a language model read from ``text_config`` by its own type's entry.
+_CHANNELS = Only("num_channels", 3, 3, "the patch convolution is counted on 3-channel images")
+_VISION = "multimodal"
+_VLM_COUNTED = "the vision tower ({vision}), the projector ({projector}) and the language model ({text}), {head}"
+
+
+_WIDTH_KEYS = tuple(key for _, key in _SIZE_KEYS)
+
+
+def _vision_sizes(
+    hidden: int,
+    layers: int,
+    heads: int,
+    ffn: int,
+    patch: int,
+    keys: tuple[str, ...] = _WIDTH_KEYS,
+) -> tuple[Size, ...]:
+    """A vision config's widths (under ``keys``: by default as ``_widths`` names them) at these
+    defaults, as the tower's, and its patch size."""
+    names = ("vision_d_model", "vision_layers", "vision_heads", "vision_ffn_dim")
+    sizes = (
+        Size(name, key, default) for name, key, default in zip(names, keys, (hidden, layers, heads, ffn), strict=True)
+    )
+    return (*sizes, Size("patch_size", "patch_size", patch))
+
+
+def _tower(model_class: str, tower: str, sizes: tuple[Size, ...], counted: str, **more: Any) -> ModelType:
+    """A vision_config's entry: ``tower`` of the multimodal family, on 3-channel images."""
+    more.setdefault("rules", (_CHANNELS,))
+    fixed = {"vision_tower": tower} | more.pop("fixed", {})
+    return ModelType(
+        family=_VISION,
+        model_class=model_class,
+        sizes=sizes,
+        head_dim=READ_NO_HEAD_DIM,
+        tied=None,
+        fixed=fixed,
+        counted=counted,
+        **more,
+    )
+
+
+def _vision_language(model_class: str, nested: Nested, projector: str | None, **more: Any) -> ModelType:
+    """A vision-language model's entry: its parts read by the ``vision_language`` quirk."""
+    return ModelType(
+        family=_VISION,
+        model_class=model_class,
+        sizes=more.pop("sizes", ()),
+        head_dim=READ_NO_HEAD_DIM,
+        tied=None,
+        fixed={"projector": projector} if projector else {},
+        quirks=("vision_language",),
+        counted=_VLM_COUNTED + more.pop("aside", ""),
+        nested=nested,
+        **more,
+    )
+
+
+_LLAVA_CLIP = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16}
+_LLAVA_CLIP |= {"image_size": 336, "patch_size": 14}
+_MISTRAL_SMALL: dict[str, int | None] = {
+    "hidden_size": 5120,
+    "intermediate_size": 32_768,
+    "num_hidden_layers": 40,
+    "head_dim": 128,
+}
+_MISTRAL_SMALL |= {"num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 131_072}
+_MISTRAL_SMALL |= {"max_position_embeddings": 131_072, "sliding_window": None}
+_PIXTRAL = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16}
+_PIXTRAL |= {"image_size": 1540, "patch_size": 14}
+_QWEN25_VL = Nested(text_type="qwen2_5_vl_text", vision_type="qwen2_5_vl_vision", text_auto=False, vision_auto=False)
+_QWEN25_VL = dataclasses.replace(_QWEN25_VL, top_level_text=True, tied=False, tie_from_text=True)
+VISION_LANGUAGE: Mapping[str, ModelType] = MappingProxyType(
+    {
+        "llava": _vision_language(
+            "LlavaForConditionalGeneration",
+            Nested(
+                text_type="llama", vision_type="clip_vision_model", vision=_LLAVA_CLIP, tied=False, tie_from_text=True
+            ),
+            "mlp",
+            flags=(Flag("multimodal_projector_bias", True, ("projector_bias",)),),
+        ),
+        "gemma3": _vision_language(
+            "Gemma3ForConditionalGeneration",
+            Nested(text_type="gemma3_text", vision_type="siglip_vision_model", text_auto=False),
+            "soft_embedding",
+            aside="; the average pooling to mm_tokens_per_image holds no parameters",
+        ),
+        "mistral3": _vision_language(
+            "Mistral3ForConditionalGeneration",
+            Nested(text_type="mistral", vision_type="pixtral", text=_MISTRAL_SMALL, vision=_PIXTRAL),
+            "merger_mlp",
+            sizes=(Size("merge_size", "spatial_merge_size", 2),),
+            flags=(Flag("multimodal_projector_bias", False, ("projector_bias",)),),
+        ),
+        "qwen2_5_vl": _vision_language(
+            "Qwen2_5_VLForConditionalGeneration",
+            _QWEN25_VL,
+            None,
+        ),
+    }
+)
 
 MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
     {
@@ -827,6 +973,54 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
             quirks=("labels",),
             counted="patch embedding, encoder, final norm, a classifier over {labels} labels",
         ),
+        **VISION_LANGUAGE,
+    }
+)
+
+
+# The configurations a vision-language model nests that are no model type of their own.
+PARTS: Mapping[str, ModelType] = MappingProxyType(
+    {
+        "clip_vision_model": _tower(
+            "CLIPVisionModel",
+            "clip",
+            (*_vision_sizes(768, 12, 12, 3072, 32), Size("image_size", "image_size", 224)),
+            "CLIP: patch convolution without bias, class token, position table, pre- and post-norm, blocks",
+        ),
+        "siglip_vision_model": _tower(
+            "SiglipVisionModel",
+            "siglip",
+            (*_vision_sizes(768, 12, 12, 3072, 16), Size("image_size", "image_size", 224)),
+            "SigLIP: patch convolution, position table, blocks, post-norm",
+            flags=(Flag("vision_use_head", True, ("vision_head",)),),
+        ),
+        "pixtral": _tower(
+            "PixtralVisionModel",
+            "pixtral",
+            _vision_sizes(1024, 24, 16, 4096, 16),
+            "Pixtral: patch convolution without bias, RMSNorms, gated blocks without biases; 2D rotary positions "
+            "hold no parameters",
+        ),
+        "qwen2_5_vl_vision": _tower(
+            "Qwen2_5_VisionTransformerPretrainedModel",
+            "qwen2_5_vl",
+            (
+                *_vision_sizes(3584, 32, 16, 3420, 14, keys=("hidden_size", "depth", "num_heads", "intermediate_size")),
+                Size("temporal_patch_size", "temporal_patch_size", 2),
+                Size("merge_size", "spatial_merge_size", 2),
+                Size("projector_out", "out_hidden_size", 3584),
+            ),
+            "a 3D patch convolution without bias, RMSNorm blocks with biases and a gated MLP; window attention and "
+            "rotary positions hold no parameters",
+            fixed={"projector": "qwen_merger"},
+            rules=(Only("in_channels", 3, 3, "the patch convolution is counted on 3-channel images"),),
+        ),
+        # Qwen2.5-VL's language model: Qwen2's blocks at Qwen2_5_VLTextConfig's defaults (the 72B's).
+        "qwen2_5_vl_text": dataclasses.replace(
+            MODEL_TYPES["qwen2"],
+            model_class="Qwen2_5_VLTextModel",
+            sizes=_sizes(152_064, 8192, 80, 64, 29_568, 8, positions=True),
+        ),
     }
 )
 
@@ -839,10 +1033,6 @@ NOT_YET: Mapping[str, str] = MappingProxyType(
         "mbart": "pre-norm blocks and a final norm a stack; the nearest is bart (encdec), whose blocks are post-norm",
         "mamba2": "Mamba-2's mixer (heads, groups, a gated norm, no x_proj or dt_proj); the nearest is mamba (mamba)",
         "llama4": "interleaved experts, a vision tower and a projector; the nearest is llama (decoder), for text",
-        "llava": "a vision tower, a projector and a language model; open the text_config's model alone",
-        "qwen2_5_vl": "a vision tower and merger beside Qwen2; the nearest is qwen2 (decoder), for text",
-        "gemma3": "a SigLIP tower and a projector beside Gemma 3; the nearest is gemma3_text (decoder), for text",
-        "mistral3": "a Pixtral tower and a projector beside Mistral; the nearest is mistral (decoder), for text",
     }
 )
 

@@ -14,7 +14,9 @@ from dcsim.model import presets
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ArrayRow, ParamReport, is_routed_expert
 
-GROUPS = ("embeddings", "stem", "blocks", "norms", "head", "other")
+# A vision-language model's three parts are groups of their own (dcsim.model.zoo.multimodal).
+MODEL_PARTS = ("vision_tower", "projector", "language_model")
+GROUPS = ("embeddings", "stem", "blocks", "norms", "head", *MODEL_PARTS, "other")
 _BLOCK_PREFIXES = ("block_", "stage_", "hidden_", "Dense_")
 _HEADS = ("lm_head", "head", "pooler")
 _STACKS = ("encoder", "decoder")
@@ -29,10 +31,13 @@ EMBEDDING_ARRAYS = ("embed/position",)  # ViT's learned position table is a bare
 def group_of(path: str) -> str:
     """The role of the module at ``path``: one of ``GROUPS``.
 
-    Everything inside a block (its norms too) is ``blocks``; ``norms`` are the norms outside
+    A vision-language model's ``vision_tower``, ``projector`` and ``language_model`` are each a
+    group. Everything inside a block (its norms too) is ``blocks``; ``norms`` are the norms outside
     blocks (``final_norm``, BERT's ``embed_norm``); ``stem`` is a ResNet's first convolution.
     """
     parts = path.split("/")
+    if parts[0] in MODEL_PARTS:
+        return parts[0]
     if parts[0] in _STACKS and len(parts) > 1:  # T5: encoder/block_0/..., decoder/final_norm
         parts = parts[1:]
     top = parts[0]
@@ -161,7 +166,7 @@ def other_frame(report: ParamReport) -> pd.DataFrame:
 def is_embedding(row: ArrayRow) -> bool:
     """Whether an array is an input embedding table or an untied output projection over the
     vocabulary."""
-    module = row.module
+    module = (row.module or "").removeprefix("language_model/")  # a vision-language model's text tables
     stack, _, inner = module.partition("/")
     if stack in _STACKS:  # an encoder-decoder's own position tables: encoder/embed/position (BART, Whisper)
         module = inner

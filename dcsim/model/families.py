@@ -48,7 +48,7 @@ from dcsim.model.layers import (
     step_positions,
 )
 from dcsim.model.vision import ResNet, VisionTransformer
-from dcsim.model.zoo import encdec, ssm, variant
+from dcsim.model.zoo import encdec, multimodal, ssm, variant
 from dcsim.model.zoo import schemas as zoo_schemas
 
 # The sequence the transformers are initialised on. Its length changes no count; it only has to fit
@@ -451,6 +451,7 @@ DECODING_FAMILIES = (
     "moe",
     "t5",
     *(name for name in zoo_schemas.ZOO_SCHEMAS if name not in UNCACHED_DECODERS),
+    zoo_schemas.MULTIMODAL,
 )
 
 
@@ -488,6 +489,8 @@ def build_family(
                 f"{', '.join(DECODING_FAMILIES)}"
             )
         step = jax.ShapeDtypeStruct((batch_size, 1), jnp.int32)
+        if family == zoo_schemas.MULTIMODAL:
+            return _vision_language(h, batch_size, step, decode)
         if family == "t5":
             source = jax.ShapeDtypeStruct((batch_size, decode.source_length), jnp.int32)
             return T5(**h, decode=decode), (source, step)
@@ -513,6 +516,8 @@ def build_family(
         return ResNet(tuple(h["stage_blocks"]), h["bottleneck"], h["num_classes"]), (images,)
     if family == zoo_schemas.ENCDEC:
         return encdec.build(h, batch_size, INIT_SEQUENCE)
+    if family == zoo_schemas.MULTIMODAL:
+        return _vision_language(h, batch_size, tokens)
     if family in zoo_schemas.ZOO_SCHEMAS:
         return _zoo_build(family)(family, h, tokens)
     raise ValueError(f"unknown family {family!r}; families: {', '.join(schemas.FAMILIES)}")
@@ -521,6 +526,12 @@ def build_family(
 def _zoo_build(family: str) -> Any:
     """The ``build`` of the zoo module that builds ``family``."""
     return ssm.build if family in ssm.FAMILIES else variant.build
+def _vision_language(
+    h: Mapping[str, Any], batch_size: int, tokens: jax.ShapeDtypeStruct, decode: Decode | None = None
+) -> tuple[nn.Module, tuple[jax.ShapeDtypeStruct, ...]]:
+    """A vision-language model: its language model a ``Decoder`` (in decode mode with ``decode``)."""
+    text = Decoder(**multimodal.text_hparams(h), decode=decode)
+    return multimodal.VisionLanguageModel(h, text), (multimodal.image_input(h, batch_size), tokens)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -552,6 +563,10 @@ def _first_blocks(parent: str, prefix: str, count: int) -> Repeat:
 TRACED_PER_RUN = 2
 
 
+def _under(parent: str, path: str) -> str:
+    return f"{parent}/{path}" if path else parent
+
+
 def traced_hparams(family: str, hparams: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[Repeat, ...]]:
     """``hparams`` with every set of blocks built alike cut to its first ``TRACED_PER_RUN`` members,
     and the sets to expand back to full length (see ``dcsim.model.count.expand_repeats``)."""
@@ -570,6 +585,11 @@ def traced_hparams(family: str, hparams: Mapping[str, Any]) -> tuple[dict[str, A
         h["num_layers"] = min(h["num_layers"], TRACED_PER_RUN)
         h["num_decoder_layers"] = min(h["num_decoder_layers"], TRACED_PER_RUN)
         return h, runs
+    if family == zoo_schemas.MULTIMODAL:  # the tower's blocks, and the language model's as a decoder's
+        text, text_runs = traced_hparams("decoder", multimodal.text_hparams(h))
+        runs = tuple(dataclasses.replace(run, parent=_under(multimodal.TEXT_PARENT, run.parent)) for run in text_runs)
+        tower = _first_blocks(multimodal.TOWER_PARENT, "block_", h["vision_layers"])
+        return h | text | {"vision_layers": min(h["vision_layers"], TRACED_PER_RUN)}, (tower, *runs)
     if family in ("moe", *ssm.FAMILIES) or (h.get("local_layers") and family in ("decoder", *zoo_schemas.ZOO_SCHEMAS)):
         # Sets built alike, in any pattern: a Mixture-of-Experts model's dense blocks and its MoE
         # blocks; a sliding window's local blocks and the global ones (the same weights, another cache);

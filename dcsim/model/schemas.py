@@ -245,6 +245,10 @@ FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
     }
     | dict(zoo.ZOO_SCHEMAS)  # the zoo's families come after the first seven
 )
+# A vision-language model's language model is a decoder: its hyperparameters, then the vision tower's.
+FAMILY_SCHEMAS = MappingProxyType(
+    dict(FAMILY_SCHEMAS) | {zoo.MULTIMODAL: FAMILY_SCHEMAS["decoder"] + zoo.VISION_HPARAMS}
+)
 
 FAMILY_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
     {
@@ -381,7 +385,7 @@ def applicable(family: str, hparams: Mapping[str, Any]) -> tuple[str, ...]:
     hidden: set[str] = set(SERVING_ONLY)
     if family == "moe":
         hidden.add("max_positions")
-    if family == "decoder":
+    if family in ("decoder", zoo.MULTIMODAL):
         if hparams["position_embedding"] == "none":
             hidden.add("max_positions")
         if hparams["use_bias"]:
@@ -453,6 +457,8 @@ def check_hparams(family: str, hparams: Mapping[str, Any]) -> None:
         _check_windows(hparams)
     if family == "vit":
         _must_divide(hparams, "patch_size", "image_size", "so the patches tile the image", "patch sizes")
+    if family == zoo.MULTIMODAL:
+        _must_divide(hparams, "vision_heads", "vision_d_model", "so every vision head gets its share", "head counts")
     if family == "moe":
         _check_experts(hparams)
     zoo.check(family, hparams)

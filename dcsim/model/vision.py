@@ -15,18 +15,22 @@ from dcsim.model.layers import TransformerBlock
 
 class PatchEmbeddings(nn.Module):
     """ViT's input: a ``patch`` convolution (stride = patch size), a ``cls_token`` and a learned
-    ``position`` table over the patches plus the class token."""
+    ``position`` table over the patches plus the class token. CLIP's convolution has no bias
+    (``use_bias``); SigLIP has no class token (``class_token``)."""
 
     patch_size: int
     d_model: int
+    use_bias: bool = True
+    class_token: bool = True
 
     @nn.compact
     def __call__(self, images: jax.Array) -> jax.Array:
         size = (self.patch_size, self.patch_size)
-        x = nn.Conv(self.d_model, size, strides=size, padding="VALID", name="patch")(images)
+        x = nn.Conv(self.d_model, size, strides=size, padding="VALID", use_bias=self.use_bias, name="patch")(images)
         x = x.reshape(x.shape[0], -1, self.d_model)
-        cls_token = self.param("cls_token", nn.initializers.zeros, (1, 1, self.d_model))
-        x = jnp.concatenate([jnp.broadcast_to(cls_token, (x.shape[0], 1, self.d_model)), x], axis=1)
+        if self.class_token:
+            cls_token = self.param("cls_token", nn.initializers.zeros, (1, 1, self.d_model))
+            x = jnp.concatenate([jnp.broadcast_to(cls_token, (x.shape[0], 1, self.d_model)), x], axis=1)
         position = self.param("position", nn.initializers.normal(0.02), (1, x.shape[1], self.d_model))
         return x + position
 

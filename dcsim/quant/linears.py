@@ -27,7 +27,7 @@ from dcsim.quant.tables import Tensor, element_tensor
 
 # Families whose forwards are contractions qwix intercepts (the convolution families are not:
 # qwix quantizes a convolution only together with its activations).
-CONV_FAMILIES = ("resnet", "vit")  # ViT's patch embedding is a convolution
+CONV_FAMILIES = ("resnet", "vit", "multimodal")  # ViT's and the vision towers' patch embeddings are convolutions
 
 
 @dataclasses.dataclass(frozen=True)

@@ -131,6 +131,47 @@ ZOO_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
     }
 )
 
+# The multimodal family: the decoder family's hyperparameters for its language model (appended by
+# dcsim.model.schemas, which owns them), then these for its vision tower and projector. Defaults:
+# LLaVA 1.5's CLIP ViT-L/14 at 336 pixels and its two-layer projector.
+MULTIMODAL = "multimodal"
+VISION_TOWERS = ("clip", "siglip", "pixtral", "qwen2_5_vl")
+PROJECTORS = ("mlp", "merger_mlp", "soft_embedding", "qwen_merger")
+MAX_IMAGE = 4096
+VISION_HPARAMS: tuple[HParam, ...] = (
+    choice_param(
+        "vision_tower",
+        "clip",
+        "clip: class token, position table, pre- and post-norm (LLaVA); siglip: position table, post-norm "
+        "(Gemma 3); pixtral: RMSNorm, gated MLP, 2D rotary (Mistral 3); qwen2_5_vl: a 3D patch convolution, "
+        "RMSNorm, gated MLP with biases",
+        VISION_TOWERS,
+    ),
+    int_param("vision_d_model", 1024, "width of the vision tower", 1, MAX_WIDTH),
+    int_param("vision_layers", 24, "blocks of the vision tower", 1, MAX_BLOCKS),
+    int_param("vision_heads", 16, "attention heads of the vision tower; must divide vision_d_model", 1, MAX_HEADS),
+    int_param("vision_ffn_dim", 4096, "hidden width of each vision block's MLP", 1, MAX_VOCAB),
+    int_param(
+        "image_size", 336, "image height and width in pixels: the position table's patches (clip, siglip)", 1, MAX_IMAGE
+    ),
+    int_param("patch_size", 14, "patch height and width in pixels; must divide image_size", 1, MAX_IMAGE),
+    int_param("temporal_patch_size", 2, "frames a patch spans (qwen2_5_vl's 3D convolution)", 1, 64),
+    bool_param("vision_head", False, "SigLIP's attention-pooling head (a probe, attention, norm and MLP)"),
+    choice_param(
+        "projector",
+        "mlp",
+        "mlp: two Dense layers (LLaVA); merger_mlp: a norm, a patch merger and two Dense layers (Mistral 3); "
+        "soft_embedding: a norm and a projection (Gemma 3); qwen_merger: a norm over merged patches, two Dense "
+        "layers (Qwen2.5-VL)",
+        PROJECTORS,
+    ),
+    bool_param("projector_bias", True, "biases on the projector's Dense layers (mlp, merger_mlp)"),
+    int_param("feature_layers", 1, "vision layers whose outputs the projector reads, side by side", 1, MAX_BLOCKS),
+    int_param("merge_size", 2, "patches merged along each side (merger_mlp, qwen_merger)", 1, 64),
+    int_param("projector_out", 0, "width the projector outputs; 0 for the language model's d_model", 0, MAX_WIDTH),
+)
+VISION_NAMES = frozenset(spec.name for spec in VISION_HPARAMS)
+
 ZOO_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
     {
         VARIANT: "decoder-only transformer with the variants the Hub's models use (OLMo, OLMo 2, Cohere, GPT-J, "
@@ -141,6 +182,8 @@ ZOO_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
         "x_proj, dt_proj, A_log, D, out_proj); serves from a fixed conv and SSM state a sequence, not a KV cache",
         JAMBA: "Jamba hybrid: Mamba mixers (with RMSNorms on dt, B and C) and grouped-query attention blocks "
         "interleaved, a dense MLP or routed experts after each; attention keeps a KV cache, Mamba a state",
+        MULTIMODAL: "vision-language model (LLaVA, Gemma 3, Mistral 3, Qwen2.5-VL): a vision tower, a projector and "
+        "a decoder language model",
     }
 )
 
@@ -161,8 +204,19 @@ def check(family: str, hparams: Mapping[str, Any]) -> None:
 
 def hidden(family: str, hparams: Mapping[str, Any]) -> set[str]:
     """The zoo's hyperparameters that change no count of this model (see ``schemas.applicable``)."""
+    if family == MULTIMODAL:
+        return _multimodal_hidden(hparams)
     if family != VARIANT:
         return set()
     unused = {"max_positions"} if hparams["position_embedding"] == "none" else set()
     unused |= {"qkv_bias"} if hparams["attn_bias"] else set()
     return unused | ({"head_bias"} if hparams["tied_embeddings"] else set())
+
+
+def _multimodal_hidden(hparams: Mapping[str, Any]) -> set[str]:
+    tower, projector = hparams["vision_tower"], hparams["projector"]
+    unused = set() if tower in ("clip", "siglip") else {"image_size"}
+    unused |= set() if tower == "qwen2_5_vl" else {"temporal_patch_size"}
+    unused |= set() if tower == "siglip" else {"vision_head"}
+    unused |= set() if projector in ("mlp", "merger_mlp") else {"projector_bias", "feature_layers"}
+    return unused | (set() if projector in ("merger_mlp", "qwen_merger") else {"merge_size"})
