@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 
 from dcsim.hf.experts import QUIRKS as EXPERT_QUIRKS
 from dcsim.hf.fields import Fields, lm_head
+from dcsim.hf.llama4 import QUIRKS as LLAMA4_QUIRKS
 from dcsim.hf.table import READ_NO_HEAD_DIM, Flag, ModelType, NoBias, Only, Same, Size
 from dcsim.inputs import as_int, json_kind, show
 from dcsim.model import schemas
@@ -207,4 +208,5 @@ QUIRKS: Mapping[str, Callable[[Fields], None]] = {
     "t5_projection": _t5_projection,
     "labels": _labels,
     **EXPERT_QUIRKS,
+    **LLAMA4_QUIRKS,
 }

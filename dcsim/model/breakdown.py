@@ -14,7 +14,9 @@ from dcsim.model import presets
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ArrayRow, ParamReport, is_routed_expert
 
-GROUPS = ("embeddings", "stem", "blocks", "norms", "head", "other")
+GROUPS = ("vision tower", "projector", "embeddings", "stem", "blocks", "norms", "head", "other")
+# A vision-language model's tower and projector, beside its language model's own groups (Llama 4).
+_VISION_PARTS = {"vision_tower": "vision tower", "projector": "projector"}
 _BLOCK_PREFIXES = ("block_", "stage_", "hidden_", "Dense_")
 _HEADS = ("lm_head", "head", "pooler")
 _STACKS = ("encoder", "decoder")
@@ -36,6 +38,8 @@ def group_of(path: str) -> str:
     if parts[0] in _STACKS and len(parts) > 1:  # T5: encoder/block_0/..., decoder/final_norm
         parts = parts[1:]
     top = parts[0]
+    if top in _VISION_PARTS:
+        return _VISION_PARTS[top]
     if top.startswith(_BLOCK_PREFIXES):
         return "blocks"
     if top == "embed":
@@ -192,7 +196,7 @@ ACTIVE_DEFINITION = (
 def active_params(config: ModelConfig, report: ParamReport) -> int | None:
     """The parameters one token uses (``ACTIVE_DEFINITION``), exactly; None for a model without
     routed experts."""
-    if config.family != "moe":
+    if config.family not in ("moe", "llama4"):
         return None
     hparams = presets.resolved_hparams(config)
     experts, top_k = hparams["num_experts"], hparams["experts_per_token"]

@@ -506,6 +506,10 @@ def build_family(
         return ResNet(tuple(h["stage_blocks"]), h["bottleneck"], h["num_classes"]), (images,)
     if family in zoo_schemas.ZOO_SCHEMAS:
         return variant.build(family, h, tokens)
+    if family == zoo_schemas.LLAMA4:
+        from dcsim.model.zoo import llama4  # it extends MoEDecoder, so it imports this module
+
+        return llama4.build(h, batch_size)
     raise ValueError(f"unknown family {family!r}; families: {', '.join(schemas.FAMILIES)}")
 
 
@@ -556,6 +560,10 @@ def traced_hparams(family: str, hparams: Mapping[str, Any]) -> tuple[dict[str, A
         h["num_layers"] = min(h["num_layers"], TRACED_PER_RUN)
         h["num_decoder_layers"] = min(h["num_decoder_layers"], TRACED_PER_RUN)
         return h, runs
+    if family == zoo_schemas.LLAMA4:  # the language model's blocks as the moe family's, then the vision tower's
+        h, runs = traced_hparams("moe", h)
+        h["built_vision_layers"] = tuple(range(min(h["vision_layers"], TRACED_PER_RUN)))
+        return h, (*runs, _first_blocks("vision_tower", "block_", h["vision_layers"]))
     if family == "moe" or (h.get("local_layers") and family in ("decoder", *zoo_schemas.ZOO_SCHEMAS)):
         # Sets built alike, in any pattern: a Mixture-of-Experts model's dense blocks and its MoE
         # blocks; a sliding window's local blocks and the global ones (the same weights, another cache).

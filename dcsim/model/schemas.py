@@ -245,6 +245,7 @@ FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
     }
     | dict(zoo.ZOO_SCHEMAS)  # the zoo's families come after the first seven
 )
+FAMILY_SCHEMAS = MappingProxyType(zoo.with_llama4(FAMILY_SCHEMAS))  # the moe family's and a vision tower's
 
 FAMILY_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
     {
@@ -444,7 +445,7 @@ def check_hparams(family: str, hparams: Mapping[str, Any]) -> None:
         _check_windows(hparams)
     if family == "vit":
         _must_divide(hparams, "patch_size", "image_size", "so the patches tile the image", "patch sizes")
-    if family == "moe":
+    if family in ("moe", zoo.LLAMA4):
         _check_experts(hparams)
 
 

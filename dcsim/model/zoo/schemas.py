@@ -15,6 +15,7 @@ MAX_BLOCKS = 256
 MAX_HEADS = 1024
 
 VARIANT = "variant"
+LLAMA4 = "llama4"
 NORMS = ("layernorm", "layernorm_no_bias", "rmsnorm", "no_params")
 RESIDUALS = ("sequential", "parallel", "parallel_two_norms", "post_norms")
 
@@ -75,12 +76,39 @@ ZOO_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
     {
         VARIANT: "decoder-only transformer with the variants the Hub's models use (OLMo, OLMo 2, Cohere, GPT-J, "
         "Falcon, BLOOM, MPT, Phi): norm kinds, parallel blocks, per-projection biases, embedding norm, head bias",
+        LLAMA4: "Llama 4 (Scout, Maverick): a vision tower, its pixel-shuffle adapter and projector, beside the moe "
+        "family's language model (dense and MoE blocks interleaved, routed experts with a shared expert)",
     }
 )
+
+# Llama 4's vision tower, adapter and projector; the language model's hyperparameters are the moe
+# family's, put before these by ``with_llama4``. Defaults: Llama 4 Scout's and Maverick's tower.
+LLAMA4_VISION: tuple[HParam, ...] = (
+    int_param("vision_d_model", 1408, "width of the vision tower's residual stream", 1, MAX_WIDTH),
+    int_param(
+        "vision_layers", 34, "the vision tower's blocks (LayerNorms, attention and MLP with biases)", 1, MAX_BLOCKS
+    ),
+    int_param("vision_heads", 16, "the vision tower's attention heads; must divide vision_d_model", 1, MAX_HEADS),
+    int_param("vision_ffn_dim", 5632, "the vision blocks' MLP width, and the adapter's input width", 1, MAX_VOCAB),
+    int_param("image_size", 336, "image height and width in pixels: the position table has a row a patch", 1, 4096),
+    int_param("patch_size", 14, "patch height and width in pixels (the patch embedding's kernel)", 1, 4096),
+    int_param("num_channels", 3, "image channels the patch embedding reads", 1, 64),
+    int_param("projector_input_dim", 4096, "the adapter's hidden width (fc1's output)", 1, MAX_VOCAB),
+    int_param("projector_output_dim", 4096, "the adapter's output width (fc2's input and output)", 1, MAX_VOCAB),
+    int_param("vision_output_dim", 4096, "the projector's input width (it outputs d_model)", 1, MAX_VOCAB),
+)
+
+
+def with_llama4(table: Mapping[str, tuple[HParam, ...]]) -> dict[str, tuple[HParam, ...]]:
+    """``table`` (``dcsim.model.schemas``' families) with the llama4 family: the moe family's
+    hyperparameters, then the vision ones (a table given, not imported: that module imports this one)."""
+    return {**table, LLAMA4: (*table["moe"], *LLAMA4_VISION)}
 
 
 def hidden(family: str, hparams: Mapping[str, Any]) -> set[str]:
     """The zoo's hyperparameters that change no count of this model (see ``schemas.applicable``)."""
+    if family == LLAMA4:  # the moe family's latent-attention sizes and kinds Llama 4 does not build
+        return {"attention", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}
     if family != VARIANT:
         return set()
     unused = {"max_positions"} if hparams["position_embedding"] == "none" else set()
