@@ -445,6 +445,12 @@ class MLP(nn.Module):
 TRAINING_FORWARDS = ("decoder", "moe")
 # The families whose attention keeps a decode-mode cache.
 DECODING_FAMILIES = ("decoder", "moe", "t5", *zoo_schemas.ZOO_SCHEMAS)
+# Families that decode but whose serving dcsim does not size, with what to do instead.
+UNSERVED_FAMILIES = {
+    zoo_schemas.LLAMA4: "dcsim does not size the serving of Llama 4's vision-language model (its image tokens' "
+    "encoder and the weights' placement beside the language model); open its text_config as a llama4_text "
+    "config.json to size the language model's weights and KV cache",
+}
 
 
 def build_family(
