@@ -56,6 +56,8 @@ ISSUE_30 = {
     "gemma2-9b": 9_241_705_984,
     "gemma2-27b": 27_227_128_320,
     "phi3.5-moe": 41_873_153_344,
+    "llama4-scout": 108_641_793_536,  # meta-llama/Llama-4-Scout-17B-16E, Llama4ForConditionalGeneration
+    "llama4-maverick": 401_583_781_376,  # meta-llama/Llama-4-Maverick-17B-128E
 }
 
 
