@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dcsim.hf.fields import Fields
+from dcsim.hf.table import MODEL_TYPES, ModelType
 from dcsim.inputs import as_int, show
 from dcsim.model import schemas
 
@@ -65,12 +66,10 @@ def _nested(fields: Fields, key: str) -> Mapping[str, Any]:
     return value
 
 
-def _multimodal(fields: Fields) -> None:
-    """``Llama4Config``: the language model from ``text_config`` as a ``llama4_text`` file, the
-    tower from ``vision_config``; each field's source named inside its object."""
-    from dcsim.hf.readers import read  # it imports this module's QUIRKS
-    from dcsim.hf.table import MODEL_TYPES
-
+def multimodal(fields: Fields, read: Callable[[ModelType, Fields], str]) -> None:
+    """``Llama4Config``: the language model from ``text_config``, read (by ``read``, the readers'
+    own) as a ``llama4_text`` file; the tower from ``vision_config``; each field's source named
+    inside its object."""
     text = Fields(_nested(fields, "text_config"), fields.family)
     fields.text["text"] = read(MODEL_TYPES["llama4_text"], text).partition("; ")[0]
     fields.notes += text.notes
@@ -83,7 +82,4 @@ def _multimodal(fields: Fields) -> None:
     fields.text["vision"] = f"{fields.hparams['vision_layers']:,}"
 
 
-QUIRKS: Mapping[str, Callable[[Fields], None]] = {
-    "llama4_moe_layers": _moe_layers,
-    "llama4_multimodal": _multimodal,
-}
+QUIRKS: Mapping[str, Callable[[Fields], None]] = {"llama4_moe_layers": _moe_layers}

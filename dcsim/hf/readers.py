@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dcsim.hf.experts import QUIRKS as EXPERT_QUIRKS
 from dcsim.hf.fields import Fields, lm_head
 from dcsim.hf.llama4 import QUIRKS as LLAMA4_QUIRKS
+from dcsim.hf.llama4 import multimodal as llama4_multimodal
 from dcsim.hf.table import READ_NO_HEAD_DIM, Flag, ModelType, NoBias, Only, Same, Size
 from dcsim.inputs import as_int, json_kind, show
 from dcsim.model import schemas
@@ -209,4 +210,5 @@ QUIRKS: Mapping[str, Callable[[Fields], None]] = {
     "labels": _labels,
     **EXPERT_QUIRKS,
     **LLAMA4_QUIRKS,
+    "llama4_multimodal": lambda fields: llama4_multimodal(fields, read),  # the text_config, read as llama4_text
 }

@@ -48,8 +48,8 @@ from dcsim.model.layers import (
     step_positions,
 )
 from dcsim.model.vision import ResNet, VisionTransformer
+from dcsim.model.zoo import llama4, variant
 from dcsim.model.zoo import schemas as zoo_schemas
-from dcsim.model.zoo import variant
 
 # The sequence the transformers are initialised on. Its length changes no count; it only has to fit
 # the learned position table.
@@ -513,9 +513,7 @@ def build_family(
     if family in zoo_schemas.ZOO_SCHEMAS:
         return variant.build(family, h, tokens)
     if family == zoo_schemas.LLAMA4:
-        from dcsim.model.zoo import llama4  # it extends MoEDecoder, so it imports this module
-
-        return llama4.build(h, batch_size)
+        return llama4.build(MoEDecoder, h, batch_size)
     raise ValueError(f"unknown family {family!r}; families: {', '.join(schemas.FAMILIES)}")
 
 

@@ -2,7 +2,7 @@
 ``Llama4ForConditionalGeneration``: a vision tower, the pixel-shuffle adapter, a projector, and the
 language model.
 
-The language model is ``dcsim.model.families.MoEDecoder`` itself (``Llama4`` extends it), so its
+The language model is ``dcsim.model.families.MoEDecoder`` itself (its paths at the top level), so its
 paths, its stacked ``experts``, its active count and its expert layouts are the moe family's:
 Llama 4's dense blocks are ``dense_layers`` (every block not in transformers' ``moe_layers``), the
 shared expert is ``shared_ffn_dim`` without a gate, the router has no bias. Chunked attention,
@@ -16,21 +16,17 @@ then ``projector`` (no bias).
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from dcsim.model.families import MoEDecoder
 from dcsim.model.layers import TransformerBlock
 from dcsim.model.zoo.schemas import LLAMA4_VISION
 
 VISION = tuple(spec.name for spec in LLAMA4_VISION)
-TOWER = "vision_tower"
-PROJECTOR = "projector"
 
 
 def fitted(x: jax.Array, width: int) -> jax.Array:
@@ -75,28 +71,35 @@ class VisionTower(nn.Module):
         return nn.gelu(nn.Dense(out, use_bias=False, name="adapter_fc2")(fitted(x, out)))
 
 
-class Llama4Model(MoEDecoder):
+class Llama4Model(nn.Module):
     """``Llama4ForConditionalGeneration``: ``vision_tower``, ``projector`` (vision_output_dim ->
-    d_model, no bias), then the language model, the moe family's ``MoEDecoder`` with its paths at
-    the top level (``embed``, ``block_i``, ``final_norm``, ``lm_head``). The image features would
-    replace the image tokens' embeddings; that changes no count, so the two run side by side.
-    ``vision`` holds the vision hyperparameters (``VISION``)."""
+    d_model, no bias), then ``text``, the language model (the moe family's ``MoEDecoder``), sharing
+    this module's scope so that its paths stay at the top level (``embed``, ``block_i``,
+    ``final_norm``, ``lm_head``) as the moe family names them. The image features would replace the
+    image tokens' embeddings; that changes no count, so the two run side by side. ``vision`` holds
+    the vision hyperparameters (``VISION``)."""
 
-    vision: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    text: nn.Module
+    vision: Mapping[str, Any]
 
-    @nn.compact
-    def __call__(self, tokens: jax.Array, images: jax.Array) -> tuple[jax.Array, jax.Array]:  # type: ignore[override]
-        h = self.vision
-        features = VisionTower(h, name=TOWER)(images)
-        features = nn.Dense(self.d_model, use_bias=False, name=PROJECTOR)(fitted(features, h["vision_output_dim"]))
-        return super().__call__(tokens), features
+    def setup(self) -> None:
+        nn.share_scope(self, self.text)
+        self.vision_tower = VisionTower(self.vision)
+        self.projector = nn.Dense(self.text.d_model, use_bias=False)  # type: ignore[attr-defined]
+
+    def __call__(self, tokens: jax.Array, images: jax.Array) -> tuple[jax.Array, jax.Array]:
+        features = self.projector(fitted(self.vision_tower(images), self.vision["vision_output_dim"]))
+        return self.text(tokens), features
 
 
-def build(hparams: Mapping[str, Any], batch_size: int) -> tuple[nn.Module, tuple[jax.ShapeDtypeStruct, ...]]:
-    """The llama4 family's module and its inputs: 8 tokens and one image of ``image_size`` pixels."""
+def build(
+    decoder: Callable[..., nn.Module], hparams: Mapping[str, Any], batch_size: int
+) -> tuple[nn.Module, tuple[jax.ShapeDtypeStruct, ...]]:
+    """The llama4 family's module, its language model built by ``decoder`` (``MoEDecoder``) from the
+    moe family's hyperparameters, and its inputs: 8 tokens and one image of ``image_size`` pixels."""
     vision = {name: hparams[name] for name in (*VISION, "built_vision_layers") if name in hparams}
     text = {name: value for name, value in hparams.items() if name not in vision}
     tokens = jax.ShapeDtypeStruct((batch_size, 8), jnp.int32)
     side, channels = vision["image_size"], vision["num_channels"]
     images = jax.ShapeDtypeStruct((batch_size, side, side, channels), jnp.float32)
-    return Llama4Model(**text, vision=vision), (tokens, images)
+    return Llama4Model(decoder(**text), vision), (tokens, images)

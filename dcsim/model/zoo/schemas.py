@@ -83,19 +83,20 @@ ZOO_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
 
 # Llama 4's vision tower, adapter and projector; the language model's hyperparameters are the moe
 # family's, put before these by ``with_llama4``. Defaults: Llama 4 Scout's and Maverick's tower.
-LLAMA4_VISION: tuple[HParam, ...] = (
-    int_param("vision_d_model", 1408, "width of the vision tower's residual stream", 1, MAX_WIDTH),
-    int_param(
-        "vision_layers", 34, "the vision tower's blocks (LayerNorms, attention and MLP with biases)", 1, MAX_BLOCKS
-    ),
-    int_param("vision_heads", 16, "the vision tower's attention heads; must divide vision_d_model", 1, MAX_HEADS),
-    int_param("vision_ffn_dim", 5632, "the vision blocks' MLP width, and the adapter's input width", 1, MAX_VOCAB),
-    int_param("image_size", 336, "image height and width in pixels: the position table has a row a patch", 1, 4096),
-    int_param("patch_size", 14, "patch height and width in pixels (the patch embedding's kernel)", 1, 4096),
-    int_param("num_channels", 3, "image channels the patch embedding reads", 1, 64),
-    int_param("projector_input_dim", 4096, "the adapter's hidden width (fc1's output)", 1, MAX_VOCAB),
-    int_param("projector_output_dim", 4096, "the adapter's output width (fc2's input and output)", 1, MAX_VOCAB),
-    int_param("vision_output_dim", 4096, "the projector's input width (it outputs d_model)", 1, MAX_VOCAB),
+_VISION_ROWS = (  # name, default, what it sizes, largest allowed
+    ("vision_d_model", 1408, "width of the vision tower's residual stream", MAX_WIDTH),
+    ("vision_layers", 34, "the vision tower's blocks (LayerNorms, attention and MLP with biases)", MAX_BLOCKS),
+    ("vision_heads", 16, "the vision tower's attention heads, each vision_d_model // vision_heads wide", MAX_HEADS),
+    ("vision_ffn_dim", 5632, "the vision blocks' MLP width, and the adapter's input width", MAX_VOCAB),
+    ("image_size", 336, "image height and width in pixels: the position table has a row a patch", 4096),
+    ("patch_size", 14, "patch height and width in pixels (the patch embedding's kernel)", 4096),
+    ("num_channels", 3, "image channels the patch embedding reads", 64),
+    ("projector_input_dim", 4096, "the adapter's hidden width (fc1's output)", MAX_VOCAB),
+    ("projector_output_dim", 4096, "the adapter's output width (fc2's input and output)", MAX_VOCAB),
+    ("vision_output_dim", 4096, "the projector's input width (it outputs d_model)", MAX_VOCAB),
+)
+LLAMA4_VISION: tuple[HParam, ...] = tuple(
+    int_param(name, default, text, 1, largest) for name, default, text, largest in _VISION_ROWS
 )
 
 
