@@ -14,6 +14,7 @@ dcsim's count to equal transformers'. Prints a Markdown table; bench/README.md r
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import torch
@@ -425,6 +426,38 @@ VLM_MODEL_TYPES = frozenset(model_type for model_type, _ in VLM_TYPES.values())
 # Mistral Small 3.1's Hub file has no top-level tie_word_embeddings, so transformers ties its head
 # (Mistral3Config's default) though text_config says untied; the file is written without it, as published.
 UNTOLD_TIE = ("mistral-small-3.1-24b-base-2503",)
+# Issue 30: Llama 4, whose Hub files are the multimodal Llama4ForConditionalGeneration (a text_config
+# and a vision_config), as meta-llama/Llama-4-Scout-17B-16E and meta-llama/Llama-4-Maverick-17B-128E
+# publish them; llama4_text (Llama4ForCausalLM) is Scout's text_config alone. The Scout language model
+# has experts in every block and a NoPE block every fourth; Maverick alternates dense and MoE blocks.
+LLAMA4_VISION = {"hidden_size": 1408, "image_size": 336, "intermediate_size": 5632, "num_attention_heads": 16}
+LLAMA4_VISION |= {"num_hidden_layers": 34, "patch_size": 14, "pixel_shuffle_ratio": 0.5, "projector_input_dim": 4096}
+LLAMA4_VISION |= {"projector_output_dim": 4096, "vision_output_dim": 4096, "vision_feature_layer": -1}
+LLAMA4_VISION |= {"multi_modal_projector_bias": False, "rope_parameters": {"rope_type": "default", "rope_theta": 10000}}
+LLAMA4_TEXT = {"vocab_size": 202048, "hidden_size": 5120, "num_hidden_layers": 48, "num_attention_heads": 40}
+LLAMA4_TEXT |= {"num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 8192, "intermediate_size_mlp": 16384}
+LLAMA4_TEXT |= {"attention_chunk_size": 8192, "no_rope_layers": [int((i + 1) % 4 != 0) for i in range(48)]}
+LLAMA4_TEXT |= {"bos_token_id": 200000, "eos_token_id": [200001, 200007, 200008], "pad_token_id": 200018}
+LLAMA4_TEXT |= {"attn_temperature_tuning": True, "floor_scale": 8192, "attn_scale": 0.1, "num_experts_per_tok": 1}
+LLAMA4_SCOUT = LLAMA4_TEXT | {"num_local_experts": 16, "interleave_moe_layer_step": 1, "use_qk_norm": True}
+LLAMA4_SCOUT |= {"max_position_embeddings": 10485760, "moe_layers": list(range(48))}
+LLAMA4_SCOUT |= {
+    "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 16.0, "low_freq_factor": 1.0}
+    | {"high_freq_factor": 1.0, "original_max_position_embeddings": 8192}
+}
+LLAMA4_MAVERICK = LLAMA4_TEXT | {"num_local_experts": 128, "interleave_moe_layer_step": 2, "use_qk_norm": False}
+LLAMA4_MAVERICK |= {"max_position_embeddings": 1048576, "moe_layers": list(range(1, 48, 2))}
+LLAMA4_MAVERICK |= {"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}}
+LLAMA4_TOKENS = {"boi_token_index": 200080, "eoi_token_index": 200081, "image_token_index": 200092}
+LLAMA4_MODELS = {
+    "llama-4-scout-17b-16e": ("llama4", {"text_config": LLAMA4_SCOUT, "vision_config": LLAMA4_VISION} | LLAMA4_TOKENS),
+    "llama-4-maverick-17b-128e": (
+        "llama4",
+        {"text_config": LLAMA4_MAVERICK, "vision_config": LLAMA4_VISION} | LLAMA4_TOKENS,
+    ),
+    "llama-4-scout-17b-16e-text": ("llama4_text", LLAMA4_SCOUT),
+}
+LLAMA4_BARE = ("llama4", "llama4_text")
 # Every model_type dcsim reads, at its class's defaults (tests/test_hf_modern.py opens each bare), but
 # nemotron: transformers 5.24.0 cannot build NemotronConfig() (num_key_value_heads None reaches a //),
 # and dbrx: nor DbrxConfig() (its default attn_config has no rope_theta for the rotary embedding).
@@ -483,6 +516,8 @@ def hub_model(model_type, fields):
         return SEQ2SEQ[model_type], config
     if model_type in VLM_MODEL_TYPES:
         return AutoModelForImageTextToText, config
+    if model_type == "llama4":
+        return transformers.Llama4ForConditionalGeneration, config
     return AutoModelForCausalLM, config
 
 
@@ -509,6 +544,36 @@ BARE = (
 )
 
 
+def hub_counts(models) -> dict[str, int]:
+    """Write each ``(model_type, fields)`` of ``models`` as transformers saves it; return its counts."""
+    counts = {}
+    for name, (model_type, fields) in models.items():
+        cls, config = hub_model(model_type, fields)
+        config.architectures = None
+        model = build(cls, config)
+        config.architectures = [type(model).__name__]
+        counts[name] = model.num_parameters()
+        text = config.to_json_string()
+        if name in UNTOLD_TIE:
+            saved = json.loads(text)
+            del saved["tie_word_embeddings"]
+            text = json.dumps(saved, indent=2, sort_keys=True) + "\n"
+        (OUT / f"{name}.json").write_text(text)
+        print(f"| {name} | {model_type} | {type(model).__name__} | {counts[name]:,} | {len(text.encode()):,} |")
+    return counts
+
+
+def only_llama4() -> None:
+    """``--llama4``: the Llama 4 files and counts alone, merged into counts.json and defaults.json
+    where a whole run puts them (building everything else again takes minutes)."""
+    counts = json.loads((OUT / "counts.json").read_text()) | hub_counts(LLAMA4_MODELS)
+    (OUT / "counts.json").write_text(json.dumps(counts, indent=2) + "\n")
+    defaults = json.loads((OUT / "defaults.json").read_text())
+    defaults |= {model_type: build(*hub_model(model_type, {})).num_parameters() for model_type in LLAMA4_BARE}
+    (OUT / "defaults.json").write_text(json.dumps(defaults, indent=2) + "\n")
+    print("\nbare model_type (class defaults): " + ", ".join(f"{key} {defaults[key]:,}" for key in LLAMA4_BARE))
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     counts = {}
@@ -531,20 +596,7 @@ def main() -> None:
             counts[name] += config.vocab_size * config.d_model
         (OUT / f"{name}.json").write_text(text)
         print(f"| {name} | {config.model_type} | {cls.__name__} | {counts[name]:,} | {len(text.encode()):,} |")
-    models = HUB_TYPES | PRESET_MODELS | MOE_TYPES | ENCDEC_TYPES | SSM_TYPES | VLM_TYPES
-    for name, (model_type, fields) in models.items():
-        cls, config = hub_model(model_type, fields)
-        config.architectures = None
-        model = build(cls, config)
-        config.architectures = [type(model).__name__]
-        counts[name] = model.num_parameters()
-        text = config.to_json_string()
-        if name in UNTOLD_TIE:
-            saved = json.loads(text)
-            del saved["tie_word_embeddings"]
-            text = json.dumps(saved, indent=2, sort_keys=True) + "\n"
-        (OUT / f"{name}.json").write_text(text)
-        print(f"| {name} | {model_type} | {type(model).__name__} | {counts[name]:,} | {len(text.encode()):,} |")
+    counts |= hub_counts(HUB_TYPES | PRESET_MODELS | MOE_TYPES | ENCDEC_TYPES | SSM_TYPES | VLM_TYPES | LLAMA4_MODELS)
     (OUT / "counts.json").write_text(json.dumps(counts, indent=2) + "\n")
     # A bare {"model_type": ...}: every field at the configuration class's default, which is what
     # dcsim must take for an absent field (tests/test_hf_modern.py opens each one).
@@ -557,11 +609,11 @@ def main() -> None:
         defaults[config.model_type] = model.num_parameters()
         if config.model_type == "t5" and not config.scale_decoder_outputs:  # see UNTIED_T5
             defaults[config.model_type] += config.vocab_size * config.d_model
-    for model_type in BARE_TYPES:
+    for model_type in BARE_TYPES + list(LLAMA4_BARE):
         defaults[model_type] = build(*hub_model(model_type, {})).num_parameters()
     (OUT / "defaults.json").write_text(json.dumps(defaults, indent=2) + "\n")
     print("\nbare model_type (class defaults): " + ", ".join(f"{key} {value:,}" for key, value in defaults.items()))
 
 
 if __name__ == "__main__":
-    main()
+    only_llama4() if sys.argv[1:] == ["--llama4"] else main()

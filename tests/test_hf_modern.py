@@ -130,6 +130,8 @@ PRESET_FILES = {
     "gemma2-9b": "gemma-2-9b",
     "gemma2-27b": "gemma-2-27b",
     "phi3.5-moe": "phi-3.5-moe",
+    "llama4-scout": "llama-4-scout-17b-16e",
+    "llama4-maverick": "llama-4-maverick-17b-128e",
 }
 COUNTS = json.loads((DATA / "counts.json").read_text())
 

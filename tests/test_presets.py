@@ -56,6 +56,8 @@ ISSUE_30 = {
     "gemma2-9b": 9_241_705_984,
     "gemma2-27b": 27_227_128_320,
     "phi3.5-moe": 41_873_153_344,
+    "llama4-scout": 108_641_793_536,  # meta-llama/Llama-4-Scout-17B-16E, Llama4ForConditionalGeneration
+    "llama4-maverick": 401_583_781_376,  # meta-llama/Llama-4-Maverick-17B-128E
 }
 
 
@@ -497,6 +499,8 @@ def presets_with_valid_overrides(draw) -> tuple[str, dict]:
             overrides[spec.name] = draw(hs.sampled_from(spec.choices))
         else:
             overrides[spec.name] = draw(hs.lists(hs.integers(spec.low, spec.high), min_size=1, max_size=spec.longest))
+    if overrides.get("tied_embeddings") and presets.PRESETS[preset].hparams.get("head_bias"):
+        overrides["head_bias"] = False  # a tied head has no bias of its own (Phi-3.5-MoE's untied one has)
     return preset, overrides
 
 

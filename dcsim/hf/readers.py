@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping
 from dcsim.hf.experts import QUIRKS as EXPERT_QUIRKS
 from dcsim.hf.fields import Fields, lm_head
 from dcsim.hf.multimodal import vision_language
+from dcsim.hf.llama4 import QUIRKS as LLAMA4_QUIRKS
+from dcsim.hf.llama4 import multimodal as llama4_multimodal
 from dcsim.hf.table import READ_NO_HEAD_DIM, Flag, ModelType, NoBias, Only, Same, Size
 from dcsim.inputs import as_int, json_kind, show
 from dcsim.model import schemas
@@ -257,4 +259,6 @@ QUIRKS: Mapping[str, Callable[[Fields], None]] = {
     "jamba": _jamba,
     "vision_language": functools.partial(vision_language, read),
     **EXPERT_QUIRKS,
+    **LLAMA4_QUIRKS,
+    "llama4_multimodal": lambda fields: llama4_multimodal(fields, read),  # the text_config, read as llama4_text
 }

@@ -872,6 +872,34 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
             counted="embeddings, blocks (Mamba mixers with norms on dt, B and C, or grouped-query attention; a "
             "dense MLP or routed experts), final norm, {head}; no positions",
         ),
+        "llama4_text": ModelType(
+            family="moe",
+            model_class="Llama4ForCausalLM",
+            sizes=(
+                Size("vocab_size", "vocab_size", 202_048),
+                *_widths(5120, 48, 40, 16_384)[:3],
+                Size("num_kv_heads", "num_key_value_heads", 8, Same("num_heads")),
+                Size("ffn_dim", "intermediate_size_mlp", 16_384),
+                *_experts("num_local_experts", 16, 1, "intermediate_size", 8192),
+                Size("shared_ffn_dim", "intermediate_size", 8192),
+            ),
+            head_dim=128,
+            flags=(Flag("attention_bias", False, ("attn_bias",)),),
+            fixed={"shared_expert_gate": False},
+            quirks=("llama4_moe_layers",),
+            counted=_MOE_COUNTED.replace("{what}", "{blocks}")
+            + "; chunked attention, NoPE blocks and the query/key L2 norm hold no parameters",
+        ),
+        "llama4": ModelType(
+            family="llama4",
+            model_class="Llama4ForConditionalGeneration",
+            sizes=(),
+            head_dim=READ_NO_HEAD_DIM,
+            tied=None,
+            quirks=("llama4_multimodal",),
+            counted="vision tower (patch embedding, class and position embeddings, {vision} blocks with biases, "
+            "pixel-shuffle adapter), projector, language model ({text}); rotary positions hold no parameters",
+        ),
         "t5": ModelType(
             family="t5",
             model_class="T5ForConditionalGeneration",
@@ -1032,7 +1060,6 @@ NOT_YET: Mapping[str, str] = MappingProxyType(
     {
         "mbart": "pre-norm blocks and a final norm a stack; the nearest is bart (encdec), whose blocks are post-norm",
         "mamba2": "Mamba-2's mixer (heads, groups, a gated norm, no x_proj or dt_proj); the nearest is mamba (mamba)",
-        "llama4": "interleaved experts, a vision tower and a projector; the nearest is llama (decoder), for text",
     }
 )
 

@@ -39,7 +39,27 @@ def _window(data: Mapping[str, Any], default: int | None = None) -> int | None:
     return as_int(value, "sliding_window", minimum=1, maximum=schemas.MAX_VOCAB)
 
 
+def _chunked_blocks(data: Mapping[str, Any], num_layers: int) -> tuple[int | None, tuple[int, ...]]:
+    """Llama 4's chunked-attention blocks (``layer_types``' ``chunked_attention``; without it, the
+    rotary ones of ``no_rope_layers``, a NoPE block every fourth) as local blocks whose window is
+    ``attention_chunk_size``: a chunked block attends to at most that many tokens, so a ring buffer
+    of that many holds what it reads (vLLM sizes its chunked local attention so too)."""
+    chunk = data.get("attention_chunk_size", 8192)
+    if chunk is None:
+        return None, ()
+    chunk = as_int(chunk, "attention_chunk_size", maximum=schemas.MAX_VOCAB)
+    types = data.get("layer_types")
+    if types is None:
+        rope = data.get("no_rope_layers") or [int((index + 1) % 4 != 0) for index in range(num_layers)]
+        types = ["chunked_attention" if used else "full_attention" for used in rope]
+    if not isinstance(types, list) or len(types) < num_layers:
+        raise ValueError(f"`layer_types` must list one attention type a block ({num_layers:,}), got {show(types)}")
+    return chunk, tuple(index for index in range(num_layers) if types[index] == "chunked_attention")
+
+
 def _local_blocks(data: Mapping[str, Any], model_type: str, num_layers: int) -> tuple[int | None, tuple[int, ...]]:
+    if model_type == "llama4_text":
+        return _chunked_blocks(data, num_layers)
     types = data.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != num_layers or not all(isinstance(t, str) for t in types):

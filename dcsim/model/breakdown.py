@@ -201,7 +201,7 @@ ACTIVE_DEFINITION = (
 def active_params(config: ModelConfig, report: ParamReport) -> int | None:
     """The parameters one token uses (``ACTIVE_DEFINITION``), exactly; None for a model without
     routed experts."""
-    if config.family not in ("moe", "jamba"):
+    if config.family not in ("moe", "jamba", "llama4"):
         return None
     hparams = presets.resolved_hparams(config)
     experts, top_k = hparams["num_experts"], hparams["experts_per_token"]

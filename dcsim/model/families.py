@@ -48,7 +48,7 @@ from dcsim.model.layers import (
     step_positions,
 )
 from dcsim.model.vision import ResNet, VisionTransformer
-from dcsim.model.zoo import encdec, multimodal, ssm, variant
+from dcsim.model.zoo import encdec, llama4, multimodal, ssm, variant
 from dcsim.model.zoo import schemas as zoo_schemas
 
 # The sequence the transformers are initialised on. Its length changes no count; it only has to fit
@@ -453,6 +453,12 @@ DECODING_FAMILIES = (
     *(name for name in zoo_schemas.ZOO_SCHEMAS if name not in UNCACHED_DECODERS),
     zoo_schemas.MULTIMODAL,
 )
+# Families that decode but whose serving dcsim does not size, with what to do instead.
+UNSERVED_FAMILIES = {
+    zoo_schemas.LLAMA4: "dcsim does not size the serving of Llama 4's vision-language model (its image tokens' "
+    "encoder and the weights' placement beside the language model); open its text_config as a llama4_text "
+    "config.json to size the language model's weights and KV cache",
+}
 
 
 def build_family(
@@ -520,6 +526,8 @@ def build_family(
         return _vision_language(h, batch_size, tokens)
     if family in zoo_schemas.ZOO_SCHEMAS:
         return _zoo_build(family)(family, h, tokens)
+    if family == zoo_schemas.LLAMA4:
+        return llama4.build(MoEDecoder, h, batch_size)
     raise ValueError(f"unknown family {family!r}; families: {', '.join(schemas.FAMILIES)}")
 
 
@@ -590,6 +598,10 @@ def traced_hparams(family: str, hparams: Mapping[str, Any]) -> tuple[dict[str, A
         runs = tuple(dataclasses.replace(run, parent=_under(multimodal.TEXT_PARENT, run.parent)) for run in text_runs)
         tower = _first_blocks(multimodal.TOWER_PARENT, "block_", h["vision_layers"])
         return h | text | {"vision_layers": min(h["vision_layers"], TRACED_PER_RUN)}, (tower, *runs)
+    if family == zoo_schemas.LLAMA4:  # the language model's blocks as the moe family's, then the vision tower's
+        h, runs = traced_hparams("moe", h)
+        h["built_vision_layers"] = tuple(range(min(h["vision_layers"], TRACED_PER_RUN)))
+        return h, (*runs, _first_blocks("vision_tower", "block_", h["vision_layers"]))
     if family in ("moe", *ssm.FAMILIES) or (h.get("local_layers") and family in ("decoder", *zoo_schemas.ZOO_SCHEMAS)):
         # Sets built alike, in any pattern: a Mixture-of-Experts model's dense blocks and its MoE
         # blocks; a sliding window's local blocks and the global ones (the same weights, another cache);

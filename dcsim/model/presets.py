@@ -217,7 +217,7 @@ def _h(**hparams: Any) -> dict[str, Any]:
 # config.json and num_parameters() to tests/data/hf/, and tests/test_hf_modern.py opens every file
 # named here and requires the preset's hyperparameters and count.
 _HF_FILE = "transformers {cls}({config}).num_parameters(), written by bench/hf_import.py to tests/data/hf/"
-_BASES = {"decoder": _ROTARY, "moe": _MOE, "t5": _T5}
+_BASES = {"decoder": _ROTARY, "moe": _MOE, "t5": _T5, "llama4": family_defaults("llama4")}
 _GEMMA_SOURCE = _HF_FILE.format(cls="{cls}", config="{config}") + _TRAP_GEMMA
 
 # The families of issue 16. Each row: name, family, title, published count, source, and the
@@ -317,6 +317,20 @@ _MODERN_ROWS: tuple[tuple[str, str, str, int, str, dict[str, Any]], ...] = (
      _h(vocab_size=32_064, d_model=4096, num_layers=32, num_heads=32, num_kv_heads=8, num_experts=16,
         experts_per_token=2, expert_ffn_dim=6400, ffn_dim=6400, norm="layernorm", attn_bias=True, head_bias=True,
         max_positions=131_072, sliding_window=131_072, local_layers=tuple(range(32)), rope_scaling=True)),
+    # Llama 4 as its Hub files build it (Llama4ForConditionalGeneration): vision tower, projector and
+    # language model; Meta's cards say 109B total and 400B total, 17B active each (the language model's).
+    *(
+        (f"llama4-{size.lower()}", "llama4", f"Llama 4 {size} ({experts} experts, top-1, a shared expert)", count,
+         _HF_FILE.format(cls="Llama4ForConditionalGeneration", config=f"meta-llama/Llama-4-{size}-17B-{experts}E")
+         + f"; Meta's model card: {total} total, 17B active",
+         _h(vocab_size=202_048, d_model=5120, num_layers=48, num_heads=40, num_kv_heads=8,
+            num_experts=experts, experts_per_token=1, expert_ffn_dim=8192, shared_ffn_dim=8192, ffn_dim=16_384,
+            dense_layers=dense))
+        for size, experts, dense, count, total in (
+            ("Scout", 16, (), 108_641_793_536, "109B"),
+            ("Maverick", 128, tuple(range(0, 48, 2)), 401_583_781_376, "400B"),
+        )
+    ),
     ("t5-small", "t5", "T5-small", 60_506_624,
      _HF_FILE.format(cls="T5ForConditionalGeneration", config="t5-small"), {}),
     ("t5-large", "t5", "T5-large", 737_668_096,

@@ -249,6 +249,7 @@ FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
 FAMILY_SCHEMAS = MappingProxyType(
     dict(FAMILY_SCHEMAS) | {zoo.MULTIMODAL: FAMILY_SCHEMAS["decoder"] + zoo.VISION_HPARAMS}
 )
+FAMILY_SCHEMAS = MappingProxyType(zoo.with_llama4(FAMILY_SCHEMAS))  # the moe family's and a vision tower's
 
 FAMILY_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
     {
@@ -459,7 +460,7 @@ def check_hparams(family: str, hparams: Mapping[str, Any]) -> None:
         _must_divide(hparams, "patch_size", "image_size", "so the patches tile the image", "patch sizes")
     if family == zoo.MULTIMODAL:
         _must_divide(hparams, "vision_heads", "vision_d_model", "so every vision head gets its share", "head counts")
-    if family == "moe":
+    if family in ("moe", zoo.LLAMA4):
         _check_experts(hparams)
     zoo.check(family, hparams)
 

@@ -358,6 +358,8 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
     if not isinstance(serving, Serving):
         raise TypeError(f"a request must be a dcsim.serving.request.Serving, got {type(serving).__name__}")
     family = config.family
+    if family in families.UNSERVED_FAMILIES:
+        raise ValueError(families.UNSERVED_FAMILIES[family])
     hparams = caches.decode_hparams(config)
     notes: list[str] = []
     if family in families.UNCACHED_DECODERS:

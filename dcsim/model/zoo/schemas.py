@@ -17,6 +17,7 @@ MAX_HEADS = 1024
 VARIANT = "variant"
 ENCDEC = "encdec"
 MAX_POSITIONS = 1 << 20
+LLAMA4 = "llama4"
 NORMS = ("layernorm", "layernorm_no_bias", "rmsnorm", "no_params")
 RESIDUALS = ("sequential", "parallel", "parallel_two_norms", "post_norms")
 MAMBA = "mamba"
@@ -184,8 +185,34 @@ ZOO_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
         "interleaved, a dense MLP or routed experts after each; attention keeps a KV cache, Mamba a state",
         MULTIMODAL: "vision-language model (LLaVA, Gemma 3, Mistral 3, Qwen2.5-VL): a vision tower, a projector and "
         "a decoder language model",
+        LLAMA4: "Llama 4 (Scout, Maverick): a vision tower, its pixel-shuffle adapter and projector, beside the moe "
+        "family's language model (dense and MoE blocks interleaved, routed experts with a shared expert)",
     }
 )
+
+# Llama 4's vision tower, adapter and projector; the language model's hyperparameters are the moe
+# family's, put before these by ``with_llama4``. Defaults: Llama 4 Scout's and Maverick's tower.
+_VISION_ROWS = (  # name, default, what it sizes, largest allowed
+    ("vision_d_model", 1408, "width of the vision tower's residual stream", MAX_WIDTH),
+    ("vision_layers", 34, "the vision tower's blocks (LayerNorms, attention and MLP with biases)", MAX_BLOCKS),
+    ("vision_heads", 16, "the vision tower's attention heads, each vision_d_model // vision_heads wide", MAX_HEADS),
+    ("vision_ffn_dim", 5632, "the vision blocks' MLP width, and the adapter's input width", MAX_VOCAB),
+    ("image_size", 336, "image height and width in pixels: the position table has a row a patch", 4096),
+    ("patch_size", 14, "patch height and width in pixels (the patch embedding's kernel)", 4096),
+    ("num_channels", 3, "image channels the patch embedding reads", 64),
+    ("projector_input_dim", 4096, "the adapter's hidden width (fc1's output)", MAX_VOCAB),
+    ("projector_output_dim", 4096, "the adapter's output width (fc2's input and output)", MAX_VOCAB),
+    ("vision_output_dim", 4096, "the projector's input width (it outputs d_model)", MAX_VOCAB),
+)
+LLAMA4_VISION: tuple[HParam, ...] = tuple(
+    int_param(name, default, text, 1, largest) for name, default, text, largest in _VISION_ROWS
+)
+
+
+def with_llama4(table: Mapping[str, tuple[HParam, ...]]) -> dict[str, tuple[HParam, ...]]:
+    """``table`` (``dcsim.model.schemas``' families) with the llama4 family: the moe family's
+    hyperparameters, then the vision ones (a table given, not imported: that module imports this one)."""
+    return {**table, LLAMA4: (*table["moe"], *LLAMA4_VISION)}
 
 
 def check(family: str, hparams: Mapping[str, Any]) -> None:
@@ -206,6 +233,8 @@ def hidden(family: str, hparams: Mapping[str, Any]) -> set[str]:
     """The zoo's hyperparameters that change no count of this model (see ``schemas.applicable``)."""
     if family == MULTIMODAL:
         return _multimodal_hidden(hparams)
+    if family == LLAMA4:  # the moe family's latent-attention sizes and kinds Llama 4 does not build
+        return {"attention", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}
     if family != VARIANT:
         return set()
     unused = {"max_positions"} if hparams["position_embedding"] == "none" else set()
