@@ -534,6 +534,8 @@ def build_family(
 def _zoo_build(family: str) -> Any:
     """The ``build`` of the zoo module that builds ``family``."""
     return ssm.build if family in ssm.FAMILIES else variant.build
+
+
 def _vision_language(
     h: Mapping[str, Any], batch_size: int, tokens: jax.ShapeDtypeStruct, decode: Decode | None = None
 ) -> tuple[nn.Module, tuple[jax.ShapeDtypeStruct, ...]]:
