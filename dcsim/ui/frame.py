@@ -78,10 +78,15 @@ def setting_from_link(name: str, default: str, parse: Callable[[str], T], *, lim
     if problem:
         st.warning(plain(problem), icon=LINK_ICON)
     try:
-        return text, parse(text)
+        value = parse(text)
     except (TypeError, ValueError) as err:
         st.warning(plain(f"Link: `{name}`: {err}; using {default}."), icon=LINK_ICON)
         return default, parse(default)
+    if isinstance(value, str) and "".join(value.split()) != "".join(text.split()):
+        # The link's text reads as another (``seq=08`` as 8, ``4e3`` as 4000): the box shows it read.
+        st.warning(plain(f"Link: `{name}` {text.strip()} is read as {value}."), icon=LINK_ICON)
+        return value, value
+    return text, value
 
 
 def seeded_setting(page: str, name: str, default: str, parse: Callable[[str], Any], *, limit: int) -> str:
