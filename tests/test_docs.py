@@ -4,7 +4,9 @@ Which lines are commands: in README.md, docs/*.md and examples/README.md, every 
 block tagged ``sh``, ``bash`` or ``shell`` that starts with ``python -m dcsim``, and every line of
 a ``console`` block that starts with ``$ python -m dcsim`` (the prompt removed). In a ``console``
 block the lines after a command, up to the next ``$`` line, are what it prints: they must be its
-output, line for line, or its first lines when they end with a line ``...``. Other commands in
+output, line for line, or its first lines when they end with a line ``...``. A block tagged
+``sh steps`` is one script: its lines (comments aside) run in order, joined by ``&&``, as a user
+following the steps would type them. Other commands in
 those blocks (``pip install``, ``streamlit run``, ``pytest``) are not run here: a server, an
 installer and the test run itself. A ``python -m dcsim`` line in any other fenced block fails,
 since no test would run it; commands in inline code are prose and are not run.
@@ -84,6 +86,7 @@ def extract(text: str, source: str) -> Extracted:
     stray: list[str] = []
     language: str | None = None  # inside a fence: its tag ("" for none); outside: None
     pending: tuple[int, str, list[str]] | None = None  # a console command and the lines under it
+    steps: tuple[int, list[str]] | None = None  # a ```sh steps block: where it starts, its lines
 
     def close_console() -> None:
         nonlocal pending
@@ -98,12 +101,19 @@ def extract(text: str, source: str) -> Extracted:
         stripped = line.strip()
         if stripped.startswith("```"):
             if language is None:
-                language = stripped[3:].strip().split(" ")[0].lower()
+                language, _, rest = stripped[3:].strip().lower().partition(" ")
+                steps = (number + 1, []) if language in RUN_LANGUAGES and rest.strip() == "steps" else None
             else:
                 close_console()
-                language = None
+                if steps is not None and steps[1]:
+                    commands.append(Command(source, steps[0], " && ".join(steps[1])))
+                language, steps = None, None
             continue
         if language is None:
+            continue
+        if steps is not None:
+            if stripped and not stripped.startswith("#"):
+                steps[1].append(stripped)
             continue
         if language in RUN_LANGUAGES:
             if _COMMAND.match(stripped):
@@ -181,6 +191,9 @@ def test_extractor_reads_each_kind_of_block():
         ]
     )
     found = extract(text, "x.md")
+    script = "mkdir -p cache\npython -m dcsim count --hf a/b --hf-cache cache"
+    steps = extract(f"```sh steps\n# make a folder\n{script}\n```", "y.md")
+    assert [(c.line, c.text) for c in steps.commands] == [(2, script.replace("\n", " && "))]
     assert [(c.line, c.text, c.shown, c.prefix_only) for c in found.commands] == [
         (2, "python -m dcsim count   # a comment", None, False),
         (8, "python -m dcsim count --shards 3", ("total parameters       20",), True),
