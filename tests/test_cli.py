@@ -385,7 +385,7 @@ def test_presets_lists_names_families_and_counts(capsys):
     assert "llama2-70b         decoder    68,976,648,192  Llama 2 70B (8 KV heads)" in out
     code, out, _ = run(capsys, "presets", "--format", "json")
     rows = json.loads(out)
-    assert len(rows) == 39 and rows[0]["name"] == "mlp-mnist" and rows[0]["published_params"] == 669_706
+    assert len(rows) == 41 and rows[0]["name"] == "mlp-mnist" and rows[0]["published_params"] == 669_706
     assert rows[10]["hparams"]["stage_blocks"] == [3, 4, 6, 3] and rows[10]["source"]
 
 
