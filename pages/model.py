@@ -138,9 +138,9 @@ from dcsim.report import model_charts  # noqa: E402
 
 st.subheader("Where the parameters are")
 layers_table = tables.layers_frame(report)
-if not config.is_dense and (box := widgets.opened("By group: embeddings, blocks, norms, head", "model.groups_open")):
+groups = None if config.is_dense else breakdown.breakdown_frame(report)
+if groups is not None and (box := widgets.opened(f"By group: {', '.join(groups['group'])}", "model.groups_open")):
     with box:
-        groups = breakdown.breakdown_frame(report)
         table_col, chart_col = st.columns([3, 2])
         with table_col:
             widgets.share_table(groups, group="Group")
