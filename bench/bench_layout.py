@@ -33,7 +33,7 @@ from flax import traverse_util  # noqa: E402
 
 from dcsim.cli import layout as layout_command  # noqa: E402
 from dcsim.model.count import ParamReport, report_from_variables  # noqa: E402
-from dcsim.report import tables  # noqa: E402
+from dcsim.report import records, tables  # noqa: E402
 from dcsim.sharding import layout, meshes  # noqa: E402
 
 # llama2-70b (Touvron et al. 2023): d_model 8192, 80 layers, 64 query heads and 8 key/value heads
@@ -89,7 +89,7 @@ def llama2_70b_like() -> ParamReport:
 def lay_out_and_render(report: ParamReport, mesh: str, strategy: str, rules: tuple[str, ...]) -> layout.LayoutReport:
     result = layout.compute_layout(report, meshes.parse_mesh(mesh), strategy, meshes.parse_rules(rules))
     tables.layout_frame(result)
-    tables.layout_record(result)
+    records.layout_record(result)
     layout_command.render_layout_table(result)
     return result
 

@@ -6,7 +6,7 @@ import json
 import streamlit as st
 
 from dcsim.report import layout_charts, units
-from dcsim.report.tables import layout_record
+from dcsim.report.records import layout_record
 from dcsim.sharding import payload, shares
 from dcsim.sharding.layout import REPLICAS_NOT_ON_DISK, STRATEGIES
 from dcsim.sharding.meshes import MAX_MESH_CHARS, MAX_RULES, Rule, parse_mesh

@@ -212,6 +212,9 @@ def test_a_count_imports_only_what_it_uses():
     result, heavy = imported_by("count", "--preset", "llama2-7b")
     assert result.returncode == 0 and "6,738,415,616" in result.stdout
     assert heavy == {"jax", "flax", "pandas"}  # no optax, Orbax, Altair, huggingface_hub or a format's library
+    result, heavy = imported_by("count", "--preset", "llama2-7b", "--format", "json")
+    assert json.loads(result.stdout)["total_params"] == 6_738_415_616
+    assert heavy == {"jax", "flax"}  # the JSON record is built without pandas
     _, heavy = imported_by("count", "--preset", "llama2-7b", "--optimizer", "adam")
     assert "optax" in heavy
 

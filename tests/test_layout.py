@@ -18,7 +18,8 @@ from jax.sharding import AbstractMesh, PartitionSpec
 from dcsim.cli import main
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import ArrayRow, ParamReport, count_params
-from dcsim.report.tables import layout_frame, layout_record
+from dcsim.report.records import layout_record
+from dcsim.report.tables import layout_frame
 from dcsim.sharding.layout import LayoutError, compute_layout, partition_specs
 from dcsim.sharding.meshes import MAX_MESH_DEVICES, MeshSpec, Rule, abstract_mesh, parse_mesh, parse_rule, parse_rules
 

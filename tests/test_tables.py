@@ -2,7 +2,8 @@
 
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import count_params
-from dcsim.report.tables import arrays_frame, count_record, layers_frame, payload_frame
+from dcsim.report.records import count_record
+from dcsim.report.tables import arrays_frame, layers_frame, payload_frame
 
 CONFIG = ModelConfig(input_dim=9, layers=(DenseLayer(features=4), DenseLayer(features=2)), num_shards=3)
 

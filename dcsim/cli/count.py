@@ -1,8 +1,9 @@
 """``count`` (a model's parameters, ideal share and raw payload) and ``presets`` (the preset table).
 
 Imported to parse either command, so its top holds only what parsing needs (pure Python): JAX
-and Flax come with the count (``dcsim.model.count``), pandas with the tables a result shows, optax
-only with ``--optimizer``. ``presets``, ``--help`` and a bad flag answer without any of them.
+and Flax come with the count (``dcsim.model.count``), pandas with the tables a result shows (not
+with ``--format json``), optax only with ``--optimizer``. ``presets``, ``--help`` and a bad flag
+answer without any of them.
 """
 
 from __future__ import annotations
@@ -208,7 +209,6 @@ def run_count(args: argparse.Namespace) -> str:
     fmt = format_from_args(args)
     config = config_from_args(args)  # every flag checked before JAX is imported
     from dcsim.model.count import count_params
-    from dcsim.report import tables
 
     report = count_params(config)
     table = None
@@ -223,7 +223,9 @@ def run_count(args: argparse.Namespace) -> str:
         names = optimizer.OPTIMIZER_NAMES if args.optimizer == "all" else (args.optimizer,)
         states = optimizer.optimizer_states(config, names)
     if args.format == "json":
-        record = tables.count_record(config, report)
+        from dcsim.report import records
+
+        record = records.count_record(config, report)
         if states:
             record["optimizer_state"] = [optimizer.state_record(state, report.total_params) for state in states]
             record["optimizer_state_note"] = optimizer.STATE_NOTE
@@ -233,6 +235,8 @@ def run_count(args: argparse.Namespace) -> str:
             record.update(weights_record(table, config.num_shards))
         return json.dumps(record, indent=2) + "\n"
     if args.format == "csv":
+        from dcsim.report import tables
+
         buffer = io.StringIO()
         tables.arrays_frame(report).to_csv(buffer, index=False)
         return buffer.getvalue()

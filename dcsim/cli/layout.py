@@ -7,7 +7,7 @@ import json
 
 from dcsim.cli.common import UsageError, command_help, config_from_args, frame_text, model_flags
 from dcsim.model.count import count_params
-from dcsim.report import tables, units
+from dcsim.report import records, tables, units
 from dcsim.sharding import layout, meshes, payload
 
 
@@ -102,5 +102,5 @@ def run(args: argparse.Namespace) -> str:
     config = config_from_args(args)
     result = layout.compute_layout(count_params(config), mesh, strategy, rules)
     if args.format == "json":
-        return json.dumps(tables.layout_record(result), indent=2) + "\n"
+        return json.dumps(records.layout_record(result), indent=2) + "\n"
     return render_layout_table(result, config.dtype)

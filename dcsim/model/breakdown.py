@@ -3,16 +3,22 @@
 The grouping reads the module paths that ``dcsim.model.families`` gives (``embed/token``,
 ``block_3/attn/query``, ``final_norm``, ``lm_head``), so it is a view of the exact per-array rows,
 never a separate estimate: every frame here sums to the report's total.
+
+pandas comes with the frames only, so what a JSON count reads (``active_params``, ``group_of``) and
+the CLI's ``count --format json`` pay none of its import.
 """
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from dcsim.inputs import as_int
 from dcsim.model import presets
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ArrayRow, ParamReport, is_routed_expert
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # A vision-language model's three parts are groups of their own (dcsim.model.zoo.multimodal).
 MODEL_PARTS = ("vision_tower", "projector", "language_model")
@@ -59,6 +65,8 @@ def _percent(num_params: list[int], total: int) -> list[float]:
 
 
 def _frame(key: str, keys: list[str], arrays: list[int], params: list[int], total: int) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.DataFrame(
         {
             key: keys,
@@ -122,6 +130,8 @@ def repeated_frame(report: ParamReport) -> pd.DataFrame:
     ``each`` the parameters of one, ``num_arrays`` and ``num_params`` of the whole run. A block that
     differs (a dense block before expert blocks, an odd last stage) starts a run of its own, so the
     rows still sum to the total and every distinct block is shown."""
+    import pandas as pd
+
     shapes: dict[str, list[tuple[str, tuple[int, ...], str]]] = {}
     sizes: dict[str, list[int]] = {}
     for row in report.arrays:
@@ -152,6 +162,8 @@ def repeated_frame(report: ParamReport) -> pd.DataFrame:
 def other_frame(report: ParamReport) -> pd.DataFrame:
     """Variables outside ``params`` (BatchNorm ``mean``/``var`` in ``batch_stats``), one row per
     array: never parameters, never in the total."""
+    import pandas as pd
+
     return pd.DataFrame(
         {
             "collection": [row.collection for row in report.other],

@@ -1,4 +1,5 @@
-"""Plain tables and records built once and rendered by every front end.
+"""Plain tables built once and rendered by every front end (the JSON records are in
+``dcsim.report.records``, which needs no pandas).
 
 The CLI prints them, the dashboard draws them, and both read the same column names, which are the
 JSON keys of the glossary in docs/cli.md. Counts stay Python ints (pandas ``object`` columns would be
@@ -7,13 +8,10 @@ needed past 2**63; int64 holds every count a configuration within the limits can
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Any
 
 import pandas as pd
 
-from dcsim.model import breakdown
-from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport
 from dcsim.report import units
 from dcsim.sharding import layout, payload, shares
@@ -99,41 +97,6 @@ def bytes_frame(rows: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def count_record(config: ModelConfig, report: ParamReport) -> dict[str, Any]:
-    """The ``count`` result as one JSON-ready object (keys in the glossary of docs/cli.md)."""
-    share = shares.ideal_share(report.total_params, config.num_shards)
-    per_shard = payload.bytes_per_shard(report.total_params, config.num_shards, config.dtype)
-    return {
-        "total_params": report.total_params,
-        "num_shards": config.num_shards,
-        "ideal_share": share.value,
-        "ideal_share_fraction": share.fraction,
-        "dtype": config.dtype,
-        "bytes_per_shard": float(per_shard),
-        "bytes_per_shard_fraction": str(per_shard),
-        "raw_float32_bytes": payload.raw_bytes(report.total_params, "float32"),
-        "raw_bytes": {row.dtype: row.num_bytes for row in payload.raw_payloads(report.total_params)},
-        "raw_bytes_note": payload.NOT_CHECKPOINT_SIZE,
-        "other_variables": report.total_other_values,
-        "active_params": breakdown.active_params(config, report),
-        "config": config.to_dict(),
-        "layers": [
-            {"path": row.path, "num_arrays": row.num_arrays, "num_params": row.num_params} for row in report.layers
-        ],
-        "arrays": [
-            {
-                "path": row.path,
-                "module": row.module,
-                "kind": row.kind,
-                "shape": list(row.shape),
-                "dtype": row.dtype,
-                "num_params": row.num_values,
-            }
-            for row in report.arrays
-        ],
-    }
-
-
 _INT64_MAX = 2**63 - 1
 
 
@@ -162,52 +125,3 @@ def layout_frame(laid: layout.LayoutReport) -> pd.DataFrame:
             "note": [row.note for row in rows],
         }
     )
-
-
-def _number(value: Fraction | None) -> tuple[float | None, str | None]:
-    return (None, None) if value is None else (float(value), str(value))
-
-
-def layout_record(laid: layout.LayoutReport) -> dict[str, Any]:
-    """The layout as one JSON-ready object. Exact fractions come as a float plus an exact string
-    (``ideal_share`` and ``ideal_share_fraction``), as ``dcsim.report.tables.count_record`` does."""
-    share = laid.ideal_share
-    gap, gap_fraction = _number(laid.gap)
-    ratio, ratio_fraction = _number(laid.gap_ratio)
-    replication, replication_fraction = _number(laid.replication_factor)
-    return {
-        "mesh": [{"name": name, "size": size} for name, size in laid.mesh.axes],
-        "mesh_text": laid.mesh.text,
-        "strategy": laid.strategy,
-        "rules": [rule.text for rule in laid.rules],
-        "num_devices": laid.num_devices,
-        "total_params": laid.total_params,
-        "ideal_share": share.value,
-        "ideal_share_fraction": share.fraction,
-        "values_per_device": laid.values_per_device,
-        "raw_float32_bytes_per_device": laid.raw_float32_bytes_per_device,
-        "total_stored_values": laid.total_stored_values,
-        "replication_factor": replication,
-        "replication_factor_fraction": replication_fraction,
-        "gap_values": gap,
-        "gap_values_fraction": gap_fraction,
-        "gap_ratio": ratio,
-        "gap_ratio_fraction": ratio_fraction,
-        "num_replicated_fallbacks": laid.num_replicated_fallbacks,
-        "replicas_note": layout.REPLICAS_NOT_ON_DISK,
-        "arrays": [
-            {
-                "path": row.path,
-                "shape": list(row.shape),
-                "dtype": row.dtype,
-                "partition_spec": row.partition_spec,
-                "shard_shape": list(row.shard_shape),
-                "values_per_shard": row.values_per_shard,
-                "replication_factor": row.replication_factor,
-                "stored_values": row.stored_values,
-                "replicated_fallback": row.replicated_fallback,
-                "note": row.note,
-            }
-            for row in laid.arrays
-        ],
-    }
