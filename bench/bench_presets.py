@@ -1,6 +1,7 @@
 """Presets: counting cost follows the number of blocks, never their width. Measure it.
 
-Run: PYTHONPATH=. python bench/bench_presets.py [--repeats 5] [--hf-python /tmp/hfvenv/bin/python]
+Run: PYTHONPATH=. python bench/bench_presets.py [--repeats 5] [--hf-python /tmp/hfvenv/bin/python
+[--accelerate-only]]
 
 1. In process: ``count_params`` of ``llama2-70b`` against the same preset shrunk to tiny widths
    (same 80 blocks; d_model 64, 8 heads over 1 KV head, FFN 224): the first call and the median
@@ -13,7 +14,8 @@ Run: PYTHONPATH=. python bench/bench_presets.py [--repeats 5] [--hf-python /tmp/
    bench/requirements.txt): Hugging Face Accelerate's meta-device count of the same model, the
    code path of ``accelerate estimate-memory`` after its Hub look-up (``init_empty_weights`` +
    ``AutoModelForCausalLM.from_config(LlamaConfig(...))`` + ``calculate_maximum_sizes``), in a
-   fresh process, against dcsim's CLI on the same model.
+   fresh process, against dcsim's CLI on the same model: Llama 2 70B and GPT-2 XL, runs
+   interleaved, with the ratio of the median walls (the goal of issue 30: 0.3x).
 
 Prints Markdown; bench/README.md records a run.
 """
@@ -42,11 +44,11 @@ start = time.perf_counter()
 import torch
 from accelerate import init_empty_weights
 from accelerate.utils import calculate_maximum_sizes
-from transformers import AutoModelForCausalLM, LlamaConfig
+import json, transformers
+from transformers import AutoModelForCausalLM
+config_class = getattr(transformers, sys.argv[1])
 imported = time.perf_counter()
-config = LlamaConfig(vocab_size=32000, hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
-                     num_attention_heads=64, num_key_value_heads=8, max_position_embeddings=4096,
-                     tie_word_embeddings=False)
+config = config_class(**json.loads(sys.argv[2]))
 with init_empty_weights():
     model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
 num_params = sum(p.numel() for p in model.parameters())
@@ -54,6 +56,24 @@ total_size, _ = calculate_maximum_sizes(model)
 done = time.perf_counter()
 print(num_params, total_size, imported - start, done - imported)
 """
+
+# The same model on both sides: a preset, and transformers' config of it (its published sizes).
+HF_MODELS = {
+    "llama2-70b": (
+        "LlamaConfig",
+        {
+            "vocab_size": 32000,
+            "hidden_size": 8192,
+            "intermediate_size": 28672,
+            "num_hidden_layers": 80,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 4096,
+            "tie_word_embeddings": False,
+        },
+    ),
+    "gpt2-xl": ("GPT2Config", {"n_embd": 1600, "n_layer": 48, "n_head": 25}),
+}
 
 
 def run_child_measured(argv: list[str]) -> tuple[float, int, str]:
@@ -154,28 +174,31 @@ def switching() -> None:
 
 
 def hugging_face(hf_python: str, repeats: int) -> None:
-    print("### Against Hugging Face Accelerate's meta-device count (Llama-2-70B, fresh process each)\n")
-    print("| tool | parameters | import | build + count | median wall | peak RSS (max) |")
-    print("|---|---|---|---|---|---|")
-    rows = []
-    for _ in range(repeats):
-        wall, peak, out = run_child_measured([hf_python, "-c", HF_CHILD])
-        num_params, total_size, imported, counted = out.split()
-        rows.append((wall, peak, float(imported), float(counted)))
-    print(
-        f"| accelerate (init_empty_weights + from_config) | {int(num_params):,} ({int(total_size):,} bytes incl."
-        f" buffers) | {statistics.median(r[2] for r in rows):.2f} s | {statistics.median(r[3] for r in rows):.2f} s"
-        f" | {statistics.median(r[0] for r in rows):.2f} s | {max(r[1] for r in rows) / 2**20:,.0f} MiB |"
-    )
-    ours = [
-        run_child_measured([sys.executable, "-m", "dcsim", "count", "--preset", "llama2-70b", "--format", "json"])
-        for _ in range(repeats)
-    ]
-    total = json.loads(ours[0][2])["total_params"]
-    print(
-        f"| dcsim count --preset llama2-70b | {total:,} | | | {statistics.median(r[0] for r in ours):.2f} s"
-        f" | {max(r[1] for r in ours) / 2**20:,.0f} MiB |"
-    )
+    print("### Against Hugging Face Accelerate's meta-device count (fresh process each, runs interleaved)\n")
+    print("| model | tool | parameters | import | build + count | median wall | peak RSS (max) | ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    for preset, (config_class, fields) in HF_MODELS.items():
+        theirs, ours = [], []
+        for _ in range(repeats):  # interleaved, so that the machine's load falls on both alike
+            theirs.append(run_child_measured([hf_python, "-c", HF_CHILD, config_class, json.dumps(fields)]))
+            ours.append(
+                run_child_measured([sys.executable, "-m", "dcsim", "count", "--preset", preset, "--format", "json"])
+            )
+        num_params, total_size, *_ = theirs[0][2].split()
+        imported = statistics.median(float(run[2].split()[2]) for run in theirs)
+        counted = statistics.median(float(run[2].split()[3]) for run in theirs)
+        their_wall = statistics.median(run[0] for run in theirs)
+        our_wall = statistics.median(run[0] for run in ours)
+        print(
+            f"| {preset} | accelerate (init_empty_weights + from_config) | {int(num_params):,} ({int(total_size):,}"
+            f" bytes incl. buffers) | {imported:.2f} s | {counted:.2f} s | {their_wall:.2f} s"
+            f" | {max(run[1] for run in theirs) / 2**20:,.0f} MiB | |"
+        )
+        total = json.loads(ours[0][2])["total_params"]
+        print(
+            f"| {preset} | dcsim count --preset {preset} --format json | {total:,} | | | {our_wall:.2f} s"
+            f" | {max(run[1] for run in ours) / 2**20:,.0f} MiB | **{our_wall / their_wall:.2f}x** |"
+        )
     print()
 
 
@@ -183,6 +206,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--hf-python", help="a Python with torch, transformers and accelerate (optional)")
+    parser.add_argument("--accelerate-only", action="store_true", help="with --hf-python: only part 4")
     args = parser.parse_args()
     import flax
     import jax
@@ -191,9 +215,10 @@ def main() -> None:
         f"Machine: {platform.system()} {platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}, jax {jax.__version__}, flax {flax.__version__}\n"
     )
-    in_process(max(args.repeats, 20))
-    cli(args.repeats)
-    switching()
+    if not (args.accelerate_only and args.hf_python):
+        in_process(max(args.repeats, 20))
+        cli(args.repeats)
+        switching()
     if args.hf_python:
         hugging_face(args.hf_python, args.repeats)
 
