@@ -275,3 +275,69 @@ def test_every_language_model_preset_traces(name):
     full = act.trace_activations(config, act.Step(sequence=64, remat="full"))
     assert len(none.blocks) == presets.resolved_hparams(config)["num_layers"]
     assert 0 < full.bytes_per_device < none.bytes_per_device
+
+
+# One trace for every sequence: the step traced with a symbolic micro-batch and sequence, its
+# residuals' sizes evaluated per step, must give what a trace at those very values gives.
+SYMBOLIC_CASES = [
+    ("gpt2-small", {"remat": "none"}, "data=1"),
+    ("llama2-7b", {"remat": "dots", "attention": "naive"}, "model=2"),
+    ("llama2-70b", {"remat": "minimal", "sequence_parallel": True}, "data=8,model=8"),
+    ("gemma2-2b", {"remat": "none", "attention": "naive"}, "data=1"),
+    ("mixtral-8x7b", {"remat": "dots-no-batch"}, "model=2"),
+    ("deepseek-v2-lite", {"remat": "full", "compute_dtype": "float32"}, "model=2"),
+]
+
+
+def _saved(rows):
+    return [(row.dtype, row.where, row.bytes, row.bytes_per_device) for row in rows]
+
+
+@pytest.mark.parametrize(("preset", "step", "mesh"), SYMBOLIC_CASES, ids=[case[0] for case in SYMBOLIC_CASES])
+def test_one_symbolic_trace_gives_every_sequence_exactly(preset, step, mesh):
+    from dcsim.sharding.meshes import parse_mesh
+
+    config, spec = ModelConfig(preset=preset), parse_mesh(mesh)
+    t = act.tensor_parallel_size(spec)
+    symbolic = act._symbolic_trace(config, act._shapeless(act.Step(sequence=1, **step)), "bfloat16", t)
+    assert symbolic is not None  # these models trace with a symbolic micro-batch and sequence
+    for micro_batch, sequence in ((1, 64), (3, 200)):
+        if step.get("sequence_parallel") and sequence % t:
+            sequence *= t
+        concrete = act._trace_step(
+            config,
+            act.Step(sequence=sequence, micro_batch=micro_batch, **step),
+            "bfloat16",
+            t,
+            micro_batch,
+            sequence,
+            False,
+        )
+        assert symbolic.blocks.keys() == concrete.blocks.keys()
+        for path, rows in symbolic.blocks.items():
+            at = [row.at(micro_batch, sequence) for row in rows]
+            assert _saved(at) == _saved(row.at(micro_batch, sequence) for row in concrete.blocks[path]), path
+        for part in ("outside", "loss"):
+            at = [row.at(micro_batch, sequence) for row in getattr(symbolic, part)]
+            assert _saved(at) == _saved(row.at(micro_batch, sequence) for row in getattr(concrete, part)), part
+        report = act.trace_activations(
+            config, act.Step(sequence=sequence, micro_batch=micro_batch, **step), "bfloat16", spec
+        )
+        assert (
+            report.bytes_per_device
+            == act.trace_activations(
+                config,
+                act.Step(sequence=sequence, micro_batch=micro_batch, **step),
+                "bfloat16",
+                spec,
+                with_recompute=True,
+            ).bytes_per_device
+        )  # with_recompute traces at the step's own values
+
+
+def test_a_forward_that_needs_concrete_sizes_is_traced_at_them():
+    # GShard capacity sizes each expert's buffer from the token count: no symbolic trace, the step's own values.
+    step = act.Step(sequence=SEQUENCE, capacity_factor=1.25)
+    assert act._symbolic_trace(MOE, act._shapeless(step), "bfloat16", 1) is None
+    report = act.trace_activations(MOE, step)
+    assert report.bytes_per_device == act.trace_activations(MOE, step, with_recompute=True).bytes_per_device > 0

@@ -263,7 +263,7 @@ def _inner_jaxpr_of(value: Any) -> bool:
     return isinstance(getattr(value, "jaxpr", value), jax_core.Jaxpr)
 
 
-def _held(shape: tuple[int, ...], split: int, sequence: int, micro_batch: int) -> tuple[int, ...]:
+def _held(shape: tuple[Dim, ...], split: int, sequence: Dim, micro_batch: Dim) -> tuple[Dim, ...]:
     """What a device holds of a residual split ``split`` ways over the sequence (a (batch,
     sequence, ...) array, or a flattened (batch x sequence, ...) one); else the whole."""
     if split == 1:
@@ -273,6 +273,44 @@ def _held(shape: tuple[int, ...], split: int, sequence: int, micro_batch: int) -
     if shape and shape[0] == micro_batch * sequence:
         return (shape[0] // split, *shape[1:])
     return shape
+
+
+# A dimension as traced: an int, or a polynomial in the step's symbolic micro-batch and sequence.
+Dim = Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Saved:
+    """A residual as traced, before its sizes are known: ``shape`` and ``held`` (what a device keeps
+    of it) may be polynomials in the symbols ``b`` and ``s`` (``jax.export.symbolic_shape``)."""
+
+    shape: tuple[Dim, ...]
+    dtype: str
+    where: str
+    held: tuple[Dim, ...]
+
+    def at(self, micro_batch: int, sequence: int) -> Residual:
+        """This residual at one micro-batch and sequence: exact ints."""
+        env = {"b": micro_batch, "s": sequence}
+        shape = tuple(_size(dim, env) for dim in self.shape)
+        held = tuple(_size(dim, env) for dim in self.held)
+        itemsize = np.dtype(self.dtype).itemsize
+        return Residual(
+            shape=shape,
+            dtype=self.dtype,
+            where=self.where,
+            bytes=math.prod(shape) * itemsize,
+            bytes_per_device=math.prod(held) * itemsize,
+        )
+
+
+def _size(dim: Dim, env: Mapping[str, int]) -> int:
+    """A traced dimension's value: an int as it is; a symbolic one evaluated at ``env``. The pinned
+    JAX has no public evaluation of its dimension polynomials; ``_evaluate`` is the one its own
+    shape-polymorphic export uses, and tests hold every symbolic figure to a concrete trace's."""
+    if isinstance(dim, int):
+        return dim
+    return int(dim._evaluate(env))
 
 
 def saved_activations(
@@ -288,6 +326,20 @@ def saved_activations(
     with respect to the parameters and the floating-point inputs (integer inputs, token ids, are
     data). Each residual is counted once, however many times the closure holds it. ``split(where)``:
     how many ways a device splits a residual produced in module ``where`` over the sequence."""
+    saved = saved_shapes(fn, params, *inputs, split=split, sequence=sequence, micro_batch=micro_batch)
+    return tuple(row.at(micro_batch, sequence) for row in saved)
+
+
+def saved_shapes(
+    fn: Callable[..., Any],
+    params: Any,
+    *inputs: jax.ShapeDtypeStruct,
+    split: Callable[[str], int] = lambda where: 1,
+    sequence: Dim = 0,
+    micro_batch: Dim = 0,
+) -> tuple[Saved, ...]:
+    """``saved_activations`` before the sizes are evaluated: the inputs' shapes, ``sequence`` and
+    ``micro_batch`` may be the symbols ``s`` and ``b``, so that one trace serves every sequence."""
     floating = [jnp.issubdtype(x.dtype, jnp.floating) for x in inputs]
 
     def residual_leaves(params: Any, *args: Any) -> list[Any]:
@@ -311,20 +363,10 @@ def saved_activations(
         if not is_activation or canon.get(var, var) in seen:
             continue
         seen.add(canon.get(var, var))
-        aval = var.aval
-        shape = tuple(int(d) for d in aval.shape)
+        shape = tuple(var.aval.shape)
         where = _where(producers[var]) if var in producers else "input"
-        itemsize = np.dtype(aval.dtype).itemsize
         held = _held(shape, split(where), sequence, micro_batch)
-        rows.append(
-            Residual(
-                shape=shape,
-                dtype=str(aval.dtype),
-                where=where,
-                bytes=math.prod(shape) * itemsize,
-                bytes_per_device=math.prod(held) * itemsize,
-            )
-        )
+        rows.append(Saved(shape=shape, dtype=str(var.aval.dtype), where=where, held=held))
     return tuple(rows)
 
 
@@ -528,16 +570,92 @@ def trace_activations(
     skipped when it is built and fed as the first is), the part
     outside the blocks and the loss traced apart, every figure from the model's real trace.
     ``with_recompute``: also what the policy recomputes, as a fraction of a block's forward and
-    backward FLOPs without remat (``step_flops``; two more traces of one block)."""
+    backward FLOPs without remat (``step_flops``; two more traces of one block).
+
+    The trace is shape-polymorphic where the model allows: the micro-batch and the sequence are
+    the symbols ``b`` and ``s``, the residuals' sizes polynomials in them, so one trace (kept for
+    the process) gives every sequence and micro-batch exactly, and a page's new sequence costs no
+    new trace. A model whose forward needs them concrete (a chunked attention's reshape) is traced
+    at the step's own values."""
     start = time.perf_counter()
     hparams = check_traceable(config, step, mesh)
+    t = tensor_parallel_size(mesh)
+    traced = None if with_recompute else _symbolic_trace(config, _shapeless(step), param_dtype, t)
+    if traced is None:
+        traced = _trace_step(config, step, param_dtype, t, step.micro_batch, step.sequence, with_recompute)
+    b, s = step.micro_batch, step.sequence
+    blocks = {path: tuple(row.at(b, s) for row in saved) for path, saved in traced.blocks.items()}
+    rows: dict[int, BlockRow] = {}
+    for run in traced.runs:
+        last = min(len(run.members), families.TRACED_PER_RUN) - 1
+        for index, member in enumerate(run.members):
+            saved = blocks[run.path(min(index, last))]
+            rows[member] = BlockRow(
+                path=run.path(index), residuals=len(saved), bytes=sum(r.bytes_per_device for r in saved)
+            )
+    outside = tuple(row.at(b, s) for row in traced.outside)
+    loss = tuple(row.at(b, s) for row in traced.loss)
+    return ActivationReport(
+        step=step,
+        tensor_parallel=t,
+        blocks=tuple(rows[index] for index in sorted(rows)),
+        outside=BlockRow(
+            path=traced.outside_names, residuals=len(outside), bytes=sum(r.bytes_per_device for r in outside)
+        ),
+        loss_bytes=sum(r.bytes_per_device for r in loss),
+        loss_residuals=loss,
+        traced=blocks,
+        korthikanti_bytes=korthikanti_bytes(hparams, step, t),
+        formula_note=formula_note(config.family or "", hparams, step),
+        seconds=time.perf_counter() - start,
+        routed=config.family == "moe",
+        recompute_fraction=traced.recompute_fraction,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _StepTrace:
+    """A step's residuals as traced, before their sizes are evaluated (``Saved``)."""
+
+    runs: tuple[Any, ...]  # families.traced_hparams' runs: which traced block each member repeats
+    blocks: Mapping[str, tuple[Saved, ...]]
+    outside: tuple[Saved, ...]
+    outside_names: str
+    loss: tuple[Saved, ...]
+    recompute_fraction: float | None
+
+
+def _shapeless(step: Step) -> Step:
+    """The step as the symbolic trace's cache key: its micro-batch and sequence set to 1 (they are
+    symbols in the trace)."""
+    return dataclasses.replace(step, micro_batch=1, sequence=1)
+
+
+@functools.lru_cache(maxsize=64)
+def _symbolic_trace(config: ModelConfig, step: Step, param_dtype: str, t: int) -> _StepTrace | None:
+    """The step traced once with a symbolic micro-batch and sequence, or None where the forward
+    needs them concrete (JAX refuses a shape it cannot decide symbolically: a reshape into chunks,
+    a comparison with a window)."""
+    from jax import export
+
+    b, s = export.symbolic_shape("b, s")
+    try:
+        return _trace_step(config, step, param_dtype, t, b, s, with_recompute=False)
+    except Exception:  # whatever a symbolic shape breaks, the concrete trace is exact
+        return None
+
+
+def _trace_step(
+    config: ModelConfig, step: Step, param_dtype: str, t: int, b: Dim, s: Dim, with_recompute: bool
+) -> _StepTrace:
+    """Trace ``config``'s training step on a device of a ``model`` axis of size ``t`` for a
+    micro-batch ``b`` of sequences ``s`` tokens long (ints, or ``jax.export`` symbols)."""
+    hparams = presets.resolved_hparams(config)
     family = config.family
     assert family is not None  # check_traceable refuses the Dense stack
-    t = tensor_parallel_size(mesh)
     local = local_hparams(family, hparams, t)
     forward = step.forward
     compute = jnp.dtype(step.compute_dtype)
-    b, s = step.micro_batch, step.sequence
     sp = t if step.sequence_parallel else 1
 
     def block_split(where: str) -> int:
@@ -561,11 +679,11 @@ def trace_activations(
     # trained, and never batch-dependent, so never activations.
     others = {name: tree for name, tree in variables.items() if name != "params"}
     policy = POLICIES[step.remat]
-    traced: dict[str, tuple[Residual, ...]] = {}
+    traced: dict[str, tuple[Saved, ...]] = {}
     recompute = None
     # Members built the same (equal modules on equal inputs: a decoder's first block and its
     # second) are traced once; counting's rule traces both in case the first differs.
-    alike: dict[Any, tuple[Residual, ...]] = {}
+    alike: dict[Any, tuple[Saved, ...]] = {}
     for path, (block, args) in found.items():
         same = (block, tuple((arg.shape, str(arg.dtype)) for arg in args), jax.tree_util.tree_structure(params[path]))
         if same in alike:
@@ -578,22 +696,12 @@ def trace_activations(
         x = jax.ShapeDtypeStruct((b, s, *args[0].shape[2:]), compute)
         fn = apply if policy is None else jax.checkpoint(apply, policy=policy)
         held = (params[path], {name: tree[path] for name, tree in others.items() if path in tree})
-        traced[path] = alike[same] = saved_activations(fn, held, x, split=block_split, sequence=s, micro_batch=b)
+        traced[path] = alike[same] = saved_shapes(fn, held, x, split=block_split, sequence=s, micro_batch=b)
         if with_recompute and recompute is None:
             recompute = 0.0
             if policy is not None:
                 plain = step_flops(apply, held, x)
                 recompute = (step_flops(fn, held, x) - plain) / plain
-    rows: dict[int, BlockRow] = {}
-    for run in runs:
-        last = min(len(run.members), families.TRACED_PER_RUN) - 1
-        for index, member in enumerate(run.members):
-            saved = traced[run.path(min(index, last))]
-            rows[member] = BlockRow(
-                path=run.path(index), residuals=len(saved), bytes=sum(r.bytes_per_device for r in saved)
-            )
-    blocks = tuple(rows[index] for index in sorted(rows))
-
     # Outside the blocks: the same model with none (the embedding, the final norm, the output layer).
     bare = {**local, "num_layers": 0}
     if family == "moe":
@@ -605,9 +713,9 @@ def trace_activations(
     def logits_of(p: Any, ids: Any) -> Any:
         return outer.apply({"params": _cast(p, compute)}, ids)
 
-    outside = saved_activations(logits_of, outer_params, tokens, split=lambda where: sp, sequence=s, micro_batch=b)
+    outside = saved_shapes(logits_of, outer_params, tokens, split=lambda where: sp, sequence=s, micro_batch=b)
     logits = jax.eval_shape(logits_of, outer_params, tokens)
-    loss = saved_activations(
+    loss = saved_shapes(
         lambda _, z, labels: cross_entropy(z, labels),
         {},
         jax.ShapeDtypeStruct(logits.shape, logits.dtype),
@@ -616,18 +724,12 @@ def trace_activations(
         micro_batch=b,
     )
     names = ", ".join(name for name in ("embed", "final_norm", "lm_head") if name in outer_params)
-    return ActivationReport(
-        step=step,
-        tensor_parallel=t,
-        blocks=blocks,
-        outside=BlockRow(path=names, residuals=len(outside), bytes=sum(r.bytes_per_device for r in outside)),
-        loss_bytes=sum(r.bytes_per_device for r in loss),
-        loss_residuals=loss,
-        traced=traced,
-        korthikanti_bytes=korthikanti_bytes(hparams, step, t),
-        formula_note=formula_note(family, hparams, step),
-        seconds=time.perf_counter() - start,
-        routed=family == "moe",
+    return _StepTrace(
+        runs=tuple(runs),
+        blocks=traced,
+        outside=outside,
+        outside_names=names,
+        loss=loss,
         recompute_fraction=recompute,
     )
 
