@@ -74,6 +74,30 @@ def test_fits_flips_when_the_sequence_grows():
     assert short.startswith("Fits") and long.startswith("Over by")
 
 
+def test_a_new_sequence_or_budget_answers_on_the_states_sweep_already_laid_out(monkeypatch):
+    """The sweep lays the state out on every candidate mesh (the slow part); only the answer
+    depends on the sequence and the budget, so changing them lays nothing out again."""
+    from dcsim.memory import search
+
+    calls = []
+    sweep = search.sweep
+    monkeypatch.setattr(search, "sweep", lambda *args, **kw: calls.append(args) or sweep(*args, **kw))
+    memory_ui._cached_sweep.clear()
+    at = open_link(SMALL | {"mesh": "data=2", "seq": "16", "devmem": "8MiB"})
+    assert len(calls) == 1
+    before = metrics(at)["Against the budget (8MiB)"]
+    at.text_input(key=memory_ui.seeded("seq", memory_ui.NO_SEQUENCE, memory_ui.parse_sequence)).set_value("2048")
+    at.run()
+    at.text_input(key=memory_ui.seeded("devmem", memory_ui.DEFAULT_BUDGET, memory_ui.parse_budget)).set_value("16MiB")
+    at.run()
+    assert not at.exception and len(calls) == 1
+    state, traced = figures(SMALL | {"mesh": "data=2"}, activations.Step(sequence=2048))
+    assert metrics(at)["State + activations per device"] == units.bytes_exact(
+        state.total_bytes_per_device + traced.bytes_per_device
+    )
+    assert before.startswith("Fits") and at.query_params["seq"] == "2048" and at.query_params["devmem"] == "16MiB"
+
+
 def test_the_stacked_bar_holds_activations_and_headroom():
     at = open_link(SMALL | {"mesh": "data=2", "seq": "32", "devmem": "1GiB"})
     charts = [chart.spec for chart in at.get("vega_lite_chart")]

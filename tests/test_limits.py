@@ -229,7 +229,8 @@ CACHES = {
     "kept sweeps": measuring._sweeps,
     "budget answers": compare_widgets._answer,
     "memory layouts": memory_widgets._cached_memory,
-    "memory sweeps": memory_widgets._cached_fit,
+    "memory sweeps": memory_widgets._cached_sweep,
+    "memory budget answers": memory_widgets._cached_fit,
     "weight tables": weight_widgets._table,
 }
 # Rows that describe what happens instead of quoting a message: Streamlit or the web server acts

@@ -264,6 +264,21 @@ def test_budget_search_gives_both_answers_over_the_meshes_shape():
     assert record["real"]["devices"] == 4 and record["ideal"]["devices"] == 4
 
 
+def test_one_sweep_answers_every_budget_and_step_as_a_fresh_search_does():
+    """The layouts are swept once; a new budget or a step's activations answer on them."""
+    setup = Training.stage(3, optimizer="adam", param_dtype="float32")
+    mesh = parse_mesh("data=8,model=1")
+    swept = search.sweep(MNIST, mesh, "fsdp", (), setup)
+    per_mesh = {c.mesh: 1_000 * c.mesh.num_devices for c in swept.states}
+    for amount in (10**6, 3_571_766, 10**8):
+        for activations in (None, per_mesh.__getitem__):
+            assert search.answer(swept, amount, activations) == search.fit(
+                MNIST, mesh, "fsdp", (), setup, amount, activations=activations
+            )
+    counted = search.answer(swept, 10**8, per_mesh.__getitem__)
+    assert [c.activations_bytes_per_device for c in counted.candidates] == list(per_mesh.values())
+
+
 def test_budget_search_reports_impossible_meshes():
     found = search.fit(MNIST, parse_mesh("model=2"), "tensor", (), Training.stage(3), 10**12)
     by_devices = {c.mesh.num_devices: c for c in found.candidates}

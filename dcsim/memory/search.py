@@ -111,6 +111,49 @@ class Fit:
         return budgets.ideal_shards(self.total_bytes, self.amount)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Sweep:
+    """The training state laid out on every candidate mesh, before any budget or step: the part of
+    the search that takes time, kept apart so that a new budget or a new sequence reuses it.
+
+    Attributes:
+      total_bytes: the training state once (the same on every mesh).
+      states: each candidate mesh, fewest devices first, with what its most-loaded device holds of
+        the state (``activations_bytes_per_device`` 0), or why it cannot be laid out.
+      whole_bytes: bytes a device holds of the parts the setup does not split, ``{part: bytes}``.
+    """
+
+    total_bytes: int
+    states: tuple[Candidate, ...]
+    whole_bytes: dict[str, int]
+
+
+def sweep(
+    report: ParamReport,
+    mesh: MeshSpec,
+    strategy: str,
+    rules: Sequence[Rule],
+    training: Training,
+    up_to: int = MAX_SEARCH_DEVICES,
+) -> Sweep:
+    """Lay the training state out on every candidate mesh (``candidate_meshes``)."""
+    states = []
+    total = None
+    whole: dict[str, int] = {}
+    for candidate in candidate_meshes(mesh, up_to):
+        try:
+            memory = compute_memory(report, candidate, strategy, rules, training)
+        except (layout.LayoutError, ValueError) as err:
+            states.append(Candidate(mesh=candidate, total_bytes_per_device=None, error=str(err)))
+            continue
+        total = memory.total_bytes
+        whole = {part: memory.part_bytes(part) for part in training.parts if part not in training.shard}
+        states.append(Candidate(mesh=candidate, total_bytes_per_device=memory.total_bytes_per_device))
+    if total is None:  # nothing could be laid out: the state's size does not depend on the mesh
+        total = compute_memory(report, mesh, "replicated", (), training).total_bytes
+    return Sweep(total_bytes=total, states=tuple(states), whole_bytes=whole)
+
+
 def fit(
     report: ParamReport,
     mesh: MeshSpec,
@@ -121,7 +164,14 @@ def fit(
     up_to: int = MAX_SEARCH_DEVICES,
     activations: Callable[[MeshSpec], int] | None = None,
 ) -> Fit:
-    """Lay the training state out on every candidate mesh and answer the budget question.
+    """Lay the training state out on every candidate mesh and answer the budget question
+    (``sweep``, then ``answer``)."""
+    amount = budgets.check_amount(amount)
+    return answer(sweep(report, mesh, strategy, rules, training, up_to), amount, activations)
+
+
+def answer(swept: Sweep, amount: int, activations: Callable[[MeshSpec], int] | None = None) -> Fit:
+    """The budget question answered on a sweep's layouts.
 
     ``activations``: the bytes a step's activations take on a device of a mesh
     (``dcsim.memory.activations``), added to the state on each candidate and to the ideal share
@@ -129,27 +179,23 @@ def fit(
     a ValueError it raises (a model axis that cannot split the heads) marks that mesh impossible."""
     amount = budgets.check_amount(amount)
     candidates = []
-    total = None
-    whole: dict[str, int] = {}
-    extra: dict[MeshSpec, int] = {}
-    for candidate in candidate_meshes(mesh, up_to):
-        try:
-            memory = compute_memory(report, candidate, strategy, rules, training)
-            extra[candidate] = 0 if activations is None else activations(candidate)
-        except (layout.LayoutError, ValueError) as err:
-            candidates.append(Candidate(mesh=candidate, total_bytes_per_device=None, error=str(err)))
+    for state in swept.states:
+        if state.total_bytes_per_device is None:
+            candidates.append(state)
             continue
-        total = memory.total_bytes
-        whole = {part: memory.part_bytes(part) for part in training.parts if part not in training.shard}
+        try:
+            extra = 0 if activations is None else activations(state.mesh)
+        except ValueError as err:
+            candidates.append(Candidate(mesh=state.mesh, total_bytes_per_device=None, error=str(err)))
+            continue
         candidates.append(
             Candidate(
-                mesh=candidate,
-                total_bytes_per_device=memory.total_bytes_per_device + extra[candidate],
-                activations_bytes_per_device=extra[candidate],
+                mesh=state.mesh,
+                total_bytes_per_device=state.total_bytes_per_device + extra,
+                activations_bytes_per_device=extra,
             )
         )
-    if total is None:  # nothing could be laid out: the state's size does not depend on the mesh
-        total = compute_memory(report, mesh, "replicated", (), training).total_bytes
+    total = swept.total_bytes
     ideal = next(
         (
             c.mesh
@@ -163,7 +209,12 @@ def fit(
     )
     real = next((c for c in candidates if c.fits(amount)), None)
     return Fit(
-        amount=amount, total_bytes=total, candidates=tuple(candidates), ideal=ideal, real=real, whole_bytes=whole
+        amount=amount,
+        total_bytes=total,
+        candidates=tuple(candidates),
+        ideal=ideal,
+        real=real,
+        whole_bytes=swept.whole_bytes,
     )
 
 

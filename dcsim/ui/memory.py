@@ -450,22 +450,35 @@ def cached_memory(config: ModelConfig, setup: Setup) -> Outcome:
 
 
 @st.cache_data(max_entries=MAX_CACHED_FITS, show_spinner="Laying the state out on every mesh of the sweep…")
+def _cached_sweep(config_json: str, mesh_text: str, strategy: str, rules: str, training: str) -> search.Sweep | str:
+    """The state on every candidate mesh: what a new budget or a new sequence leaves as it is."""
+    report, mesh, strategy, parsed_rules, setup = _parts(config_json, mesh_text, strategy, rules, training)
+    try:
+        return search.sweep(report, mesh, strategy, parsed_rules, setup)
+    except (TypeError, ValueError) as err:
+        return str(err)
+
+
+@st.cache_data(max_entries=MAX_CACHED_FITS, show_spinner=False)
 def _cached_fit(
     config_json: str, mesh_text: str, strategy: str, rules: str, training: str, amount: int, step_json: str = ""
 ) -> search.Fit | str:
-    report, mesh, strategy, parsed_rules, setup = _parts(config_json, mesh_text, strategy, rules, training)
+    swept = _cached_sweep(config_json, mesh_text, strategy, rules, training)
+    if isinstance(swept, str):
+        return swept
     per_mesh = None
     if step_json:
         from dcsim.memory import activations
 
         config = ModelConfig.from_json(config_json)
         step = activations.Step(**json.loads(step_json))
+        param_dtype = training_from_json(training).param_dtype
 
         def per_mesh(candidate: meshes.MeshSpec) -> int:
-            return activations.cached_trace(config, step, setup.param_dtype, candidate).bytes_per_device
+            return activations.cached_trace(config, step, param_dtype, candidate).bytes_per_device
 
     try:
-        return search.fit(report, mesh, strategy, parsed_rules, setup, amount, activations=per_mesh)
+        return search.answer(swept, amount, activations=per_mesh)
     except (TypeError, ValueError) as err:
         return str(err)
 
