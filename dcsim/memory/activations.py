@@ -305,12 +305,31 @@ class Saved:
 
 
 def _size(dim: Dim, env: Mapping[str, int]) -> int:
-    """A traced dimension's value: an int as it is; a symbolic one evaluated at ``env``. The pinned
-    JAX has no public evaluation of its dimension polynomials; ``_evaluate`` is the one its own
-    shape-polymorphic export uses, and tests hold every symbolic figure to a concrete trace's."""
+    """A traced dimension's value, exactly: an int as it is; a symbolic one evaluated at ``env`` in
+    Python ints. JAX's own evaluation (the private ``_evaluate`` its export uses) computes in int32
+    and wraps past 2**31 (a block's FLOPs at 512 tokens already do), so the polynomial is read term
+    by term: its private ``_sorted_terms``, each a product of factors (a symbol, or a floor division,
+    a remainder, a max or a min of polynomials). Tests hold every symbolic figure to a concrete
+    trace's, at sizes past int32."""
     if isinstance(dim, int):
         return dim
-    return int(dim._evaluate(env))
+    return sum(int(coefficient) * _term(term, env) for term, coefficient in dim._sorted_terms)
+
+
+def _term(term: Any, env: Mapping[str, int]) -> int:
+    return math.prod(_factor(factor, env) ** power for factor, power in term._factors)
+
+
+def _factor(factor: Any, env: Mapping[str, int]) -> int:
+    if factor.var is not None:
+        return env[factor.var]
+    left, right = (_size(operand, env) for operand in factor.operands)
+    return {
+        "floordiv": lambda: left // right,
+        "mod": lambda: left % right,
+        "max": lambda: max(left, right),
+        "min": lambda: min(left, right),
+    }[factor.operation]()
 
 
 def saved_activations(
@@ -375,10 +394,11 @@ _ELEMENTWISE = frozenset(
 )
 
 
-def jaxpr_flops(jaxpr: Any) -> int:
+def jaxpr_flops(jaxpr: Any) -> Dim:
     """Floating-point operations of a jaxpr, counted from its equations: a matmul 2 x its output x
-    its contracted size, an elementwise op its output, a sum its input; calls followed into."""
-    total = 0
+    its contracted size, an elementwise op its output, a sum its input; calls followed into. An int,
+    or a polynomial in the symbols of a shape-polymorphic trace."""
+    total: Dim = 0
     for eqn in jaxpr.eqns:
         inner = [getattr(value, "jaxpr", value) for value in eqn.params.values()]
         subs = [sub for sub in inner if isinstance(sub, jax_core.Jaxpr)]
@@ -403,7 +423,7 @@ def jaxpr_flops(jaxpr: Any) -> int:
     return total
 
 
-def step_flops(fn: Callable[..., Any], params: Any, x: jax.ShapeDtypeStruct) -> int:
+def step_flops(fn: Callable[..., Any], params: Any, x: jax.ShapeDtypeStruct) -> Dim:
     """The floating-point operations of ``fn``'s forward and backward pass together (one vjp and
     its pullback applied to a cotangent), from the traced jaxpr: under a remat policy the pullback
     recomputes what was not kept, so the difference to no remat is the recomputation."""
@@ -570,7 +590,8 @@ def trace_activations(
     skipped when it is built and fed as the first is), the part
     outside the blocks and the loss traced apart, every figure from the model's real trace.
     ``with_recompute``: also what the policy recomputes, as a fraction of a block's forward and
-    backward FLOPs without remat (``step_flops``; two more traces of one block).
+    backward FLOPs without remat (``step_flops``; two more traces of one block, symbolic as the
+    rest where the model allows).
 
     The trace is shape-polymorphic where the model allows: the micro-batch and the sequence are
     the symbols ``b`` and ``s``, the residuals' sizes polynomials in them, so one trace (kept for
@@ -580,7 +601,7 @@ def trace_activations(
     start = time.perf_counter()
     hparams = check_traceable(config, step, mesh)
     t = tensor_parallel_size(mesh)
-    traced = None if with_recompute else _symbolic_trace(config, _shapeless(step), param_dtype, t)
+    traced = _symbolic_trace(config, _shapeless(step), param_dtype, t, with_recompute)
     if traced is None:
         traced = _trace_step(config, step, param_dtype, t, step.micro_batch, step.sequence, with_recompute)
     b, s = step.micro_batch, step.sequence
@@ -609,7 +630,7 @@ def trace_activations(
         formula_note=formula_note(config.family or "", hparams, step),
         seconds=time.perf_counter() - start,
         routed=config.family == "moe",
-        recompute_fraction=traced.recompute_fraction,
+        recompute_fraction=traced.recompute_at(b, s),
     )
 
 
@@ -622,7 +643,15 @@ class _StepTrace:
     outside: tuple[Saved, ...]
     outside_names: str
     loss: tuple[Saved, ...]
-    recompute_fraction: float | None
+    recompute_flops: tuple[Dim, Dim] | None  # a block's step FLOPs without and with the policy, if asked
+
+    def recompute_at(self, micro_batch: int, sequence: int) -> float | None:
+        """What the policy recomputes, as a fraction of a block's step FLOPs without remat."""
+        if self.recompute_flops is None:
+            return None
+        env = {"b": micro_batch, "s": sequence}
+        plain, remat = (_size(flops, env) for flops in self.recompute_flops)
+        return (remat - plain) / plain if plain else 0.0
 
 
 def _shapeless(step: Step) -> Step:
@@ -632,7 +661,9 @@ def _shapeless(step: Step) -> Step:
 
 
 @functools.lru_cache(maxsize=64)
-def _symbolic_trace(config: ModelConfig, step: Step, param_dtype: str, t: int) -> _StepTrace | None:
+def _symbolic_trace(
+    config: ModelConfig, step: Step, param_dtype: str, t: int, with_recompute: bool
+) -> _StepTrace | None:
     """The step traced once with a symbolic micro-batch and sequence, or None where the forward
     needs them concrete (JAX refuses a shape it cannot decide symbolically: a reshape into chunks,
     a comparison with a window)."""
@@ -640,7 +671,7 @@ def _symbolic_trace(config: ModelConfig, step: Step, param_dtype: str, t: int) -
 
     b, s = export.symbolic_shape("b, s")
     try:
-        return _trace_step(config, step, param_dtype, t, b, s, with_recompute=False)
+        return _trace_step(config, step, param_dtype, t, b, s, with_recompute)
     except Exception:  # whatever a symbolic shape breaks, the concrete trace is exact
         return None
 
@@ -680,7 +711,7 @@ def _trace_step(
     others = {name: tree for name, tree in variables.items() if name != "params"}
     policy = POLICIES[step.remat]
     traced: dict[str, tuple[Saved, ...]] = {}
-    recompute = None
+    recompute: tuple[Dim, Dim] | None = None
     # Members built the same (equal modules on equal inputs: a decoder's first block and its
     # second) are traced once; counting's rule traces both in case the first differs.
     alike: dict[Any, tuple[Saved, ...]] = {}
@@ -698,10 +729,9 @@ def _trace_step(
         held = (params[path], {name: tree[path] for name, tree in others.items() if path in tree})
         traced[path] = alike[same] = saved_shapes(fn, held, x, split=block_split, sequence=s, micro_batch=b)
         if with_recompute and recompute is None:
-            recompute = 0.0
+            recompute = (0, 0)  # no policy: nothing recomputed
             if policy is not None:
-                plain = step_flops(apply, held, x)
-                recompute = (step_flops(fn, held, x) - plain) / plain
+                recompute = (step_flops(apply, held, x), step_flops(fn, held, x))
     # Outside the blocks: the same model with none (the embedding, the final norm, the output layer).
     bare = {**local, "num_layers": 0}
     if family == "moe":
@@ -730,7 +760,7 @@ def _trace_step(
         outside=outside,
         outside_names=names,
         loss=loss,
-        recompute_fraction=recompute,
+        recompute_flops=recompute,
     )
 
 
