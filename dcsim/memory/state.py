@@ -155,7 +155,7 @@ class StateArray:
     def num_values(self) -> int:
         return math.prod(self.shape)
 
-    @property
+    @functools.cached_property
     def bytes(self) -> int:
         """The whole array's bytes, once."""
         return payload.raw_bytes_as(self.num_values, self.dtype)
@@ -193,11 +193,11 @@ class MemoryReport:
         parts = {f"{part}_bytes": self.part_bytes(part) for part in PARTS}
         return {**parts, "total_bytes": sum(parts.values())}
 
-    @property
+    @functools.cached_property
     def total_bytes_per_device(self) -> int:
         return sum(row.bytes_per_device for row in self.arrays)
 
-    @property
+    @functools.cached_property
     def total_bytes(self) -> int:
         """The state once, without replicas: every array's bytes."""
         return sum(row.bytes for row in self.arrays)
