@@ -335,33 +335,36 @@ def _vision_sizes(
     return (*sizes, Size("patch_size", "patch_size", patch))
 
 
-def _tower(model_class: str, tower: str, sizes: tuple[Size, ...], counted: str, **more: Any) -> ModelType:
-    """A vision_config's entry: ``tower`` of the multimodal family, on 3-channel images."""
-    more.setdefault("rules", (_CHANNELS,))
-    fixed = {"vision_tower": tower} | more.pop("fixed", {})
+def _headless(family: str, model_class: str, sizes: tuple[Size, ...], counted: str, **more: Any) -> ModelType:
+    """An entry whose model has no output head of its own (an encoder, a vision tower, a model of
+    parts), so no head width or tie is read."""
     return ModelType(
-        family=_VISION,
+        family=family,
         model_class=model_class,
         sizes=sizes,
         head_dim=READ_NO_HEAD_DIM,
         tied=None,
-        fixed=fixed,
         counted=counted,
         **more,
     )
 
 
+def _tower(model_class: str, tower: str, sizes: tuple[Size, ...], counted: str, **more: Any) -> ModelType:
+    """A vision_config's entry: ``tower`` of the multimodal family, on 3-channel images."""
+    more.setdefault("rules", (_CHANNELS,))
+    fixed = {"vision_tower": tower} | more.pop("fixed", {})
+    return _headless(_VISION, model_class, sizes, counted, fixed=fixed, **more)
+
+
 def _vision_language(model_class: str, nested: Nested, projector: str | None, **more: Any) -> ModelType:
     """A vision-language model's entry: its parts read by the ``vision_language`` quirk."""
-    return ModelType(
-        family=_VISION,
-        model_class=model_class,
-        sizes=more.pop("sizes", ()),
-        head_dim=READ_NO_HEAD_DIM,
-        tied=None,
+    return _headless(
+        _VISION,
+        model_class,
+        more.pop("sizes", ()),
+        _VLM_COUNTED + more.pop("aside", ""),
         fixed={"projector": projector} if projector else {},
         quirks=("vision_language",),
-        counted=_VLM_COUNTED + more.pop("aside", ""),
         nested=nested,
         **more,
     )
@@ -412,22 +415,72 @@ VISION_LANGUAGE: Mapping[str, ModelType] = MappingProxyType(
     }
 )
 
+# One constructor a family: an entry below says only what sets its type apart.
+_ATTN_BIAS = Flag("attention_bias", False, ("attn_bias",))
+_EVERY_BLOCK = {"dense_layers": ()}  # routed experts in every block, none dense
+_ROBERTA_COUNTED = _BERT_COUNTED.replace("embeddings", "embeddings (the position table as long as the file says)")
+
+
+def _decoder(model_class: str, sizes: tuple[Size, ...], **more: Any) -> ModelType:
+    """An entry of the decoder family."""
+    return ModelType(family="decoder", model_class=model_class, sizes=sizes, **more)
+
+
+def _llama(model_class: str, sizes: tuple[Size, ...], **more: Any) -> ModelType:
+    """A decoder with Llama's blocks (rotary positions, RMSNorms, a SwiGLU MLP, no biases), and
+    the entry's ``fixed`` on top."""
+    return _decoder(model_class, sizes, fixed=_LLAMA | more.pop("fixed", {}), **more)
+
+
+def _learned_gpt(model_class: str, **more: Any) -> ModelType:
+    """A decoder with GPT-2's blocks (learned positions, biases, LayerNorms, a plain MLP), read
+    under GPT-2's names at GPT-2 small's defaults, its head tied by default."""
+    return _decoder(
+        model_class,
+        _gpt2_sizes(50_257, 1024, 768, 12, 12),
+        head_dim=READ_NO_HEAD_DIM,
+        tied=True,
+        fixed=_LEARNED_GPT,
+        rules=(_CROSS,),
+        **more,
+    )
+
+
+def _moe(model_class: str, sizes: tuple[Size, ...], what: str, *, aside: str = "", **more: Any) -> ModelType:
+    """An entry of the moe family; ``what`` its blocks hold, said as ``_MOE_COUNTED`` says it."""
+    counted = _MOE_COUNTED.replace("{what}", what) + aside
+    return ModelType(family="moe", model_class=model_class, sizes=sizes, counted=counted, **more)
+
+
+def _variant(model_class: str, sizes: tuple[Size, ...], counted: str, **more: Any) -> ModelType:
+    """An entry of the variant family (its ``fixed`` switches the family's quirks on)."""
+    return ModelType(family="variant", model_class=model_class, sizes=sizes, counted=counted, **more)
+
+
+def _bert(model_class: str, sizes: tuple[Size, ...], counted: str) -> ModelType:
+    """An encoder of the bert family, read by BERT's rules."""
+    return _headless("bert", model_class, sizes, counted, rules=_BERT_RULES)
+
+
+def _one_heads_field(vocab: int, keys: tuple[str, str, str], d_model: int, layers: int, heads: int) -> tuple[Size, ...]:
+    """vocab_size, then the width, the depth and the heads under ``keys`` at these defaults, the
+    key/value heads read from the heads' field too (the class has no grouped-query attention)."""
+    width, depth, heads_key = keys
+    return (
+        Size("vocab_size", "vocab_size", vocab),
+        Size("d_model", width, d_model),
+        Size("num_layers", depth, layers),
+        Size("num_heads", heads_key, heads),
+        Size("num_kv_heads", heads_key, heads),
+    )
+
+
 MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
     {
-        "gpt2": ModelType(
-            family="decoder",
-            model_class="GPT2LMHeadModel",
-            sizes=_gpt2_sizes(50_257, 1024, 768, 12, 12),
-            head_dim=READ_NO_HEAD_DIM,
-            tied=True,
-            fixed=_LEARNED_GPT,
-            rules=(_CROSS,),
-            counted="embeddings, blocks, final norm, {head}",
-        ),
-        "gpt_neox": ModelType(
-            family="decoder",
-            model_class="GPTNeoXForCausalLM",
-            sizes=(
+        "gpt2": _learned_gpt("GPT2LMHeadModel", counted="embeddings, blocks, final norm, {head}"),
+        "gpt_neox": _decoder(
+            "GPTNeoXForCausalLM",
+            (
                 *_sizes(50_432, 6144, 44, 64, 24_576, positions=True)[:-1],
                 Size("num_kv_heads", "num_attention_heads", 64),
             ),
@@ -435,207 +488,151 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
             fixed=_ROTARY | {"use_bias": True, "norm": "layernorm", "gated_mlp": False},
             rules=(Only("attention_bias", True, True, f"{_ONE_BIAS}, and GPT-NeoX's MLP always has them"),),
         ),
-        "llama": ModelType(
-            family="decoder",
-            model_class="LlamaForCausalLM",
-            sizes=_sizes(32_000, 4096, 32, 32, 11_008, positions=True),
-            fixed=_LLAMA,
-            quirks=("one_bias",),
+        "llama": _llama("LlamaForCausalLM", _sizes(32_000, 4096, 32, 32, 11_008, positions=True), quirks=("one_bias",)),
+        "mistral": _llama(
+            "MistralForCausalLM", _sizes(32_000, 4096, 32, 32, 14_336, 8, positions=True), quirks=("one_bias",)
         ),
-        "mistral": ModelType(
-            family="decoder",
-            model_class="MistralForCausalLM",
-            sizes=_sizes(32_000, 4096, 32, 32, 14_336, 8, positions=True),
-            fixed=_LLAMA,
-            quirks=("one_bias",),
-        ),
-        "gemma": ModelType(
-            family="decoder",
-            model_class="GemmaForCausalLM",
-            sizes=_sizes(256_000, 3072, 28, 16, 24_576, 16, positions=True),
+        "gemma": _llama(
+            "GemmaForCausalLM",
+            _sizes(256_000, 3072, 28, 16, 24_576, 16, positions=True),
             head_dim=256,
             tied=True,
-            fixed=_LLAMA,
             quirks=("one_bias",),
         ),
-        "qwen2": ModelType(
-            family="decoder",
-            model_class="Qwen2ForCausalLM",
-            sizes=_sizes(151_936, 4096, 32, 32, 22_016, 32, positions=True),
-            fixed=_LLAMA | {"qkv_bias": True},
-            counted="embeddings, blocks (biases on query, key and value only), final norm, {head}; "
-            "rotary positions hold no parameters",
+        "qwen2": _llama(
+            "Qwen2ForCausalLM",
+            _sizes(151_936, 4096, 32, 32, 22_016, 32, positions=True),
+            fixed={"qkv_bias": True},
+            counted=_QKV_ONLY,
         ),
-        "qwen3": ModelType(
-            family="decoder",
-            model_class="Qwen3ForCausalLM",
-            sizes=_sizes(151_936, 4096, 32, 32, 22_016, 32),
+        "qwen3": _llama(
+            "Qwen3ForCausalLM",
+            _sizes(151_936, 4096, 32, 32, 22_016, 32),
             head_dim=128,
-            fixed=_LLAMA | {"qk_norm": True},
+            fixed={"qk_norm": True},
             rules=(_no_projection_biases("Qwen3"),),
         ),
-        "gemma2": ModelType(
-            family="decoder",
-            model_class="Gemma2ForCausalLM",
-            sizes=_sizes(256_000, 2304, 26, 8, 9216, 4),
-            head_dim=256,
-            tied=True,
-            fixed=_LLAMA | {"post_norms": True},
-            rules=(_no_projection_biases("Gemma"),),
-        ),
-        "gemma3_text": ModelType(
-            family="decoder",
-            model_class="Gemma3ForCausalLM",
-            sizes=_sizes(262_208, 2304, 26, 8, 9216, 4),
-            head_dim=256,
-            tied=True,
-            fixed=_LLAMA | {"post_norms": True, "qk_norm": True},
-            rules=(_no_projection_biases("Gemma"),),
-        ),
-        "phi3": ModelType(
-            family="decoder",
-            model_class="Phi3ForCausalLM",
-            sizes=_sizes(32_064, 3072, 32, 32, 8192),
-            fixed=_LLAMA | {"fused_projections": True},
-        ),
-        "mixtral": ModelType(
-            family="moe",
-            model_class="MixtralForCausalLM",
-            sizes=(
+        **{  # Gemma 2's blocks, and Gemma 3's: the same with query and key norms
+            model_type: _llama(
+                model_class,
+                _sizes(vocab, 2304, 26, 8, 9216, 4),
+                head_dim=256,
+                tied=True,
+                fixed={"post_norms": True} | qk_norm,
+                rules=(_no_projection_biases("Gemma"),),
+            )
+            for model_type, model_class, vocab, qk_norm in (
+                ("gemma2", "Gemma2ForCausalLM", 256_000, {}),
+                ("gemma3_text", "Gemma3ForCausalLM", 262_208, {"qk_norm": True}),
+            )
+        },
+        "phi3": _llama("Phi3ForCausalLM", _sizes(32_064, 3072, 32, 32, 8192), fixed={"fused_projections": True}),
+        "mixtral": _moe(
+            "MixtralForCausalLM",
+            (
                 *_sizes(32_000, 4096, 32, 32, 14_336, 8),
                 *_experts("num_local_experts", 8, 2, "intermediate_size", 14_336),
             ),
-            fixed={"dense_layers": ()},
-            counted=_MOE_COUNTED.replace("{what}", "routed experts in every block"),
+            "routed experts in every block",
+            fixed=_EVERY_BLOCK,
         ),
-        "qwen2_moe": ModelType(
-            family="moe",
-            model_class="Qwen2MoeForCausalLM",
-            sizes=_sizes(151_936, 2048, 24, 16, 5632, 16)
+        "qwen2_moe": _moe(
+            "Qwen2MoeForCausalLM",
+            _sizes(151_936, 2048, 24, 16, 5632, 16)
             + _experts("num_experts", 60, 4, "moe_intermediate_size", 1408)
             + (Size("shared_ffn_dim", "shared_expert_intermediate_size", 5632),),
+            "routed experts, a gated shared expert{qkv}",
             flags=(Flag("qkv_bias", True, ("qkv_bias",)),),
             fixed={"shared_expert_gate": True},
             quirks=("shared_expert_width", "qwen_dense_layers"),
-            counted=_MOE_COUNTED.replace("{what}", "routed experts, a gated shared expert{qkv}"),
         ),
-        "qwen3_moe": ModelType(
-            family="moe",
-            model_class="Qwen3MoeForCausalLM",
-            sizes=(
-                *_sizes(151_936, 2048, 24, 32, 6144, 4),
-                *_experts("num_experts", 128, 8, "moe_intermediate_size", 768),
-            ),
+        "qwen3_moe": _moe(
+            "Qwen3MoeForCausalLM",
+            (*_sizes(151_936, 2048, 24, 32, 6144, 4), *_experts("num_experts", 128, 8, "moe_intermediate_size", 768)),
+            "routed experts, query and key norms",
             fixed={"qk_norm": True},
             rules=(NoBias(("attention_bias",), _QWEN3_MOE),),
             quirks=("qwen_dense_layers",),
-            counted=_MOE_COUNTED.replace("{what}", "routed experts, query and key norms"),
         ),
-        "deepseek_v2": ModelType(
-            family="moe",
-            model_class="DeepseekV2ForCausalLM",
-            sizes=_sizes(102_400, 4096, 32, 32, 11_008, 32),
+        "deepseek_v2": _moe(
+            "DeepseekV2ForCausalLM",
+            _sizes(102_400, 4096, 32, 32, 11_008, 32),
+            "latent attention, routed and shared experts{dense}",
             head_dim=READ_NO_HEAD_DIM,
             fixed={"attention": "mla"},
             rules=(NoBias(("attention_bias", "mlp_bias"), _DEEPSEEK),),  # V2's MLPs read mlp_bias
             quirks=("deepseek_v2",),
-            counted=_MOE_COUNTED.replace("{what}", "latent attention, routed and shared experts{dense}"),
         ),
-        "deepseek_v3": ModelType(
-            family="moe",
-            model_class="DeepseekV3ForCausalLM",
-            sizes=_sizes(129_280, 7168, 61, 128, 18_432, 128),
+        "deepseek_v3": _moe(
+            "DeepseekV3ForCausalLM",
+            _sizes(129_280, 7168, 61, 128, 18_432, 128),
+            "latent attention, routed and shared experts{dense}; the router's score-correction bias is a buffer, "
+            "not a parameter",
             head_dim=READ_NO_HEAD_DIM,
             fixed={"attention": "mla", "router_bias": True},
             rules=(NoBias(("attention_bias",), _DEEPSEEK),),  # V3's class ignores mlp_bias
             quirks=("deepseek_v3",),
-            counted=_MOE_COUNTED.replace(
-                "{what}",
-                "latent attention, routed and shared experts{dense}; the router's score-correction bias is a buffer, "
-                "not a parameter",
-            ),
         ),
-        "glm4_moe": ModelType(
-            family="moe",
-            model_class="Glm4MoeForCausalLM",
-            sizes=(
+        "glm4_moe": _moe(
+            "Glm4MoeForCausalLM",
+            (
                 *_sizes(151_552, 4096, 46, 96, 10_944, 8),
                 *_experts("n_routed_experts", 128, 8, "moe_intermediate_size", 1408),
             ),
+            "grouped-query attention, routed and shared experts{dense}; the router's score-correction bias is "
+            "a buffer, not a parameter",
             flags=(Flag("attention_bias", False, ("qkv_bias",)), Flag("use_qk_norm", False, ("qk_norm",))),
             fixed={"router_bias": True},
             quirks=("glm4_moe",),
-            counted=_MOE_COUNTED.replace(
-                "{what}",
-                "grouped-query attention, routed and shared experts{dense}; the router's score-correction bias is "
-                "a buffer, not a parameter",
-            ),
         ),
-        "gpt_oss": ModelType(
-            family="moe",
-            model_class="GptOssForCausalLM",
-            sizes=(
+        "gpt_oss": _moe(
+            "GptOssForCausalLM",
+            (
                 *_sizes(201_088, 2880, 36, 64, 2880, 8),
                 *_experts("num_local_experts", 128, 4, "intermediate_size", 2880),
             ),
+            "attention with biases and a sink logit a head, routed experts and their router with biases",
             head_dim=64,
             flags=(Flag("attention_bias", True, ("attn_bias",)),),
-            fixed={"dense_layers": (), "attention_sinks": True, "expert_biases": True},
-            counted=_MOE_COUNTED.replace(
-                "{what}", "attention with biases and a sink logit a head, routed experts and their router with biases"
-            ),
+            fixed=_EVERY_BLOCK | {"attention_sinks": True, "expert_biases": True},
         ),
-        "dbrx": ModelType(
-            family="moe",
-            model_class="DbrxForCausalLM",
-            sizes=(
-                Size("vocab_size", "vocab_size", 32_000),
-                Size("d_model", "d_model", 2048),
-                Size("num_layers", "n_layers", 24),
-                Size("num_heads", "n_heads", 16),
+        "dbrx": _moe(
+            "DbrxForCausalLM",
+            (
+                *_one_heads_field(32_000, ("d_model", "n_layers", "n_heads"), 2048, 24, 16)[:4],  # kv: the dbrx quirk
                 Size("max_positions", "max_seq_len", lenient=True),
             ),
+            "fused query, key and value; LayerNorms without bias; routed experts in every block",
             head_dim=READ_NO_HEAD_DIM,
-            fixed={"dense_layers": (), "norm": "layernorm_no_bias"},
+            fixed=_EVERY_BLOCK | {"norm": "layernorm_no_bias"},
             quirks=("dbrx",),
-            counted=_MOE_COUNTED.replace(
-                "{what}", "fused query, key and value; LayerNorms without bias; routed experts in every block"
-            ),
         ),
-        "phimoe": ModelType(
-            family="moe",
-            model_class="PhimoeForCausalLM",
-            sizes=(
-                *_sizes(32_064, 4096, 32, 32, 6400, 8),
-                *_experts("num_local_experts", 16, 2, "intermediate_size", 6400),
-            ),
-            flags=(Flag("attention_bias", False, ("attn_bias",)), Flag("lm_head_bias", False, ("head_bias",))),
-            fixed={"dense_layers": (), "norm": "layernorm"},
-            counted=_MOE_COUNTED.replace("{what}", "LayerNorms with biases, routed experts in every block"),
+        "phimoe": _moe(
+            "PhimoeForCausalLM",
+            (*_sizes(32_064, 4096, 32, 32, 6400, 8), *_experts("num_local_experts", 16, 2, "intermediate_size", 6400)),
+            "LayerNorms with biases, routed experts in every block",
+            flags=(_ATTN_BIAS, Flag("lm_head_bias", False, ("head_bias",))),
+            fixed=_EVERY_BLOCK | {"norm": "layernorm"},
         ),
-        "olmoe": ModelType(
-            family="moe",
-            model_class="OlmoeForCausalLM",
-            sizes=(
-                *_sizes(50_304, 2048, 16, 16, 2048),
-                *_experts("num_experts", 64, 8, "intermediate_size", 2048),
-            ),
-            flags=(Flag("attention_bias", False, ("attn_bias",)),),
-            fixed={"dense_layers": (), "qk_norm": True, "wide_qk_norm": True},
-            counted=_MOE_COUNTED.replace("{what}", "query and key normed over every feature, routed experts"),
+        "olmoe": _moe(
+            "OlmoeForCausalLM",
+            (*_sizes(50_304, 2048, 16, 16, 2048), *_experts("num_experts", 64, 8, "intermediate_size", 2048)),
+            "query and key normed over every feature, routed experts",
+            flags=(_ATTN_BIAS,),
+            fixed=_EVERY_BLOCK | {"qk_norm": True, "wide_qk_norm": True},
         ),
         **{
-            model_type: ModelType(
-                family="moe",
-                model_class=model_class,
-                sizes=(
+            model_type: _moe(
+                model_class,
+                (
                     *_sizes(32_000, 4096, 32, 32, 11_008),
                     *_experts("num_local_experts", 8, 2, "intermediate_size", 11_008),
                     *shared,
                 ),
-                flags=(Flag("attention_bias", False, ("attn_bias",)),),
-                fixed={"dense_layers": ()},
-                counted=_MOE_COUNTED.replace("{what}", what) + "; Granite's multipliers hold no parameters",
+                what,
+                aside="; Granite's multipliers hold no parameters",
+                flags=(_ATTN_BIAS,),
+                fixed=_EVERY_BLOCK,
             )
             for model_type, model_class, shared, what in (
                 ("granitemoe", "GraniteMoeForCausalLM", (), "routed experts in every block"),
@@ -647,19 +644,16 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
                 ),
             )
         },
-        "granite": ModelType(
-            family="decoder",
-            model_class="GraniteForCausalLM",
-            sizes=_sizes(32_000, 4096, 32, 32, 11_008, positions=True),
-            fixed=_LLAMA,
+        "granite": _llama(
+            "GraniteForCausalLM",
+            _sizes(32_000, 4096, 32, 32, 11_008, positions=True),
             quirks=("one_bias",),
             counted="embeddings, blocks, final norm, {head}; Granite's multipliers and rotary positions hold no "
             "parameters",
         ),
-        "stablelm": ModelType(
-            family="decoder",
-            model_class="StableLmForCausalLM",
-            sizes=_sizes(50_304, 2560, 32, 32, 6912, positions=True),
+        "stablelm": _decoder(
+            "StableLmForCausalLM",
+            _sizes(50_304, 2560, 32, 32, 6912, positions=True),
             head_dim=READ_NO_HEAD_DIM,
             flags=(Flag("use_qkv_bias", False, ("qkv_bias",)),),
             fixed=_ROTARY | {"use_bias": False, "norm": "layernorm", "gated_mlp": True},
@@ -670,62 +664,46 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
             counted="embeddings, blocks (LayerNorms with biases), final norm, {head}; partial rotary positions hold "
             "no parameters",
         ),
-        "nemotron": ModelType(
-            family="decoder",
-            model_class="NemotronForCausalLM",
-            sizes=_sizes(256_000, 6144, 32, 48, 24_576, positions=True),
+        "nemotron": _decoder(
+            "NemotronForCausalLM",
+            _sizes(256_000, 6144, 32, 48, 24_576, positions=True),
             fixed=_ROTARY | {"norm": "layernorm", "gated_mlp": False},
             quirks=("one_bias",),
             counted="embeddings, blocks (LayerNorm1P: a scale and a bias; squared-ReLU MLP without a gate), final "
             "norm, {head}; partial rotary positions hold no parameters",
         ),
-        "starcoder2": ModelType(
-            family="decoder",
-            model_class="Starcoder2ForCausalLM",
-            sizes=_sizes(49_152, 3072, 30, 24, 12_288, 2, positions=True),
+        "starcoder2": _decoder(
+            "Starcoder2ForCausalLM",
+            _sizes(49_152, 3072, 30, 24, 12_288, 2, positions=True),
             tied=True,
             flags=(Flag("use_bias", True, ("use_bias",)),),
             fixed=_ROTARY | {"norm": "layernorm", "gated_mlp": False},
             quirks=("tied_by_default",),
         ),
-        "glm": ModelType(
-            family="decoder",
-            model_class="GlmForCausalLM",
-            sizes=_sizes(151_552, 4096, 40, 32, 13_696, 2, positions=True),
+        "glm": _llama(
+            "GlmForCausalLM",
+            _sizes(151_552, 4096, 40, 32, 13_696, 2, positions=True),
             head_dim=128,
             flags=(Flag("attention_bias", True, ("qkv_bias",)),),
-            fixed=_LLAMA,
             counted=_QKV_ONLY,
         ),
-        "glm4": ModelType(
-            family="decoder",
-            model_class="Glm4ForCausalLM",
-            sizes=_sizes(151_552, 4096, 40, 32, 13_696, 2, positions=True),
+        "glm4": _llama(
+            "Glm4ForCausalLM",
+            _sizes(151_552, 4096, 40, 32, 13_696, 2, positions=True),
             head_dim=128,
             flags=(Flag("attention_bias", True, ("qkv_bias",)),),
-            fixed=_LLAMA | {"post_norms": True},
+            fixed={"post_norms": True},
             counted=_QKV_ONLY.replace("only)", "only; four norms a block)"),
         ),
-        "gpt_bigcode": ModelType(
-            family="decoder",
-            model_class="GPTBigCodeForCausalLM",
-            sizes=_gpt2_sizes(50_257, 1024, 768, 12, 12),
-            head_dim=READ_NO_HEAD_DIM,
-            tied=True,
-            fixed=_LEARNED_GPT,
-            rules=(_CROSS,),
+        "gpt_bigcode": _learned_gpt(
+            "GPTBigCodeForCausalLM",
             quirks=("multi_query", "tied_by_default"),
             counted="embeddings, blocks (one key/value head when multi_query), final norm, {head}",
         ),
-        "opt": ModelType(
-            family="decoder",
-            model_class="OPTForCausalLM",
-            sizes=(
-                Size("vocab_size", "vocab_size", 50_272),
-                Size("d_model", "hidden_size", 768),
-                Size("num_layers", "num_hidden_layers", 12),
-                Size("num_heads", "num_attention_heads", 12),
-                Size("num_kv_heads", "num_attention_heads", 12),
+        "opt": _decoder(
+            "OPTForCausalLM",
+            (
+                *_one_heads_field(50_272, ("hidden_size", "num_hidden_layers", "num_attention_heads"), 768, 12, 12),
                 Size("ffn_dim", "ffn_dim", 3072),
             ),
             head_dim=READ_NO_HEAD_DIM,
@@ -740,113 +718,88 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
             counted="embeddings (a position table 2 rows longer than max_position_embeddings), blocks, final norm, "
             "{head}",
         ),
-        "olmo": ModelType(
-            family="variant",
-            model_class="OlmoForCausalLM",
-            sizes=_sizes(50_304, 4096, 32, 32, 11_008),
-            flags=(Flag("attention_bias", False, ("attn_bias",)),),
-            fixed=_SWIGLU | {"norm": "no_params"},
-            counted="embeddings, blocks (LayerNorms without parameters), final norm (none either), {head}; rotary "
+        "olmo": _variant(
+            "OlmoForCausalLM",
+            _sizes(50_304, 4096, 32, 32, 11_008),
+            "embeddings, blocks (LayerNorms without parameters), final norm (none either), {head}; rotary "
             "positions hold no parameters",
+            flags=(_ATTN_BIAS,),
+            fixed=_SWIGLU | {"norm": "no_params"},
         ),
-        "olmo2": ModelType(
-            family="variant",
-            model_class="Olmo2ForCausalLM",
-            sizes=_sizes(50_304, 4096, 32, 32, 11_008),
-            flags=(Flag("attention_bias", False, ("attn_bias",)),),
-            fixed=_SWIGLU | {"residual": "post_norms", "qk_norm": True},
-            counted="embeddings, blocks (norms after attention and the MLP, none before; query and key normed over "
+        "olmo2": _variant(
+            "Olmo2ForCausalLM",
+            _sizes(50_304, 4096, 32, 32, 11_008),
+            "embeddings, blocks (norms after attention and the MLP, none before; query and key normed over "
             "every feature), final norm, {head}; rotary positions hold no parameters",
+            flags=(_ATTN_BIAS,),
+            fixed=_SWIGLU | {"residual": "post_norms", "qk_norm": True},
         ),
-        "cohere": ModelType(
-            family="variant",
-            model_class="CohereForCausalLM",
-            sizes=_sizes(256_000, 8192, 40, 64, 22_528),
-            tied=True,
-            flags=(Flag("attention_bias", False, ("attn_bias",)), Flag("use_qk_norm", False, ("qk_norm",))),
-            fixed=_SWIGLU | {"norm": "layernorm_no_bias", "residual": "parallel"},
-            counted="embeddings, parallel blocks (one LayerNorm without bias each), final norm, {head}; rotary "
+        "cohere": _variant(
+            "CohereForCausalLM",
+            _sizes(256_000, 8192, 40, 64, 22_528),
+            "embeddings, parallel blocks (one LayerNorm without bias each), final norm, {head}; rotary "
             "positions and the logit scale hold no parameters",
+            tied=True,
+            flags=(_ATTN_BIAS, Flag("use_qk_norm", False, ("qk_norm",))),
+            fixed=_SWIGLU | {"norm": "layernorm_no_bias", "residual": "parallel"},
         ),
-        "cohere2": ModelType(
-            family="variant",
-            model_class="Cohere2ForCausalLM",
-            sizes=_sizes(256_000, 8192, 40, 64, 22_528),
+        "cohere2": _variant(
+            "Cohere2ForCausalLM",
+            _sizes(256_000, 8192, 40, 64, 22_528),
+            "embeddings, parallel blocks (one LayerNorm without bias each), final norm, {head}; sliding "
+            "windows, rotary positions and the logit scale hold no parameters",
             head_dim=128,
             tied=True,
-            flags=(Flag("attention_bias", False, ("attn_bias",)),),
+            flags=(_ATTN_BIAS,),
             fixed=_SWIGLU | {"norm": "layernorm_no_bias", "residual": "parallel"},
-            counted="embeddings, parallel blocks (one LayerNorm without bias each), final norm, {head}; sliding "
-            "windows, rotary positions and the logit scale hold no parameters",
         ),
-        "gptj": ModelType(
-            family="variant",
-            model_class="GPTJForCausalLM",
-            sizes=(
-                Size("vocab_size", "vocab_size", 50_400),
-                Size("d_model", "n_embd", 4096),
-                Size("num_layers", "n_layer", 28),
-                Size("num_heads", "n_head", 16),
-                Size("num_kv_heads", "n_head", 16),
+        "gptj": _variant(
+            "GPTJForCausalLM",
+            (
+                *_one_heads_field(50_400, ("n_embd", "n_layer", "n_head"), 4096, 28, 16),
                 Size("ffn_dim", "n_inner", Same("d_model", 4)),
             ),
+            "embeddings, parallel blocks (biases in the MLP only), final norm, {head} with a bias; partial "
+            "rotary positions hold no parameters",
             head_dim=READ_NO_HEAD_DIM,
             fixed=_VARIANT | {"residual": "parallel", "mlp_bias": True, "head_bias": True},
-            counted="embeddings, parallel blocks (biases in the MLP only), final norm, {head} with a bias; partial "
-            "rotary positions hold no parameters",
         ),
-        "falcon": ModelType(
-            family="variant",
-            model_class="FalconForCausalLM",
-            sizes=(*_sizes(65_024, 4544, 32, 71, 0)[:4], Size("ffn_dim", "ffn_hidden_size", Same("d_model", 4))),
+        "falcon": _variant(
+            "FalconForCausalLM",
+            (*_sizes(65_024, 4544, 32, 71, 0)[:4], Size("ffn_dim", "ffn_hidden_size", Same("d_model", 4))),
+            "embeddings, blocks ({blocks}), final norm, {head}; rotary or ALiBi positions hold no parameters",
             head_dim=READ_NO_HEAD_DIM,
             tied=True,
             flags=(Flag("bias", False, ("attn_bias", "mlp_bias")),),
             fixed=_VARIANT | {"fused_qkv": True},
             quirks=("falcon",),
-            counted="embeddings, blocks ({blocks}), final norm, {head}; rotary or ALiBi positions hold no parameters",
         ),
-        "bloom": ModelType(
-            family="variant",
-            model_class="BloomForCausalLM",
-            sizes=(
-                Size("vocab_size", "vocab_size", 250_880),
-                Size("d_model", "hidden_size", 64),
-                Size("num_layers", "n_layer", 2),
-                Size("num_heads", "n_head", 8),
-                Size("num_kv_heads", "n_head", 8),
-            ),
+        "bloom": _variant(
+            "BloomForCausalLM",
+            _one_heads_field(250_880, ("hidden_size", "n_layer", "n_head"), 64, 2, 8),
+            "embeddings and their LayerNorm, blocks, final norm, {head}; ALiBi positions hold no parameters",
             head_dim=READ_NO_HEAD_DIM,
             tied=True,
             fixed=_VARIANT | {"attn_bias": True, "mlp_bias": True, "fused_qkv": True, "embed_norm": True},
             quirks=("bloom",),
-            counted="embeddings and their LayerNorm, blocks, final norm, {head}; ALiBi positions hold no parameters",
         ),
-        "mpt": ModelType(
-            family="variant",
-            model_class="MptForCausalLM",
-            sizes=(
-                Size("vocab_size", "vocab_size", 50_368),
-                Size("d_model", "d_model", 2048),
-                Size("num_layers", "n_layers", 24),
-                Size("num_heads", "n_heads", 16),
-                Size("num_kv_heads", "n_heads", 16),
-            ),
+        "mpt": _variant(
+            "MptForCausalLM",
+            _one_heads_field(50_368, ("d_model", "n_layers", "n_heads"), 2048, 24, 16),
+            "embeddings, blocks (no biases, LayerNorms without bias), final norm, {head}; ALiBi positions "
+            "hold no parameters",
             head_dim=READ_NO_HEAD_DIM,
             tied=True,
             fixed=_VARIANT | {"norm": "layernorm_no_bias", "fused_qkv": True},
             quirks=("mpt",),
-            counted="embeddings, blocks (no biases, LayerNorms without bias), final norm, {head}; ALiBi positions "
-            "hold no parameters",
         ),
-        "phi": ModelType(
-            family="variant",
-            model_class="PhiForCausalLM",
-            sizes=_sizes(51_200, 2048, 24, 32, 8192),
+        "phi": _variant(
+            "PhiForCausalLM",
+            _sizes(51_200, 2048, 24, 32, 8192),
+            "embeddings, parallel blocks (biases everywhere), final norm, {head} with a bias; partial rotary "
+            "positions hold no parameters",
             fixed=_VARIANT | {"residual": "parallel", "attn_bias": True, "mlp_bias": True, "head_bias": True},
             rules=(Only("qk_layernorm", False, False, "a LayerNorm over each query and key head adds weights"),),
-            counted="embeddings, parallel blocks (biases everywhere), final norm, {head} with a bias; partial rotary "
-            "positions hold no parameters",
         ),
         "mamba": ModelType(
             family="mamba",
@@ -872,10 +825,9 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
             counted="embeddings, blocks (Mamba mixers with norms on dt, B and C, or grouped-query attention; a "
             "dense MLP or routed experts), final norm, {head}; no positions",
         ),
-        "llama4_text": ModelType(
-            family="moe",
-            model_class="Llama4ForCausalLM",
-            sizes=(
+        "llama4_text": _moe(
+            "Llama4ForCausalLM",
+            (
                 Size("vocab_size", "vocab_size", 202_048),
                 *_widths(5120, 48, 40, 16_384)[:3],
                 Size("num_kv_heads", "num_key_value_heads", 8, Same("num_heads")),
@@ -883,22 +835,20 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
                 *_experts("num_local_experts", 16, 1, "intermediate_size", 8192),
                 Size("shared_ffn_dim", "intermediate_size", 8192),
             ),
+            "{blocks}",
+            aside="; chunked attention, NoPE blocks and the query/key L2 norm hold no parameters",
             head_dim=128,
-            flags=(Flag("attention_bias", False, ("attn_bias",)),),
+            flags=(_ATTN_BIAS,),
             fixed={"shared_expert_gate": False},
             quirks=("llama4_moe_layers",),
-            counted=_MOE_COUNTED.replace("{what}", "{blocks}")
-            + "; chunked attention, NoPE blocks and the query/key L2 norm hold no parameters",
         ),
-        "llama4": ModelType(
-            family="llama4",
-            model_class="Llama4ForConditionalGeneration",
-            sizes=(),
-            head_dim=READ_NO_HEAD_DIM,
-            tied=None,
-            quirks=("llama4_multimodal",),
-            counted="vision tower (patch embedding, class and position embeddings, {vision} blocks with biases, "
+        "llama4": _headless(
+            "llama4",
+            "Llama4ForConditionalGeneration",
+            (),
+            "vision tower (patch embedding, class and position embeddings, {vision} blocks with biases, "
             "pixel-shuffle adapter), projector, language model ({text}); rotary positions hold no parameters",
+            quirks=("llama4_multimodal",),
         ),
         "t5": ModelType(
             family="t5",
@@ -957,49 +907,18 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
             "positions, pre-norm encoder and decoder blocks (no bias on the keys) with cross-attention and a final "
             "norm each, {head}",
         ),
-        "bert": ModelType(
-            family="bert",
-            model_class="BertModel",
-            sizes=_BERT_SIZES,
-            head_dim=READ_NO_HEAD_DIM,
-            tied=None,
-            rules=_BERT_RULES,
-            counted=_BERT_COUNTED,
+        "bert": _bert("BertModel", _BERT_SIZES, _BERT_COUNTED),
+        "roberta": _bert(
+            "RobertaModel", (Size("vocab_size", "vocab_size", 50_265), *_BERT_SIZES[1:]), _ROBERTA_COUNTED
         ),
-        "roberta": ModelType(
-            family="bert",
-            model_class="RobertaModel",
-            sizes=(Size("vocab_size", "vocab_size", 50_265), *_BERT_SIZES[1:]),
-            head_dim=READ_NO_HEAD_DIM,
-            tied=None,
-            rules=_BERT_RULES,
-            counted=_BERT_COUNTED.replace("embeddings", "embeddings (the position table as long as the file says)"),
-        ),
-        "xlm-roberta": ModelType(
-            family="bert",
-            model_class="XLMRobertaModel",
-            sizes=_BERT_SIZES,
-            head_dim=READ_NO_HEAD_DIM,
-            tied=None,
-            rules=_BERT_RULES,
-            counted=_BERT_COUNTED.replace("embeddings", "embeddings (the position table as long as the file says)"),
-        ),
-        "vit": ModelType(
-            family="vit",
-            model_class="ViTForImageClassification",
-            sizes=(
-                Size("image_size", "image_size", 224),
-                Size("patch_size", "patch_size", 16),
-                *_widths(768, 12, 12, 3072),
-            ),
-            head_dim=READ_NO_HEAD_DIM,
-            tied=None,
-            rules=(
-                Only("num_channels", 3, 3, "the patch convolution is counted on 3-channel images"),
-                Only("qkv_bias", True, True, "dcsim's ViT has biases on every projection"),
-            ),
+        "xlm-roberta": _bert("XLMRobertaModel", _BERT_SIZES, _ROBERTA_COUNTED),
+        "vit": _headless(
+            "vit",
+            "ViTForImageClassification",
+            (Size("image_size", "image_size", 224), Size("patch_size", "patch_size", 16), *_widths(768, 12, 12, 3072)),
+            "patch embedding, encoder, final norm, a classifier over {labels} labels",
+            rules=(_CHANNELS, Only("qkv_bias", True, True, "dcsim's ViT has biases on every projection")),
             quirks=("labels",),
-            counted="patch embedding, encoder, final norm, a classifier over {labels} labels",
         ),
         **VISION_LANGUAGE,
     }

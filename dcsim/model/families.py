@@ -57,16 +57,34 @@ INIT_SEQUENCE = 8
 IMAGE_CHANNELS = 3
 
 
-class Decoder(nn.Module):
-    """Decoder-only transformer: embeddings, ``block_i`` (causal, pre-norm), ``final_norm``, then
-    logits through the tied token table or an untied ``lm_head`` (no bias, as in GPT-2, LLaMA and
-    GPT-NeoX). Gemma 2 and 3 add ``post_norms`` (and Gemma 3 ``qk_norm``), Qwen3 ``qk_norm``,
-    Phi-3 ``fused_projections``.
+class DecoderStack(nn.Module, kw_only=True):
+    """What a decoder's blocks serve and trace with, beside the family's hyperparameters.
 
     ``sliding_window`` and ``local_layers``: the blocks whose attention sees only the last
     ``sliding_window`` tokens (Mistral, Gemma 2 and 3); they change no count, only what a block
-    caches in decode mode (``decode``, see ``dcsim.model.layers.Decode``). ``built_layers``
-    (empty: all) builds only those blocks, as ``MoEDecoder``'s does.
+    caches in decode mode (``decode``, see ``dcsim.model.layers.Decode``). ``rope_scaling`` changes
+    no count either. ``built_layers`` (empty: all) builds only those blocks, under their own names:
+    counting traces a few blocks of each kind and repeats their rows (see ``traced_hparams``).
+    ``forward``: a training forward's attention and expert dispatch (see ``Forward``).
+    """
+
+    sliding_window: int = 0
+    local_layers: tuple[int, ...] = ()
+    rope_scaling: bool = False
+    built_layers: tuple[int, ...] = ()
+    decode: Decode | None = None
+    forward: Forward | None = None
+
+    def window_of(self, index: int) -> int:
+        """The sliding window of block ``index`` (0: it attends to every token)."""
+        return self.sliding_window if index in self.local_layers else 0
+
+
+class Decoder(DecoderStack):
+    """Decoder-only transformer: embeddings, ``block_i`` (causal, pre-norm), ``final_norm``, then
+    logits through the tied token table or an untied ``lm_head`` (no bias, as in GPT-2, LLaMA and
+    GPT-NeoX). Gemma 2 and 3 add ``post_norms`` (and Gemma 3 ``qk_norm``), Qwen3 ``qk_norm``,
+    Phi-3 ``fused_projections``. Windows, ``built_layers`` and ``decode``: see ``DecoderStack``.
     """
 
     vocab_size: int
@@ -86,12 +104,6 @@ class Decoder(nn.Module):
     qk_norm: bool = False
     post_norms: bool = False
     fused_projections: bool = False
-    sliding_window: int = 0
-    local_layers: tuple[int, ...] = ()
-    rope_scaling: bool = False
-    built_layers: tuple[int, ...] = ()
-    decode: Decode | None = None
-    forward: Forward | None = None  # a training forward's attention and expert dispatch (see ``Forward``)
 
     @nn.compact
     def __call__(self, tokens: jax.Array) -> jax.Array:
@@ -114,7 +126,7 @@ class Decoder(nn.Module):
                 post_norms=self.post_norms,
                 fused=self.fused_projections,
                 decode=self.decode,
-                window=window_of(self, index),
+                window=self.window_of(index),
                 forward=self.forward,
                 rotary=self.position_embedding == "none",  # the presets without a table are rotary
                 name=f"block_{index}",
@@ -123,19 +135,12 @@ class Decoder(nn.Module):
         return output_logits(x, embed, self.vocab_size, self.tied_embeddings)
 
 
-def window_of(model: Any, index: int) -> int:
-    """The sliding window of block ``index`` of a decoder (0: it attends to every token)."""
-    return model.sliding_window if index in model.local_layers else 0
-
-
-class MoEDecoder(nn.Module):
+class MoEDecoder(DecoderStack):
     """Mixture-of-Experts decoder (Mixtral, Qwen-MoE, DeepSeek-V2 and V3): embeddings, ``block_i``
     (pre-norm; attention, then ``moe`` or, in ``dense_layers``, a dense gated ``mlp``),
     ``final_norm`` and the output projection. Attention is grouped-query (``attn``, optionally with
-    query/key biases or norms) or, with ``attention="mla"``, multi-head latent attention.
-
-    ``built_layers`` (empty: all) builds only those blocks, under their own names: counting traces a
-    few blocks of each kind and repeats their rows (see ``traced_hparams``).
+    query/key biases or norms) or, with ``attention="mla"``, multi-head latent attention. Windows,
+    ``built_layers`` and ``decode``: see ``DecoderStack``.
     """
 
     vocab_size: int
@@ -168,12 +173,6 @@ class MoEDecoder(nn.Module):
     expert_biases: bool = False
     head_bias: bool = False
     max_positions: int = 32_768
-    sliding_window: int = 0
-    local_layers: tuple[int, ...] = ()
-    rope_scaling: bool = False
-    built_layers: tuple[int, ...] = ()
-    decode: Decode | None = None
-    forward: Forward | None = None  # a training forward's attention and expert dispatch (see ``Forward``)
 
     @nn.compact
     def __call__(self, tokens: jax.Array) -> jax.Array:
@@ -217,7 +216,7 @@ class MoEDecoder(nn.Module):
                 dense,
                 {"ffn_dim": self.ffn_dim} if dense else experts,
                 decode=self.decode,
-                window=window_of(self, index),
+                window=self.window_of(index),
                 norm=self.norm,
                 wide_qk_norm=self.qk_norm and self.wide_qk_norm,
                 forward=self.forward,

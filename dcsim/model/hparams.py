@@ -141,6 +141,20 @@ def choice_param(name: str, default: str, description: str, choices: tuple[str, 
     return HParam(name=name, kind="choice", default=default, description=description, choices=choices)
 
 
+def blocks_param(name: str, description: str) -> HParam:
+    """A list of block numbers (from 0, below ``MAX_LISTED_BLOCKS``), empty by default."""
+    return HParam(
+        name=name,
+        kind="ints",
+        default=(),
+        description=description,
+        minimum=0,
+        maximum=MAX_LISTED_BLOCKS - 1,
+        max_length=MAX_LISTED_BLOCKS,
+        min_length=0,
+    )
+
+
 MAX_POSITIONS = 1 << 20  # the schemas' MAX_VOCAB: positions, windows
 MAX_LISTED_BLOCKS = 256  # the schemas' MAX_BLOCKS
 
@@ -152,16 +166,10 @@ WINDOW = int_param(
     0,
     MAX_POSITIONS,
 )
-LOCAL_LAYERS = HParam(
-    name="local_layers",
-    kind="ints",
-    default=(),
-    description="the blocks that attend within the sliding window, numbered from 0 (Gemma 2: the even ones); "
+LOCAL_LAYERS = blocks_param(
+    "local_layers",
+    "the blocks that attend within the sliding window, numbered from 0 (Gemma 2: the even ones); "
     "none or empty: every block attends to every token. Changes no count",
-    minimum=0,
-    maximum=MAX_LISTED_BLOCKS - 1,
-    max_length=MAX_LISTED_BLOCKS,
-    min_length=0,
 )
 ROPE_SCALING = bool_param(
     "rope_scaling",

@@ -28,6 +28,7 @@ from dcsim.model.hparams import (
     SERVING_HPARAMS,
     SERVING_ONLY,
     HParam,
+    blocks_param,
     bool_param,
     choice_param,
     int_param,
@@ -149,16 +150,10 @@ FAMILY_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
             bool_param(
                 "router_bias", False, "a per-expert score-correction bias, a buffer, not a parameter (DeepSeek-V3)"
             ),
-            HParam(
-                name="dense_layers",
-                kind="ints",
-                default=(),
-                description="blocks with a dense MLP instead of experts, numbered from 0 (DeepSeek-V3: 0,1,2); "
+            blocks_param(
+                "dense_layers",
+                "blocks with a dense MLP instead of experts, numbered from 0 (DeepSeek-V3: 0,1,2); "
                 "none or empty: every block has experts",
-                minimum=0,
-                maximum=MAX_BLOCKS - 1,
-                max_length=MAX_BLOCKS,
-                min_length=0,
             ),
             dataclasses.replace(_FFN, default=14_336, description="hidden width of the dense blocks' gated MLP"),
             dataclasses.replace(_TIED, default=False),

@@ -34,13 +34,28 @@ _MIXER = (
     bool_param("conv_bias", True, "a bias on the depthwise convolution"),
 )
 
+_HIDDEN = "width of the residual stream (hidden size)"
+
+
+def _token_model(vocab: int, d_model: int, layers: int, blocks: str, width: str = _HIDDEN) -> tuple[HParam, ...]:
+    """A token model's vocabulary, width and depth at these defaults; ``blocks`` (and ``width``)
+    say what its num_layers (and d_model) count."""
+    return (
+        int_param("vocab_size", vocab, "tokens in the vocabulary: rows of the token embedding", 1, MAX_VOCAB),
+        int_param("d_model", d_model, width, 1, MAX_WIDTH),
+        int_param("num_layers", layers, blocks, 1, MAX_BLOCKS),
+    )
+
+
+def _tied(default: bool) -> HParam:
+    return bool_param("tied_embeddings", default, "the output projection reuses the token embedding")
+
+
 # Defaults: Phi-2 (2,779,683,840 parameters).
 ZOO_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
     {
         VARIANT: (
-            int_param("vocab_size", 51_200, "tokens in the vocabulary: rows of the token embedding", 1, MAX_VOCAB),
-            int_param("d_model", 2560, "width of the residual stream (hidden size)", 1, MAX_WIDTH),
-            int_param("num_layers", 32, "number of transformer blocks", 1, MAX_BLOCKS),
+            *_token_model(51_200, 2560, 32, "number of transformer blocks"),
             int_param(
                 "num_heads", 32, "attention heads (query heads); divide d_model unless head_dim is set", 1, MAX_HEADS
             ),
@@ -80,15 +95,13 @@ ZOO_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
                 "qk_norm", False, "a norm over every query and every key feature, heads x head_dim scales (OLMo 2)"
             ),
             bool_param("embed_norm", False, "a LayerNorm after the token embedding (BLOOM)"),
-            bool_param("tied_embeddings", False, "the output projection reuses the token embedding"),
+            _tied(False),
             bool_param("head_bias", True, "a bias on the untied output projection (GPT-J, Phi)"),
             *SERVING_HPARAMS,
         ),
         # Defaults: BART-base (facebook/bart-base, 139,420,416 parameters).
         ENCDEC: (
-            int_param("vocab_size", 50_265, "tokens in the vocabulary: rows of the token embedding", 1, MAX_VOCAB),
-            int_param("d_model", 768, "width of the residual stream of both stacks", 1, MAX_WIDTH),
-            int_param("num_layers", 6, "encoder blocks", 1, MAX_BLOCKS),
+            *_token_model(50_265, 768, 6, "encoder blocks", width="width of the residual stream of both stacks"),
             int_param("num_decoder_layers", 6, "decoder blocks (each with self- and cross-attention)", 1, MAX_BLOCKS),
             int_param("num_heads", 12, "the encoder's attention heads; must divide d_model", 1, MAX_HEADS),
             int_param("num_decoder_heads", 12, "the decoder's attention heads; must divide d_model", 1, MAX_HEADS),
@@ -101,22 +114,18 @@ ZOO_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
             bool_param("pre_norm", False, "pre-norm blocks and a final norm a stack (Whisper); else post-norm (BART)"),
             bool_param("embed_norm", True, "a LayerNorm after each stack's embeddings (BART's layernorm_embedding)"),
             bool_param("key_bias", True, "a bias on the key projections (Whisper's k_proj has none)"),
-            bool_param("tied_embeddings", True, "the output projection reuses the token embedding"),
+            _tied(True),
             bool_param("logits_bias", True, "BART's final_logits_bias: a buffer beside the logits, not a parameter"),
         ),
         # Defaults: Mamba-130M (state-spaces/mamba-130m-hf, 129,135,360 parameters).
         MAMBA: (
-            int_param("vocab_size", 50_280, "tokens in the vocabulary: rows of the token embedding", 1, MAX_VOCAB),
-            int_param("d_model", 768, "width of the residual stream (hidden size)", 1, MAX_WIDTH),
-            int_param("num_layers", 24, "number of Mamba blocks", 1, MAX_BLOCKS),
+            *_token_model(50_280, 768, 24, "number of Mamba blocks"),
             *_MIXER,
-            bool_param("tied_embeddings", True, "the output projection reuses the token embedding"),
+            _tied(True),
         ),
         # Defaults: Jamba-v0.1 (ai21labs/Jamba-v0.1, 51,570,323,456 parameters).
         JAMBA: (
-            int_param("vocab_size", 65_536, "tokens in the vocabulary: rows of the token embedding", 1, MAX_VOCAB),
-            int_param("d_model", 4096, "width of the residual stream (hidden size)", 1, MAX_WIDTH),
-            int_param("num_layers", 32, "number of blocks, Mamba and attention together", 1, MAX_BLOCKS),
+            *_token_model(65_536, 4096, 32, "number of blocks, Mamba and attention together"),
             int_param("num_heads", 32, "attention heads (query heads) of the attention blocks", 1, MAX_HEADS),
             int_param("num_kv_heads", 8, "key/value heads (grouped-query attention); divide num_heads", 1, MAX_HEADS),
             int_param("ffn_dim", 14_336, "hidden width of each MLP and of each routed expert", 1, MAX_VOCAB),
@@ -127,7 +136,7 @@ ZOO_SCHEMAS: Mapping[str, tuple[HParam, ...]] = MappingProxyType(
             int_param("expert_period", 2, "one block in this many has experts, the rest a dense MLP", 1, MAX_BLOCKS),
             int_param("expert_offset", 1, "the first block with experts (below expert_period)", 0, MAX_BLOCKS - 1),
             *_MIXER,
-            bool_param("tied_embeddings", False, "the output projection reuses the token embedding"),
+            _tied(False),
         ),
     }
 )
