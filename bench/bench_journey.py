@@ -102,18 +102,24 @@ def open_for_changes(browser, url: str):
     return page
 
 
-def shard_change(page, shards: int, total: int, hello: bool) -> float:
-    """Milliseconds from the Enter keydown to the new share's exact text."""
-    key = f"change{shards}"
-    field = page.get_by_role("spinbutton", name="Number of checkpoint shards")
-    field.fill(str(shards))
+def timed_enter(page, field, value: str, key: str, label: str, text: str, limit: float = 60.0) -> float:
+    """Milliseconds from the Enter keydown in ``field``, given ``value``, to the metric ``label``
+    reading ``text`` (the mark ``key``); then the run is waited out."""
+    field.fill(value)
     page.evaluate("delete window.__marks['enter']")
-    want(page, key, f"{SHARE} ({shards:,} shards)", share_text(total, shards, hello))
+    want(page, key, label, text)
     field.press("Enter")
-    done = wait_mark(page, key)
+    done = wait_mark(page, key, limit)
     started = page.evaluate("window.__marks['enter']")
     wait_for_app(page)
     return done - started
+
+
+def shard_change(page, shards: int, total: int, hello: bool) -> float:
+    """Milliseconds from the Enter keydown to the new share's exact text."""
+    field = page.get_by_role("spinbutton", name="Number of checkpoint shards")
+    label = f"{SHARE} ({shards:,} shards)"
+    return timed_enter(page, field, str(shards), f"change{shards}", label, share_text(total, shards, hello))
 
 
 def summary(name: str, values: list[float], floor: list[float] | None) -> str:
@@ -121,6 +127,14 @@ def summary(name: str, values: list[float], floor: list[float] | None) -> str:
     ratio = f"{median / statistics.median(floor):.2f}x" if floor else "1.00x (the floor)"
     spread = f"{min(values):.0f}-{max(values):.0f}"
     return f"| {name} | {median:.0f} ms | {spread} ms | {ratio} |"
+
+
+def print_summaries(times: dict[str, list[float]], floor: str) -> None:
+    """``times`` by target as a Markdown table, each median against ``floor``'s (the hello-world app)."""
+    print("| target | median | range | ratio to the hello-world app |")
+    print("|---|---|---|---|")
+    for name, values in times.items():
+        print(summary(name, values, None if name == floor else times[floor]))
 
 
 def main() -> None:
@@ -161,18 +175,10 @@ def main() -> None:
 
     print(f"Load average (1 min): {load_before:.2f} before, {load_after:.2f} after; {os.cpu_count()} CPUs.\n")
     print("First number for a new visitor on a warm server (navigation start to the exact share on screen):\n")
-    print("| target | median | range | ratio to the hello-world app |")
-    print("|---|---|---|---|")
-    floor = firsts["hello-world app"]
-    for name, values in firsts.items():
-        print(summary(name, values, None if values is floor else floor))
+    print_summaries(firsts, "hello-world app")
     print(f"\nShard change to the new share on screen ({args.changes} changes each, Enter keydown to text):\n")
-    print("| target | median | range | ratio to the hello-world app |")
-    print("|---|---|---|---|")
-    floor = changes["hello-world app"]
-    for name, values in changes.items():
-        print(summary(name, values, None if values is floor else floor))
-    floor_median = statistics.median(floor)
+    print_summaries(changes, "hello-world app")
+    floor_median = statistics.median(changes["hello-world app"])
     gap = statistics.median(changes["dcsim Llama 2 70B"]) - floor_median
     print(f"\ndcsim's shard change is {gap:.0f} ms over the floor's median ({floor_median:.0f} ms).")
 
