@@ -24,10 +24,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_journey import open_for_changes, print_summaries, share_text, timed_enter  # noqa: E402
-from playwright.sync_api import sync_playwright  # noqa: E402
+from bench_journey import beside_the_floor, open_for_changes, print_summaries, share_text, timed_enter  # noqa: E402
 
-from conftest import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402
 from dcsim.memory import activations  # noqa: E402
 from dcsim.model.config import ModelConfig  # noqa: E402
 from dcsim.report import units  # noqa: E402
@@ -57,12 +55,7 @@ def main() -> None:
     sequences = [1024 + 256 * index for index in range(args.changes + 1)]
     texts = {sequence: expected(sequence) for sequence in sequences}
     load_before = os.getloadavg()[0]
-    with (
-        streamlit_server() as dcsim_url,
-        streamlit_server(script="bench/hello_app.py") as hello_url,
-        sync_playwright() as playwright,
-    ):
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with beside_the_floor() as (dcsim_url, hello_url, browser):
         memory_page, hello_page = open_for_changes(browser, dcsim_url + LINK), open_for_changes(browser, hello_url)
         sequence_box = memory_page.get_by_role("textbox", name="Sequence (tokens)")
         hello_box = hello_page.get_by_role("spinbutton", name="Number of checkpoint shards")
@@ -77,7 +70,6 @@ def main() -> None:
             times["dcsim Memory page, Llama 2 70B"].append(
                 change(memory_page, sequence_box, str(sequence), f"m{index}", LABEL, texts[sequence])
             )
-        browser.close()
     print(f"Load average (1 min): {load_before:.2f} before, {os.getloadavg()[0]:.2f} after.\n")
     print_summaries(times, "hello-world app")
     gap = statistics.median(times["dcsim Memory page, Llama 2 70B"]) - statistics.median(times["hello-world app"])

@@ -21,6 +21,7 @@ Everything talks to 127.0.0.1 and stops by itself.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -63,6 +64,22 @@ document.addEventListener('keydown', (event) => {
   if (event.key === 'Enter') window.__marks['enter'] = performance.now();
 }, true);
 """
+
+
+@contextlib.contextmanager
+def beside_the_floor():
+    """dcsim (``app.py``) and ``bench/hello_app.py`` served side by side on loopback, and headless
+    Chromium: the two URLs and the browser, all stopped when the block ends."""
+    with (
+        streamlit_server() as dcsim_url,
+        streamlit_server(script="bench/hello_app.py") as hello_url,
+        sync_playwright() as playwright,
+    ):
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield dcsim_url, hello_url, browser
+        finally:
+            browser.close()
 
 
 def share_text(total: int, shards: int, hello: bool) -> str:
@@ -143,12 +160,7 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=12, help="shard changes per app (default 12)")
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
-    with (
-        streamlit_server() as dcsim_url,
-        streamlit_server(script="bench/hello_app.py") as hello_url,
-        sync_playwright() as playwright,
-    ):
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with beside_the_floor() as (dcsim_url, hello_url, browser):
         targets = {
             "hello-world app": (hello_url, 20, True),
             "dcsim landing page (/)": (dcsim_url, 20, False),
@@ -170,7 +182,6 @@ def main() -> None:
             shards = 4 + index % 9 + (index // 9) * 16
             changes["hello-world app"].append(shard_change(hello_page, shards, 20, True))
             changes["dcsim Llama 2 70B"].append(shard_change(llama, shards, LLAMA2_70B, False))
-        browser.close()
     load_after = os.getloadavg()[0]
 
     print(f"Load average (1 min): {load_before:.2f} before, {load_after:.2f} after; {os.cpu_count()} CPUs.\n")
