@@ -19,15 +19,14 @@ Prints Markdown tables; bench/README.md records a run.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_count import commands_table
+from measure import DCSIM, commands_table, repeats_parser
 
-MEMORY = [sys.executable, "-m", "dcsim", "memory"]
+MEMORY = [*DCSIM, "memory"]
 LLAMA70 = [
     *("--preset", "llama2-70b", "--mesh", "data=8,model=8", "--strategy", "megatron", "--optimizer", "adam"),
     *("--zero", "1", "--param-dtype", "bfloat16", "--master-dtype", "float32", "--format", "json"),
@@ -76,9 +75,7 @@ def part_policies() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    args = repeats_parser(__doc__, repeats=5).parse_args()
     medians = commands_table(COMMANDS, STATE, LIMITS, args.repeats)
     print(f"\nwith --sequence 4096: {medians['... --sequence 4096'] / medians[STATE]:.2f}x the state alone")
     print()

@@ -24,10 +24,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_journey import PROBE, share_text, summary, wait_mark, want  # noqa: E402
-from playwright.sync_api import sync_playwright  # noqa: E402
+from bench_journey import beside_the_floor, open_for_changes, print_summaries, share_text, timed_enter  # noqa: E402
 
-from conftest import CHROMIUM, CHROMIUM_ARGS, streamlit_server, wait_for_app  # noqa: E402
 from dcsim.memory import activations  # noqa: E402
 from dcsim.model.config import ModelConfig  # noqa: E402
 from dcsim.report import units  # noqa: E402
@@ -46,14 +44,8 @@ def expected(sequence: int) -> str:
 
 
 def change(page, field, value: str, key: str, label: str, text: str) -> float:
-    field.fill(value)
-    page.evaluate("delete window.__marks['enter']")
-    want(page, key, label, text)
-    field.press("Enter")
-    done = wait_mark(page, key, limit=120)
-    started = page.evaluate("window.__marks['enter']")
-    wait_for_app(page)
-    return done - started
+    """``timed_enter`` with room for a trace and a budget sweep on a loaded machine."""
+    return timed_enter(page, field, value, key, label, text, limit=120)
 
 
 def main() -> None:
@@ -63,21 +55,8 @@ def main() -> None:
     sequences = [1024 + 256 * index for index in range(args.changes + 1)]
     texts = {sequence: expected(sequence) for sequence in sequences}
     load_before = os.getloadavg()[0]
-    with (
-        streamlit_server() as dcsim_url,
-        streamlit_server(script="bench/hello_app.py") as hello_url,
-        sync_playwright() as playwright,
-    ):
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        pages = []
-        for url in (dcsim_url + LINK, hello_url):
-            context = browser.new_context(viewport={"width": 1280, "height": 900})
-            context.add_init_script(PROBE)
-            page = context.new_page()
-            page.goto(url)
-            wait_for_app(page)
-            pages.append(page)
-        memory_page, hello_page = pages
+    with beside_the_floor() as (dcsim_url, hello_url, browser):
+        memory_page, hello_page = open_for_changes(browser, dcsim_url + LINK), open_for_changes(browser, hello_url)
         sequence_box = memory_page.get_by_role("textbox", name="Sequence (tokens)")
         hello_box = hello_page.get_by_role("spinbutton", name="Number of checkpoint shards")
         times: dict[str, list[float]] = {"hello-world app": [], "dcsim Memory page, Llama 2 70B": []}
@@ -91,14 +70,9 @@ def main() -> None:
             times["dcsim Memory page, Llama 2 70B"].append(
                 change(memory_page, sequence_box, str(sequence), f"m{index}", LABEL, texts[sequence])
             )
-        browser.close()
     print(f"Load average (1 min): {load_before:.2f} before, {os.getloadavg()[0]:.2f} after.\n")
-    print("| target | median | range | ratio to the hello-world app |")
-    print("|---|---|---|---|")
-    floor = times["hello-world app"]
-    for name, values in times.items():
-        print(summary(name, values, None if values is floor else floor))
-    gap = statistics.median(times["dcsim Memory page, Llama 2 70B"]) - statistics.median(floor)
+    print_summaries(times, "hello-world app")
+    gap = statistics.median(times["dcsim Memory page, Llama 2 70B"]) - statistics.median(times["hello-world app"])
     print(f"\nA sequence change is {gap:.0f} ms over the floor's median.")
 
 

@@ -17,17 +17,15 @@ Prints a Markdown table per part; bench/README.md records a run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from measure import DCSIM, mib, repeats_parser, run_child_measured
+
 HUGE_CLI = ["--input-dim", "65536", "--features", "65536,65536,65536", "--shards", "4096"]
 
 CHILD_INIT = """
@@ -44,47 +42,6 @@ else:
 total = sum(leaf.size for leaf in jax.tree_util.tree_leaves(params))
 print(total, time.perf_counter() - start)
 """
-
-
-def run_child_measured(argv: list[str]) -> tuple[float, int, str]:
-    """Run a child; return its wall seconds, peak RSS in bytes and stdout.
-
-    The child is reaped with ``os.wait4`` (not ``Popen.wait``) for its own ``ru_maxrss``.
-    """
-    start = time.perf_counter()
-    process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    out = process.stdout.read()
-    process.stdout.close()
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode:
-        raise RuntimeError(f"{argv[:4]} exited with {process.returncode}")
-    return wall, usage.ru_maxrss * 1024, out  # ru_maxrss is in KiB on Linux
-
-
-def commands_table(
-    commands: dict[str, list[str]], baseline: str, limits: dict[str, str], repeats: int
-) -> dict[str, float]:
-    """Run ``commands`` interleaved ``repeats`` times (drift on a shared machine touches each alike)
-    and print a Markdown table: median wall, peak RSS, wall over ``baseline``'s, and the allowance
-    in ``limits``. Returns each command's median wall."""
-    print("| command | median wall s | peak RSS | wall / baseline | allowed |")
-    print("|---|---:|---:|---:|---:|")
-    results: dict[str, list[tuple[float, int]]] = {}
-    for _ in range(repeats):
-        for name, argv in commands.items():
-            wall, rss, _ = run_child_measured(argv)  # raises if the command fails
-            results.setdefault(name, []).append((wall, rss))
-    medians = {name: statistics.median(wall for wall, _ in runs) for name, runs in results.items()}
-    for name, runs in results.items():
-        peak, ratio = mib(max(rss for _, rss in runs)), medians[name] / medians[baseline]
-        print(f"| {name} | {medians[name]:.2f} | {peak} | {ratio:.2f}x | {limits.get(name, '')} |")
-    return medians
-
-
-def mib(n: int) -> str:
-    return f"{n / 2**20:,.0f} MiB"
 
 
 def bench_seed_function(repeats: int) -> None:
@@ -115,7 +72,7 @@ def bench_cli(repeats: int) -> None:
     for name, flags in (("seed example", []), ("3 x Dense(65,536), D=65,536", HUGE_CLI)):
         walls, peaks = [], []
         for _ in range(repeats):
-            wall, peak, out = run_child_measured([sys.executable, "-m", "dcsim", "count", "--format", "json", *flags])
+            wall, peak, out = run_child_measured([*DCSIM, "count", "--format", "json", *flags])
             walls.append(wall)
             peaks.append(peak)
         total = json.loads(out)["total_params"]
@@ -162,8 +119,7 @@ def bench_depth(repeats: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser = repeats_parser(__doc__, repeats=5)
     parser.add_argument("--widths", default="1024,4096,8192,16384", help="concrete-init widths F")
     args = parser.parse_args()
     machine = f"{platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}"

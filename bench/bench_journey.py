@@ -21,6 +21,7 @@ Everything talks to 127.0.0.1 and stops by itself.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -65,6 +66,22 @@ document.addEventListener('keydown', (event) => {
 """
 
 
+@contextlib.contextmanager
+def beside_the_floor():
+    """dcsim (``app.py``) and ``bench/hello_app.py`` served side by side on loopback, and headless
+    Chromium: the two URLs and the browser, all stopped when the block ends."""
+    with (
+        streamlit_server() as dcsim_url,
+        streamlit_server(script="bench/hello_app.py") as hello_url,
+        sync_playwright() as playwright,
+    ):
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield dcsim_url, hello_url, browser
+        finally:
+            browser.close()
+
+
 def share_text(total: int, shards: int, hello: bool) -> str:
     exact = Fraction(total, shards)
     return f"{float(exact):g}" if hello else units.share_short(exact)
@@ -102,18 +119,24 @@ def open_for_changes(browser, url: str):
     return page
 
 
-def shard_change(page, shards: int, total: int, hello: bool) -> float:
-    """Milliseconds from the Enter keydown to the new share's exact text."""
-    key = f"change{shards}"
-    field = page.get_by_role("spinbutton", name="Number of checkpoint shards")
-    field.fill(str(shards))
+def timed_enter(page, field, value: str, key: str, label: str, text: str, limit: float = 60.0) -> float:
+    """Milliseconds from the Enter keydown in ``field``, given ``value``, to the metric ``label``
+    reading ``text`` (the mark ``key``); then the run is waited out."""
+    field.fill(value)
     page.evaluate("delete window.__marks['enter']")
-    want(page, key, f"{SHARE} ({shards:,} shards)", share_text(total, shards, hello))
+    want(page, key, label, text)
     field.press("Enter")
-    done = wait_mark(page, key)
+    done = wait_mark(page, key, limit)
     started = page.evaluate("window.__marks['enter']")
     wait_for_app(page)
     return done - started
+
+
+def shard_change(page, shards: int, total: int, hello: bool) -> float:
+    """Milliseconds from the Enter keydown to the new share's exact text."""
+    field = page.get_by_role("spinbutton", name="Number of checkpoint shards")
+    label = f"{SHARE} ({shards:,} shards)"
+    return timed_enter(page, field, str(shards), f"change{shards}", label, share_text(total, shards, hello))
 
 
 def summary(name: str, values: list[float], floor: list[float] | None) -> str:
@@ -123,18 +146,21 @@ def summary(name: str, values: list[float], floor: list[float] | None) -> str:
     return f"| {name} | {median:.0f} ms | {spread} ms | {ratio} |"
 
 
+def print_summaries(times: dict[str, list[float]], floor: str) -> None:
+    """``times`` by target as a Markdown table, each median against ``floor``'s (the hello-world app)."""
+    print("| target | median | range | ratio to the hello-world app |")
+    print("|---|---|---|---|")
+    for name, values in times.items():
+        print(summary(name, values, None if name == floor else times[floor]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7, help="new visitors per target (default 7)")
     parser.add_argument("--changes", type=int, default=12, help="shard changes per app (default 12)")
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
-    with (
-        streamlit_server() as dcsim_url,
-        streamlit_server(script="bench/hello_app.py") as hello_url,
-        sync_playwright() as playwright,
-    ):
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with beside_the_floor() as (dcsim_url, hello_url, browser):
         targets = {
             "hello-world app": (hello_url, 20, True),
             "dcsim landing page (/)": (dcsim_url, 20, False),
@@ -156,23 +182,14 @@ def main() -> None:
             shards = 4 + index % 9 + (index // 9) * 16
             changes["hello-world app"].append(shard_change(hello_page, shards, 20, True))
             changes["dcsim Llama 2 70B"].append(shard_change(llama, shards, LLAMA2_70B, False))
-        browser.close()
     load_after = os.getloadavg()[0]
 
     print(f"Load average (1 min): {load_before:.2f} before, {load_after:.2f} after; {os.cpu_count()} CPUs.\n")
     print("First number for a new visitor on a warm server (navigation start to the exact share on screen):\n")
-    print("| target | median | range | ratio to the hello-world app |")
-    print("|---|---|---|---|")
-    floor = firsts["hello-world app"]
-    for name, values in firsts.items():
-        print(summary(name, values, None if values is floor else floor))
+    print_summaries(firsts, "hello-world app")
     print(f"\nShard change to the new share on screen ({args.changes} changes each, Enter keydown to text):\n")
-    print("| target | median | range | ratio to the hello-world app |")
-    print("|---|---|---|---|")
-    floor = changes["hello-world app"]
-    for name, values in changes.items():
-        print(summary(name, values, None if values is floor else floor))
-    floor_median = statistics.median(floor)
+    print_summaries(changes, "hello-world app")
+    floor_median = statistics.median(changes["hello-world app"])
     gap = statistics.median(changes["dcsim Llama 2 70B"]) - floor_median
     print(f"\ndcsim's shard change is {gap:.0f} ms over the floor's median ({floor_median:.0f} ms).")
 

@@ -17,21 +17,20 @@ Prints Markdown tables; bench/README.md records a run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_count import ROOT, commands_table
+from measure import BASELINE, BASELINE_ARGV, DCSIM, ROOT, commands_table, repeats_parser
 
-MEMORY = [sys.executable, "-m", "dcsim", "memory"]
+MEMORY = [*DCSIM, "memory"]
 LLAMA70 = ["--preset", "llama2-70b", "--mesh", "data=4096", "--strategy", "fsdp", "--optimizer", "adam", "--zero", "3"]
 DTYPES = ["--param-dtype", "bfloat16", "--master-dtype", "float32"]
 COMMANDS = {
-    "baseline: import jax, flax": [sys.executable, "-c", "import jax, flax.linen"],
-    "count --preset llama2-70b": [sys.executable, "-m", "dcsim", "count", "--preset", "llama2-70b"],
+    BASELINE: BASELINE_ARGV,
+    "count --preset llama2-70b": [*DCSIM, "count", "--preset", "llama2-70b"],
     "memory llama2-70b, data=4096": [*MEMORY, *LLAMA70, *DTYPES, "--format", "json"],
     "memory llama2-70b, data=4096, --budget 80GiB": [*MEMORY, *LLAMA70, *DTYPES, "--budget", "80GiB"],
     "memory llama2-7b, data=256, --verify": [
@@ -43,7 +42,7 @@ LIMITS = {"memory llama2-70b, data=4096": "3 s", "memory llama2-7b, data=256, --
 
 
 def part_commands(repeats: int) -> None:
-    commands_table(COMMANDS, "baseline: import jax, flax", LIMITS, repeats)
+    commands_table(COMMANDS, BASELINE, LIMITS, repeats)
     verified = subprocess.run(
         COMMANDS["memory llama2-7b, data=256, --verify"], capture_output=True, text=True, cwd=ROOT
     )
@@ -71,9 +70,7 @@ def part_stages() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = repeats_parser(__doc__, repeats=3).parse_args()
     part_commands(args.repeats)
     part_stages()
 

@@ -17,14 +17,13 @@ Prints Markdown tables; bench/README.md records a run.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_count import ROOT, mib, run_child_measured
+from measure import BASELINE, BASELINE_ARGV, DCSIM, ROOT, commands_table, mib, repeats_parser, run_child_measured
 
 TINY = [
     "--set", "vocab_size=8", "--set", "d_model=8", "--set", "num_heads=2", "--set", "q_lora_rank=8",
@@ -32,26 +31,15 @@ TINY = [
     "--set", "v_head_dim=8", "--set", "expert_ffn_dim=8", "--set", "shared_ffn_dim=8", "--set", "ffn_dim=8",
 ]  # fmt: skip
 COMMANDS = {
-    "baseline: import jax, flax": [sys.executable, "-c", "import jax, flax.linen"],
-    "count --preset deepseek-v3 (671B)": [sys.executable, "-m", "dcsim", "count", "--preset", "deepseek-v3"],
-    "the same 61 blocks, widths 8": [sys.executable, "-m", "dcsim", "count", "--preset", "deepseek-v3", *TINY],
+    BASELINE: BASELINE_ARGV,
+    "count --preset deepseek-v3 (671B)": [*DCSIM, "count", "--preset", "deepseek-v3"],
+    "the same 61 blocks, widths 8": [*DCSIM, "count", "--preset", "deepseek-v3", *TINY],
 }
 
 
 def part_commands(repeats: int) -> None:
-    print("| command | median wall s | peak RSS | wall / baseline |")
-    print("|---|---:|---:|---:|")
-    results = {}
-    for _ in range(repeats):  # interleaved, so drift on a shared machine touches every command alike
-        for name, argv in COMMANDS.items():
-            wall, rss, _ = run_child_measured(argv)
-            results.setdefault(name, []).append((wall, rss))
-    baseline = statistics.median(wall for wall, _ in results["baseline: import jax, flax"])
-    for name, runs in results.items():
-        wall = statistics.median(wall for wall, _ in runs)
-        print(f"| {name} | {wall:.2f} | {mib(max(rss for _, rss in runs))} | {wall / baseline:.2f}x |")
-    full = statistics.median(wall for wall, _ in results["count --preset deepseek-v3 (671B)"])
-    tiny = statistics.median(wall for wall, _ in results["the same 61 blocks, widths 8"])
+    medians = commands_table(COMMANDS, BASELINE, None, repeats)
+    full, tiny = medians["count --preset deepseek-v3 (671B)"], medians["the same 61 blocks, widths 8"]
     print(f"\n671B against the same blocks at width 8: {full / tiny:.2f}x\n")
 
 
@@ -62,7 +50,7 @@ def part_files() -> None:
     for path in sorted((ROOT / "tests" / "data" / "hf").glob("*.json")):
         if path.name in ("counts.json", "defaults.json"):
             continue
-        wall, rss, _ = run_child_measured([sys.executable, "-m", "dcsim", "count", "--config", str(path)])
+        wall, rss, _ = run_child_measured([*DCSIM, "count", "--config", str(path)])
         slowest, largest = max(slowest, wall), max(largest, rss)
         print(f"| {path.stem} | {wall:.2f} | {mib(rss)} |")
     print(f"\nslowest file {slowest:.2f} s (allowed 15 s); largest peak {mib(largest)}\n")
@@ -82,9 +70,7 @@ def part_in_process(repeats: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    args = repeats_parser(__doc__, repeats=5).parse_args()
     part_commands(args.repeats)
     part_files()
     part_in_process(args.repeats)

@@ -22,17 +22,16 @@ Prints Markdown; bench/README.md records a run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import measure
+from measure import DCSIM, ROOT, mib
+
 sys.path.insert(0, str(ROOT))
 
 TINY = {"d_model": 64, "num_heads": 8, "num_kv_heads": 1, "ffn_dim": 224}
@@ -77,23 +76,8 @@ HF_MODELS = {
 
 
 def run_child_measured(argv: list[str]) -> tuple[float, int, str]:
-    """Run a child; return its wall seconds, peak RSS in bytes and stdout."""
-    start = time.perf_counter()
-    process = subprocess.Popen(
-        argv,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    out = process.stdout.read()
-    process.stdout.close()
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{argv} failed")
-    return wall, usage.ru_maxrss * 1024, out
+    """``measure.run_child_measured`` with this checkout importable in the child."""
+    return measure.run_child_measured(argv, env={"PYTHONPATH": str(ROOT)})
 
 
 def timed(function) -> tuple[float, object]:
@@ -140,7 +124,7 @@ def cli(repeats: int) -> None:
     print("### CLI end to end (fresh process per run)\n")
     print("| configuration | parameters | median wall | peak RSS (max of runs) |")
     print("|---|---|---|---|")
-    base = [sys.executable, "-m", "dcsim", "count", "--preset", "llama2-70b", "--format", "json"]
+    base = [*DCSIM, "count", "--preset", "llama2-70b", "--format", "json"]
     medians = []
     for label, argv in (("llama2-70b", base), ("llama2-70b, d_model 64", base + TINY_SET)):
         walls, peaks, total = [], [], 0
@@ -150,7 +134,7 @@ def cli(repeats: int) -> None:
             peaks.append(peak)
             total = json.loads(out)["total_params"]
         medians.append(statistics.median(walls))
-        print(f"| {label} | {total:,} | {medians[-1]:.2f} s | {max(peaks) / 2**20:,.0f} MiB |")
+        print(f"| {label} | {total:,} | {medians[-1]:.2f} s | {mib(max(peaks))} |")
     print(f"\nHuge / tiny median wall: {medians[0] / medians[1]:.2f}x (target: within 25 %, under 1 GB)\n")
 
 
@@ -181,9 +165,7 @@ def hugging_face(hf_python: str, repeats: int) -> None:
         theirs, ours = [], []
         for _ in range(repeats):  # interleaved, so that the machine's load falls on both alike
             theirs.append(run_child_measured([hf_python, "-c", HF_CHILD, config_class, json.dumps(fields)]))
-            ours.append(
-                run_child_measured([sys.executable, "-m", "dcsim", "count", "--preset", preset, "--format", "json"])
-            )
+            ours.append(run_child_measured([*DCSIM, "count", "--preset", preset, "--format", "json"]))
         num_params, total_size, *_ = theirs[0][2].split()
         imported = statistics.median(float(run[2].split()[2]) for run in theirs)
         counted = statistics.median(float(run[2].split()[3]) for run in theirs)
@@ -192,19 +174,18 @@ def hugging_face(hf_python: str, repeats: int) -> None:
         print(
             f"| {preset} | accelerate (init_empty_weights + from_config) | {int(num_params):,} ({int(total_size):,}"
             f" bytes incl. buffers) | {imported:.2f} s | {counted:.2f} s | {their_wall:.2f} s"
-            f" | {max(run[1] for run in theirs) / 2**20:,.0f} MiB | |"
+            f" | {mib(max(run[1] for run in theirs))} | |"
         )
         total = json.loads(ours[0][2])["total_params"]
         print(
             f"| {preset} | dcsim count --preset {preset} --format json | {total:,} | | | {our_wall:.2f} s"
-            f" | {max(run[1] for run in ours) / 2**20:,.0f} MiB | **{our_wall / their_wall:.2f}x** |"
+            f" | {mib(max(run[1] for run in ours))} | **{our_wall / their_wall:.2f}x** |"
         )
     print()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser = measure.repeats_parser(__doc__, repeats=5)
     parser.add_argument("--hf-python", help="a Python with torch, transformers and accelerate (optional)")
     parser.add_argument("--accelerate-only", action="store_true", help="with --hf-python: only part 4")
     args = parser.parse_args()

@@ -15,17 +15,15 @@ shared machine touches each alike. Prints Markdown tables; bench/README.md recor
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_count import commands_table
+from measure import BASELINE, BASELINE_ARGV, DCSIM, commands_table, repeats_parser
 
-DCSIM = [sys.executable, "-m", "dcsim"]
 SERVE_70B = [*DCSIM, "serve", "--preset", "llama2-70b", "--mesh", "model=4", "--device", "h100-sxm"]
 COMMANDS = {
-    "baseline: import jax, flax": [sys.executable, "-c", "import jax, flax.linen"],
+    BASELINE: BASELINE_ARGV,
     "serve llama2-70b (bfloat16)": SERVE_70B,
     "serve llama2-70b --weights gguf-q4_k_m": [*SERVE_70B, "--weights", "gguf-q4_k_m"],
     "serve llama2-70b --weights gptq-int4": [*SERVE_70B, "--weights", "gptq-int4"],
@@ -70,10 +68,8 @@ def formats_table() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    medians = commands_table(COMMANDS, "baseline: import jax, flax", LIMITS, args.repeats)
+    args = repeats_parser(__doc__, repeats=3).parse_args()
+    medians = commands_table(COMMANDS, BASELINE, LIMITS, args.repeats)
     ratio = medians["serve llama2-70b --weights gguf-q4_k_m"] / medians["serve llama2-70b (bfloat16)"]
     print(f"\nserve in gguf-q4_k_m / serve in bfloat16 on llama2-70b: {ratio:.2f}x (allowed 1.5x)")
     print(

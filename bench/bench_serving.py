@@ -16,19 +16,17 @@ bench/README.md records a run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_count import ROOT, commands_table
+from measure import BASELINE, BASELINE_ARGV, DCSIM, ROOT, commands_table, repeats_parser
 
-DCSIM = [sys.executable, "-m", "dcsim"]
 VERIFY = [*DCSIM, "serve", "--preset", "llama2-7b", "--mesh", "model=4", "--concurrency", "8", "--verify"]
 COMMANDS = {
-    "baseline: import jax, flax": [sys.executable, "-c", "import jax, flax.linen"],
+    BASELINE: BASELINE_ARGV,
     "count --preset deepseek-v3": [*DCSIM, "count", "--preset", "deepseek-v3"],
     "serve --preset deepseek-v3": [*DCSIM, "serve", "--preset", "deepseek-v3", "--format", "json"],
     "serve deepseek-v3, data=8, --budget 141GiB": [
@@ -43,10 +41,8 @@ LIMITS = {"serve --preset deepseek-v3": "1.5x count", "serve llama2-7b, model=4,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    medians = commands_table(COMMANDS, "baseline: import jax, flax", LIMITS, args.repeats)
+    args = repeats_parser(__doc__, repeats=3).parse_args()
+    medians = commands_table(COMMANDS, BASELINE, LIMITS, args.repeats)
     ratio = medians["serve --preset deepseek-v3"] / medians["count --preset deepseek-v3"]
     print(f"\nserve / count on deepseek-v3: {ratio:.2f}x (allowed 1.5x)")
     record = json.loads(subprocess.run([*VERIFY, "--format", "json"], capture_output=True, text=True, cwd=ROOT).stdout)

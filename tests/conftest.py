@@ -269,6 +269,20 @@ def _apptest_runs_the_router(monkeypatch):
 APP = str(ROOT / "app.py")
 
 
+# Llama 2 7B cut to 2 blocks of width 64 (4 heads over 2 KV heads, FFN 96, vocabulary 128), as a
+# link's query: a decoder whose training step the activation tests trace in a fraction of a second.
+SMALL_LLAMA_LINK = {"preset": "llama2-7b"} | {
+    f"h.{name}": value
+    for name, value in {
+        "num_layers": "2",
+        "d_model": "64",
+        "num_heads": "4",
+        "num_kv_heads": "2",
+        "ffn_dim": "96",
+        "vocab_size": "128",
+    }.items()
+}
+
 # The Model page's editors, each in an expander drawn only when open (dcsim.ui.model).
 EDITORS = ("model.edit_layers", "model.edit_hparams")
 
@@ -313,6 +327,16 @@ def open_views(at: AppTest, *keys: str) -> AppTest:
     at.run()
     assert not at.exception
     return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    """Every metric on the page: its value by its label."""
+    return {metric.label: metric.value for metric in at.metric}
+
+
+def shown(element) -> str:
+    """An alert's text as the person reads it: dcsim escapes markdown in anything it echoes."""
+    return element.value.replace("\\", "")
 
 
 def command_lines() -> Iterator[tuple[int, list[bytes]]]:

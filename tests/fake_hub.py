@@ -19,6 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote
 
+from dcsim.hf import hub as dcsim_hub
+
 DATA = Path(__file__).parent / "data" / "hf"
 LLAMA = "meta-llama/Llama-2-7b-hf"
 LLAMA_COMMIT = "01c7f73d771dfac7d292323805ebc428287df4f9"
@@ -151,6 +153,23 @@ def running(repos: dict[str, Repo] | None = None):
         yield hub
     finally:
         hub.stop()
+
+
+def with_gated(token: str) -> dict[str, Repo]:
+    """Llama 2 7B, and ``gated/model``: the same config.json, which only ``token`` opens."""
+    return {LLAMA: llama(), "gated/model": Repo(files=llama().files, token=token)}
+
+
+@contextlib.contextmanager
+def endpoint(monkeypatch, repos: dict[str, Repo]):
+    """A fake Hub serving ``repos`` as this process's ``HF_ENDPOINT`` until the block ends: online, no
+    ``HF_TOKEN`` unless a test sets one, and a fresh fetcher (nothing cached from another test's Hub)."""
+    with running(repos) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        for name in ("HF_HUB_OFFLINE", "HF_TOKEN"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setattr(dcsim_hub, "FETCHER", dcsim_hub.Fetcher())
+        yield hub
 
 
 def write_cache(folder: Path, repo_id: str, content: bytes, commit: str = LLAMA_COMMIT, ref: str = "main") -> Path:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import open_app, open_views, uploader
+from conftest import metrics, open_app, open_views, shown, uploader
 from dcsim.model.config import DenseLayer, ModelConfig
 
 PAGES = ["pages/model.py", "pages/shards.py", "pages/bytes.py"]
@@ -16,17 +16,8 @@ def app():
     return open_app()
 
 
-def metrics(at):
-    return {metric.label: metric.value for metric in at.metric}
-
-
 def number_input(at, words):
     return next(widget for widget in at.number_input if words in widget.label)
-
-
-def shown(element):
-    """An alert's text as the person reads it: dcsim escapes markdown in anything it echoes."""
-    return element.value.replace("\\", "")
 
 
 def all_text(at):

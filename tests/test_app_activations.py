@@ -4,7 +4,8 @@ carrying every field, and bad step values named and replaced."""
 
 import json
 
-from conftest import open_app
+from conftest import SMALL_LLAMA_LINK as SMALL
+from conftest import metrics, open_app
 from dcsim import links
 from dcsim.memory import activations
 from dcsim.memory.state import compute_memory
@@ -15,25 +16,10 @@ from dcsim.sharding.meshes import parse_mesh
 from dcsim.ui import memory as memory_ui
 
 MEMORY = "pages/memory.py"
-SMALL = {"preset": "llama2-7b"} | {
-    f"h.{name}": value
-    for name, value in {
-        "num_layers": "2",
-        "d_model": "64",
-        "num_heads": "4",
-        "num_kv_heads": "2",
-        "ffn_dim": "96",
-        "vocab_size": "128",
-    }.items()
-}
 
 
 def open_link(query):
     return open_app(query, MEMORY, editors=False)
-
-
-def metrics(at):
-    return {metric.label: metric.value for metric in at.metric}
 
 
 def figures(query, step):

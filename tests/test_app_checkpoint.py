@@ -15,7 +15,7 @@ import faults
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import open_app
+from conftest import metrics, open_app, shown
 from dcsim.checkpoint import measurement
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.sharding.meshes import parse_mesh
@@ -47,17 +47,8 @@ def open_page(query: dict[str, str] | None = None) -> AppTest:
     return open_app(query, PAGE, editors=False, timeout=120)
 
 
-def metrics(at):
-    return {metric.label: metric.value for metric in at.metric}
-
-
 def metric_help(at, label):
     return next(metric.proto.help for metric in at.metric if metric.label == label)
-
-
-def shown(element):
-    """An alert's text as the person reads it: dcsim escapes markdown in anything it echoes."""
-    return element.value.replace("\\", "")
 
 
 def texts(at, kind):

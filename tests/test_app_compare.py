@@ -4,7 +4,7 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
-from conftest import open_app
+from conftest import open_app, shown
 from dcsim import compare
 from dcsim.links import comparisons
 from dcsim.model.config import DenseLayer, ModelConfig
@@ -39,10 +39,6 @@ def query(at, key):
     """Every value of ``key`` in the page's URL (AppTest gives one value as a plain string)."""
     values = at.query_params.get(key, [])
     return values if isinstance(values, list) else [values]
-
-
-def shown(element):
-    return element.value.replace("\\", "")
 
 
 def test_an_empty_comparison_invites_an_addition_and_carries_the_budget_in_the_url():

@@ -1,15 +1,11 @@
 """The Model page on the families of issue 16: the active count with its definition, the
 Mixture-of-Experts form (dense blocks written as a list, possibly empty) and links that keep it."""
 
-from conftest import open_app
+from conftest import metrics, open_app
 from dcsim import links
 from dcsim.model import breakdown
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import count_params
-
-
-def metrics(at):
-    return {metric.label: metric.value for metric in at.metric}
 
 
 def captions(at) -> str:

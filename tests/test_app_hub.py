@@ -5,7 +5,7 @@ the Model page's Hub id box with a gated model's token, which stays out of the l
 
 import hostile
 import pytest
-from fake_hub import LLAMA, Repo, llama, running
+from fake_hub import LLAMA, endpoint, with_gated
 
 from conftest import open_app
 from dcsim.hf import hub
@@ -17,10 +17,7 @@ LLAMA_TOTAL = "6,738,415,616"
 
 @pytest.fixture
 def fake(monkeypatch):
-    with running({LLAMA: llama(), "gated/model": Repo(files=llama().files, token=TOKEN)}) as server:
-        monkeypatch.setenv("HF_ENDPOINT", server.url)
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        monkeypatch.setattr(hub, "FETCHER", hub.Fetcher())
+    with endpoint(monkeypatch, with_gated(TOKEN)) as server:
         yield server
 
 

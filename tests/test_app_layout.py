@@ -2,15 +2,14 @@
 settings that survive page switches, and no exception anywhere."""
 
 import json
-import math
 from urllib.parse import parse_qs
 
 import pytest
 import streamlit as st
+from arrays import param_report
 from streamlit.testing.v1 import AppTest
 
-from conftest import open_app
-from dcsim.model.count import ArrayRow, ParamReport
+from conftest import metrics, open_app, shown
 from dcsim.ui import cache
 
 LAYOUT = "pages/layout.py"
@@ -20,15 +19,6 @@ GOLDEN = {"input_dim": "8", "layers": "8"}
 def open_link(query: dict[str, str]) -> AppTest:
     """Open ``/layout?<query>`` as a browser does: the first run is already the Layout page."""
     return open_app(query, LAYOUT, editors=False)
-
-
-def metrics(at):
-    return {metric.label: metric.value for metric in at.metric}
-
-
-def shown(element):
-    """An alert's text as the person reads it: dcsim escapes markdown in anything it echoes."""
-    return element.value.replace("\\", "")
 
 
 def mesh_input(at):
@@ -319,17 +309,13 @@ def test_an_expert_axis_on_a_dense_model_is_one_more_data_axis():
 
 def _expert_rows():
     """2 blocks of a dense 16x48 kernel and 8 stacked experts (gate, up 8x16x32; down 8x32x16)."""
-    rows = []
-    for block in range(2):
-        for path, shape in [("attn/qkv/kernel", (16, 48)), ("moe/experts/gate", (8, 16, 32)),
-                            ("moe/experts/up", (8, 16, 32)), ("moe/experts/down", (8, 32, 16))]:  # fmt: skip
-            full = f"block_{block}/{path}"
-            module, _, kind = full.rpartition("/")
-            rows.append(
-                ArrayRow(collection="params", path=full, module=module, kind=kind, shape=shape, dtype="float32",
-                         num_values=math.prod(shape))
-            )  # fmt: skip
-    return ParamReport(arrays=tuple(rows))
+    block = {
+        "attn/qkv/kernel": (16, 48),
+        "moe/experts/gate": (8, 16, 32),
+        "moe/experts/up": (8, 16, 32),
+        "moe/experts/down": (8, 32, 16),
+    }
+    return param_report({f"block_{index}/{path}": shape for index in range(2) for path, shape in block.items()})
 
 
 @pytest.fixture

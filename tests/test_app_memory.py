@@ -7,7 +7,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import open_app
+from conftest import metrics, open_app, shown
 from dcsim import links
 from dcsim.memory import search
 from dcsim.memory.state import compute_memory
@@ -32,15 +32,6 @@ PART_LABELS = {
 def open_link(query: dict[str, str]) -> AppTest:
     """Open ``/memory?<query>`` as a browser does: the first run is already the Memory page."""
     return open_app(query, MEMORY, editors=False)
-
-
-def metrics(at):
-    return {metric.label: metric.value for metric in at.metric}
-
-
-def shown(element):
-    """An alert's text as the person reads it: dcsim escapes markdown in anything it echoes."""
-    return element.value.replace("\\", "")
 
 
 def alerts(at):

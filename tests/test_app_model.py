@@ -6,21 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import open_app, open_views, uploader
+from conftest import metrics, open_app, open_views, shown, uploader
 
 HF = Path(__file__).parent / "data" / "hf"
 
 
-def metrics(at):
-    return {metric.label: metric.value for metric in at.metric}
-
-
 def number_input(at, label):
     return next(widget for widget in at.number_input if widget.label == label)
-
-
-def shown(element):
-    return element.value.replace("\\", "")
 
 
 def every_text(at) -> str:

@@ -12,7 +12,7 @@ import faults
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import open_app
+from conftest import metrics, open_app, shown
 from dcsim.checkpoint import measurement
 from dcsim.ui import checkpoint as measuring
 
@@ -51,20 +51,12 @@ def open_page(query: dict[str, str]) -> AppTest:
     return open_app(query, PAGE, editors=False, timeout=180)
 
 
-def shown(element):
-    return element.value.replace("\\", "")
-
-
 def texts(at, kind):
     return [shown(element) for element in at.get(kind)]
 
 
 def button(at, *labels):
     return next(widget for widget in at.button if widget.label in labels)
-
-
-def metrics(at):
-    return {metric.label: metric.value for metric in at.metric}
 
 
 def exact_bytes(text):

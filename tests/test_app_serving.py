@@ -1,7 +1,7 @@
 """The Serving page in Streamlit's AppTest: figures that are the engine's exactly, a link that
 reopens them, bad link values named, weights-only models said so, T5's source length."""
 
-from conftest import open_app
+from conftest import metrics, open_app
 from dcsim.model.config import ModelConfig
 from dcsim.report import units
 from dcsim.serving.engine import compute_serving
@@ -14,10 +14,6 @@ LLAMA = {"preset": "llama2-70b", "mesh": "model=4", "device": "h100-sxm", "concu
 
 def open_link(query):
     return open_app(query, SERVING, editors=False)
-
-
-def metrics(at):
-    return {metric.label: metric.value for metric in at.metric}
 
 
 def test_the_figures_are_the_engines_exactly():

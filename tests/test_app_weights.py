@@ -4,7 +4,7 @@ bad link values named, and the file written and weighed from the page."""
 
 from fractions import Fraction
 
-from conftest import open_app
+from conftest import metrics, open_app
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import count_params
 from dcsim.quant import layouts
@@ -15,10 +15,6 @@ from dcsim.serving.request import Serving
 from dcsim.sharding.meshes import parse_mesh
 
 SERVING = "pages/serving.py"
-
-
-def metrics(at):
-    return {metric.label: metric.value for metric in at.metric}
 
 
 def payload(preset, name, **options):

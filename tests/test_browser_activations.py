@@ -2,35 +2,17 @@
 "fits" to "over", the URL carries the new sequence, and the link reopens the same figures."""
 
 import re
+from urllib.parse import urlencode
 
 import pytest
 from playwright.sync_api import expect
 
-from conftest import fresh_page, open_page, query_of, wait_for_app
+from conftest import SMALL_LLAMA_LINK, fresh_page, metric, open_page, query_of, wait_for_app
 
 pytestmark = pytest.mark.browser
 
-SMALL = "&".join(
-    f"h.{name}={value}"
-    for name, value in {
-        "num_layers": "2",
-        "d_model": "64",
-        "num_heads": "4",
-        "num_kv_heads": "2",
-        "ffn_dim": "96",
-        "vocab_size": "128",
-    }.items()
-)
-LINK = f"/memory?preset=llama2-7b&{SMALL}&mesh=data%3D2&attn=naive&devmem=8MiB&seq=16"
+LINK = "/memory?" + urlencode(SMALL_LLAMA_LINK | {"mesh": "data=2", "attn": "naive", "devmem": "8MiB", "seq": "16"})
 BUDGET = "Against the budget (8MiB)"
-
-
-def metric(page, label):
-    return (
-        page.locator('[data-testid="stMetric"]')
-        .filter(has=page.get_by_text(label, exact=True))
-        .locator('[data-testid="stMetricValue"]')
-    )
 
 
 def test_fits_flips_when_the_sequence_grows_and_the_link_reproduces(server, browser, page):

@@ -6,7 +6,7 @@ token that never reaches the address bar or the page; a model that cannot be fet
 import re
 
 import pytest
-from fake_hub import LLAMA, Repo, llama, running
+from fake_hub import LLAMA, running, with_gated
 from playwright.sync_api import expect
 
 from conftest import fresh_page, open_page, query_of, share_link, streamlit_server, type_into, wait_for_app
@@ -19,7 +19,7 @@ LLAMA_TOTAL = "6,738,415,616"
 
 @pytest.fixture(scope="module")
 def fake():
-    with running({LLAMA: llama(), "gated/model": Repo(files=llama().files, token=TOKEN)}) as server:
+    with running(with_gated(TOKEN)) as server:
         yield server
 
 

@@ -1,14 +1,13 @@
 """The budget question: hand-checkable answers, the non-monotone search, and the typed budget."""
 
-import math
-
 import hypothesis.strategies as hs
 import pytest
+from arrays import array
 from hypothesis import given, settings
 
 from dcsim.memory import budget
 from dcsim.model.config import DenseLayer, ModelConfig
-from dcsim.model.count import ArrayRow, ParamReport, count_params
+from dcsim.model.count import ParamReport, count_params
 from dcsim.sharding import layout, meshes
 
 SEED = count_params(ModelConfig())  # Dense(4) on input 4: kernel 4x4 + bias 4 = 20 values
@@ -178,11 +177,7 @@ def test_a_deep_dense_stack_searches_quickly_enough_to_sweep_every_count():
     strategy=hs.sampled_from(["fsdp", "replicated", "tensor"]),
 )
 def test_grouped_layout_equals_compute_layout_on_any_shapes_and_meshes(shapes, axes, strategy):
-    rows = tuple(
-        ArrayRow(collection="params", path=f"a{index}/kernel", module=f"a{index}", kind="kernel", shape=shape,
-                 dtype="float32", num_values=math.prod(shape))
-        for index, shape in enumerate(shapes)
-    )  # fmt: skip
+    rows = tuple(array(f"a{index}/kernel", shape) for index, shape in enumerate(shapes))
     names = ["model", "data"] if strategy == "tensor" else ["data", "model"]
     mesh = meshes.MeshSpec(tuple(zip(names, axes, strict=False)))
     try:

@@ -9,11 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from fake_hub import LLAMA, LLAMA_COMMIT, Repo, llama, running
+from fake_hub import LLAMA, LLAMA_COMMIT, endpoint, with_gated
 
 from conftest import refused_in_one_line
 from conftest import run_cli as run
-from dcsim.hf import hub
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = str(ROOT / "examples" / "hub-cache")
@@ -24,11 +23,7 @@ LLAMA_TOTAL = "total parameters       6,738,415,616\n"
 @pytest.fixture
 def fake(monkeypatch):
     """A loopback Hub as the process's HF_ENDPOINT, a fresh fetcher, no token unless a test sets one."""
-    with running({LLAMA: llama(), "gated/model": Repo(files=llama().files, token=TOKEN)}) as server:
-        monkeypatch.setenv("HF_ENDPOINT", server.url)
-        for name in ("HF_HUB_OFFLINE", "HF_TOKEN"):
-            monkeypatch.delenv(name, raising=False)
-        monkeypatch.setattr(hub, "FETCHER", hub.Fetcher())
+    with endpoint(monkeypatch, with_gated(TOKEN)) as server:
         yield server
 
 

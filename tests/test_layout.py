@@ -12,12 +12,13 @@ from pathlib import Path
 import hostile
 import hypothesis.strategies as hs
 import pytest
+from arrays import param_report
 from hypothesis import given, settings
 from jax.sharding import AbstractMesh, PartitionSpec
 
 from dcsim.cli import main
 from dcsim.model.config import DenseLayer, ModelConfig
-from dcsim.model.count import ArrayRow, ParamReport, count_params
+from dcsim.model.count import count_params
 from dcsim.report.records import layout_record
 from dcsim.report.tables import layout_frame
 from dcsim.sharding.layout import LayoutError, compute_layout, partition_specs
@@ -33,22 +34,7 @@ def dense(input_dim, *widths, use_bias=True):
 
 def synthetic(**shapes):
     """A report of arrays with the given shapes; ``a__b=(2, 3)`` is the array ``a/b``."""
-    rows = []
-    for name, shape in shapes.items():
-        path = name.replace("__", "/")
-        module, _, kind = path.rpartition("/")
-        rows.append(
-            ArrayRow(
-                collection="params",
-                path=path,
-                module=module,
-                kind=kind,
-                shape=tuple(shape),
-                dtype="float32",
-                num_values=math.prod(shape),
-            )
-        )
-    return ParamReport(arrays=tuple(rows))
+    return param_report({name.replace("__", "/"): shape for name, shape in shapes.items()})
 
 
 DENSE_8_8 = dense(8, 8)  # kernel 8x8 (64) + bias 8 = 72 values

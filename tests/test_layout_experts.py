@@ -2,13 +2,13 @@
 hand on a small synthetic Mixture-of-Experts model, against real devices, and as properties."""
 
 import json
-import math
 import os
 import subprocess
 import sys
 
 import hypothesis.strategies as hs
 import pytest
+from arrays import array
 from hypothesis import given, settings
 from jax.sharding import PartitionSpec
 from test_layout import _REAL_MESH
@@ -16,19 +16,11 @@ from test_layout import _REAL_MESH
 from dcsim.cli import main
 from dcsim.cli.layout import render_layout_table
 from dcsim.memory import budget
-from dcsim.model.count import ArrayRow, ParamReport
+from dcsim.model.count import ParamReport
 from dcsim.sharding import layout, meshes
 from dcsim.sharding.layout import LayoutError, compute_layout, partition_specs
 from dcsim.sharding.meshes import parse_mesh, parse_rules
 from dcsim.ui import layout as lw
-
-
-def array(path, shape):
-    module, _, kind = path.rpartition("/")
-    return ArrayRow(
-        collection="params", path=path, module=module, kind=kind, shape=tuple(shape), dtype="float32",
-        num_values=math.prod(shape),
-    )  # fmt: skip
 
 
 def moe(num_experts=8, d_model=16, ffn=32, blocks=2):

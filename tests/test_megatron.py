@@ -9,6 +9,7 @@ import math
 
 import hypothesis.strategies as hs
 import pytest
+from arrays import param_report
 from hypothesis import assume, given, settings
 
 from conftest import open_app
@@ -17,7 +18,7 @@ from dcsim.cli import main
 from dcsim.memory.state import compute_memory
 from dcsim.memory.training import Training
 from dcsim.model.config import ModelConfig
-from dcsim.model.count import ArrayRow, ParamReport, count_params
+from dcsim.model.count import count_params
 from dcsim.sharding import payload
 from dcsim.sharding.layout import LayoutError, compute_layout, partition_specs, specs_by_shape
 from dcsim.sharding.megatron import kv_heads_per_rank, pad_vocab_size, padded_vocab_size
@@ -139,7 +140,7 @@ def test_llama2_70b_on_3_ranks_is_refused_naming_the_heads():
 
 def test_kv_heads_neither_dividing_nor_divided_are_refused():
     # 12 query heads, 4 KV heads, tp 6: 6 divides 12, but neither 6 nor 4 divides the other.
-    report = synthetic(
+    report = param_report(
         {
             "attn/query/kernel": (24, 12, 2),
             "attn/key/kernel": (24, 4, 2),
@@ -160,7 +161,7 @@ def test_gpt2_vocabulary_is_padded_and_split(tp, padded):
 
 
 def test_an_untied_lm_head_is_padded_on_its_vocabulary():
-    report = synthetic({"embed/token/embedding": (100, 8), "lm_head/kernel": (8, 100)})
+    report = param_report({"embed/token/embedding": (100, 8), "lm_head/kernel": (8, 100)})
     rows = {row.path: row for row in compute_layout(report, parse_mesh("model=2"), "megatron").arrays}
     assert rows["lm_head/kernel"].stored_shape == (8, 128) and rows["lm_head/kernel"].shard_shape == (8, 64)
     assert rows["embed/token/embedding"].shard_shape == (64, 8)
@@ -248,24 +249,6 @@ def test_memory_under_megatron_splits_the_stored_shape():
 # --- properties ----------------------------------------------------------------------------------
 
 
-def synthetic(shapes):
-    rows = []
-    for path, shape in shapes.items():
-        module, _, kind = path.rpartition("/")
-        rows.append(
-            ArrayRow(
-                collection="params",
-                path=path,
-                module=module,
-                kind=kind,
-                shape=tuple(shape),
-                dtype="float32",
-                num_values=math.prod(shape),
-            )
-        )
-    return ParamReport(arrays=tuple(rows))
-
-
 @hs.composite
 def decoders(draw):
     tp = draw(hs.sampled_from([2, 4, 8, 16]))
@@ -285,7 +268,7 @@ def decoders(draw):
         "block_0/mlp/down/kernel": (ffn, d_model),
         "lm_head/kernel": (d_model, vocab),
     }
-    return synthetic(shapes), tp
+    return param_report(shapes), tp
 
 
 @settings(max_examples=60, deadline=None)
