@@ -106,11 +106,16 @@ def abstract_params(config: ModelConfig) -> Any:
     return traverse_util.unflatten_dict(flat)
 
 
-def state_of(name: str, params: Any) -> OptimizerState:
-    """Initialise optimizer ``name`` abstractly on ``params`` (arrays or ``ShapeDtypeStruct``s)."""
+def check_optimizer(name: Any) -> str:
+    """A key of ``OPTIMIZERS``; otherwise ValueError listing them."""
     if not isinstance(name, str) or name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {show(name)}; optimizers: {', '.join(OPTIMIZER_NAMES)}")
-    description, make = OPTIMIZERS[name]
+    return name
+
+
+def state_of(name: str, params: Any) -> OptimizerState:
+    """Initialise optimizer ``name`` abstractly on ``params`` (arrays or ``ShapeDtypeStruct``s)."""
+    description, make = OPTIMIZERS[check_optimizer(name)]
     state = jax.eval_shape(make().init, params)
     rows = []
     for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
