@@ -145,11 +145,7 @@ class StateArray:
     shard_shape: tuple[int, ...]
     bytes_per_device: int
     note: str
-    stored_shape: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not self.stored_shape:  # laid out as counted
-            object.__setattr__(self, "stored_shape", tuple(self.shape))
+    stored_shape: tuple[int, ...]
 
     @property
     def num_values(self) -> int:
