@@ -234,16 +234,22 @@ def check_child_main(
 ANALYSIS_STAGES = ("compiling", "done")
 
 
-def memory_analysis(lowered: Any, progress: TextIO, what: str) -> Any:
+def memory_analysis(lowered: Any, progress: TextIO, what: str) -> dict[str, int]:
     """An XLA check's last stages: compile ``lowered`` (a ``jax.stages.Lowered``) and give XLA's
-    memory analysis of it, announcing each of ``ANALYSIS_STAGES``; RuntimeError naming ``what``
-    if XLA gave none."""
+    memory analysis of one device, ``{"argument_bytes", "output_bytes", "temp_bytes",
+    "alias_bytes"}``, announcing each of ``ANALYSIS_STAGES``; RuntimeError naming ``what`` if XLA
+    gave none."""
     write_stage(progress, ANALYSIS_STAGES[0])
     analysis = lowered.compile().memory_analysis()
     if analysis is None:
         raise RuntimeError(f"XLA gave no memory analysis for {what}")
     write_stage(progress, ANALYSIS_STAGES[1])
-    return analysis
+    return {
+        "argument_bytes": int(analysis.argument_size_in_bytes),
+        "output_bytes": int(analysis.output_size_in_bytes),
+        "temp_bytes": int(analysis.temp_size_in_bytes),
+        "alias_bytes": int(analysis.alias_size_in_bytes),
+    }
 
 
 def exit_child(code: int) -> None:

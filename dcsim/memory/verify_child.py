@@ -50,7 +50,7 @@ def output_bytes(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
     lowered = jax.jit(state, out_shardings=shardings).lower()
     analysis = workers.memory_analysis(lowered, progress, "the compiled state")
     return {
-        "output_bytes_per_device": int(analysis.output_size_in_bytes),
+        "output_bytes_per_device": analysis["output_bytes"],
         "num_arrays": len(shapes),
         "num_devices": mesh.size,
     }

@@ -124,10 +124,7 @@ def step_memory(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
     )
     analysis = workers.memory_analysis(lowered, progress, "the compiled step")
     return {
-        "argument_bytes": int(analysis.argument_size_in_bytes),
-        "output_bytes": int(analysis.output_size_in_bytes),
-        "temp_bytes": int(analysis.temp_size_in_bytes),
-        "alias_bytes": int(analysis.alias_size_in_bytes),
+        **analysis,
         "num_devices": mesh.size,
         "global_batch": batch,
     }

@@ -149,7 +149,7 @@ def verify(report: ServingReport, timeout_seconds: float | None = None) -> StepV
     result, seconds = run_check(
         CHILD_MODULE, JOB_NAME, verify_request(report), report.serving.layout_mesh.num_devices, timeout_seconds
     )
-    arguments, temp = result.get("argument_bytes_per_device"), result.get("temp_bytes_per_device")
+    arguments, temp = result.get("argument_bytes"), result.get("temp_bytes")
     if not isinstance(arguments, int) or not isinstance(temp, int):
         raise VerifyFailed(f"the {JOB_NAME} answered {arguments!r} and {temp!r} bytes: it did not compile the step")
     tokens = token_bytes_per_device(report)

@@ -12,8 +12,8 @@ The request: ``config`` (the model, as ``ModelConfig.to_dict`` writes it), ``hpa
 layout changed: the vocabulary padded, the KV heads repeated to the tensor size), ``decode``,
 ``sequences``, ``mesh`` (``[[axis, size], ...]``), ``replicas`` (the axes the sequences split over),
 ``weights`` (the weights' dtype) and ``specs`` (``{path: spec}`` for every parameter and cache array,
-each entry null, an axis or a list of axes). The result is ``{"argument_bytes_per_device",
-"temp_bytes_per_device", "output_bytes_per_device", "alias_bytes_per_device", "num_arrays"}``, or
+each entry null, an axis or a list of axes). The result is XLA's bytes of one device,
+``{"argument_bytes", "output_bytes", "temp_bytes", "alias_bytes"}``, and ``num_arrays``, or
 ``{"error": message}``.
 """
 
@@ -78,10 +78,7 @@ def step_bytes(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
     lowered = jax.jit(step, donate_argnums=(1,), keep_unused=True).lower(fixed, cache, *tokens)
     analysis = workers.memory_analysis(lowered, progress, "the decoding step")
     return {
-        "argument_bytes_per_device": int(analysis.argument_size_in_bytes),
-        "temp_bytes_per_device": int(analysis.temp_size_in_bytes),
-        "output_bytes_per_device": int(analysis.output_size_in_bytes),
-        "alias_bytes_per_device": int(analysis.alias_size_in_bytes),
+        **analysis,
         "num_arrays": len(jax.tree.leaves(fixed)) + len(jax.tree.leaves(cache)),
     }
 
