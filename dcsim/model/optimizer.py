@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
@@ -88,11 +88,17 @@ class OptimizerState:
         return sum(self.raw_bytes_by_dtype.values())
 
 
-def _key_name(key: Any) -> str:
+def key_name(key: Any) -> str:
+    """One entry of a pytree key path as a path part: a dict key, an attribute's name or an index."""
     for attribute in ("key", "name", "idx"):
         if hasattr(key, attribute):
             return str(getattr(key, attribute))
     return str(key)
+
+
+def key_path(keys: Sequence[Any]) -> str:
+    """A pytree key path as dcsim writes array paths: ``0/mu/block_0/attn/query/kernel``."""
+    return "/".join(key_name(key) for key in keys)
 
 
 def abstract_params(config: ModelConfig) -> Any:
@@ -122,7 +128,7 @@ def state_of(name: str, params: Any) -> OptimizerState:
         shape = tuple(int(dim) for dim in leaf.shape)
         rows.append(
             StateRow(
-                path="/".join(_key_name(key) for key in path),
+                path=key_path(path),
                 shape=shape,
                 dtype=str(leaf.dtype),
                 num_values=math.prod(shape),
