@@ -148,10 +148,16 @@ def check_timeout(value: Any, name: str = "timeout_seconds") -> float:
     return seconds
 
 
+def timeout_from_env(name: str, default: float) -> float:
+    """The time limit an operator set in the environment variable ``name`` (``check_timeout``'s
+    rule), else ``default``."""
+    text = os.environ.get(name, "").strip()
+    return check_timeout(text, name) if text else default
+
+
 def default_timeout_seconds() -> float:
     """A server's time limit: ``DCSIM_CHECKPOINT_TIMEOUT_SECONDS`` if set, else ``DEFAULT_TIMEOUT_SECONDS``."""
-    text = os.environ.get(TIMEOUT_ENV, "").strip()
-    return check_timeout(text, TIMEOUT_ENV) if text else DEFAULT_TIMEOUT_SECONDS
+    return timeout_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT_SECONDS)
 
 
 ONE_DEVICE = MeshSpec((("data", 1),))

@@ -29,7 +29,7 @@ from typing import Any
 
 from jax.sharding import PartitionSpec
 
-from dcsim.checkpoint.measurement import check_timeout
+from dcsim.checkpoint.measurement import check_timeout, timeout_from_env
 from dcsim.checkpoint.workers import (
     WorkerFailed,
     WorkerJob,
@@ -113,8 +113,7 @@ def expected_bytes_per_device(memory: MemoryReport) -> int:
 
 def default_timeout_seconds() -> float:
     """The child's time limit: ``DCSIM_VERIFY_TIMEOUT_SECONDS`` if set, else ``DEFAULT_TIMEOUT_SECONDS``."""
-    text = os.environ.get(TIMEOUT_ENV, "").strip()
-    return check_timeout(text, TIMEOUT_ENV) if text else DEFAULT_TIMEOUT_SECONDS
+    return timeout_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT_SECONDS)
 
 
 def check_verifiable(memory: MemoryReport) -> None:
