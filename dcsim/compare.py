@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from dcsim import links
-from dcsim.inputs import as_int, check_document, json_kind, load_json, reject_unknown, show
+from dcsim.inputs import as_int, check_choice, check_document, json_kind, load_json, reject_unknown, show
 from dcsim.memory import activations
 from dcsim.memory import budget as budgets
 from dcsim.memory.activations import Step
@@ -82,7 +82,7 @@ STEP_FIELDS = {"sequence": "seq", "micro_batch": "mb", "remat": "remat", "attent
 
 
 def _choice_of(choices: Sequence[str]) -> Any:
-    return lambda value, label: activations.check_choice(value, tuple(choices), f"`{label}`")
+    return lambda value, label: check_choice(value, tuple(choices), f"`{label}`")
 
 
 # How each field is checked: as JSON gives it (numbers as numbers), and as text (a link's field, a box).
@@ -132,9 +132,7 @@ def step_text(step: Step | None) -> str:
 
 
 def check_dtype(dtype: Any) -> str:
-    if not isinstance(dtype, str) or dtype not in payload.RAW_DTYPES:
-        raise ValueError(f"a scenario's `dtype` must be one of {', '.join(payload.RAW_DTYPES)}, got {show(dtype)}")
-    return dtype
+    return check_choice(dtype, payload.RAW_DTYPES, "a scenario's `dtype`")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -12,7 +12,7 @@ import json
 import math
 import numbers
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -105,6 +105,13 @@ def as_bool(value: Any, name: str) -> bool:
         value = value.item()
     if not isinstance(value, bool):
         raise TypeError(f"`{name}` must be true or false, got {type(value).__name__} {show(value)}")
+    return value
+
+
+def check_choice(value: Any, choices: Sequence[str], label: str) -> str:
+    """One of ``choices``; otherwise ValueError listing them: ``{label} must be one of a, b, got 'c'``."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{label} must be one of {', '.join(choices)}, got {show(value)}")
     return value
 
 

@@ -46,6 +46,7 @@ from dcsim.model.count import ParamReport, count_params
 from dcsim.sharding import payload
 from dcsim.sharding.layout import compute_layout
 from dcsim.sharding.meshes import MeshSpec, Rule, parse_mesh, spec_text
+from dcsim.sharding.wire import mesh_json, spec_json
 
 STORAGE_DTYPES = ("float32", "bfloat16")
 MAX_PARAMS_ENV = "DCSIM_CHECKPOINT_MAX_PARAMS"
@@ -147,10 +148,16 @@ def check_timeout(value: Any, name: str = "timeout_seconds") -> float:
     return seconds
 
 
+def timeout_from_env(name: str, default: float) -> float:
+    """The time limit an operator set in the environment variable ``name`` (``check_timeout``'s
+    rule), else ``default``."""
+    text = os.environ.get(name, "").strip()
+    return check_timeout(text, name) if text else default
+
+
 def default_timeout_seconds() -> float:
     """A server's time limit: ``DCSIM_CHECKPOINT_TIMEOUT_SECONDS`` if set, else ``DEFAULT_TIMEOUT_SECONDS``."""
-    text = os.environ.get(TIMEOUT_ENV, "").strip()
-    return check_timeout(text, TIMEOUT_ENV) if text else DEFAULT_TIMEOUT_SECONDS
+    return timeout_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT_SECONDS)
 
 
 ONE_DEVICE = MeshSpec((("data", 1),))
@@ -162,11 +169,6 @@ def _mesh(mesh: str | MeshSpec | None) -> MeshSpec:
     if isinstance(mesh, MeshSpec):
         return mesh
     return parse_mesh(mesh)
-
-
-def _spec_json(spec: PartitionSpec) -> list[Any]:
-    """A PartitionSpec as JSON for the child: each entry null, an axis name or a list of names."""
-    return [entry if entry is None or isinstance(entry, str) else list(entry) for entry in spec]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -399,8 +401,8 @@ def _run_in(
             request={
                 "config": plan.config.to_dict(),
                 "dtype": plan.dtype,
-                "mesh": [list(axis) for axis in plan.mesh.axes],
-                "specs": {path: _spec_json(spec) for path, spec in plan.specs.items()},
+                "mesh": mesh_json(plan.mesh),
+                "specs": {path: spec_json(spec) for path, spec in plan.specs.items()},
             },
             folder=folder,
             env=_worker_env(plan.mesh.num_devices) | compilation_cache_env(),

@@ -40,6 +40,7 @@ from dcsim.checkpoint.workers import WorkerFailed, WorkerJob, WorkerTimeout, run
 from dcsim.inputs import number_from_text, show
 from dcsim.model.config import ModelConfig
 from dcsim.sharding.meshes import MeshSpec
+from dcsim.sharding.wire import mesh_json, spec_json
 
 # Each process imports JAX, Flax and Orbax (about 300 MB before any work): a bound on the group.
 MAX_PROCESSES = 8
@@ -182,8 +183,8 @@ def _jobs(plan: MultiprocessPlan, folder: Path, port: int) -> list[WorkerJob]:
     request = {
         "config": base.config.to_dict(),
         "dtype": base.dtype,
-        "mesh": [list(axis) for axis in base.mesh.axes],
-        "specs": {path: measurement._spec_json(spec) for path, spec in base.specs.items()},
+        "mesh": mesh_json(base.mesh),
+        "specs": {path: spec_json(spec) for path, spec in base.specs.items()},
         "num_processes": plan.num_processes,
         "port": port,
         "checkpoint": str(folder / "checkpoint"),

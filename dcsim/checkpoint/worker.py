@@ -33,11 +33,12 @@ import orbax.checkpoint as ocp
 from flax import traverse_util
 from jax import monitoring
 from jax.extend.core import jaxpr_as_fun
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import NamedSharding
 
 from dcsim.checkpoint import prestart
 from dcsim.model import modules
 from dcsim.model.config import ModelConfig
+from dcsim.sharding.wire import spec_from_json
 
 # Each stage a worker reaches, as a JAX monitoring event with ``stage=NAME``: the progress stages,
 # and ``writing`` (the save has begun and Orbax's thread is writing; not a progress stage). What
@@ -65,10 +66,6 @@ def _peak_rss_bytes() -> int:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-
-
-def _spec(entries: list[Any]) -> PartitionSpec:
-    return PartitionSpec(*(tuple(entry) if isinstance(entry, list) else entry for entry in entries))
 
 
 def _same_bits(saved: jax.Array, restored: jax.Array) -> bool:
@@ -207,7 +204,7 @@ def init_params(
     """
     if traced is None or not traced.matches(config, dtype):
         traced = trace_init(config, dtype)
-    flat_specs = {tuple(path.split("/")): _spec(entries) for path, entries in specs.items()}
+    flat_specs = {tuple(path.split("/")): spec_from_json(entries) for path, entries in specs.items()}
     if set(flat_specs) != set(traverse_util.flatten_dict(traced.params)):
         raise RuntimeError("the PartitionSpecs do not name the model's parameter arrays")
     shardings = traverse_util.unflatten_dict({key: NamedSharding(mesh, spec) for key, spec in flat_specs.items()})

@@ -30,7 +30,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 # The folder that holds the dcsim package, so ``python -m dcsim...`` finds this same copy of it
 # whatever the caller's working directory.
@@ -197,6 +197,13 @@ def first_line(err: BaseException) -> str:
     return text[:_MESSAGE_CHARS]
 
 
+def write_stage(progress: TextIO, name: str) -> None:
+    """Announce the stage ``name`` in a child's progress file, at once: the parent shows it and
+    counts the child up from its first stage."""
+    progress.write(name + "\n")
+    progress.flush()
+
+
 def check_child_main(
     argv: Sequence[str], module: str, work: Callable[[dict[str, Any], Any], dict[str, Any]], failure: str
 ) -> int:
@@ -221,6 +228,28 @@ def check_child_main(
             sys.stderr.write(details)
             sys.stderr.flush()
     return code
+
+
+# The last stages of every XLA check's child, announced by ``memory_analysis``.
+ANALYSIS_STAGES = ("compiling", "done")
+
+
+def memory_analysis(lowered: Any, progress: TextIO, what: str) -> dict[str, int]:
+    """An XLA check's last stages: compile ``lowered`` (a ``jax.stages.Lowered``) and give XLA's
+    memory analysis of one device, ``{"argument_bytes", "output_bytes", "temp_bytes",
+    "alias_bytes"}``, announcing each of ``ANALYSIS_STAGES``; RuntimeError naming ``what`` if XLA
+    gave none."""
+    write_stage(progress, ANALYSIS_STAGES[0])
+    analysis = lowered.compile().memory_analysis()
+    if analysis is None:
+        raise RuntimeError(f"XLA gave no memory analysis for {what}")
+    write_stage(progress, ANALYSIS_STAGES[1])
+    return {
+        "argument_bytes": int(analysis.argument_size_in_bytes),
+        "output_bytes": int(analysis.output_size_in_bytes),
+        "temp_bytes": int(analysis.temp_size_in_bytes),
+        "alias_bytes": int(analysis.alias_size_in_bytes),
+    }
 
 
 def exit_child(code: int) -> None:

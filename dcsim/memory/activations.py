@@ -41,7 +41,7 @@ import functools
 import math
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import flax.linen as nn
@@ -50,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend import core as jax_core
 
-from dcsim.inputs import as_int, number_from_text, show
+from dcsim.inputs import as_int, check_choice, number_from_text, show
 from dcsim.model import families, presets
 from dcsim.model.config import ModelConfig
 from dcsim.model.hparams import MAX_POSITIONS
@@ -94,12 +94,6 @@ def check_micro_batch(value: Any, label: str = "the micro-batch", shown: Any = N
     return as_int(
         value, label, minimum=1, maximum=MAX_MICRO_BATCH, why="sequences a data-parallel replica a step", shown=shown
     )
-
-
-def check_choice(value: Any, choices: Sequence[str], label: str) -> str:
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{label} must be one of {', '.join(choices)}, got {show(value)}")
-    return value
 
 
 def sequence_from_text(text: str, label: str) -> int:

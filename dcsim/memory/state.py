@@ -36,6 +36,7 @@ from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 from dcsim.memory.training import PARTS, Training
 from dcsim.model import optimizer as optimizers
 from dcsim.model.count import ParamReport
+from dcsim.model.optimizer import key_name, key_path
 from dcsim.sharding import layout, payload
 from dcsim.sharding.meshes import MeshSpec, Rule, abstract_mesh, shape_text, spec_text
 
@@ -52,17 +53,6 @@ class Entry:
     shape: tuple[int, ...]
     dtype: str
     spec: PartitionSpec
-
-
-def _key_name(key: Any) -> str:
-    for attribute in ("key", "name", "idx"):
-        if hasattr(key, attribute):
-            return str(getattr(key, attribute))
-    return str(key)
-
-
-def _path(keys: Sequence[Any]) -> str:
-    return "/".join(_key_name(key) for key in keys)
 
 
 def _unit_mesh(names: tuple[str, ...]) -> AbstractMesh:
@@ -105,8 +95,10 @@ def state_entries(
         state = jax.eval_shape(make().init, {_PARAM: leaf})
     entries = []
     for keys, value in jax.tree_util.tree_flatten_with_path(state)[0]:
-        if keys and _key_name(keys[-1]) == _PARAM:  # the parameter's own state; the rest is global
-            entries.append(Entry(_path(keys[:-1]), tuple(int(d) for d in value.shape), str(value.dtype), _spec(value)))
+        if keys and key_name(keys[-1]) == _PARAM:  # the parameter's own state; the rest is global
+            entries.append(
+                Entry(key_path(keys[:-1]), tuple(int(d) for d in value.shape), str(value.dtype), _spec(value))
+            )
     return tuple(entries)
 
 
@@ -115,7 +107,7 @@ def global_entries(name: str) -> tuple[tuple[str, tuple[int, ...], str], ...]:
     """The state optax ``name`` keeps whatever the parameters (its step counts): ``(path, shape, dtype)``."""
     state = jax.eval_shape(optimizers.OPTIMIZERS[name][1]().init, {})
     return tuple(
-        (_path(keys), tuple(int(d) for d in value.shape), str(value.dtype))
+        (key_path(keys), tuple(int(d) for d in value.shape), str(value.dtype))
         for keys, value in jax.tree_util.tree_flatten_with_path(state)[0]
     )
 
@@ -145,11 +137,7 @@ class StateArray:
     shard_shape: tuple[int, ...]
     bytes_per_device: int
     note: str
-    stored_shape: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not self.stored_shape:  # laid out as counted
-            object.__setattr__(self, "stored_shape", tuple(self.shape))
+    stored_shape: tuple[int, ...]
 
     @property
     def num_values(self) -> int:

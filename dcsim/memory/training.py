@@ -25,9 +25,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from dcsim.inputs import show
-from dcsim.model import optimizer
+from dcsim.inputs import check_choice, show
 from dcsim.model.config import DTYPES as RAW_DTYPES
+from dcsim.model.optimizer import check_optimizer
 
 PARTS = ("params", "grads", "master", "optimizer")
 STAGES: dict[int, frozenset[str]] = {
@@ -86,15 +86,7 @@ def check_stage(value: Any, shown: Any = None) -> int:
 
 
 def check_dtype(value: Any, what: str) -> str:
-    if not isinstance(value, str) or value not in DTYPES:
-        raise ValueError(f"the {what} dtype must be one of {', '.join(DTYPES)}, got {show(value)}")
-    return value
-
-
-def check_optimizer(value: Any) -> str:
-    if not isinstance(value, str) or value not in optimizer.OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {show(value)}; optimizers: {', '.join(optimizer.OPTIMIZER_NAMES)}")
-    return value
+    return check_choice(value, DTYPES, f"the {what} dtype")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

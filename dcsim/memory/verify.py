@@ -29,7 +29,7 @@ from typing import Any
 
 from jax.sharding import PartitionSpec
 
-from dcsim.checkpoint.measurement import check_timeout
+from dcsim.checkpoint.measurement import check_timeout, timeout_from_env
 from dcsim.checkpoint.workers import (
     WorkerFailed,
     WorkerJob,
@@ -39,6 +39,7 @@ from dcsim.checkpoint.workers import (
     worker_xla_flags,
 )
 from dcsim.memory.state import MemoryReport
+from dcsim.sharding.wire import mesh_json, spec_json
 
 # XLA's CPU backend compiles for at most 2,048 devices in one process: from device id 2,048 on it
 # reads ids as another process's and refuses ("Multiprocess computations aren't implemented on the
@@ -112,8 +113,7 @@ def expected_bytes_per_device(memory: MemoryReport) -> int:
 
 def default_timeout_seconds() -> float:
     """The child's time limit: ``DCSIM_VERIFY_TIMEOUT_SECONDS`` if set, else ``DEFAULT_TIMEOUT_SECONDS``."""
-    text = os.environ.get(TIMEOUT_ENV, "").strip()
-    return check_timeout(text, TIMEOUT_ENV) if text else DEFAULT_TIMEOUT_SECONDS
+    return timeout_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT_SECONDS)
 
 
 def check_verifiable(memory: MemoryReport) -> None:
@@ -139,11 +139,6 @@ def check_verifiable(memory: MemoryReport) -> None:
         )
 
 
-def _spec_json(spec: PartitionSpec) -> list[Any]:
-    """A PartitionSpec as JSON: each entry null, an axis name or a list of names."""
-    return [entry if entry is None or isinstance(entry, str) else list(entry) for entry in spec]
-
-
 def verify_request(memory: MemoryReport) -> dict[str, Any]:
     """The child's request: the mesh, and the state as kinds of array with how many of each
     (``[[shape, dtype, spec, count], ...]``, in order of first appearance). Llama 2 7B's 1,456
@@ -153,8 +148,8 @@ def verify_request(memory: MemoryReport) -> dict[str, Any]:
         key = (tuple(row.stored_shape), row.dtype, row.spec)  # the shape laid out: megatron may pad or repeat
         counts[key] = counts.get(key, 0) + 1
     return {
-        "mesh": [[name, size] for name, size in memory.mesh.axes],
-        "kinds": [[list(shape), dtype, _spec_json(spec), count] for (shape, dtype, spec), count in counts.items()],
+        "mesh": mesh_json(memory.mesh),
+        "kinds": [[list(shape), dtype, spec_json(spec), count] for (shape, dtype, spec), count in counts.items()],
     }
 
 

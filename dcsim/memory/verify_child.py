@@ -16,28 +16,18 @@ The result is ``{"output_bytes_per_device", "num_arrays", "num_devices"}``, or `
 
 from __future__ import annotations
 
-import math
 import sys
 from typing import Any, TextIO
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import NamedSharding
 
 from dcsim.checkpoint import workers
+from dcsim.sharding.wire import device_mesh, spec_from_json
 
 MODULE = "dcsim.memory.verify_child"
-STAGES = ("lowering", "compiling", "done")
-
-
-def _stage(progress: TextIO, name: str) -> None:
-    progress.write(name + "\n")
-    progress.flush()
-
-
-def _spec_entry(entry: Any) -> Any:
-    return tuple(entry) if isinstance(entry, list) else entry
+STAGES = ("lowering", *workers.ANALYSIS_STAGES)
 
 
 def output_bytes(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
@@ -45,21 +35,12 @@ def output_bytes(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
     if any(str(dtype) == "float64" for _, dtype, _, _ in request["kinds"]):
         # Without x64 JAX would quietly make float64 arrays float32, and XLA would size those.
         jax.config.update("jax_enable_x64", True)
-    names = tuple(str(name) for name, _ in request["mesh"])
-    sizes = tuple(int(size) for _, size in request["mesh"])
-    num_devices = math.prod(sizes)
-    devices = jax.devices()
-    if len(devices) < num_devices:
-        raise RuntimeError(
-            f"JAX started with {len(devices):,} CPU devices and the mesh needs {num_devices:,} "
-            "(XLA_FLAGS did not take effect)"
-        )
-    mesh = Mesh(np.array(devices[:num_devices]).reshape(sizes), names)
-    _stage(progress, STAGES[0])
+    mesh = device_mesh(request["mesh"])
+    workers.write_stage(progress, STAGES[0])
     shapes: list[tuple[tuple[int, ...], str]] = []
     shardings: list[NamedSharding] = []
     for shape, dtype, spec, count in request["kinds"]:
-        sharding = NamedSharding(mesh, PartitionSpec(*(_spec_entry(entry) for entry in spec)))
+        sharding = NamedSharding(mesh, spec_from_json(spec))
         shapes += [(tuple(int(d) for d in shape), str(dtype))] * int(count)
         shardings += [sharding] * int(count)
 
@@ -67,16 +48,11 @@ def output_bytes(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
         return [jnp.zeros(shape, dtype) for shape, dtype in shapes]
 
     lowered = jax.jit(state, out_shardings=shardings).lower()
-    _stage(progress, STAGES[1])
-    compiled = lowered.compile()
-    analysis = compiled.memory_analysis()
-    if analysis is None:
-        raise RuntimeError("XLA gave no memory analysis for the compiled state")
-    _stage(progress, STAGES[2])
+    analysis = workers.memory_analysis(lowered, progress, "the compiled state")
     return {
-        "output_bytes_per_device": int(analysis.output_size_in_bytes),
+        "output_bytes_per_device": analysis["output_bytes"],
         "num_arrays": len(shapes),
-        "num_devices": num_devices,
+        "num_devices": mesh.size,
     }
 
 

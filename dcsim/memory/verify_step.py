@@ -18,6 +18,7 @@ from typing import Any
 
 from dcsim.memory import verify
 from dcsim.memory.state import MemoryReport
+from dcsim.sharding.wire import mesh_json, spec_json
 
 CHILD_MODULE = "dcsim.memory.verify_step_child"
 JOB_NAME = "XLA training-step check"
@@ -75,7 +76,7 @@ def step_request(memory: MemoryReport, config_json: str, step: Any) -> dict[str,
     specs: dict[str, dict[str, Any]] = {"params": {}, "master": {}}
     for row in memory.arrays:
         if row.part in specs:
-            specs[row.part][row.path] = verify._spec_json(row.spec)
+            specs[row.part][row.path] = spec_json(row.spec)
     return {
         "config": config_json,
         "step": dataclasses.asdict(step),
@@ -85,7 +86,7 @@ def step_request(memory: MemoryReport, config_json: str, step: Any) -> dict[str,
             "grad_dtype": training.grad_dtype,
             "master_dtype": training.master_dtype,
         },
-        "mesh": [[name, size] for name, size in memory.mesh.axes],
+        "mesh": mesh_json(memory.mesh),
         "specs": specs,
         "optimizer_split": "optimizer" in training.shard,
     }

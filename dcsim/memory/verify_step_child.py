@@ -21,23 +21,14 @@ from typing import Any, TextIO
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import NamedSharding, PartitionSpec
 
 from dcsim.checkpoint import workers
+from dcsim.sharding.wire import device_mesh, spec_from_json
 
 MODULE = "dcsim.memory.verify_step_child"
-STAGES = ("building", "lowering", "compiling", "done")
+STAGES = ("building", "lowering", *workers.ANALYSIS_STAGES)
 TENSOR_AXIS = "model"
-
-
-def _stage(progress: TextIO, name: str) -> None:
-    progress.write(name + "\n")
-    progress.flush()
-
-
-def _spec(entries: list[Any]) -> PartitionSpec:
-    return PartitionSpec(*(tuple(entry) if isinstance(entry, list) else entry for entry in entries))
 
 
 def _path(keys: Any) -> str:
@@ -53,17 +44,11 @@ def step_memory(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
     from dcsim.model.config import ModelConfig
     from dcsim.model.layers import Forward
 
-    _stage(progress, STAGES[0])
+    workers.write_stage(progress, STAGES[0])
     config = ModelConfig.from_json(request["config"])
     step = Step(**request["step"])
     training = request["training"]
-    names = tuple(str(name) for name, _ in request["mesh"])
-    sizes = tuple(int(size) for _, size in request["mesh"])
-    num_devices = math.prod(sizes)
-    devices = jax.devices()
-    if len(devices) < num_devices:
-        raise RuntimeError(f"JAX started with {len(devices):,} CPU devices and the mesh needs {num_devices:,}")
-    mesh = Mesh(np.array(devices[:num_devices]).reshape(sizes), names)
+    mesh = device_mesh(request["mesh"])
     whole = NamedSharding(mesh, PartitionSpec())
     family = config.family
     if family is None:
@@ -83,7 +68,7 @@ def step_memory(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
         specs = request["specs"][part]
 
         def leaf(keys: Any, value: Any) -> Any:
-            sharding = NamedSharding(mesh, _spec(specs[_path(keys)]))
+            sharding = NamedSharding(mesh, spec_from_json(specs[_path(keys)]))
             return jax.ShapeDtypeStruct(value.shape, jnp.dtype(dtype), sharding=sharding)
 
         return jax.tree_util.tree_map_with_path(leaf, tree)
@@ -104,8 +89,8 @@ def step_memory(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
         return jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=found[1] if split and found else whole)
 
     state = jax.tree_util.tree_map_with_path(state_leaf, state)
-    replicas = [name for name in names if name != TENSOR_AXIS]
-    batch = step.micro_batch * math.prod(size for name, size in zip(names, sizes, strict=True) if name in replicas)
+    replicas = [name for name in mesh.axis_names if name != TENSOR_AXIS]
+    batch = step.micro_batch * math.prod(mesh.shape[name] for name in replicas)
     tokens = jax.ShapeDtypeStruct(
         (batch, step.sequence),
         jnp.int32,
@@ -133,21 +118,14 @@ def step_memory(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
         return None if tree is None else jax.tree_util.tree_map(lambda leaf: leaf.sharding, tree)
 
     out_shardings = (shardings(params), shardings(master), shardings(state), whole)
-    _stage(progress, STAGES[1])
+    workers.write_stage(progress, STAGES[1])
     lowered = jax.jit(train_step, out_shardings=out_shardings, donate_argnums=(0, 1, 2)).lower(
         params, master, state, tokens
     )
-    _stage(progress, STAGES[2])
-    analysis = lowered.compile().memory_analysis()
-    if analysis is None:
-        raise RuntimeError("XLA gave no memory analysis for the compiled step")
-    _stage(progress, STAGES[3])
+    analysis = workers.memory_analysis(lowered, progress, "the compiled step")
     return {
-        "argument_bytes": int(analysis.argument_size_in_bytes),
-        "output_bytes": int(analysis.output_size_in_bytes),
-        "temp_bytes": int(analysis.temp_size_in_bytes),
-        "alias_bytes": int(analysis.alias_size_in_bytes),
-        "num_devices": num_devices,
+        **analysis,
+        "num_devices": mesh.size,
         "global_batch": batch,
     }
 

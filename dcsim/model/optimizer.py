@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
@@ -88,11 +88,17 @@ class OptimizerState:
         return sum(self.raw_bytes_by_dtype.values())
 
 
-def _key_name(key: Any) -> str:
+def key_name(key: Any) -> str:
+    """One entry of a pytree key path as a path part: a dict key, an attribute's name or an index."""
     for attribute in ("key", "name", "idx"):
         if hasattr(key, attribute):
             return str(getattr(key, attribute))
     return str(key)
+
+
+def key_path(keys: Sequence[Any]) -> str:
+    """A pytree key path as dcsim writes array paths: ``0/mu/block_0/attn/query/kernel``."""
+    return "/".join(key_name(key) for key in keys)
 
 
 def abstract_params(config: ModelConfig) -> Any:
@@ -106,18 +112,23 @@ def abstract_params(config: ModelConfig) -> Any:
     return traverse_util.unflatten_dict(flat)
 
 
-def state_of(name: str, params: Any) -> OptimizerState:
-    """Initialise optimizer ``name`` abstractly on ``params`` (arrays or ``ShapeDtypeStruct``s)."""
+def check_optimizer(name: Any) -> str:
+    """A key of ``OPTIMIZERS``; otherwise ValueError listing them."""
     if not isinstance(name, str) or name not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {show(name)}; optimizers: {', '.join(OPTIMIZER_NAMES)}")
-    description, make = OPTIMIZERS[name]
+    return name
+
+
+def state_of(name: str, params: Any) -> OptimizerState:
+    """Initialise optimizer ``name`` abstractly on ``params`` (arrays or ``ShapeDtypeStruct``s)."""
+    description, make = OPTIMIZERS[check_optimizer(name)]
     state = jax.eval_shape(make().init, params)
     rows = []
     for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
         shape = tuple(int(dim) for dim in leaf.shape)
         rows.append(
             StateRow(
-                path="/".join(_key_name(key) for key in path),
+                path=key_path(path),
                 shape=shape,
                 dtype=str(leaf.dtype),
                 num_values=math.prod(shape),

@@ -21,6 +21,7 @@ from typing import Any
 from dcsim.memory.verify import MAX_VERIFY_ARRAYS, MAX_VERIFY_DEVICES, VerifyFailed, run_check
 from dcsim.serving.engine import ServingReport
 from dcsim.serving.request import REPLICA_AXES
+from dcsim.sharding.wire import mesh_json, spec_json
 
 CHILD_MODULE = "dcsim.serving.verify_child"
 JOB_NAME = "XLA decode-step check"
@@ -54,10 +55,6 @@ class StepVerified:
     @property
     def difference_bytes(self) -> int:
         return self.argument_bytes_per_device - self.expected_bytes_per_device
-
-
-def _spec_json(spec: Any) -> list[Any]:
-    return [entry if entry is None or isinstance(entry, str) else list(entry) for entry in spec]
 
 
 def _rebuilt_hparams(report: ServingReport) -> dict[str, Any]:
@@ -124,8 +121,8 @@ def verify_request(report: ServingReport) -> dict[str, Any]:
     serving = report.serving
     if report.family is None:
         raise ValueError("XLA's decode-step check compiles a model that decodes; a Dense stack has no decoder")
-    specs = {row.path: _spec_json(row.spec) for row in report.weights.arrays}
-    specs |= {item.array.path: _spec_json(item.spec) for item in report.cache}
+    specs = {row.path: spec_json(row.spec) for row in report.weights.arrays}
+    specs |= {item.array.path: spec_json(item.spec) for item in report.cache}
     return {
         "config": report.config_dict,
         "hparams": _rebuilt_hparams(report),
@@ -136,7 +133,7 @@ def verify_request(report: ServingReport) -> dict[str, Any]:
             "full_windows": serving.full_windows,
         },
         "sequences": serving.sequences_per_replica * serving.num_replicas,
-        "mesh": [[name, size] for name, size in serving.layout_mesh.axes],
+        "mesh": mesh_json(serving.layout_mesh),
         "replicas": [name for name in REPLICA_AXES if name in serving.mesh.names],
         "weights": serving.weights,
         "specs": specs,
@@ -152,7 +149,7 @@ def verify(report: ServingReport, timeout_seconds: float | None = None) -> StepV
     result, seconds = run_check(
         CHILD_MODULE, JOB_NAME, verify_request(report), report.serving.layout_mesh.num_devices, timeout_seconds
     )
-    arguments, temp = result.get("argument_bytes_per_device"), result.get("temp_bytes_per_device")
+    arguments, temp = result.get("argument_bytes"), result.get("temp_bytes")
     if not isinstance(arguments, int) or not isinstance(temp, int):
         raise VerifyFailed(f"the {JOB_NAME} answered {arguments!r} and {temp!r} bytes: it did not compile the step")
     tokens = token_bytes_per_device(report)

@@ -12,57 +12,42 @@ The request: ``config`` (the model, as ``ModelConfig.to_dict`` writes it), ``hpa
 layout changed: the vocabulary padded, the KV heads repeated to the tensor size), ``decode``,
 ``sequences``, ``mesh`` (``[[axis, size], ...]``), ``replicas`` (the axes the sequences split over),
 ``weights`` (the weights' dtype) and ``specs`` (``{path: spec}`` for every parameter and cache array,
-each entry null, an axis or a list of axes). The result is ``{"argument_bytes_per_device",
-"temp_bytes_per_device", "output_bytes_per_device", "alias_bytes_per_device", "num_arrays"}``, or
+each entry null, an axis or a list of axes). The result is XLA's bytes of one device,
+``{"argument_bytes", "output_bytes", "temp_bytes", "alias_bytes"}``, and ``num_arrays``, or
 ``{"error": message}``.
 """
 
 from __future__ import annotations
 
-import math
 import sys
 from typing import Any, TextIO
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import traverse_util
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import NamedSharding, PartitionSpec
 
 from dcsim.checkpoint import workers
 from dcsim.model import families, presets
 from dcsim.model.config import ModelConfig
 from dcsim.model.layers import CACHE, Decode
+from dcsim.sharding.wire import device_mesh, spec_from_json
 
 MODULE = "dcsim.serving.verify_child"
-STAGES = ("building", "lowering", "compiling", "done")
+STAGES = ("building", "lowering", *workers.ANALYSIS_STAGES)
 PARAMS = "params"
-
-
-def _stage(progress: TextIO, name: str) -> None:
-    progress.write(name + "\n")
-    progress.flush()
-
-
-def _spec(entries: list[Any]) -> PartitionSpec:
-    return PartitionSpec(*(tuple(entry) if isinstance(entry, list) else entry for entry in entries))
 
 
 def step_bytes(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
     """Compile the decoding step the request describes; XLA's bytes per device."""
-    _stage(progress, STAGES[0])
+    workers.write_stage(progress, STAGES[0])
     config = ModelConfig.from_dict(request["config"])
     hparams = presets.resolved_hparams(config) | dict(request["hparams"])
     decode = Decode(**request["decode"])
     sequences = int(request["sequences"])
     module, inputs = families.build_family(config.family or "", hparams, sequences, decode=decode)
     abstract = jax.eval_shape(module.init, jax.random.PRNGKey(0), *inputs)
-    names = tuple(str(name) for name, _ in request["mesh"])
-    sizes = tuple(int(size) for _, size in request["mesh"])
-    devices = jax.devices()
-    if len(devices) < math.prod(sizes):
-        raise RuntimeError(f"JAX started with {len(devices):,} CPU devices and the mesh needs {math.prod(sizes):,}")
-    mesh = Mesh(np.array(devices[: math.prod(sizes)]).reshape(sizes), names)
+    mesh = device_mesh(request["mesh"])
     specs = request["specs"]
     weights = jnp.dtype(request["weights"])
 
@@ -71,7 +56,7 @@ def step_bytes(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
         out = {}
         for key, leaf in flat.items():
             path = "/".join(str(part) for part in key)
-            spec = _spec(specs[path]) if path in specs else PartitionSpec()
+            spec = spec_from_json(specs[path]) if path in specs else PartitionSpec()
             if collection != CACHE and path not in specs and collection == PARAMS:
                 raise RuntimeError(f"the layout has no spec for the parameter `{path}`")
             dtype = weights if collection == PARAMS else leaf.dtype
@@ -88,19 +73,12 @@ def step_bytes(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
     def step(fixed: Any, cache: Any, *tokens: Any) -> Any:
         return module.apply({**fixed, CACHE: cache}, *tokens, mutable=[CACHE])
 
-    _stage(progress, STAGES[1])
+    workers.write_stage(progress, STAGES[1])
     # keep_unused: a decoding step does not read the encoder (T5), but the server holds its weights
     lowered = jax.jit(step, donate_argnums=(1,), keep_unused=True).lower(fixed, cache, *tokens)
-    _stage(progress, STAGES[2])
-    analysis = lowered.compile().memory_analysis()
-    if analysis is None:
-        raise RuntimeError("XLA gave no memory analysis for the decoding step")
-    _stage(progress, STAGES[3])
+    analysis = workers.memory_analysis(lowered, progress, "the decoding step")
     return {
-        "argument_bytes_per_device": int(analysis.argument_size_in_bytes),
-        "temp_bytes_per_device": int(analysis.temp_size_in_bytes),
-        "output_bytes_per_device": int(analysis.output_size_in_bytes),
-        "alias_bytes_per_device": int(analysis.alias_size_in_bytes),
+        **analysis,
         "num_arrays": len(jax.tree.leaves(fixed)) + len(jax.tree.leaves(cache)),
     }
 

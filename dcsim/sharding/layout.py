@@ -250,11 +250,7 @@ class ArrayLayout:
     replicated_fallback: bool
     expert: bool
     note: str
-    stored_shape: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not self.stored_shape:  # laid out as counted
-            object.__setattr__(self, "stored_shape", tuple(self.shape))
+    stored_shape: tuple[int, ...]
 
     @property
     def partition_spec(self) -> str:
