@@ -1,5 +1,6 @@
-"""What every command shares: the parser with one-line errors, the model flags, reading a
-configuration file, and turning frames into text. See ``dcsim.cli`` for the commands."""
+"""What every command shares: the parser with one-line errors, a command's registration, the model
+and output flags, the mesh flags' reading, reading a configuration file, and turning frames into
+text. See ``dcsim.cli`` for the commands."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import argparse
 import dataclasses
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from dcsim import hf
@@ -17,6 +18,8 @@ from dcsim.report import units
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from dcsim.sharding.meshes import MeshSpec, Rule
 
 PROG = "python -m dcsim"
 
@@ -58,6 +61,28 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def add_command(
+    commands: argparse._SubParsersAction,
+    name: str,
+    run: Callable[[argparse.Namespace], str],
+    description: str,
+    *,
+    model: bool = True,
+) -> argparse.ArgumentParser:
+    """The parser of command ``name``, run by ``run``, with its line in `--help` (``COMMANDS``) and,
+    unless ``model`` is False, the model flags."""
+    command = commands.add_parser(
+        name, parents=[model_flags()] if model else [], help=command_help(name), description=description
+    )
+    command.set_defaults(run=run)
+    return command
+
+
+def format_flag(command: argparse.ArgumentParser, choices: Sequence[str] = ("table", "json")) -> None:
+    """``--format``, one of ``choices``; the table for people by default."""
+    command.add_argument("--format", choices=choices, default="table", help="output format (default table)")
 
 
 def model_flags() -> Parser:
@@ -154,6 +179,39 @@ def format_from_args(args: argparse.Namespace) -> Any:
         names=("--weights", "--group", "--bits", "--tile", "--quantize-head"),
         **numbers,
     )
+
+
+def mesh_flags(
+    command: argparse.ArgumentParser,
+    *,
+    mesh_help: str,
+    strategy_help: str,
+    rule_help: str,
+    metavar: str = "AXIS=SIZE[,...]",
+    required: bool = False,
+    default: str | None = None,
+) -> None:
+    """``--mesh``, ``--strategy`` and ``--rule`` (what ``mesh_from_args`` reads), each with the
+    command's own help."""
+    from dcsim.sharding.layout import STRATEGIES  # JAX: only the commands that lay a model out add these
+
+    command.add_argument("--mesh", metavar=metavar, required=required, default=default, help=mesh_help)
+    command.add_argument("--strategy", choices=STRATEGIES, help=strategy_help)
+    command.add_argument("--rule", metavar="PATTERN=SPEC", action="append", default=[], help=rule_help)
+
+
+def strategy_from_args(args: argparse.Namespace, default: str) -> str:
+    """--strategy, else custom when --rule gives rules, else the command's ``default``."""
+    return args.strategy or ("custom" if args.rule else default)
+
+
+def mesh_from_args(args: argparse.Namespace, default_strategy: str) -> tuple[MeshSpec, str, tuple[Rule, ...]]:
+    """The mesh, the strategy and the rules of --mesh, --strategy and --rule, each checked."""
+    from dcsim.sharding import meshes  # JAX: only for the commands that lay a model out
+
+    mesh = meshes.parse_mesh(args.mesh)
+    rules = meshes.parse_rules(args.rule)
+    return mesh, strategy_from_args(args, default_strategy), rules
 
 
 def read_file(path: str, what: str, max_bytes: int) -> bytes:

@@ -9,25 +9,22 @@ import json
 import pandas as pd
 
 from dcsim import compare
-from dcsim.cli.common import UsageError, command_help, frame_text, read_file
+from dcsim.cli.common import UsageError, add_command, format_flag, frame_text, read_file
 from dcsim.memory import budget
 from dcsim.model.count import count_params
 from dcsim.report import units
 
+DESCRIPTION = (
+    "Print a comparison (as the dashboard's Compare page downloads it) side by side: totals, "
+    "ideal shares, raw bytes and differences against the baseline, then the budget question answered "
+    "twice: by the ideal share (an average) and by the real layout (JAX's sharding rules)."
+)
+
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    command = commands.add_parser(
-        "compare",
-        help=command_help("compare"),
-        description="Print a comparison (as the dashboard's Compare page downloads it) side by side: totals, "
-        "ideal shares, raw bytes and differences against the baseline, then the budget question answered "
-        "twice: by the ideal share (an average) and by the real layout (JAX's sharding rules).",
-    )
+    command = add_command(commands, "compare", run, DESCRIPTION, model=False)
     command.add_argument("file", metavar="FILE", help="comparison JSON ('-' reads stdin)")
-    command.add_argument(
-        "--format", choices=("table", "json", "csv"), default="table", help="output format (default table)"
-    )
-    command.set_defaults(run=run)
+    format_flag(command, ("table", "json", "csv"))
 
 
 def _read_comparison(path: str) -> compare.Comparison:

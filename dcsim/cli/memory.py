@@ -11,14 +11,22 @@ from typing import Any
 
 import pandas as pd
 
-from dcsim.cli.common import UsageError, command_help, config_from_args, frame_text, model_flags
+from dcsim.cli.common import (
+    UsageError,
+    add_command,
+    config_from_args,
+    format_flag,
+    frame_text,
+    mesh_flags,
+    mesh_from_args,
+)
 from dcsim.inputs import number_from_text, show
 from dcsim.memory import search, training
 from dcsim.memory.state import MemoryReport, StateArray, compute_memory, trimmed
 from dcsim.model import optimizer
 from dcsim.model.count import count_params
 from dcsim.report import units
-from dcsim.sharding import layout, meshes
+from dcsim.sharding import meshes
 
 DEFAULT_STRATEGY = "fsdp"  # ZeRO's split is fsdp's: each array over every device of the mesh
 DEFAULT_ZERO = 3
@@ -32,39 +40,27 @@ EVERY_DEVICE_ALIKE = (
 )
 
 
+DESCRIPTION = (
+    "Lay a training run's state out on a device mesh with JAX's sharding rules: the parameters, one "
+    "gradient each, an optional master copy and a real optax optimizer's state (initialised abstractly; "
+    "JAX propagates each parameter's spec to its state). A ZeRO stage (--zero) or a list of parts "
+    "(--shard) says which parts are split; the mesh, --strategy and --rule say how. The mesh sets the "
+    "number of devices; --shards and --dtype do not apply (the dtypes are --param-dtype, --grad-dtype "
+    "and --master-dtype)."
+)
+
+
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    command = commands.add_parser(
-        "memory",
-        parents=[model_flags()],
-        help=command_help("memory"),
-        description=(
-            "Lay a training run's state out on a device mesh with JAX's sharding rules: the parameters, one "
-            "gradient each, an optional master copy and a real optax optimizer's state (initialised abstractly; "
-            "JAX propagates each parameter's spec to its state). A ZeRO stage (--zero) or a list of parts "
-            "(--shard) says which parts are split; the mesh, --strategy and --rule say how. The mesh sets the "
-            "number of devices; --shards and --dtype do not apply (the dtypes are --param-dtype, --grad-dtype "
-            "and --master-dtype)."
-        ),
-    )
-    command.add_argument(
-        "--mesh",
+    command = add_command(commands, "memory", run, DESCRIPTION)
+    mesh_flags(
+        command,
         metavar="AXIS=SIZE[,AXIS=SIZE...]",
         required=True,
-        help="named mesh axes, e.g. data=8 or data=4,model=2, as for layout",
-    )
-    command.add_argument(
-        "--strategy",
-        choices=layout.STRATEGIES,
-        help=f"how a split part is laid out, as for layout: {DEFAULT_STRATEGY} (default: ZeRO's split, each array "
-        "along one dimension over every device), tensor, megatron, replicated (nothing is split, whatever the "
-        "stage), or custom (implied by --rule)",
-    )
-    command.add_argument(
-        "--rule",
-        metavar="PATTERN=SPEC",
-        action="append",
-        default=[],
-        help="custom rule as for layout, repeatable, first match wins (e.g. '*/kernel=None,model')",
+        mesh_help="named mesh axes, e.g. data=8 or data=4,model=2, as for layout",
+        strategy_help=f"how a split part is laid out, as for layout: {DEFAULT_STRATEGY} (default: ZeRO's split, "
+        "each array along one dimension over every device), tensor, megatron, replicated (nothing is split, "
+        "whatever the stage), or custom (implied by --rule)",
+        rule_help="custom rule as for layout, repeatable, first match wins (e.g. '*/kernel=None,model')",
     )
     command.add_argument(
         "--optimizer",
@@ -148,8 +144,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="Megatron's sequence parallelism over the mesh's model axis: the residual stream and the norms split "
         "over the sequence too",
     )
-    command.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
-    command.set_defaults(run=run)
+    format_flag(command)
 
 
 # The policies' one-line help, for --help without importing JAX (dcsim.memory.activations has the same).
@@ -582,9 +577,7 @@ def run(args: argparse.Namespace) -> str:
                 f"{name} does not apply to memory: the mesh sets the number of devices (--mesh) and "
                 "--param-dtype, --grad-dtype and --master-dtype the dtypes"
             )
-    strategy = args.strategy or ("custom" if args.rule else DEFAULT_STRATEGY)
-    mesh = meshes.parse_mesh(args.mesh)
-    rules = meshes.parse_rules(args.rule)
+    mesh, strategy, rules = mesh_from_args(args, DEFAULT_STRATEGY)
     setup = training_from_args(args)
     amount = None if args.budget is None else search.parse_budget(args.budget)
     config = config_from_args(args)
