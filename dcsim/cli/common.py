@@ -1,5 +1,5 @@
-"""What every command shares: the parser with one-line errors, a command's registration, the model
-and output flags, the mesh flags' reading, reading a configuration file, and turning frames into
+"""What every command shares: the parser with one-line errors, a command's registration, the model,
+output and mesh flags and their reading, reading a configuration file, and turning frames into
 text. See ``dcsim.cli`` for the commands."""
 
 from __future__ import annotations
