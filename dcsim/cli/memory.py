@@ -5,6 +5,7 @@ under a ZeRO stage or a chosen set of split parts, laid out by JAX's sharding ru
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from fractions import Fraction
 from typing import Any
@@ -251,15 +252,31 @@ def uneven_arrays(memory: MemoryReport) -> list[StateArray]:
     return sorted(rows, key=lambda row: -row.bytes_per_device)
 
 
-def memory_record(
-    memory: MemoryReport,
-    total_params: int,
-    fit: search.Fit | None = None,
-    verified: Any = None,
-    activations: Any = None,
-) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MemoryResult:
+    """What ``memory`` found: the state laid out, and what the flags asked for beside it.
+
+    Attributes:
+      memory: the training state on the mesh.
+      total_params: the model's parameter count.
+      fit: with --budget, the smallest mesh that fits.
+      verified: with --verify, XLA's figure for the state (``dcsim.memory.verify``).
+      traced: with --sequence, the step's activations (``dcsim.memory.activations``).
+      stepped: with both, XLA's compiled training step (``dcsim.memory.verify_step``).
+    """
+
+    memory: MemoryReport
+    total_params: int
+    fit: search.Fit | None = None
+    verified: Any = None
+    traced: Any = None
+    stepped: Any = None
+
+
+def memory_record(result: MemoryResult) -> dict[str, Any]:
     """The ``memory`` result as one JSON-ready object (keys in docs/cli.md). Bytes are exact ints;
     the ideal share, when not whole, is a float with its exact fraction beside it."""
+    memory, activations, verified = result.memory, result.traced, result.verified
     setup = memory.training
     ideal = memory.ideal_bytes_per_device
     largest = memory.largest
@@ -281,7 +298,7 @@ def memory_record(
         "grad_dtype": setup.grads_dtype,
         "master_dtype": setup.master_dtype,
         "optimizer_dtype": setup.state_dtype,
-        "total_params": total_params,
+        "total_params": result.total_params,
         "num_arrays": memory.num_arrays,
         "parts": {
             part: {
@@ -324,8 +341,12 @@ def memory_record(
             "matches": verified.matches,
             "seconds": round(verified.seconds, 3),
         }
-    if fit is not None:
-        record["budget"] = search.fit_record(fit)
+        if result.stepped is not None:
+            from dcsim.memory import verify_step
+
+            record["xla"] |= verify_step.step_record(result.stepped)
+    if result.fit is not None:
+        record["budget"] = search.fit_record(result.fit)
     return record
 
 
@@ -532,20 +553,16 @@ def _activation_lines(memory: MemoryReport, traced: Any) -> list[str]:
     return lines
 
 
-def render_memory_table(
-    memory: MemoryReport,
-    total_params: int,
-    fit: search.Fit | None = None,
-    verified: Any = None,
-    traced: Any = None,
-) -> str:
+def render_memory_table(result: MemoryResult) -> str:
     """The ``memory`` result for people: the most-loaded device first (each part against the ideal,
-    the largest array and why), then the parts, the largest arrays, XLA's check and the budget."""
+    the largest array and why), then the parts, the largest arrays, the step's activations, XLA's
+    check, the budget and XLA's step."""
+    memory = result.memory
     rules = "".join(f"\n  rule {rule.text}" for rule in memory.rules)
     lines = [
         f"mesh: {memory.mesh.text} ({units.count(memory.num_devices)} devices), strategy: {memory.strategy}{rules}",
         f"training: {memory.training.text}",
-        f"model: {units.count(total_params)} parameters; {units.count(memory.num_arrays)} state arrays",
+        f"model: {units.count(result.total_params)} parameters; {units.count(memory.num_arrays)} state arrays",
         "",
         *_headline(memory),
         "",
@@ -561,12 +578,14 @@ def render_memory_table(
             "--format json):",
             frame_text(arrays_frame(top)),
         ]
-    if traced is not None:
-        lines += _activation_lines(memory, traced)
-    if verified is not None:
-        lines += _verify_lines(memory, verified)
-    if fit is not None:
-        lines += _budget_lines(fit, memory.mesh)
+    if result.traced is not None:
+        lines += _activation_lines(memory, result.traced)
+    if result.verified is not None:
+        lines += _verify_lines(memory, result.verified)
+    if result.fit is not None:
+        lines += _budget_lines(result.fit, memory.mesh)
+    if result.stepped is not None:
+        lines += _step_lines(result.stepped)
     return "\n".join(lines) + "\n"
 
 
@@ -609,15 +628,12 @@ def run(args: argparse.Namespace) -> str:
         verified = verify.verify(memory)
         if step is not None and traced is not None:
             stepped = verify_step.verify_step(memory, config.to_json(), step, traced.bytes_per_device)
+    result = MemoryResult(
+        memory=memory, total_params=report.total_params, fit=fit, verified=verified, traced=traced, stepped=stepped
+    )
     if args.format == "json":
-        record = memory_record(memory, report.total_params, fit, verified, traced)
-        if stepped is not None:
-            record["xla"] |= verify_step.step_record(stepped)
-        return json.dumps(record, indent=2) + "\n"
-    table = render_memory_table(memory, report.total_params, fit, verified, traced)
-    if stepped is not None:
-        table += "\n".join(_step_lines(stepped)) + "\n"
-    return table
+        return json.dumps(memory_record(result), indent=2) + "\n"
+    return render_memory_table(result)
 
 
 def _step_lines(stepped: Any) -> list[str]:
