@@ -9,7 +9,7 @@ import dataclasses
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from dcsim import hf
 from dcsim.model import presets, schemas
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from dcsim.sharding.meshes import MeshSpec, Rule
+
+T = TypeVar("T")
 
 PROG = "python -m dcsim"
 
@@ -214,9 +216,18 @@ def mesh_from_args(args: argparse.Namespace, default_strategy: str) -> tuple[Mes
     return mesh, strategy_from_args(args, default_strategy), rules
 
 
-def read_file(path: str, what: str, max_bytes: int) -> bytes:
-    """The bytes of the ``what`` file at ``path`` ('-' reads stdin), one past ``max_bytes`` at most:
-    enough for its reader to refuse a file that is too large without reading all of it."""
+def read_file(path: str, what: str, max_bytes: int, parse: Callable[[bytes], T]) -> T:
+    """``parse`` of the ``what`` file at ``path`` ('-' reads stdin), read one byte past ``max_bytes``
+    at most: enough for ``parse`` to refuse a file that is too large without reading all of it.
+    A refusal (TypeError, ValueError) names the file."""
+    data = _read_bytes(path, what, max_bytes)
+    try:
+        return parse(data)
+    except (TypeError, ValueError) as err:
+        raise UsageError(f"{what} file {path!r}: {err}") from None
+
+
+def _read_bytes(path: str, what: str, max_bytes: int) -> bytes:
     try:
         if path == "-":
             return sys.stdin.buffer.read(max_bytes + 1)
@@ -224,15 +235,6 @@ def read_file(path: str, what: str, max_bytes: int) -> bytes:
             return file.read(max_bytes + 1)
     except OSError as err:
         raise UsageError(f"cannot read the {what} file {path!r}: {err.strerror or err}") from None
-
-
-def _read_config(path: str) -> tuple[ModelConfig, str | None]:
-    data = read_file(path, "configuration", hf.MAX_HF_CONFIG_BYTES)
-    try:
-        config, note = hf.read_config_file(data)
-    except (TypeError, ValueError) as err:
-        raise UsageError(f"configuration file {path!r}: {err}") from None
-    return config, note
 
 
 def _read_hub(args: argparse.Namespace) -> tuple[ModelConfig, str]:
@@ -273,7 +275,7 @@ def config_from_args(args: argparse.Namespace) -> ModelConfig:
     if args.hf is not None:
         config, note = _read_hub(args)
     elif args.config:
-        config, note = _read_config(args.config)
+        config, note = read_file(args.config, "configuration", hf.MAX_HF_CONFIG_BYTES, hf.read_config_file)
     changes: dict[str, Any] = {}
     for flag, field in (
         ("input_dim", "input_dim"),
