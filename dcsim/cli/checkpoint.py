@@ -10,15 +10,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from dcsim.checkpoint import measurement, multiprocess, prestart, records, results
-from dcsim.cli.common import (
-    UsageError,
-    add_command,
-    config_from_args,
-    format_flag,
-    frame_text,
-    mesh_flags,
-    strategy_from_args,
-)
+from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, frame_text
+from dcsim.cli.mesh import mesh_flags, strategy_from_args
 from dcsim.report import units
 from dcsim.sharding import meshes
 

@@ -1,6 +1,6 @@
-"""What every command shares: the parser with one-line errors, a command's registration, the model,
-output and mesh flags and their reading, reading a configuration file, and turning frames into
-text. See ``dcsim.cli`` for the commands."""
+"""What every command shares: the parser with one-line errors, a command's registration, the model
+and output flags, reading a configuration file, and turning frames into text. See ``dcsim.cli``
+for the commands."""
 
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ from dcsim.report import units
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from dcsim.sharding.meshes import MeshSpec, Rule
 
 T = TypeVar("T")
 
@@ -181,39 +179,6 @@ def format_from_args(args: argparse.Namespace) -> Any:
         names=("--weights", "--group", "--bits", "--tile", "--quantize-head"),
         **numbers,
     )
-
-
-def mesh_flags(
-    command: argparse.ArgumentParser,
-    *,
-    mesh_help: str,
-    strategy_help: str,
-    rule_help: str,
-    metavar: str = "AXIS=SIZE[,...]",
-    required: bool = False,
-    default: str | None = None,
-) -> None:
-    """``--mesh``, ``--strategy`` and ``--rule`` (what ``mesh_from_args`` reads), each with the
-    command's own help."""
-    from dcsim.sharding.layout import STRATEGIES  # JAX: only the commands that lay a model out add these
-
-    command.add_argument("--mesh", metavar=metavar, required=required, default=default, help=mesh_help)
-    command.add_argument("--strategy", choices=STRATEGIES, help=strategy_help)
-    command.add_argument("--rule", metavar="PATTERN=SPEC", action="append", default=[], help=rule_help)
-
-
-def strategy_from_args(args: argparse.Namespace, default: str) -> str:
-    """--strategy, else custom when --rule gives rules, else the command's ``default``."""
-    return args.strategy or ("custom" if args.rule else default)
-
-
-def mesh_from_args(args: argparse.Namespace, default_strategy: str) -> tuple[MeshSpec, str, tuple[Rule, ...]]:
-    """The mesh, the strategy and the rules of --mesh, --strategy and --rule, each checked."""
-    from dcsim.sharding import meshes  # JAX: only for the commands that lay a model out
-
-    mesh = meshes.parse_mesh(args.mesh)
-    rules = meshes.parse_rules(args.rule)
-    return mesh, strategy_from_args(args, default_strategy), rules
 
 
 def read_file(path: str, what: str, max_bytes: int, parse: Callable[[bytes], T]) -> T:

@@ -5,15 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from dcsim.cli.common import (
-    UsageError,
-    add_command,
-    config_from_args,
-    format_flag,
-    frame_text,
-    mesh_flags,
-    mesh_from_args,
-)
+from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, frame_text
+from dcsim.cli.mesh import mesh_flags, mesh_from_args
 from dcsim.model.count import count_params
 from dcsim.report import records, tables, units
 from dcsim.sharding import layout, payload

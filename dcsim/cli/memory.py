@@ -12,15 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from dcsim.cli.common import (
-    UsageError,
-    add_command,
-    config_from_args,
-    format_flag,
-    frame_text,
-    mesh_flags,
-    mesh_from_args,
-)
+from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, frame_text
+from dcsim.cli.mesh import mesh_flags, mesh_from_args
 from dcsim.inputs import number_from_text, show
 from dcsim.memory import search, training
 from dcsim.memory.state import MemoryReport, StateArray, compute_memory, trimmed

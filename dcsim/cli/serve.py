@@ -8,16 +8,8 @@ import argparse
 import json
 from typing import Any
 
-from dcsim.cli.common import (
-    UsageError,
-    add_command,
-    config_from_args,
-    format_flag,
-    format_from_args,
-    mesh_flags,
-    mesh_from_args,
-    weight_flags,
-)
+from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, format_from_args, weight_flags
+from dcsim.cli.mesh import mesh_flags, mesh_from_args
 from dcsim.inputs import as_int, number_from_text
 from dcsim.memory.search import parse_budget
 from dcsim.model.count import count_params
