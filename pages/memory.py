@@ -117,28 +117,18 @@ micro_text = mb_col.text_input(
     max_chars=16,
     help="Sequences a data-parallel replica runs a step (not the global batch): data and fsdp axes do not change it.",
 )
-remat = remat_col.selectbox(
-    "Remat policy",
-    memory.REMATS,
-    key=memory.seeded("remat", memory.DEFAULT_REMAT, memory.parse_remat),
-    help="Applied to every block, as nn.remat(Block, policy=...) does.",
+remat = memory.choice(
+    remat_col, "remat", "Remat policy", help="Applied to every block, as nn.remat(Block, policy=...) does."
 )
-attention = attn_col.selectbox(
-    "Attention",
-    memory.ATTENTIONS,
-    key=memory.seeded("attn", memory.DEFAULT_ATTENTION, memory.parse_attention),
-)
+attention = memory.choice(attn_col, "attn", "Attention")
 dtype_col, sp_col, cf_col = st.columns([2, 2, 4])
-compute_dtype = dtype_col.selectbox(
-    "Compute dtype",
-    memory.COMPUTE_DTYPES,
-    key=memory.seeded("cdtype", memory.DEFAULT_COMPUTE_DTYPE, memory.parse_compute_dtype),
-    help="The dtype the forward runs in: the residual stream is kept in it.",
+compute_dtype = memory.choice(
+    dtype_col, "cdtype", "Compute dtype", help="The dtype the forward runs in: the residual stream is kept in it."
 )
-sequence_parallel = sp_col.selectbox(
+sequence_parallel = memory.choice(
+    sp_col,
+    "sp",
     "Sequence parallel",
-    memory.SWITCH,
-    key=memory.seeded("sp", "off", memory.parse_switch),
     help="Megatron's sequence parallelism over the mesh's model axis: the residual stream and norms split too.",
 )
 capacity_key = memory.seeded("cf", memory.DEFAULT_CAPACITY, memory.parse_capacity)
