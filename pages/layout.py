@@ -8,43 +8,23 @@ import streamlit as st
 from dcsim.report import layout_charts, units
 from dcsim.report.records import layout_record
 from dcsim.sharding import payload, shares
-from dcsim.sharding.layout import REPLICAS_NOT_ON_DISK, STRATEGIES
-from dcsim.sharding.meshes import MAX_MESH_CHARS, MAX_RULES, Rule, parse_mesh
-from dcsim.ui import cache, frame, layout, router, state, widgets
+from dcsim.sharding.layout import REPLICAS_NOT_ON_DISK
+from dcsim.sharding.meshes import MAX_RULES
+from dcsim.ui import frame, layout, router, state, widgets
 
 router.require_router()
 
 
-def seeded(name: str, default: str, parse, limit: int) -> str:
-    return frame.seeded_setting("layout", name, default, parse, limit=limit)
-
-
-def parsed(name: str, text: str, parse, what: str):
-    return frame.parsed_setting("layout", name, text, parse, what)
-
-
-st.header("What each device holds on a real mesh")
-config = state.config()
-report = cache.count(config)
-frame.model_line(config, report.total_params)
+config, report = frame.model_heading("What each device holds on a real mesh")
 
 st.subheader("Mesh and strategy")
-mesh_col, strategy_col = st.columns([3, 2])
-with mesh_col:
-    mesh_text = layout.mesh_input(seeded("mesh", layout.DEFAULT_MESH, parse_mesh, MAX_MESH_CHARS))
+mesh, strategy, mesh_col, strategy_col = layout.mesh_and_strategy(
+    "layout", strategy_help="How each parameter array is split over the mesh. JAX decides what divides evenly."
+)
 with strategy_col:
-    strategy_key = seeded("strategy", layout.DEFAULT_STRATEGY, layout.parse_strategy, 32)
-    strategy = st.selectbox(
-        "Strategy",
-        STRATEGIES,
-        key=strategy_key,
-        help="How each parameter array is split over the mesh. JAX decides what divides evenly.",
-    )
-    st.caption(layout.STRATEGY_HELP[strategy])
     config, _ = widgets.apply(
         config, dtype=widgets.dtype_choice(config, page="layout")
     )  # the list holds only valid ones
-mesh = parsed("mesh", mesh_text, parse_mesh, "Mesh")
 with mesh_col:
     axes_col, devices_col = st.columns([2, 1])
     axes_col.dataframe(
@@ -57,20 +37,15 @@ with mesh_col:
     if experts:
         st.caption(frame.plain(experts))
 
-rules: tuple[Rule, ...] = ()
-if strategy == "custom":
-    rules_key = seeded("rules", layout.DEFAULT_RULES, layout.parse_rules_text, layout.MAX_RULES_TEXT)
-    rules_box = st.text_area(
-        "Custom rules: one PATTERN=SPEC a line, first match wins",
-        key=rules_key,
-        max_chars=layout.MAX_RULES_TEXT,
-        height=120,
-        help="PATTERN is a glob on the array path (`*/kernel`, `Dense_*/bias`; `*` also crosses `/`). "
-        "SPEC has one entry per dimension: `None`, a mesh axis, or axes joined by `+`, e.g. "
-        "`*/kernel=None,model` or `*/kernel=data+model,None`. Unmatched arrays are replicated. "
-        f"At most {MAX_RULES} rules.",
-    )
-    rules = parsed("rules", rules_box, layout.parse_rules_text, "Rules")
+rules = layout.rules_input(
+    "layout",
+    strategy,
+    height=120,
+    help="PATTERN is a glob on the array path (`*/kernel`, `Dense_*/bias`; `*` also crosses `/`). "
+    "SPEC has one entry per dimension: `None`, a mesh axis, or axes joined by `+`, e.g. "
+    "`*/kernel=None,model` or `*/kernel=data+model,None`. Unmatched arrays are replicated. "
+    f"At most {MAX_RULES} rules.",
+)
 
 settings = {"mesh": mesh.text, "strategy": strategy}
 if strategy == "custom":

@@ -12,45 +12,29 @@ from dcsim.memory.state import MemoryReport
 from dcsim.memory.training import PARTS
 from dcsim.model import optimizer
 from dcsim.report import memory_charts, units
-from dcsim.sharding.layout import STRATEGIES
-from dcsim.sharding.meshes import MAX_MESH_CHARS, MAX_RULES, Rule, parse_mesh
-from dcsim.ui import cache, frame, layout, memory, router, state, widgets
+from dcsim.sharding.meshes import MAX_RULES
+from dcsim.ui import frame, layout, memory, router, state, widgets
 
 router.require_router()
 
-st.header("Training memory per device")
-config = state.config()
-report = cache.count(config)
-frame.model_line(config, report.total_params)
+config, report = frame.model_heading("Training memory per device")
 
 # --- settings: the Layout page's mesh, strategy and rules, then the training setup -------------------
 
 st.subheader("Mesh and strategy")
-mesh_col, strategy_col = st.columns([3, 2])
-with mesh_col:
-    mesh_text = layout.mesh_input(memory.seeded("mesh", layout.DEFAULT_MESH, parse_mesh, MAX_MESH_CHARS))
-with strategy_col:
-    strategy = st.selectbox(
-        "Strategy",
-        STRATEGIES,
-        key=memory.seeded("strategy", layout.DEFAULT_STRATEGY, layout.parse_strategy, 32),
-        help="How each split part's arrays are laid out over the mesh (the Layout page's strategies); parts the "
-        "ZeRO stage does not split are whole on every device whatever the strategy.",
-    )
-    st.caption(layout.STRATEGY_HELP[strategy])
-mesh = memory.parsed("mesh", mesh_text, parse_mesh, "Mesh")
+mesh, strategy, mesh_col, _ = layout.mesh_and_strategy(
+    memory.PAGE,
+    strategy_help="How each split part's arrays are laid out over the mesh (the Layout page's strategies); parts "
+    "the ZeRO stage does not split are whole on every device whatever the strategy.",
+)
 mesh_col.metric("Devices", units.count(mesh.num_devices), help="The product of the mesh's axis sizes.")
-rules: tuple[Rule, ...] = ()
-if strategy == "custom":
-    rules_box = st.text_area(
-        "Custom rules: one PATTERN=SPEC a line, first match wins",
-        key=memory.seeded("rules", layout.DEFAULT_RULES, layout.parse_rules_text, layout.MAX_RULES_TEXT),
-        max_chars=layout.MAX_RULES_TEXT,
-        height=100,
-        help="As on the Layout page: PATTERN is a glob on the parameter's path, SPEC one entry per dimension "
-        f"(`None`, a mesh axis, or axes joined by `+`). Unmatched arrays are replicated. At most {MAX_RULES} rules.",
-    )
-    rules = memory.parsed("rules", rules_box, layout.parse_rules_text, "Rules")
+rules = layout.rules_input(
+    memory.PAGE,
+    strategy,
+    height=100,
+    help="As on the Layout page: PATTERN is a glob on the parameter's path, SPEC one entry per dimension "
+    f"(`None`, a mesh axis, or axes joined by `+`). Unmatched arrays are replicated. At most {MAX_RULES} rules.",
+)
 
 st.subheader("Training setup")
 memory.seed_split()
@@ -133,28 +117,18 @@ micro_text = mb_col.text_input(
     max_chars=16,
     help="Sequences a data-parallel replica runs a step (not the global batch): data and fsdp axes do not change it.",
 )
-remat = remat_col.selectbox(
-    "Remat policy",
-    memory.REMATS,
-    key=memory.seeded("remat", memory.DEFAULT_REMAT, memory.parse_remat),
-    help="Applied to every block, as nn.remat(Block, policy=...) does.",
+remat = memory.choice(
+    remat_col, "remat", "Remat policy", help="Applied to every block, as nn.remat(Block, policy=...) does."
 )
-attention = attn_col.selectbox(
-    "Attention",
-    memory.ATTENTIONS,
-    key=memory.seeded("attn", memory.DEFAULT_ATTENTION, memory.parse_attention),
-)
+attention = memory.choice(attn_col, "attn", "Attention")
 dtype_col, sp_col, cf_col = st.columns([2, 2, 4])
-compute_dtype = dtype_col.selectbox(
-    "Compute dtype",
-    memory.COMPUTE_DTYPES,
-    key=memory.seeded("cdtype", memory.DEFAULT_COMPUTE_DTYPE, memory.parse_compute_dtype),
-    help="The dtype the forward runs in: the residual stream is kept in it.",
+compute_dtype = memory.choice(
+    dtype_col, "cdtype", "Compute dtype", help="The dtype the forward runs in: the residual stream is kept in it."
 )
-sequence_parallel = sp_col.selectbox(
+sequence_parallel = memory.choice(
+    sp_col,
+    "sp",
     "Sequence parallel",
-    memory.SWITCH,
-    key=memory.seeded("sp", "off", memory.parse_switch),
     help="Megatron's sequence parallelism over the mesh's model axis: the residual stream and norms split too.",
 )
 capacity_key = memory.seeded("cf", memory.DEFAULT_CAPACITY, memory.parse_capacity)

@@ -11,43 +11,22 @@ from dcsim.memory.search import parse_budget
 from dcsim.report import serving_charts, units
 from dcsim.serving import catalog, curve, records
 from dcsim.serving.request import DEFAULT_STRATEGY, KV_DTYPE_NAMES, Serving, parse_reserve
-from dcsim.sharding.layout import STRATEGIES
-from dcsim.sharding.meshes import MAX_MESH_CHARS, Rule, parse_mesh
-from dcsim.ui import cache, frame, layout, router, serving, state, weights
+from dcsim.ui import frame, layout, router, serving, state, weights
 
 router.require_router()
 
-st.header("Serving memory per device")
-config = state.config()
-report = cache.count(config)
-frame.model_line(config, report.total_params)
+config, report = frame.model_heading("Serving memory per device")
 
 st.subheader("Mesh and serving setup")
-mesh_col, strategy_col = st.columns([3, 2])
-with mesh_col:
-    mesh_text = layout.mesh_input(
-        frame.seeded_setting(serving.PAGE, "mesh", "data=1", parse_mesh, limit=MAX_MESH_CHARS)
-    )
-with strategy_col:
-    strategy = st.selectbox(
-        "Strategy (the weights' layout)",
-        STRATEGIES,
-        key=frame.seeded_setting(serving.PAGE, "strategy", DEFAULT_STRATEGY, layout.parse_strategy, limit=32),
-        help="megatron: as Megatron-LM and vLLM lay a tensor-parallel model out (heads and MLP columns over "
-        "`model`, norms on every rank). The KV cache is always laid out by vLLM's rule.",
-    )
-    st.caption(layout.STRATEGY_HELP[strategy])
-mesh = serving.parsed("mesh", mesh_text, parse_mesh, "Mesh")
-rules: tuple[Rule, ...] = ()
-if strategy == "custom":
-    rules_box = st.text_area(
-        "Custom rules: one PATTERN=SPEC a line, first match wins",
-        key=frame.seeded_setting(
-            serving.PAGE, "rules", layout.DEFAULT_RULES, layout.parse_rules_text, limit=layout.MAX_RULES_TEXT
-        ),
-        max_chars=layout.MAX_RULES_TEXT,
-    )
-    rules = serving.parsed("rules", rules_box, layout.parse_rules_text, "Rules")
+mesh, strategy, _, _ = layout.mesh_and_strategy(
+    serving.PAGE,
+    strategy_label="Strategy (the weights' layout)",
+    default_mesh="data=1",
+    default_strategy=DEFAULT_STRATEGY,
+    strategy_help="megatron: as Megatron-LM and vLLM lay a tensor-parallel model out (heads and MLP columns over "
+    "`model`, norms on every rank). The KV cache is always laid out by vLLM's rule.",
+)
+rules = layout.rules_input(serving.PAGE, strategy)
 
 fmt, weight_params = weights.format_inputs(serving.PAGE, "bfloat16", allow_none=False)
 assert fmt is not None

@@ -10,26 +10,25 @@ from collections.abc import Sequence
 import pandas as pd
 
 from dcsim.checkpoint import measurement, multiprocess, prestart, records, results
-from dcsim.cli.common import UsageError, command_help, config_from_args, frame_text, model_flags
+from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, frame_text
+from dcsim.cli.mesh import mesh_flags, strategy_from_args
 from dcsim.report import units
-from dcsim.sharding import layout, meshes
+from dcsim.sharding import meshes
+
+DESCRIPTION = (
+    "Initialise the model for real, save it with Orbax (OCDBT) into a temporary folder that is "
+    "always removed, measure the files, restore them and compare bit for bit; in a child process with a "
+    "time limit."
+)
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    command = commands.add_parser(
-        "checkpoint",
-        parents=[model_flags()],
-        help=command_help("checkpoint"),
-        description="Initialise the model for real, save it with Orbax (OCDBT) into a temporary folder that is "
-        "always removed, measure the files, restore them and compare bit for bit; in a child process with a "
-        "time limit.",
-    )
-    command.add_argument("--mesh", metavar="AXIS=SIZE[,...]", help="mesh of virtual CPU devices (default one)")
-    command.add_argument(
-        "--strategy", choices=layout.STRATEGIES, help="sharding strategy, as for layout (default replicated)"
-    )
-    command.add_argument(
-        "--rule", action="append", default=[], metavar="PATTERN=SPEC", help="custom rule as for layout, repeatable"
+    command = add_command(commands, "checkpoint", run, DESCRIPTION)
+    mesh_flags(
+        command,
+        mesh_help="mesh of virtual CPU devices (default one)",
+        strategy_help="sharding strategy, as for layout (default replicated)",
+        rule_help="custom rule as for layout, repeatable",
     )
     command.add_argument(
         "--max-params",
@@ -55,8 +54,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="the same measurement for each process count, side by side, e.g. 1,2,4 (the mesh's device count "
         "must be a multiple of each)",
     )
-    command.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
-    command.set_defaults(run=run)
+    format_flag(command)
 
 
 def render_checkpoint_table(report: results.CheckpointReport) -> str:
@@ -87,7 +85,7 @@ def _measurement_options(args: argparse.Namespace, dtype: str) -> measurement.Me
     return measurement.MeasurementOptions(
         dtype=dtype,
         mesh=args.mesh,
-        strategy=args.strategy or ("custom" if args.rule else "replicated"),
+        strategy=strategy_from_args(args, "replicated"),
         rules=meshes.parse_rules(args.rule),
         max_params=None if args.max_params is None else measurement.parse_max_params(args.max_params, "--max-params"),
         timeout_seconds=measurement.check_timeout(args.timeout, "--timeout"),

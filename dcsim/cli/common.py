@@ -1,5 +1,6 @@
-"""What every command shares: the parser with one-line errors, the model flags, reading a
-configuration file, and turning frames into text. See ``dcsim.cli`` for the commands."""
+"""What every command shares: the parser with one-line errors, a command's registration, the model
+and output flags, reading a configuration file, and turning frames into text. See ``dcsim.cli``
+for the commands."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import argparse
 import dataclasses
 import os
 import sys
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from dcsim import hf
 from dcsim.model import presets, schemas
@@ -17,6 +18,8 @@ from dcsim.report import units
 
 if TYPE_CHECKING:
     import pandas as pd
+
+T = TypeVar("T")
 
 PROG = "python -m dcsim"
 
@@ -58,6 +61,28 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def add_command(
+    commands: argparse._SubParsersAction,
+    name: str,
+    run: Callable[[argparse.Namespace], str],
+    description: str,
+    *,
+    model: bool = True,
+) -> argparse.ArgumentParser:
+    """The parser of command ``name``, run by ``run``, with its line in `--help` (``COMMANDS``) and,
+    unless ``model`` is False, the model flags."""
+    command = commands.add_parser(
+        name, parents=[model_flags()] if model else [], help=command_help(name), description=description
+    )
+    command.set_defaults(run=run)
+    return command
+
+
+def format_flag(command: argparse.ArgumentParser, choices: Sequence[str] = ("table", "json")) -> None:
+    """``--format``, one of ``choices``; the table for people by default."""
+    command.add_argument("--format", choices=choices, default="table", help="output format (default table)")
 
 
 def model_flags() -> Parser:
@@ -156,9 +181,18 @@ def format_from_args(args: argparse.Namespace) -> Any:
     )
 
 
-def read_file(path: str, what: str, max_bytes: int) -> bytes:
-    """The bytes of the ``what`` file at ``path`` ('-' reads stdin), one past ``max_bytes`` at most:
-    enough for its reader to refuse a file that is too large without reading all of it."""
+def read_file(path: str, what: str, max_bytes: int, parse: Callable[[bytes], T]) -> T:
+    """``parse`` of the ``what`` file at ``path`` ('-' reads stdin), read one byte past ``max_bytes``
+    at most: enough for ``parse`` to refuse a file that is too large without reading all of it.
+    A refusal (TypeError, ValueError) names the file."""
+    data = _read_bytes(path, what, max_bytes)
+    try:
+        return parse(data)
+    except (TypeError, ValueError) as err:
+        raise UsageError(f"{what} file {path!r}: {err}") from None
+
+
+def _read_bytes(path: str, what: str, max_bytes: int) -> bytes:
     try:
         if path == "-":
             return sys.stdin.buffer.read(max_bytes + 1)
@@ -166,15 +200,6 @@ def read_file(path: str, what: str, max_bytes: int) -> bytes:
             return file.read(max_bytes + 1)
     except OSError as err:
         raise UsageError(f"cannot read the {what} file {path!r}: {err.strerror or err}") from None
-
-
-def _read_config(path: str) -> tuple[ModelConfig, str | None]:
-    data = read_file(path, "configuration", hf.MAX_HF_CONFIG_BYTES)
-    try:
-        config, note = hf.read_config_file(data)
-    except (TypeError, ValueError) as err:
-        raise UsageError(f"configuration file {path!r}: {err}") from None
-    return config, note
 
 
 def _read_hub(args: argparse.Namespace) -> tuple[ModelConfig, str]:
@@ -215,7 +240,7 @@ def config_from_args(args: argparse.Namespace) -> ModelConfig:
     if args.hf is not None:
         config, note = _read_hub(args)
     elif args.config:
-        config, note = _read_config(args.config)
+        config, note = read_file(args.config, "configuration", hf.MAX_HF_CONFIG_BYTES, hf.read_config_file)
     changes: dict[str, Any] = {}
     for flag, field in (
         ("input_dim", "input_dim"),

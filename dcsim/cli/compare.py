@@ -9,33 +9,22 @@ import json
 import pandas as pd
 
 from dcsim import compare
-from dcsim.cli.common import UsageError, command_help, frame_text, read_file
+from dcsim.cli.common import add_command, format_flag, frame_text, read_file
 from dcsim.memory import budget
 from dcsim.model.count import count_params
 from dcsim.report import units
 
+DESCRIPTION = (
+    "Print a comparison (as the dashboard's Compare page downloads it) side by side: totals, "
+    "ideal shares, raw bytes and differences against the baseline, then the budget question answered "
+    "twice: by the ideal share (an average) and by the real layout (JAX's sharding rules)."
+)
+
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    command = commands.add_parser(
-        "compare",
-        help=command_help("compare"),
-        description="Print a comparison (as the dashboard's Compare page downloads it) side by side: totals, "
-        "ideal shares, raw bytes and differences against the baseline, then the budget question answered "
-        "twice: by the ideal share (an average) and by the real layout (JAX's sharding rules).",
-    )
+    command = add_command(commands, "compare", run, DESCRIPTION, model=False)
     command.add_argument("file", metavar="FILE", help="comparison JSON ('-' reads stdin)")
-    command.add_argument(
-        "--format", choices=("table", "json", "csv"), default="table", help="output format (default table)"
-    )
-    command.set_defaults(run=run)
-
-
-def _read_comparison(path: str) -> compare.Comparison:
-    data = read_file(path, "comparison", compare.MAX_COMPARISON_BYTES)
-    try:
-        return compare.Comparison.from_json(data)
-    except (TypeError, ValueError) as err:
-        raise UsageError(f"comparison file {path!r}: {err}") from None
+    format_flag(command, ("table", "json", "csv"))
 
 
 _COMPARE_COLUMNS = {
@@ -110,7 +99,7 @@ def _plural(count: int, noun: str) -> str:
 
 
 def run(args: argparse.Namespace) -> str:
-    comparison = _read_comparison(args.file)
+    comparison = read_file(args.file, "comparison", compare.MAX_COMPARISON_BYTES, compare.Comparison.from_json)
     reports = [count_params(scenario.config) for scenario in comparison.scenarios]
     if args.format == "csv":
         buffer = io.StringIO()

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 from dcsim.cli.common import (
     OPTIMIZER_CHOICES,
     UsageError,
-    command_help,
+    add_command,
     config_from_args,
+    format_flag,
     format_from_args,
     frame_text,
-    model_flags,
     rows_text,
     weight_flags,
 )
@@ -262,18 +262,17 @@ def run_presets(args: argparse.Namespace) -> str:
     )
 
 
+COUNT_DESCRIPTION = (
+    "Count a model's parameters (a Dense stack or an architecture preset) by abstractly initialising its Flax modules."
+)
+
+PRESETS_DESCRIPTION = "List the architecture presets: name, family, published parameter count and its source."
+
+
 def add_parser(commands: argparse._SubParsersAction) -> None:
     """``count`` and ``presets``."""
-    count = commands.add_parser(
-        "count",
-        parents=[model_flags()],
-        help=command_help("count"),
-        description="Count a model's parameters (a Dense stack or an architecture preset) by abstractly "
-        "initialising its Flax modules.",
-    )
-    count.add_argument(
-        "--format", choices=("table", "json", "csv"), default="table", help="output format (default table)"
-    )
+    count = add_command(commands, "count", run_count, COUNT_DESCRIPTION)
+    format_flag(count, ("table", "json", "csv"))
     count.add_argument(
         "--all-rows",
         action="store_true",
@@ -286,11 +285,5 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         choices=(*OPTIMIZER_CHOICES, "all"),
         help="add the state this optax optimizer allocates (apart from the parameters; json key optimizer_state)",
     )
-    listing = commands.add_parser(
-        "presets",
-        help=command_help("presets"),
-        description="List the architecture presets: name, family, published parameter count and its source.",
-    )
-    listing.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
-    listing.set_defaults(run=run_presets)
-    count.set_defaults(run=run_count)
+    listing = add_command(commands, "presets", run_presets, PRESETS_DESCRIPTION, model=False)
+    format_flag(listing)

@@ -5,48 +5,36 @@ from __future__ import annotations
 import argparse
 import json
 
-from dcsim.cli.common import UsageError, command_help, config_from_args, frame_text, model_flags
+from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, frame_text
+from dcsim.cli.mesh import mesh_flags, mesh_from_args
 from dcsim.model.count import count_params
 from dcsim.report import records, tables, units
-from dcsim.sharding import layout, meshes, payload
+from dcsim.sharding import layout, payload
+
+DESCRIPTION = (
+    "Lay every parameter array out on a device mesh with JAX's own sharding rules "
+    "(AbstractMesh, PartitionSpec, NamedSharding.shard_shape) and compare what each device holds "
+    "with the ideal share (total / devices). The mesh sets the number of devices; --shards does not apply."
+)
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    command = commands.add_parser(
-        "layout",
-        parents=[model_flags()],
-        help=command_help("layout"),
-        description=(
-            "Lay every parameter array out on a device mesh with JAX's own sharding rules "
-            "(AbstractMesh, PartitionSpec, NamedSharding.shard_shape) and compare what each device holds "
-            "with the ideal share (total / devices). The mesh sets the number of devices; --shards does not apply."
-        ),
-    )
-    command.add_argument(
-        "--mesh",
+    command = add_command(commands, "layout", run, DESCRIPTION)
+    mesh_flags(
+        command,
         metavar="AXIS=SIZE[,AXIS=SIZE...]",
         required=True,
-        help="named mesh axes, e.g. data=4,model=2; an axis named `expert` (e.g. data=2,expert=8) splits the "
+        mesh_help="named mesh axes, e.g. data=4,model=2; an axis named `expert` (e.g. data=2,expert=8) splits the "
         "stacked experts of Mixture-of-Experts blocks and is one more data axis for every other array",
-    )
-    command.add_argument(
-        "--strategy",
-        choices=layout.STRATEGIES,
-        help="replicated (default), fsdp (one dimension over all axes), tensor (last dimension over `model`), "
-        "megatron (Megatron-LM/vLLM tensor parallelism over `model`: heads, MLP columns and rows, the vocabulary "
-        "padded to a multiple of 64, KV heads copied when fewer than the ranks), or custom (implied by --rule); "
-        "with an `expert` axis, the built-in ones also split each expert array's experts (dimension 0) over it",
-    )
-    command.add_argument(
-        "--rule",
-        metavar="PATTERN=SPEC",
-        action="append",
-        default=[],
-        help="custom rule, repeatable, first match wins: glob on the array path = one entry per dimension, "
+        strategy_help="replicated (default), fsdp (one dimension over all axes), tensor (last dimension over "
+        "`model`), megatron (Megatron-LM/vLLM tensor parallelism over `model`: heads, MLP columns and rows, the "
+        "vocabulary padded to a multiple of 64, KV heads copied when fewer than the ranks), or custom (implied by "
+        "--rule); with an `expert` axis, the built-in ones also split each expert array's experts (dimension 0) "
+        "over it",
+        rule_help="custom rule, repeatable, first match wins: glob on the array path = one entry per dimension, "
         "None, an axis or axes joined by + (e.g. '*/kernel=None,model'); unmatched arrays are replicated",
     )
-    command.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
-    command.set_defaults(run=run)
+    format_flag(command)
 
 
 LABEL_WIDTH = 30  # the totals' labels, then one space: their figures start in one column
@@ -96,9 +84,7 @@ def render_layout_table(layout_report: layout.LayoutReport, dtype: str = "float3
 def run(args: argparse.Namespace) -> str:
     if args.shards is not None:
         raise UsageError("--shards does not apply to layout: the mesh sets the number of devices (--mesh)")
-    strategy = args.strategy or ("custom" if args.rule else "replicated")
-    mesh = meshes.parse_mesh(args.mesh)
-    rules = meshes.parse_rules(args.rule)
+    mesh, strategy, rules = mesh_from_args(args, "replicated")
     config = config_from_args(args)
     result = layout.compute_layout(count_params(config), mesh, strategy, rules)
     if args.format == "json":

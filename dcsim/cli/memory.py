@@ -5,20 +5,22 @@ under a ZeRO stage or a chosen set of split parts, laid out by JAX's sharding ru
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from fractions import Fraction
 from typing import Any
 
 import pandas as pd
 
-from dcsim.cli.common import UsageError, command_help, config_from_args, frame_text, model_flags
+from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, frame_text
+from dcsim.cli.mesh import mesh_flags, mesh_from_args
 from dcsim.inputs import number_from_text, show
 from dcsim.memory import search, training
 from dcsim.memory.state import MemoryReport, StateArray, compute_memory, trimmed
 from dcsim.model import optimizer
 from dcsim.model.count import count_params
 from dcsim.report import units
-from dcsim.sharding import layout, meshes
+from dcsim.sharding import meshes
 
 DEFAULT_STRATEGY = "fsdp"  # ZeRO's split is fsdp's: each array over every device of the mesh
 DEFAULT_ZERO = 3
@@ -32,39 +34,27 @@ EVERY_DEVICE_ALIKE = (
 )
 
 
+DESCRIPTION = (
+    "Lay a training run's state out on a device mesh with JAX's sharding rules: the parameters, one "
+    "gradient each, an optional master copy and a real optax optimizer's state (initialised abstractly; "
+    "JAX propagates each parameter's spec to its state). A ZeRO stage (--zero) or a list of parts "
+    "(--shard) says which parts are split; the mesh, --strategy and --rule say how. The mesh sets the "
+    "number of devices; --shards and --dtype do not apply (the dtypes are --param-dtype, --grad-dtype "
+    "and --master-dtype)."
+)
+
+
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    command = commands.add_parser(
-        "memory",
-        parents=[model_flags()],
-        help=command_help("memory"),
-        description=(
-            "Lay a training run's state out on a device mesh with JAX's sharding rules: the parameters, one "
-            "gradient each, an optional master copy and a real optax optimizer's state (initialised abstractly; "
-            "JAX propagates each parameter's spec to its state). A ZeRO stage (--zero) or a list of parts "
-            "(--shard) says which parts are split; the mesh, --strategy and --rule say how. The mesh sets the "
-            "number of devices; --shards and --dtype do not apply (the dtypes are --param-dtype, --grad-dtype "
-            "and --master-dtype)."
-        ),
-    )
-    command.add_argument(
-        "--mesh",
+    command = add_command(commands, "memory", run, DESCRIPTION)
+    mesh_flags(
+        command,
         metavar="AXIS=SIZE[,AXIS=SIZE...]",
         required=True,
-        help="named mesh axes, e.g. data=8 or data=4,model=2, as for layout",
-    )
-    command.add_argument(
-        "--strategy",
-        choices=layout.STRATEGIES,
-        help=f"how a split part is laid out, as for layout: {DEFAULT_STRATEGY} (default: ZeRO's split, each array "
-        "along one dimension over every device), tensor, megatron, replicated (nothing is split, whatever the "
-        "stage), or custom (implied by --rule)",
-    )
-    command.add_argument(
-        "--rule",
-        metavar="PATTERN=SPEC",
-        action="append",
-        default=[],
-        help="custom rule as for layout, repeatable, first match wins (e.g. '*/kernel=None,model')",
+        mesh_help="named mesh axes, e.g. data=8 or data=4,model=2, as for layout",
+        strategy_help=f"how a split part is laid out, as for layout: {DEFAULT_STRATEGY} (default: ZeRO's split, "
+        "each array along one dimension over every device), tensor, megatron, replicated (nothing is split, "
+        "whatever the stage), or custom (implied by --rule)",
+        rule_help="custom rule as for layout, repeatable, first match wins (e.g. '*/kernel=None,model')",
     )
     command.add_argument(
         "--optimizer",
@@ -148,8 +138,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="Megatron's sequence parallelism over the mesh's model axis: the residual stream and the norms split "
         "over the sequence too",
     )
-    command.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
-    command.set_defaults(run=run)
+    format_flag(command)
 
 
 # The policies' one-line help, for --help without importing JAX (dcsim.memory.activations has the same).
@@ -256,15 +245,31 @@ def uneven_arrays(memory: MemoryReport) -> list[StateArray]:
     return sorted(rows, key=lambda row: -row.bytes_per_device)
 
 
-def memory_record(
-    memory: MemoryReport,
-    total_params: int,
-    fit: search.Fit | None = None,
-    verified: Any = None,
-    activations: Any = None,
-) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MemoryResult:
+    """What ``memory`` found: the state laid out, and what the flags asked for beside it.
+
+    Attributes:
+      memory: the training state on the mesh.
+      total_params: the model's parameter count.
+      fit: with --budget, the smallest mesh that fits.
+      verified: with --verify, XLA's figure for the state (``dcsim.memory.verify``).
+      traced: with --sequence, the step's activations (``dcsim.memory.activations``).
+      stepped: with both, XLA's compiled training step (``dcsim.memory.verify_step``).
+    """
+
+    memory: MemoryReport
+    total_params: int
+    fit: search.Fit | None = None
+    verified: Any = None
+    traced: Any = None
+    stepped: Any = None
+
+
+def memory_record(result: MemoryResult) -> dict[str, Any]:
     """The ``memory`` result as one JSON-ready object (keys in docs/cli.md). Bytes are exact ints;
     the ideal share, when not whole, is a float with its exact fraction beside it."""
+    memory, activations, verified = result.memory, result.traced, result.verified
     setup = memory.training
     ideal = memory.ideal_bytes_per_device
     largest = memory.largest
@@ -286,7 +291,7 @@ def memory_record(
         "grad_dtype": setup.grads_dtype,
         "master_dtype": setup.master_dtype,
         "optimizer_dtype": setup.state_dtype,
-        "total_params": total_params,
+        "total_params": result.total_params,
         "num_arrays": memory.num_arrays,
         "parts": {
             part: {
@@ -329,8 +334,12 @@ def memory_record(
             "matches": verified.matches,
             "seconds": round(verified.seconds, 3),
         }
-    if fit is not None:
-        record["budget"] = search.fit_record(fit)
+        if result.stepped is not None:
+            from dcsim.memory import verify_step
+
+            record["xla"] |= verify_step.step_record(result.stepped)
+    if result.fit is not None:
+        record["budget"] = search.fit_record(result.fit)
     return record
 
 
@@ -537,20 +546,16 @@ def _activation_lines(memory: MemoryReport, traced: Any) -> list[str]:
     return lines
 
 
-def render_memory_table(
-    memory: MemoryReport,
-    total_params: int,
-    fit: search.Fit | None = None,
-    verified: Any = None,
-    traced: Any = None,
-) -> str:
+def render_memory_table(result: MemoryResult) -> str:
     """The ``memory`` result for people: the most-loaded device first (each part against the ideal,
-    the largest array and why), then the parts, the largest arrays, XLA's check and the budget."""
+    the largest array and why), then the parts, the largest arrays, the step's activations, XLA's
+    check, the budget and XLA's step."""
+    memory = result.memory
     rules = "".join(f"\n  rule {rule.text}" for rule in memory.rules)
     lines = [
         f"mesh: {memory.mesh.text} ({units.count(memory.num_devices)} devices), strategy: {memory.strategy}{rules}",
         f"training: {memory.training.text}",
-        f"model: {units.count(total_params)} parameters; {units.count(memory.num_arrays)} state arrays",
+        f"model: {units.count(result.total_params)} parameters; {units.count(memory.num_arrays)} state arrays",
         "",
         *_headline(memory),
         "",
@@ -566,12 +571,14 @@ def render_memory_table(
             "--format json):",
             frame_text(arrays_frame(top)),
         ]
-    if traced is not None:
-        lines += _activation_lines(memory, traced)
-    if verified is not None:
-        lines += _verify_lines(memory, verified)
-    if fit is not None:
-        lines += _budget_lines(fit, memory.mesh)
+    if result.traced is not None:
+        lines += _activation_lines(memory, result.traced)
+    if result.verified is not None:
+        lines += _verify_lines(memory, result.verified)
+    if result.fit is not None:
+        lines += _budget_lines(result.fit, memory.mesh)
+    if result.stepped is not None:
+        lines += _step_lines(result.stepped)
     return "\n".join(lines) + "\n"
 
 
@@ -582,9 +589,7 @@ def run(args: argparse.Namespace) -> str:
                 f"{name} does not apply to memory: the mesh sets the number of devices (--mesh) and "
                 "--param-dtype, --grad-dtype and --master-dtype the dtypes"
             )
-    strategy = args.strategy or ("custom" if args.rule else DEFAULT_STRATEGY)
-    mesh = meshes.parse_mesh(args.mesh)
-    rules = meshes.parse_rules(args.rule)
+    mesh, strategy, rules = mesh_from_args(args, DEFAULT_STRATEGY)
     setup = training_from_args(args)
     amount = None if args.budget is None else search.parse_budget(args.budget)
     config = config_from_args(args)
@@ -616,15 +621,12 @@ def run(args: argparse.Namespace) -> str:
         verified = verify.verify(memory)
         if step is not None and traced is not None:
             stepped = verify_step.verify_step(memory, config.to_json(), step, traced.bytes_per_device)
+    result = MemoryResult(
+        memory=memory, total_params=report.total_params, fit=fit, verified=verified, traced=traced, stepped=stepped
+    )
     if args.format == "json":
-        record = memory_record(memory, report.total_params, fit, verified, traced)
-        if stepped is not None:
-            record["xla"] |= verify_step.step_record(stepped)
-        return json.dumps(record, indent=2) + "\n"
-    table = render_memory_table(memory, report.total_params, fit, verified, traced)
-    if stepped is not None:
-        table += "\n".join(_step_lines(stepped)) + "\n"
-    return table
+        return json.dumps(memory_record(result), indent=2) + "\n"
+    return render_memory_table(result)
 
 
 def _step_lines(stepped: Any) -> list[str]:

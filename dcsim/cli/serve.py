@@ -8,7 +8,8 @@ import argparse
 import json
 from typing import Any
 
-from dcsim.cli.common import UsageError, command_help, config_from_args, format_from_args, model_flags, weight_flags
+from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, format_from_args, weight_flags
+from dcsim.cli.mesh import mesh_flags, mesh_from_args
 from dcsim.inputs import as_int, number_from_text
 from dcsim.memory.search import parse_budget
 from dcsim.model.count import count_params
@@ -29,39 +30,29 @@ from dcsim.serving.request import (
     parse_reserve,
     reserve_text,
 )
-from dcsim.sharding import layout, meshes
 
 DEFAULT_MESH = "data=1"
 MAX_LAYERS_SHOWN = 12  # the table's layer rows; JSON has every one
 
 
+DESCRIPTION = (
+    "Lay a model out for serving: its weights in the serving dtype and the KV cache its own attention "
+    "keeps in decode mode (read from an abstract init, never a formula), per device under JAX's sharding "
+    "rules. With --budget or --device: whether it fits, the most sequences at the context, the longest "
+    "context at the concurrency, and the smallest mesh that serves the target. --shards, --dtype and "
+    "--batch do not apply."
+)
+
+
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    command = commands.add_parser(
-        "serve",
-        parents=[model_flags()],
-        help=command_help("serve"),
-        description=(
-            "Lay a model out for serving: its weights in the serving dtype and the KV cache its own attention "
-            "keeps in decode mode (read from an abstract init, never a formula), per device under JAX's sharding "
-            "rules. With --budget or --device: whether it fits, the most sequences at the context, the longest "
-            "context at the concurrency, and the smallest mesh that serves the target. --shards, --dtype and "
-            "--batch do not apply."
-        ),
-    )
-    command.add_argument(
-        "--mesh",
-        metavar="AXIS=SIZE[,...]",
+    command = add_command(commands, "serve", run, DESCRIPTION)
+    mesh_flags(
+        command,
         default=DEFAULT_MESH,
-        help=f"the serving mesh over data (replicas), model (tensor parallel), expert, stage (pipeline); "
+        mesh_help=f"the serving mesh over data (replicas), model (tensor parallel), expert, stage (pipeline); "
         f"default {DEFAULT_MESH}",
-    )
-    command.add_argument(
-        "--strategy",
-        choices=layout.STRATEGIES,
-        help=f"how the weights are laid out (default {DEFAULT_STRATEGY}; custom is implied by --rule)",
-    )
-    command.add_argument(
-        "--rule", metavar="PATTERN=SPEC", action="append", default=[], help="custom rule, as for layout"
+        strategy_help=f"how the weights are laid out (default {DEFAULT_STRATEGY}; custom is implied by --rule)",
+        rule_help="custom rule, as for layout",
     )
     weight_flags(command, DEFAULT_WEIGHTS)
     command.add_argument(
@@ -96,8 +87,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="also compile one decoding step with XLA on virtual CPU devices and show its argument bytes a device "
         "beside dcsim's (and its temporaries, a CPU compile's decode workspace); small models, no stage axis",
     )
-    command.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
-    command.set_defaults(run=run)
+    format_flag(command)
 
 
 def _int(text: str, flag: str, maximum: int) -> int:
@@ -114,8 +104,7 @@ def serving_from_args(args: argparse.Namespace) -> Serving:
             )
     if args.budget is not None and args.device is not None:
         raise UsageError("--budget and --device both give the budget; give one (a device's memory is its budget)")
-    mesh = meshes.parse_mesh(args.mesh)
-    rules = meshes.parse_rules(args.rule)
+    mesh, strategy, rules = mesh_from_args(args, DEFAULT_STRATEGY)
     fmt = format_from_args(args)
     kv_dtype = check_kv_dtype(args.kv_dtype, "--kv-dtype")
     context = _int(args.context, "--context", MAX_CONTEXT)
@@ -126,7 +115,7 @@ def serving_from_args(args: argparse.Namespace) -> Serving:
     device = None if args.device is None else catalog.get_accelerator(args.device).name
     return Serving(
         mesh=mesh,
-        strategy=args.strategy or ("custom" if rules else DEFAULT_STRATEGY),
+        strategy=strategy,
         rules=rules,
         weights=fmt,
         kv_dtype=kv_dtype,

@@ -163,21 +163,34 @@ class _NotMeasured(LookupError):
     """No report is kept for this key (exceptions are never cached, so a miss stays a miss)."""
 
 
+Measured = TypeVar("Measured")
+
+
+def _stored(key: str, measured: Measured | None) -> Measured:
+    """The body of a store (``_reports``, ``_sweeps``): an ``st.cache_data`` function whose second
+    argument is not part of the key, so that called without it the store only looks up, and called
+    with it on a miss it keeps what was just measured."""
+    if measured is None:
+        raise _NotMeasured(key)
+    return measured
+
+
+def _kept(store: Callable[[str], Measured], key: str) -> Measured | None:
+    """What ``store`` keeps under ``key``, or None if nothing was measured for it."""
+    try:
+        return store(key)
+    except _NotMeasured:
+        return None
+
+
 @st.cache_data(max_entries=MAX_CACHED_REPORTS, show_spinner=False)
 def _reports(key: str, _report: Kept | None = None) -> Kept:
-    # ``_report`` is not part of the key: called without it this only looks up, called with it
-    # on a miss it stores the report just measured.
-    if _report is None:
-        raise _NotMeasured(key)
-    return _report
+    return _stored(key, _report)
 
 
 def cached_report(config: ModelConfig, settings: Settings) -> Kept | None:
     """The report kept for this configuration and settings, if one was measured."""
-    try:
-        return _reports(_key(config, settings))
-    except _NotMeasured:
-        return None
+    return _kept(_reports, _key(config, settings))
 
 
 def measure(config: ModelConfig, settings: Settings, *, on_progress: Callable[[str], None] | None = None) -> Kept:
@@ -241,17 +254,12 @@ def _sweep_key(config: ModelConfig, settings: Settings) -> str:
 
 @st.cache_data(max_entries=MAX_CACHED_SWEEPS, show_spinner=False)
 def _sweeps(key: str, _sweep: KeptSweep | None = None) -> KeptSweep:
-    if _sweep is None:
-        raise _NotMeasured(key)
-    return _sweep
+    return _stored(key, _sweep)
 
 
 def cached_sweep(config: ModelConfig, settings: Settings) -> KeptSweep | None:
     """The sweep kept for this configuration, dtype, mesh and strategy, if one ran."""
-    try:
-        return _sweeps(_sweep_key(config, settings))
-    except _NotMeasured:
-        return None
+    return _kept(_sweeps, _sweep_key(config, settings))
 
 
 def plan_sweep(config: ModelConfig, settings: Settings) -> tuple[MultiprocessPlan, ...]:

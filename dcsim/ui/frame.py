@@ -17,6 +17,7 @@ import streamlit as st
 from dcsim import hf, links
 from dcsim.model import presets
 from dcsim.model.config import MAX_CONFIG_BYTES, ModelConfig
+from dcsim.model.count import ParamReport
 from dcsim.report import units
 from dcsim.ui import cache, state, widgets
 
@@ -54,12 +55,17 @@ def page_link(page: str, settings: Mapping[str, str] | None = None, **kwargs) ->
     st.page_link(page, query_params={**links.encode(state.config()), **(settings or {})}, **kwargs)
 
 
-def model_line(config: ModelConfig, total_params: int) -> None:
-    """A page's first line: the model it shows, its parameter count, and the way back to the Model page."""
+def model_heading(title: str) -> tuple[ModelConfig, ParamReport]:
+    """A page's header and first line (the model it shows, its parameter count, and the way back to
+    the Model page); returns that model and its count."""
+    st.header(title)
+    config = state.config()
+    report = cache.count(config)
     summary_col, link_col = st.columns([3, 1])
-    summary_col.caption(f"Model: {plain(describe(config))} · {units.count(total_params)} parameters.")
+    summary_col.caption(f"Model: {plain(describe(config))} · {units.count(report.total_params)} parameters.")
     with link_col:
         page_link("pages/model.py", label="Change the model", icon=":material/calculate:")
+    return config, report
 
 
 def plain(text: str) -> str:

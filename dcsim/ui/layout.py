@@ -26,7 +26,7 @@ from dcsim.model.count import ParamReport
 from dcsim.report import layout_charts, units
 from dcsim.sharding import layout, meshes
 from dcsim.sharding.layout import LayoutReport
-from dcsim.ui import cache
+from dcsim.ui import cache, frame
 
 RULES_SEPARATOR = "\n"
 MAX_RULES_TEXT = 4096  # a link stays well under the 4-8 KB proxies commonly allow
@@ -69,7 +69,7 @@ STATUS_COLUMN_WIDTH = 190  # pixels: "⚠ replicated (fallback)", the longest st
 
 
 def mesh_input(key: str) -> str:
-    """The mesh's text box (the Layout and Memory pages'), its state under ``key``."""
+    """The mesh's text box, its state under ``key``."""
     return st.text_input(
         "Mesh: AXIS=SIZE, comma separated",
         key=key,
@@ -77,6 +77,51 @@ def mesh_input(key: str) -> str:
         placeholder="data=4,model=2",
         help=MESH_HELP,
     )
+
+
+def mesh_and_strategy(
+    page: str,
+    *,
+    strategy_help: str,
+    strategy_label: str = "Strategy",
+    default_mesh: str = DEFAULT_MESH,
+    default_strategy: str = DEFAULT_STRATEGY,
+) -> tuple[meshes.MeshSpec, str, Any, Any]:
+    """The mesh box and the strategy list side by side, as ``page``'s settings ``mesh`` and
+    ``strategy`` (``frame.seeded_setting``): the mesh (after a bad edit, the last valid one), the
+    strategy, and the two columns, for what the page shows under each (``Any``: Streamlit's column
+    class lives in a private module)."""
+    mesh_col, strategy_col = st.columns([3, 2])
+    with mesh_col:
+        mesh_text = mesh_input(
+            frame.seeded_setting(page, "mesh", default_mesh, meshes.parse_mesh, limit=meshes.MAX_MESH_CHARS)
+        )
+    with strategy_col:
+        strategy = st.selectbox(
+            strategy_label,
+            layout.STRATEGIES,
+            key=frame.seeded_setting(page, "strategy", default_strategy, parse_strategy, limit=32),
+            help=strategy_help,
+        )
+        st.caption(STRATEGY_HELP[strategy])
+    return frame.parsed_setting(page, "mesh", mesh_text, meshes.parse_mesh, "Mesh"), strategy, mesh_col, strategy_col
+
+
+def rules_input(
+    page: str, strategy: str, *, help: str | None = None, height: int | None = None
+) -> tuple[meshes.Rule, ...]:
+    """The custom strategy's rules, as ``page``'s setting ``rules``: a text area shown only for
+    ``custom`` (no rules otherwise); after a bad edit, the last valid rules."""
+    if strategy != "custom":
+        return ()
+    text = st.text_area(
+        "Custom rules: one PATTERN=SPEC a line, first match wins",
+        key=frame.seeded_setting(page, "rules", DEFAULT_RULES, parse_rules_text, limit=MAX_RULES_TEXT),
+        max_chars=MAX_RULES_TEXT,
+        height=height,
+        help=help,
+    )
+    return frame.parsed_setting(page, "rules", text, parse_rules_text, "Rules")
 
 
 def rule_lines(text: str) -> list[str]:

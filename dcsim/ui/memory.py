@@ -209,10 +209,21 @@ def _choice(choices: tuple[str, ...], name: str) -> Callable[[str], str]:
     return parse
 
 
-parse_remat = _choice(REMATS, "remat")
-parse_attention = _choice(ATTENTIONS, "attn")
-parse_compute_dtype = _choice(COMPUTE_DTYPES, "cdtype")
-parse_switch = _choice(SWITCH, "sp")
+# The step's settings picked from a list: link key -> (the choices, the default).
+CHOICES = {
+    "remat": (REMATS, DEFAULT_REMAT),
+    "attn": (ATTENTIONS, DEFAULT_ATTENTION),
+    "cdtype": (COMPUTE_DTYPES, DEFAULT_COMPUTE_DTYPE),
+    "sp": (SWITCH, "off"),
+}
+
+
+def choice(column: Any, name: str, label: str, help: str | None = None) -> str:
+    """The list of the setting ``name`` (a ``CHOICES`` key) in ``column`` (a Streamlit column, whose
+    class is private), seeded from the link; a linked value not among the choices is named and
+    replaced by the default."""
+    choices, default = CHOICES[name]
+    return column.selectbox(label, choices, key=seeded(name, default, _choice(choices, name)), help=help)
 
 
 def parse_capacity(text: str) -> str:
