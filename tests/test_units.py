@@ -3,6 +3,8 @@
 from fractions import Fraction
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dcsim.report import units
 
@@ -23,6 +25,15 @@ from dcsim.report import units
 def test_byte_units(n, binary, decimal):
     assert units.binary_bytes(n) == binary
     assert units.decimal_bytes(n) == decimal
+
+
+@given(st.integers(min_value=1024, max_value=2**80))
+def test_a_unit_reading_is_the_exact_quotient_rounded(n):
+    """Two decimals of the exact n / 1024**k (as a Fraction), for the largest unit n reaches."""
+    k = min(len(units._BINARY), next(k for k in range(1, 99) if n < 1024 ** (k + 1)))
+    assert units.binary_bytes(n) == f"{float(Fraction(n, 1024**k)):.2f} {units._BINARY[k - 1]}"
+    j = min(len(units._DECIMAL), next(j for j in range(1, 99) if n < 1000 ** (j + 1)))
+    assert units.decimal_bytes(n) == f"{float(Fraction(n, 1000**j)):.2f} {units._DECIMAL[j - 1]}"
 
 
 def test_exact_bytes_come_first():

@@ -19,12 +19,15 @@ def count(n: int) -> str:
 
 
 def _scaled(n: int, base: int, units: tuple[str, ...]) -> str:
-    value, unit = Fraction(n), None
+    """``n`` over the largest power of ``base`` it reaches, to two decimals: Python's int division
+    is correctly rounded, as the exact quotient's float is (a table of 2,900 arrays is formatted
+    each run, and Fractions took 50 ms of it)."""
+    n, power, unit = int(n), 1, None
     for name in units:
-        if value < base:
+        if n < power * base:
             break
-        value, unit = value / base, name
-    return f"{float(value):.2f} {unit}"
+        power, unit = power * base, name
+    return f"{n / power:.2f} {unit}"
 
 
 def binary_bytes(n: int) -> str:
