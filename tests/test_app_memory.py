@@ -409,3 +409,22 @@ def test_a_budget_the_whole_parts_alone_pass_says_why_no_mesh_fits():
     at = open_link({**DENSE, "mesh": "data=4", "zero": "0", "devmem": "500B"})
     text = " ".join(block.value for block in at.markdown)
     assert "alone take 580 bytes a device, over the budget of 500 bytes on any number of devices" in text
+
+
+def test_the_heap_is_settled_once_after_jax_has_loaded(monkeypatch):
+    """``frame.settle_heap`` freezes the objects alive after the first run that loaded JAX, once
+    a process, so that a full garbage collection no longer walks the imported modules."""
+    import sys
+
+    from dcsim.ui import frame
+
+    calls = []
+    monkeypatch.setattr(frame.gc, "freeze", lambda: calls.append(1))
+    monkeypatch.setattr(frame, "_heap_settled", False)
+    with monkeypatch.context() as without_jax:
+        without_jax.delitem(sys.modules, "jax")
+        frame.settle_heap()
+    assert calls == []
+    frame.settle_heap()
+    frame.settle_heap()
+    assert calls == [1]

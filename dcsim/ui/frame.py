@@ -6,7 +6,9 @@ Streamlit's text elements or inside code spans: never as HTML.
 
 from __future__ import annotations
 
+import gc
 import re
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, TypeVar
 from urllib.parse import urlencode
@@ -262,3 +264,19 @@ def stop_page() -> NoReturn:
     state.publish()
     st.stop()
     raise AssertionError("st.stop() returned")  # it raises; this tells the type checker so
+
+
+_heap_settled = False  # gc.get_freeze_count() walks the frozen objects: 33 ms, so a flag says it
+
+
+def settle_heap() -> None:
+    """Once per server process, after the first run that loaded JAX: move every object alive then
+    (the imported modules of JAX, Flax, pandas, Altair and Streamlit, some 280,000) out of the
+    garbage collector's view with ``gc.freeze()``. They live as long as the process; a full
+    collection then scans only what the sessions made since. Measured on the Memory page for
+    Llama 2 70B: a full collection took 170-200 ms and fell inside a run every few runs; frozen,
+    it scans a few thousand objects. Objects frozen are still freed by their reference counts."""
+    global _heap_settled
+    if not _heap_settled and "jax" in sys.modules:
+        gc.freeze()
+        _heap_settled = True

@@ -447,7 +447,10 @@ def _parts(config_json: str, mesh_text: str, strategy: str, rules: str, training
     )
 
 
-@st.cache_data(max_entries=MAX_CACHED_MEMORY, show_spinner=False)
+# st.cache_resource, not st.cache_data, as for the count (``cache._count``): a report is frozen, and
+# cache_data unpickled a copy of Llama 2 70B's 2,900 state arrays five times a run (one a ZeRO
+# stage), some 150,000 objects that set off a 180 ms full garbage collection every other run.
+@st.cache_resource(max_entries=MAX_CACHED_MEMORY, show_spinner=False)
 def _cached_memory(config_json: str, mesh_text: str, strategy: str, rules: str, training: str) -> Outcome:
     try:
         return Outcome(memory=compute_memory(*_parts(config_json, mesh_text, strategy, rules, training)))
