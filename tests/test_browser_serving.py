@@ -68,3 +68,25 @@ def test_choosing_a_format_changes_every_byte_figure_and_the_link_keeps_it(serve
     page.screenshot(path="/tmp/serving-llama2-70b-gptq.png", full_page=True)
     with fresh_page(browser, page.url) as fresh:
         expect(metric(fresh, "Weights")).to_have_text(units.bytes_exact(grouped.weights_bytes_per_device))
+
+
+def test_the_device_bar_draws_its_parts(server, page):
+    """The stacked bar of one device is painted, not only its axis: the weights' colour covers about
+    the weights' share of the bar (16.06 GiB of 80 GiB here). Fitting the chart's height to 70 px
+    (Streamlit's default autosize) once left the bar no room under its axis and legend."""
+    import io
+
+    from PIL import Image
+
+    from dcsim.report.serving_charts import PART_COLOURS
+
+    open_page(page, server + LINK.replace("model%3D4", "model%3D8").replace("&concurrency=32", ""))
+    chart = page.get_by_test_id("stVegaLiteChart").first
+    expect(chart.locator("canvas, svg").first).to_be_visible()
+    page.wait_for_timeout(500)  # vega paints after the element appears
+    image = Image.open(io.BytesIO(chart.screenshot())).convert("RGB")
+    weights = tuple(int(PART_COLOURS["Weights"][i : i + 2], 16) for i in (1, 3, 5))
+    near = sum(
+        1 for pixel in image.get_flattened_data() if max(abs(a - b) for a, b in zip(pixel, weights, strict=True)) <= 8
+    )
+    assert near >= 0.1 * image.width * 20, f"{near} pixels of the weights' colour in a {image.size} chart"

@@ -49,7 +49,9 @@ def device_bar(frame: pd.DataFrame) -> alt.Chart:
             order=alt.Order("order:Q"),
             tooltip=[alt.Tooltip("part:N", title="part"), alt.Tooltip("bytes_text:N", title="bytes")],
         )
-        .properties(height=70)
+        # Fit the width only: fitting the height too (Streamlit's default) left the bar no room under
+        # its axis and legend, and the page showed an axis alone.
+        .properties(height=36, autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
     )
 
 
@@ -74,4 +76,6 @@ def capacity_curve(frame: pd.DataFrame) -> alt.LayerChart:
         tooltip=[alt.Tooltip("context:Q", format=","), alt.Tooltip("max_concurrency:Q", format=",")],
     )
     chosen = base.transform_filter(alt.datum.chosen).mark_point(size=140, filled=True, color="#d1242f")
-    return alt.LayerChart(layer=[base.mark_line(point=True), chosen]).properties(height=260)
+    return alt.LayerChart(layer=[base.mark_line(point=True), chosen]).properties(
+        height=260, autosize=alt.AutoSizeParams(type="fit-x", contains="padding")
+    )
