@@ -60,11 +60,15 @@ def pages_from_app(app: Path = APP) -> list[str]:
     return found
 
 
-_LITERAL_SETTING = re.compile(r"""(?:page_setting|seeded)\(\s*["']([A-Za-z0-9_.]+)["']""")
+# ``page_setting("name"``, ``seeded("name"`` and the shared helpers' ``seeded_setting(page, "name"``.
+_LITERAL_SETTING = re.compile(
+    r"""(?:(?:page_setting|seeded)\(\s*|seeded_setting\(\s*[\w.]+\s*,\s*)["']([A-Za-z0-9_.]+)["']"""
+)
 
 
 def literal_setting_names(root: Path = ROOT) -> set[str]:
-    """Names passed literally to ``page_setting``/``seeded`` anywhere in pages/ or dcsim/ui/."""
+    """Names passed literally to ``page_setting``/``seeded``/``seeded_setting`` anywhere in pages/
+    or dcsim/ui/."""
     names: set[str] = set()
     for folder in ("pages", "dcsim/ui"):
         for path in sorted((root / folder).glob("*.py")):
