@@ -174,6 +174,9 @@ frame.page_link(
 )
 memory.remember_split(training)
 st.caption(frame.plain(f"Setup: {training.text}."))
+tensor_note = trainings.tensor_parallel_note(strategy, training, mesh)
+if tensor_note is not None:
+    st.caption(frame.plain(tensor_note))
 no_master = memory.master_note(training)
 if no_master is not None:
     st.caption(frame.plain(no_master))

@@ -428,3 +428,21 @@ def test_the_heap_is_settled_once_after_jax_has_loaded(monkeypatch):
     frame.settle_heap()
     frame.settle_heap()
     assert calls == [1]
+
+
+def test_a_tensor_parallel_strategy_below_zero_3_says_which_parts_stay_whole():
+    """Megatron below ZeRO-3 lays out only the split parts; the page says so beside the setup, and
+    that ZeRO-3 gives Megatron-LM's tensor parallelism of every part: each split over the model axis
+    only, so a device holds the state over the model axis's size."""
+    base = {"preset": "llama2-7b", "mesh": "data=2,model=2", "strategy": "megatron"}
+    captions = " ".join(caption.value.replace("\\", "") for caption in open_app(base | {"zero": "1"}, MEMORY).caption)
+    assert "the params and grads stay whole on every device" in captions and "choose ZeRO-3" in captions
+    at = open_app(base | {"zero": "3"}, MEMORY)
+    assert "choose ZeRO-3" not in " ".join(caption.value.replace("\\", "") for caption in at.caption)
+    held = compute_memory(
+        count_params(ModelConfig(preset="llama2-7b")), parse_mesh("data=2,model=2"), "megatron", (), Training.stage(3)
+    )
+    alone = compute_memory(
+        count_params(ModelConfig(preset="llama2-7b")), parse_mesh("model=2"), "megatron", (), Training.stage(3)
+    )
+    assert held.total_bytes_per_device == alone.total_bytes_per_device  # the data axis splits nothing

@@ -104,6 +104,14 @@ def test_each_stage_splits_its_parts(capsys, zero):
     assert record["shard"] == [part for part in training.PARTS if part in training.STAGES[zero]]
 
 
+@pytest.mark.parametrize(("zero", "noted"), [(1, True), (3, False)], ids=["zero-1", "zero-3"])
+def test_a_tensor_parallel_strategy_says_which_parts_stay_whole(capsys, zero, noted):
+    code, out, _ = run(capsys, "memory", *MLP, "--mesh", "data=2,model=2", "--strategy", "tensor", "--zero", str(zero))
+    assert code == 0
+    note = "note: The tensor strategy lays out only the parts this setup splits: the params and grads stay whole"
+    assert (note in out) is noted and ("choose ZeRO-3" in out) is noted
+
+
 def test_zero_0_holds_everything_and_zero_3_a_quarter(capsys):
     whole = memory_json(capsys, *MLP, "--mesh", "data=4", "--zero", "0", "--master-dtype", "float32")
     split = memory_json(capsys, *MLP, "--mesh", "data=4", "--zero", "3", "--master-dtype", "float32")

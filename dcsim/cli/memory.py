@@ -555,6 +555,11 @@ def render_memory_table(result: MemoryResult) -> str:
     lines = [
         f"mesh: {memory.mesh.text} ({units.count(memory.num_devices)} devices), strategy: {memory.strategy}{rules}",
         f"training: {memory.training.text}",
+        *(
+            f"note: {text}"
+            for text in [training.tensor_parallel_note(memory.strategy, memory.training, memory.mesh)]
+            if text
+        ),
         f"model: {units.count(result.total_params)} parameters; {units.count(memory.num_arrays)} state arrays",
         "",
         *_headline(memory),

@@ -172,3 +172,19 @@ class Training:
             f"{self.optimizer}, {which} ({', '.join(self.sharded_parts) or 'nothing'} split), params "
             f"{self.param_dtype}, grads {self.grads_dtype}{master}"
         )
+
+
+def tensor_parallel_note(strategy: str, training: Training, mesh: Any) -> str | None:
+    """What the setup says when a tensor-parallel strategy lays out only the parts the stage splits:
+    the others stay whole on every device, where Megatron-LM's tensor parallelism splits every part
+    over the model axis (and the activations are traced per tensor-parallel rank either way).
+    ``mesh``: a ``dcsim.sharding.meshes.MeshSpec``."""
+    whole = [part for part in training.parts if part not in training.shard]
+    if strategy not in ("tensor", "megatron") or dict(mesh.axes).get("model", 1) == 1 or not whole:
+        return None
+    return (
+        f"The {strategy} strategy lays out only the parts this setup splits: the {' and '.join(whole)} stay whole on "
+        "every device, not split over the model axis. For Megatron-LM's tensor parallelism of every part (each "
+        "split over the model axis, whole over the data axes, as without its distributed optimizer) choose "
+        "ZeRO-3. The activations are traced on one tensor-parallel rank either way."
+    )
