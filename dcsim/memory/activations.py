@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import operator
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -314,16 +315,20 @@ def _term(term: Any, env: Mapping[str, int]) -> int:
     return math.prod(_factor(factor, env) ** power for factor, power in term._factors)
 
 
+# The operations a dimension polynomial's factor may apply (``shape_poly._DimFactor``'s names).
+_OPERATIONS: Mapping[str, Callable[[int, int], int]] = {
+    "floordiv": operator.floordiv,
+    "mod": operator.mod,
+    "max": max,
+    "min": min,
+}
+
+
 def _factor(factor: Any, env: Mapping[str, int]) -> int:
     if factor.var is not None:
         return env[factor.var]
     left, right = (_size(operand, env) for operand in factor.operands)
-    return {
-        "floordiv": lambda: left // right,
-        "mod": lambda: left % right,
-        "max": lambda: max(left, right),
-        "min": lambda: min(left, right),
-    }[factor.operation]()
+    return _OPERATIONS[factor.operation](left, right)
 
 
 def saved_activations(

@@ -36,7 +36,7 @@ from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 from dcsim.memory.training import PARTS, Training
 from dcsim.model import optimizer as optimizers
 from dcsim.model.count import ParamReport
-from dcsim.model.optimizer import key_name, key_path
+from dcsim.model.optimizer import key_path
 from dcsim.sharding import layout, payload
 from dcsim.sharding.meshes import MeshSpec, Rule, abstract_mesh, shape_text, spec_text
 
@@ -95,7 +95,7 @@ def state_entries(
         state = jax.eval_shape(make().init, {_PARAM: leaf})
     entries = []
     for keys, value in jax.tree_util.tree_flatten_with_path(state)[0]:
-        if keys and key_name(keys[-1]) == _PARAM:  # the parameter's own state; the rest is global
+        if keys and key_path(keys[-1:]) == _PARAM:  # the parameter's own state; the rest is global
             entries.append(
                 Entry(key_path(keys[:-1]), tuple(int(d) for d in value.shape), str(value.dtype), _spec(value))
             )

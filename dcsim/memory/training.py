@@ -183,8 +183,13 @@ def tensor_parallel_note(strategy: str, training: Training, mesh: Any) -> str | 
     if strategy not in ("tensor", "megatron") or dict(mesh.axes).get("model", 1) == 1 or not whole:
         return None
     return (
-        f"The {strategy} strategy lays out only the parts this setup splits: the {' and '.join(whole)} stay whole on "
+        f"The {strategy} strategy lays out only the parts this setup splits: the {_listed(whole)} stay whole on "
         "every device, not split over the model axis. For Megatron-LM's tensor parallelism of every part (each "
         "split over the model axis, whole over the data axes, as without its distributed optimizer) choose "
         "ZeRO-3. The activations are traced on one tensor-parallel rank either way."
     )
+
+
+def _listed(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

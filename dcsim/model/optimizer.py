@@ -88,17 +88,10 @@ class OptimizerState:
         return sum(self.raw_bytes_by_dtype.values())
 
 
-def key_name(key: Any) -> str:
-    """One entry of a pytree key path as a path part: a dict key, an attribute's name or an index."""
-    for attribute in ("key", "name", "idx"):
-        if hasattr(key, attribute):
-            return str(getattr(key, attribute))
-    return str(key)
-
-
 def key_path(keys: Sequence[Any]) -> str:
-    """A pytree key path as dcsim writes array paths: ``0/mu/block_0/attn/query/kernel``."""
-    return "/".join(key_name(key) for key in keys)
+    """A pytree key path as dcsim writes array paths: ``0/mu/block_0/attn/query/kernel`` (JAX's
+    ``keystr`` in its simple form: dict keys, attribute names and indices as they are)."""
+    return jax.tree_util.keystr(tuple(keys), simple=True, separator="/")
 
 
 def abstract_params(config: ModelConfig) -> Any:
