@@ -9,10 +9,11 @@ import streamlit as st
 from dcsim.memory import training as trainings
 from dcsim.memory.activations import ATTENTION_HELP, POLICY_HELP
 from dcsim.memory.state import MemoryReport
-from dcsim.memory.training import PARTS
+from dcsim.memory.training import PARTS, Training
 from dcsim.model import optimizer
+from dcsim.model.config import ModelConfig
 from dcsim.report import memory_charts, units
-from dcsim.sharding.meshes import MAX_RULES
+from dcsim.sharding.meshes import MAX_RULES, MeshSpec, Rule
 from dcsim.ui import frame, layout, memory, router, state, widgets
 
 router.require_router()
@@ -98,74 +99,7 @@ master_dtype = master_col.selectbox(
 )
 budget_text, budget = memory.parsed("devmem", budget_text, memory.parse_budget, "Budget")
 
-st.subheader("Training step: activations")
-st.caption(
-    "With a sequence, the activations one step keeps for the backward pass are counted beside the state: the "
-    "residuals JAX's autodiff saves, traced abstractly from the model's own forward under the remat policy. "
-    "The micro-batch is per data-parallel replica; a `model` axis splits heads and widths as Megatron does."
-)
-seq_col, mb_col, remat_col, attn_col = st.columns([2, 2, 2, 2])
-sequence_text = seq_col.text_input(
-    "Sequence (tokens)",
-    key=memory.seeded("seq", memory.NO_SEQUENCE, memory.parse_sequence),
-    max_chars=16,
-    help="Tokens a sequence; none for the training state alone (no activations).",
-)
-micro_text = mb_col.text_input(
-    "Micro-batch per replica",
-    key=memory.seeded("mb", memory.DEFAULT_MICRO_BATCH, memory.parse_micro_batch),
-    max_chars=16,
-    help="Sequences a data-parallel replica runs a step (not the global batch): data and fsdp axes do not change it.",
-)
-remat = memory.choice(
-    remat_col, "remat", "Remat policy", help="Applied to every block, as nn.remat(Block, policy=...) does."
-)
-attention = memory.choice(attn_col, "attn", "Attention")
-dtype_col, sp_col, cf_col = st.columns([2, 2, 4])
-compute_dtype = memory.choice(
-    dtype_col, "cdtype", "Compute dtype", help="The dtype the forward runs in: the residual stream is kept in it."
-)
-sequence_parallel = memory.choice(
-    sp_col,
-    "sp",
-    "Sequence parallel",
-    help="Megatron's sequence parallelism over the mesh's model axis: the residual stream and norms split too.",
-)
-capacity_key = memory.seeded("cf", memory.DEFAULT_CAPACITY, memory.parse_capacity)
-if config.family == "moe":
-    capacity_text = cf_col.text_input(
-        "Expert capacity factor",
-        key=capacity_key,
-        max_chars=16,
-        help="none: dropless dispatch (each token's chosen experts only, as MaxText); a number: GShard's capacity "
-        "(tokens past an expert's capacity dropped).",
-    )
-else:  # kept for the link, unused: only a Mixture-of-Experts model routes tokens
-    capacity_text = str(st.session_state.get(capacity_key, memory.DEFAULT_CAPACITY))
-step_settings = memory.StepSettings(
-    sequence=memory.parsed("seq", sequence_text, memory.parse_sequence, "Sequence"),
-    micro_batch=memory.parsed("mb", micro_text, memory.parse_micro_batch, "Micro-batch"),
-    remat=remat,
-    attention=attention,
-    compute_dtype=compute_dtype,
-    sequence_parallel=sequence_parallel,
-    capacity=memory.parsed("cf", capacity_text, memory.parse_capacity, "Capacity factor"),
-)
-step = step_settings.step(config.family == "moe")
-st.caption(frame.plain(f"Remat {remat}: {POLICY_HELP[remat]}. Attention {attention}: {ATTENTION_HELP[attention]}."))
-
 training = memory.make_training(stage, parts, optimizer_name, param_dtype, grad_dtype, master_dtype)
-setup = memory.Setup(
-    mesh=mesh,
-    strategy=strategy,
-    rules=rules,
-    training=training,
-    budget=budget,
-    budget_text=budget_text,
-    step_settings=step_settings,
-    step=step,
-)
-state.set_page_params(setup.params())
 frame.page_link(
     "pages/serving.py",
     {"mesh": mesh.text, "strategy": strategy} | ({"rules": layout.rules_text(rules)} if strategy == "custom" else {}),
@@ -181,18 +115,80 @@ no_master = memory.master_note(training)
 if no_master is not None:
     st.caption(frame.plain(no_master))
 
-outcome = memory.cached_memory(config, setup)
-held = outcome.memory
-traced: Any = None
-if step is not None:
-    traced = memory.cached_activations(config, step, training.param_dtype, mesh)
-    if isinstance(traced, str):
-        st.error(frame.plain(f"The step's activations cannot be traced: {traced}"), icon=":material/error:")
-        traced = None
-activations_bytes = None if traced is None else traced.bytes_per_device
+RERUN = frame.rerun_with_link(memory.STEP_FRAGMENT)
 
 
-def verify_section(held: MemoryReport) -> None:
+def step_section(config: ModelConfig) -> memory.StepSettings:
+    """The training step's settings; each reruns the page's fragment and the link, not the page."""
+    st.subheader("Training step: activations")
+    st.caption(
+        "With a sequence, the activations one step keeps for the backward pass are counted beside the state: the "
+        "residuals JAX's autodiff saves, traced abstractly from the model's own forward under the remat policy. "
+        "The micro-batch is per data-parallel replica; a `model` axis splits heads and widths as Megatron does."
+    )
+    seq_col, mb_col, remat_col, attn_col = st.columns([2, 2, 2, 2])
+    sequence_text = seq_col.text_input(
+        "Sequence (tokens)",
+        key=memory.seeded("seq", memory.NO_SEQUENCE, memory.parse_sequence),
+        max_chars=16,
+        on_change=RERUN,
+        help="Tokens a sequence; none for the training state alone (no activations).",
+    )
+    micro_text = mb_col.text_input(
+        "Micro-batch per replica",
+        key=memory.seeded("mb", memory.DEFAULT_MICRO_BATCH, memory.parse_micro_batch),
+        max_chars=16,
+        on_change=RERUN,
+        help="Sequences a data-parallel replica runs a step (not the global batch): data and fsdp axes do not change "
+        "it.",
+    )
+    remat = memory.choice(
+        remat_col,
+        "remat",
+        "Remat policy",
+        help="Applied to every block, as nn.remat(Block, policy=...) does.",
+        on_change=RERUN,
+    )
+    attention = memory.choice(attn_col, "attn", "Attention", on_change=RERUN)
+    dtype_col, sp_col, cf_col = st.columns([2, 2, 4])
+    compute_dtype = memory.choice(
+        dtype_col,
+        "cdtype",
+        "Compute dtype",
+        help="The dtype the forward runs in: the residual stream is kept in it.",
+        on_change=RERUN,
+    )
+    sequence_parallel = memory.choice(
+        sp_col,
+        "sp",
+        "Sequence parallel",
+        help="Megatron's sequence parallelism over the mesh's model axis: the residual stream and norms split too.",
+        on_change=RERUN,
+    )
+    capacity_key = memory.seeded("cf", memory.DEFAULT_CAPACITY, memory.parse_capacity)
+    if config.family == "moe":
+        capacity_text = cf_col.text_input(
+            "Expert capacity factor",
+            key=capacity_key,
+            max_chars=16,
+            on_change=RERUN,
+            help="none: dropless dispatch (each token's chosen experts only, as MaxText); a number: GShard's capacity "
+            "(tokens past an expert's capacity dropped).",
+        )
+    else:  # kept for the link, unused: only a Mixture-of-Experts model routes tokens
+        capacity_text = str(st.session_state.get(capacity_key, memory.DEFAULT_CAPACITY))
+    return memory.StepSettings(
+        sequence=memory.parsed("seq", sequence_text, memory.parse_sequence, "Sequence"),
+        micro_batch=memory.parsed("mb", micro_text, memory.parse_micro_batch, "Micro-batch"),
+        remat=remat,
+        attention=attention,
+        compute_dtype=compute_dtype,
+        sequence_parallel=sequence_parallel,
+        capacity=memory.parsed("cf", capacity_text, memory.parse_capacity, "Capacity factor"),
+    )
+
+
+def verify_section(config: ModelConfig, setup: memory.Setup, held: MemoryReport) -> None:
     """The "Verify with XLA" button and this session's answer for the setup: XLA's compiled figure
     beside dcsim's, or why the check is not offered (past its bound) or failed."""
     from dcsim.memory import verify  # loaded when a layout is shown: it starts child processes
@@ -248,140 +244,159 @@ def verify_section(held: MemoryReport) -> None:
         )
 
 
-# --- the answer ------------------------------------------------------------------------------------
+def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
+    """What each device holds under ``setup``, the stage and mesh sweeps, XLA's check and the tables."""
+    mesh, training, budget, budget_text, step = setup.mesh, setup.training, setup.budget, setup.budget_text, setup.step
+    outcome = memory.cached_memory(config, setup)
+    held = outcome.memory
+    traced: Any = None
+    if step is not None:
+        traced = memory.cached_activations(config, step, training.param_dtype, mesh)
+        if isinstance(traced, str):
+            st.error(frame.plain(f"The step's activations cannot be traced: {traced}"), icon=":material/error:")
+            traced = None
+    activations_bytes = None if traced is None else traced.bytes_per_device
 
-st.subheader("What each device holds")
-if held is None:
-    st.error(frame.plain(f"This layout is impossible: {outcome.error}"), icon=":material/error:")
-    st.caption(
-        "Fix the mesh, the strategy or the rules (the Layout page shows which arrays cannot be placed), or pick "
-        "ZeRO-0 with a strategy the mesh allows."
-    )
-else:
-    st.caption(
-        "Under JAX's even splits every device holds shards of the same shapes, so the most-loaded device holds "
-        "exactly what every other one does: the figures below are each device's."
-    )
-    total_col, ideal_col, fits_col = st.columns(3)
-    total_col.metric(
-        "Total per device" if traced is None else "State + activations per device",
-        units.bytes_exact(held.total_bytes_per_device + (activations_bytes or 0)),
-        help="Every array's bytes on one device, summed: what the most-loaded (every) device holds"
-        + (
-            "."
-            if traced is None
-            else f"; the state {units.bytes_exact(held.total_bytes_per_device)}, the step's "
-            f"activations {units.bytes_exact(activations_bytes or 0)}."
-        ),
-    )
-    ideal_col.metric(
-        "Ideal share (total state / devices)",
-        units.bytes_share(held.ideal_bytes_per_device),
-        help=f"The whole state once ({units.bytes_exact(held.total_bytes)}) over {units.count(held.num_devices)} "
-        f"devices, exactly {units.share(held.ideal_bytes_per_device)} bytes: an average, not a layout.",
-    )
-    fits_text, fits_help = memory.budget_delta(held, budget, activations_bytes or 0)
-    fits_col.metric(f"Against the budget ({budget_text})", fits_text, help=fits_help)
-    fits_col.caption(memory.budget_leaves_out(traced is not None))
-    if traced is not None:
-        act_col, loss_col, formula_col = st.columns(3)
-        act_col.metric(
-            "Activations per device",
-            units.bytes_exact(traced.bytes_per_device),
-            help=f"The residuals of {len(traced.blocks):,} blocks, outside them and the loss, traced from JAX's "
-            f"autodiff in {traced.seconds:.1f} s.",
+    st.subheader("What each device holds")
+    if held is None:
+        st.error(frame.plain(f"This layout is impossible: {outcome.error}"), icon=":material/error:")
+        st.caption(
+            "Fix the mesh, the strategy or the rules (the Layout page shows which arrays cannot be placed), or pick "
+            "ZeRO-0 with a strategy the mesh allows."
         )
-        loss_col.metric(
-            "Of which the loss",
-            units.bytes_exact(traced.loss_bytes),
-            help="The logits cast to float32 for the cross-entropy, as the usual recipe does.",
-        )
-        formula = traced.korthikanti_bytes
-        formula_col.metric(
-            "Korthikanti et al.'s formula",
-            "no counterpart" if formula is None else units.bytes_exact(formula),
-            help="Reducing Activation Recomputation in Large Transformer Models (2022), for the same s, b, h, a, L.",
-        )
-        st.caption(frame.plain(traced.formula_note))
-        costed = memory.cached_activations(config, traced.step, training.param_dtype, mesh, with_recompute=True)
-        if not isinstance(costed, str) and costed.recompute_fraction is not None:
-            st.caption(
-                frame.plain(
-                    f"Remat {costed.step.remat} recomputes {100 * costed.recompute_fraction:.1f}% more of a block's "
-                    "forward and backward FLOPs (counted from the traced step) to keep that little."
-                )
-            )
-        if traced.routed:
-            st.caption(frame.plain(f"Routed experts: {traced.step.dispatch_text}."))
-    for column, part in zip(st.columns(len(training.parts)), training.parts, strict=True):
-        column.metric(
-            f"{memory.PART_TITLES[part]} per device",
-            units.bytes_exact(held.part_bytes(part)),
-            help=f"{'Split over the mesh' if part in training.shard else 'Whole on every device'}; "
-            f"{units.bytes_exact(held.part_total_bytes(part))} once, all devices together.",
-        )
-    st.markdown(frame.plain(memory.largest_text(held)))
-    if traced is None:
-        st.caption(f"**{memory.CAVEAT}**")
     else:
         st.caption(
-            "**Training state and one step's activations (the residuals the backward pass reads). No XLA "
-            "temporaries of the backward, no buffers or framework overhead.**"
+            "Under JAX's even splits every device holds shards of the same shapes, so the most-loaded device holds "
+            "exactly what every other one does: the figures below are each device's."
         )
-
-    if traced is not None and step is not None:
-        box = widgets.opened("Activations against sequence length, every remat policy", "memory.sequence_open")
-        if box is not None:
-            with box:
-                points = memory.sequence_frame(config, step, training.param_dtype, mesh)
-                st.altair_chart(memory_charts.activations_by_sequence(points), width="stretch")
-                st.caption(
-                    "Each point traced as the figure above is (a quarter to twice this sequence). Flash attention "
-                    "grows linearly; naive attention's s x s probabilities bend the none and dots lines upward."
-                )
-
-    st.subheader("By ZeRO stage")
-    stages = memory.stage_frame(config, setup, activations_bytes)
-    st.altair_chart(memory_charts.stage_bars(stages, budget, budget_text), width="stretch")
-    st.caption(
-        "Each bar is one device under that ZeRO stage, with this mesh, strategy, optimizer and dtypes; the arrow "
-        "marks the chosen setup."
-    )
-
-    st.subheader("Against the budget as the mesh grows")
-    answer = memory.cached_fit(config, setup)
-    if isinstance(answer, str):
-        st.error(frame.plain(f"The sweep over device counts failed: {answer}"), icon=":material/error:")
-    else:
-        sweep_col, answer_col = st.columns([3, 2])
-        sweep = memory_charts.sweep_frame(answer, mesh)
-        sweep_col.altair_chart(
-            memory_charts.device_sweep(sweep, budget, budget_text, mesh.num_devices), width="stretch"
+        total_col, ideal_col, fits_col = st.columns(3)
+        total_col.metric(
+            "Total per device" if traced is None else "State + activations per device",
+            units.bytes_exact(held.total_bytes_per_device + (activations_bytes or 0)),
+            help="Every array's bytes on one device, summed: what the most-loaded (every) device holds"
+            + (
+                "."
+                if traced is None
+                else f"; the state {units.bytes_exact(held.total_bytes_per_device)}, the step's "
+                f"activations {units.bytes_exact(activations_bytes or 0)}."
+            ),
         )
-        with answer_col:
-            st.markdown("\n".join(f"- {line}" for line in memory.fit_sentences(answer, frame.plain(budget_text))))
-            refused = memory.refused_meshes(answer)
-            if refused:
-                st.caption(frame.plain("Meshes the layout refuses (no point drawn): " + " ".join(refused)))
-            st.caption(
-                "The mesh's first axis takes every power of two (and its own size), the other axes stay as given: "
-                "the model-parallel group you chose stays, data parallelism grows."
+        ideal_col.metric(
+            "Ideal share (total state / devices)",
+            units.bytes_share(held.ideal_bytes_per_device),
+            help=f"The whole state once ({units.bytes_exact(held.total_bytes)}) over {units.count(held.num_devices)} "
+            f"devices, exactly {units.share(held.ideal_bytes_per_device)} bytes: an average, not a layout.",
+        )
+        fits_text, fits_help = memory.budget_delta(held, budget, activations_bytes or 0)
+        fits_col.metric(f"Against the budget ({budget_text})", fits_text, help=fits_help)
+        fits_col.caption(memory.budget_leaves_out(traced is not None))
+        if traced is not None:
+            act_col, loss_col, formula_col = st.columns(3)
+            act_col.metric(
+                "Activations per device",
+                units.bytes_exact(traced.bytes_per_device),
+                help=f"The residuals of {len(traced.blocks):,} blocks, outside them and the loss, traced from JAX's "
+                f"autodiff in {traced.seconds:.1f} s.",
             )
-        box = widgets.opened(f"Every mesh searched ({len(answer.candidates)})", "memory.candidates_open")
-        if box is not None:
-            with box:
-                frame.text_table(
-                    memory.candidates_frame(answer),
-                    {
-                        "mesh": "Mesh",
-                        "devices": "Devices",
-                        "per_device": "Per device (real layout)",
-                        "ideal_share": "Ideal share",
-                        "fits": f"Fits {budget_text}",
-                    },
+            loss_col.metric(
+                "Of which the loss",
+                units.bytes_exact(traced.loss_bytes),
+                help="The logits cast to float32 for the cross-entropy, as the usual recipe does.",
+            )
+            formula = traced.korthikanti_bytes
+            formula_col.metric(
+                "Korthikanti et al.'s formula",
+                "no counterpart" if formula is None else units.bytes_exact(formula),
+                help="Reducing Activation Recomputation in Large Transformer Models (2022), for the same s, b, h, a, "
+                "L.",
+            )
+            st.caption(frame.plain(traced.formula_note))
+            costed = memory.cached_activations(config, traced.step, training.param_dtype, mesh, with_recompute=True)
+            if not isinstance(costed, str) and costed.recompute_fraction is not None:
+                st.caption(
+                    frame.plain(
+                        f"Remat {costed.step.remat} recomputes {100 * costed.recompute_fraction:.1f}% more of a "
+                        "block's forward and backward FLOPs (counted from the traced step) to keep that little."
+                    )
                 )
+            if traced.routed:
+                st.caption(frame.plain(f"Routed experts: {traced.step.dispatch_text}."))
+        for column, part in zip(st.columns(len(training.parts)), training.parts, strict=True):
+            column.metric(
+                f"{memory.PART_TITLES[part]} per device",
+                units.bytes_exact(held.part_bytes(part)),
+                help=f"{'Split over the mesh' if part in training.shard else 'Whole on every device'}; "
+                f"{units.bytes_exact(held.part_total_bytes(part))} once, all devices together.",
+            )
+        st.markdown(frame.plain(memory.largest_text(held)))
+        if traced is None:
+            st.caption(f"**{memory.CAVEAT}**")
+        else:
+            st.caption(
+                "**Training state and one step's activations (the residuals the backward pass reads). No XLA "
+                "temporaries of the backward, no buffers or framework overhead.**"
+            )
 
-    verify_section(held)
+        if traced is not None and step is not None:
+            box = widgets.opened("Activations against sequence length, every remat policy", "memory.sequence_open")
+            if box is not None:
+                with box:
+                    points = memory.sequence_frame(config, step, training.param_dtype, mesh)
+                    st.altair_chart(memory_charts.activations_by_sequence(points), width="stretch")
+                    st.caption(
+                        "Each point traced as the figure above is (a quarter to twice this sequence). Flash attention "
+                        "grows linearly; naive attention's s x s probabilities bend the none and dots lines upward."
+                    )
+
+        st.subheader("By ZeRO stage")
+        stages = memory.stage_frame(config, setup, activations_bytes)
+        st.altair_chart(memory_charts.stage_bars(stages, budget, budget_text), width="stretch")
+        st.caption(
+            "Each bar is one device under that ZeRO stage, with this mesh, strategy, optimizer and dtypes; the arrow "
+            "marks the chosen setup."
+        )
+
+        st.subheader("Against the budget as the mesh grows")
+        answer = memory.cached_fit(config, setup)
+        if isinstance(answer, str):
+            st.error(frame.plain(f"The sweep over device counts failed: {answer}"), icon=":material/error:")
+        else:
+            sweep_col, answer_col = st.columns([3, 2])
+            sweep = memory_charts.sweep_frame(answer, mesh)
+            sweep_col.altair_chart(
+                memory_charts.device_sweep(sweep, budget, budget_text, mesh.num_devices), width="stretch"
+            )
+            with answer_col:
+                st.markdown("\n".join(f"- {line}" for line in memory.fit_sentences(answer, frame.plain(budget_text))))
+                refused = memory.refused_meshes(answer)
+                if refused:
+                    st.caption(frame.plain("Meshes the layout refuses (no point drawn): " + " ".join(refused)))
+                st.caption(
+                    "The mesh's first axis takes every power of two (and its own size), the other axes stay as given: "
+                    "the model-parallel group you chose stays, data parallelism grows."
+                )
+            box = widgets.opened(f"Every mesh searched ({len(answer.candidates)})", "memory.candidates_open")
+            if box is not None:
+                with box:
+                    frame.text_table(
+                        memory.candidates_frame(answer),
+                        {
+                            "mesh": "Mesh",
+                            "devices": "Devices",
+                            "per_device": "Per device (real layout)",
+                            "ideal_share": "Ideal share",
+                            "fits": f"Fits {budget_text}",
+                        },
+                    )
+
+
+def state_sections(config: ModelConfig, setup: memory.Setup) -> None:
+    """XLA's check and the state's tables: the same for every step, so outside the page's fragment
+    (a new sequence does not send a state's ~2,900 arrays to the browser again)."""
+    held = memory.cached_memory(config, setup).memory
+    if held is None:  # the fragment above says why
+        return
+    verify_section(config, setup, held)
 
     st.subheader("By part")
     frame.text_table(
@@ -402,7 +417,7 @@ else:
 
     st.subheader("Every array of the state")
     arrays = memory.arrays_frame(held)
-    filters = ("all", *training.parts)
+    filters = ("all", *setup.training.parts)
     if st.session_state.get(memory.PART_FILTER) not in filters:  # master gone with its copy, or a first visit
         st.session_state[memory.PART_FILTER] = "all"
     shown_part = st.selectbox(
@@ -430,6 +445,51 @@ else:
     )
     st.caption(f"{units.count(len(rows))} of {units.count(len(arrays))} arrays shown.")
     widgets.download("Download every array (CSV)", arrays, "dcsim-memory.csv")
+
+
+# --- the step and the answer: a fragment, so that a new sequence reruns them and not the settings above
+# (nor the state's tables below, which no step changes)
+
+
+@st.fragment(key=memory.STEP_FRAGMENT)
+def step_and_answer(
+    config: ModelConfig,
+    mesh: MeshSpec,
+    strategy: str,
+    rules: tuple[Rule, ...],
+    training: Training,
+    budget: int,
+    budget_text: str,
+) -> None:
+    """The step's settings and every figure. A step setting reruns only this (and the link): the
+    settings above it are drawn by the whole page's run and passed in as that run left them."""
+    step_settings = step_section(config)
+    step = step_settings.step(config.family == "moe")
+    st.caption(
+        frame.plain(
+            f"Remat {step_settings.remat}: {POLICY_HELP[step_settings.remat]}. Attention {step_settings.attention}: "
+            f"{ATTENTION_HELP[step_settings.attention]}."
+        )
+    )
+    setup = memory.Setup(
+        mesh=mesh,
+        strategy=strategy,
+        rules=rules,
+        training=training,
+        budget=budget,
+        budget_text=budget_text,
+        step_settings=step_settings,
+        step=step,
+    )
+    state.set_page_params(setup.params())
+    answer_section(config, setup)
+
+
+step_and_answer(config, mesh, strategy, rules, training, budget, budget_text)
+state_sections(
+    config,
+    memory.Setup(mesh=mesh, strategy=strategy, rules=rules, training=training, budget=budget, budget_text=budget_text),
+)
 
 st.subheader("How to read this page")
 st.markdown(

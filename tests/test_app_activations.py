@@ -72,9 +72,9 @@ def test_a_new_sequence_or_budget_answers_on_the_states_sweep_already_laid_out(m
     at = open_link(SMALL | {"mesh": "data=2", "seq": "16", "devmem": "8MiB"})
     assert len(calls) == 1
     before = metrics(at)["Against the budget (8MiB)"]
-    at.text_input(key=memory_ui.seeded("seq", memory_ui.NO_SEQUENCE, memory_ui.parse_sequence)).set_value("2048")
-    at.run()
     at.text_input(key=memory_ui.seeded("devmem", memory_ui.DEFAULT_BUDGET, memory_ui.parse_budget)).set_value("16MiB")
+    at.run()
+    at.text_input(key=memory_ui.seeded("seq", memory_ui.NO_SEQUENCE, memory_ui.parse_sequence)).set_value("2048")
     at.run()
     assert not at.exception and len(calls) == 1
     state, traced = figures(SMALL | {"mesh": "data=2"}, activations.Step(sequence=2048))
@@ -82,6 +82,31 @@ def test_a_new_sequence_or_budget_answers_on_the_states_sweep_already_laid_out(m
         state.total_bytes_per_device + traced.bytes_per_device
     )
     assert before.startswith("Fits") and at.query_params["seq"] == "2048" and at.query_params["devmem"] == "16MiB"
+
+
+def test_a_step_setting_reruns_the_step_and_the_link_not_the_settings_above():
+    """A new sequence reruns the page's fragment (the step and every figure) and the frame's link,
+    not the mesh, ZeRO and dtype settings above it, whose elements are not sent again; the URL and
+    the link to copy carry the new sequence all the same."""
+    at = open_link(SMALL | {"mesh": "data=2", "seq": "16", "devmem": "8MiB"})
+    budget_key = memory_ui.seeded("devmem", memory_ui.DEFAULT_BUDGET, memory_ui.parse_budget)
+    assert at.text_input(key=budget_key).value == "8MiB"
+    at.text_input(key=memory_ui.seeded("seq", memory_ui.NO_SEQUENCE, memory_ui.parse_sequence)).set_value("2048")
+    at.run()
+    assert not at.exception
+    assert budget_key not in {box.key for box in at.text_input}  # the settings above were not drawn again
+    state, traced = figures(SMALL | {"mesh": "data=2"}, activations.Step(sequence=2048))
+    assert metrics(at)["Activations per device"] == units.bytes_exact(traced.bytes_per_device)
+    assert metrics(at)["State + activations per device"] == units.bytes_exact(
+        state.total_bytes_per_device + traced.bytes_per_device
+    )
+    assert at.query_params["seq"] == "2048" and at.query_params["devmem"] == "8MiB"
+    (share,) = [
+        text
+        for text in (md.value.replace("\\", "") for md in [*at.sidebar.markdown, *at.sidebar.caption])
+        if "seq=" in text
+    ]
+    assert "seq=2048" in share and "devmem=8MiB" in share
 
 
 def test_the_stacked_bar_holds_activations_and_headroom():

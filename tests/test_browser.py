@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from conftest import fresh_page, open_editor, open_page, query_of, share_link, streamlit_server
+from conftest import fresh_page, open_editor, open_page, query_of, share_link, streamlit_server, wait_for_app
 from dcsim.model.config import DenseLayer, ModelConfig
 
 pytestmark = pytest.mark.browser
@@ -127,6 +127,7 @@ def test_a_hugging_face_config_opens_and_its_link_reopens_it(server, browser, pa
 def test_per_layer_csv_download(server, page):
     open_page(page, f"{server}/?input_dim=784&layers=512x2_10")
     page.get_by_text("Parameters per layer (3)").click()  # the view is drawn when opened
+    wait_for_app(page)  # a click on a button the run is still drawing can be lost on a loaded machine
     with page.expect_download() as download:
         page.get_by_role("button", name="Download per-layer table (CSV)").click()
     lines = Path(download.value.path()).read_text().splitlines()

@@ -1,5 +1,7 @@
 """The Memory page's training step in real headless Chromium: typing a longer sequence flips
-"fits" to "over", the URL carries the new sequence, and the link reopens the same figures."""
+"fits" to "over", the URL and the sidebar's link to copy carry the new sequence (the change reruns
+only the page's fragment and the link; the settings above and the tables below stay on screen),
+and the link reopens the same figures."""
 
 import re
 from urllib.parse import urlencode
@@ -28,7 +30,11 @@ def test_fits_flips_when_the_sequence_grows_and_the_link_reproduces(server, brow
     longer = metric(page, "Activations per device").inner_text()
     assert longer != short
     expect(page.locator('[data-testid="stException"]')).to_have_count(0)
-    with fresh_page(browser, page.url) as fresh:
+    share = page.locator('[data-testid="stSidebar"] a[href*="seq=2048"]')
+    expect(share).to_have_count(1)
+    expect(page.get_by_role("textbox", name="Budget per device")).to_have_value("8MiB")
+    expect(page.get_by_role("heading", name="Every array of the state")).to_be_visible()
+    with fresh_page(browser, share.get_attribute("href")) as fresh:
         expect(metric(fresh, "Activations per device")).to_have_text(longer)
         expect(metric(fresh, BUDGET)).to_have_text(re.compile(r"^Over by"))
         assert query_of(fresh) == query_of(page)

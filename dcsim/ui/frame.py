@@ -224,20 +224,45 @@ def upload_problem() -> None:
         st.error(plain(message), icon=":material/upload_file:")
 
 
+SHARE_FRAGMENT = "dcsim.share"
+
+
 def share_box() -> None:
-    """The link to copy and the configuration's JSON, under the page's summary."""
+    """The frame's end: under the page's summary, the link to copy and the configuration's JSON;
+    then the URL rewritten to what the page shows (``state.publish``)."""
+    with st.sidebar:
+        _share_fragment()
+
+
+@st.fragment(key=SHARE_FRAGMENT)
+def _share_fragment() -> None:
+    # A fragment, so that a page's fragment can rerun it with its own (``rerun_with_link``): the
+    # link and the URL then follow a setting that reran only part of the page.
     config = state.config()
     report = cache.count(config)
-    with st.sidebar:
-        st.caption(plain(describe(config)))
-        st.caption(f"{units.count(report.total_params)} parameters · {config.num_shards:,} shards · {config.dtype}")
-        st.markdown("**Share this view**")
-        link(f"{st.context.url or ''}?{urlencode(state.wanted_query(), doseq=True)}")
-        st.caption(
-            "Copy this link (right-click it, or long-press on a phone), or the address bar: either reopens "
-            "exactly this configuration and page."
-        )
-        widgets.download("Download configuration (JSON)", config.to_json(), "dcsim-config.json")
+    st.caption(plain(describe(config)))
+    st.caption(f"{units.count(report.total_params)} parameters · {config.num_shards:,} shards · {config.dtype}")
+    st.markdown("**Share this view**")
+    link(f"{st.context.url or ''}?{urlencode(state.wanted_query(), doseq=True)}")
+    st.caption(
+        "Copy this link (right-click it, or long-press on a phone), or the address bar: either reopens "
+        "exactly this configuration and page."
+    )
+    widgets.download("Download configuration (JSON)", config.to_json(), "dcsim-config.json")
+    state.publish()
+
+
+def rerun_with_link(fragment: str) -> Callable[[], None]:
+    """The ``on_change`` of a setting drawn inside the page's fragment ``fragment`` that the link
+    carries: the change reruns that fragment and then the link and the URL, not the whole page.
+
+    A setting of the page's own fragment would otherwise rerun the fragment alone, leaving the
+    link to copy and the address bar one change behind."""
+
+    def rerun() -> None:
+        st.rerun([fragment, SHARE_FRAGMENT])
+
+    return rerun
 
 
 # Characters a URL may hold that would end or break a markdown link's target.
@@ -261,7 +286,6 @@ def stop_page() -> NoReturn:
     the URL rewritten to what the page shows), which a bare ``st.stop`` would skip: a link refused
     halfway must still lose the keys no page reads."""
     share_box()
-    state.publish()
     st.stop()
     raise AssertionError("st.stop() returned")  # it raises; this tells the type checker so
 

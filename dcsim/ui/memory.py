@@ -114,6 +114,9 @@ def parse_budget(text: str) -> tuple[str, int]:
     return text.strip(), search.parse_budget(text)
 
 
+STEP_FRAGMENT = "memory.step"  # the page's fragment: the step's settings and every figure
+
+
 def seeded(name: str, default: str, parse: Callable[[str], Any], limit: int = MAX_SETTING_CHARS) -> str:
     """The widget key of the Memory page's setting ``name`` (``frame.seeded_setting``)."""
     return frame.seeded_setting(PAGE, name, default, parse, limit=limit)
@@ -218,12 +221,14 @@ CHOICES = {
 }
 
 
-def choice(column: Any, name: str, label: str, help: str | None = None) -> str:
+def choice(column: Any, name: str, label: str, help: str | None = None, on_change: Any = None) -> str:
     """The list of the setting ``name`` (a ``CHOICES`` key) in ``column`` (a Streamlit column, whose
     class is private), seeded from the link; a linked value not among the choices is named and
     replaced by the default."""
     choices, default = CHOICES[name]
-    return column.selectbox(label, choices, key=seeded(name, default, _choice(choices, name)), help=help)
+    return column.selectbox(
+        label, choices, key=seeded(name, default, _choice(choices, name)), help=help, on_change=on_change
+    )
 
 
 def parse_capacity(text: str) -> str:
