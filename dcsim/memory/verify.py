@@ -19,7 +19,6 @@ its temporary folder is always removed.
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import tempfile
 import threading
@@ -30,14 +29,7 @@ from typing import Any
 from jax.sharding import PartitionSpec
 
 from dcsim.checkpoint.measurement import check_timeout, timeout_from_env
-from dcsim.checkpoint.workers import (
-    WorkerFailed,
-    WorkerJob,
-    WorkerTimeout,
-    compilation_cache_env,
-    run_workers,
-    worker_xla_flags,
-)
+from dcsim.checkpoint.workers import WorkerFailed, WorkerJob, WorkerTimeout, cpu_worker_env, run_workers
 from dcsim.memory.state import MemoryReport
 from dcsim.sharding.wire import mesh_json, spec_json
 
@@ -153,12 +145,6 @@ def verify_request(memory: MemoryReport) -> dict[str, Any]:
     }
 
 
-def _child_env(num_devices: int) -> dict[str, str]:
-    # The caller's other XLA flags stay; the device count is ours, and the CPU backend the only one.
-    flags = worker_xla_flags(os.environ.get("XLA_FLAGS", ""), num_devices)
-    return {"XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"} | compilation_cache_env()
-
-
 def verify(memory: MemoryReport, timeout_seconds: float | None = None) -> Verified:
     """Compile ``memory``'s training state in a child process and compare XLA's bytes per device
     with dcsim's.
@@ -213,7 +199,7 @@ def _run_check(
     except OSError as err:
         raise VerifyFailed(f"no temporary folder could be made for the {name}: {err}") from None
     try:
-        job = WorkerJob(name=name, module=module, request=request, folder=folder, env=_child_env(num_devices))
+        job = WorkerJob(name=name, module=module, request=request, folder=folder, env=cpu_worker_env(num_devices))
         started = time.monotonic()
         try:
             (result,) = run_workers([job], timeout_seconds=seconds)
