@@ -67,7 +67,31 @@ class VerifyFailed(RuntimeError):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Verified:
+class XlaCheck:
+    """What every XLA check gives: XLA's bytes a device beside the bytes dcsim expects there, which
+    agree to the byte or not, for the arrays compiled in the child's time. A subclass holds XLA's
+    figure among its own fields and names it ``xla_bytes_per_device``."""
+
+    expected_bytes_per_device: int
+    num_arrays: int
+    seconds: float
+
+    @property
+    def xla_bytes_per_device(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def matches(self) -> bool:
+        return self.xla_bytes_per_device == self.expected_bytes_per_device
+
+    @property
+    def difference_bytes(self) -> int:
+        """XLA's figure minus the expected one (0 when they match)."""
+        return self.xla_bytes_per_device - self.expected_bytes_per_device
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Verified(XlaCheck):
     """XLA's figure for a training state beside dcsim's.
 
     Attributes:
@@ -78,18 +102,10 @@ class Verified:
     """
 
     output_bytes_per_device: int
-    expected_bytes_per_device: int
-    num_arrays: int
-    seconds: float
 
     @property
-    def matches(self) -> bool:
-        return self.output_bytes_per_device == self.expected_bytes_per_device
-
-    @property
-    def difference_bytes(self) -> int:
-        """XLA's figure minus the expected one (0 when they match)."""
-        return self.output_bytes_per_device - self.expected_bytes_per_device
+    def xla_bytes_per_device(self) -> int:
+        return self.output_bytes_per_device
 
 
 def tuple_table_bytes(num_arrays: int) -> int:
