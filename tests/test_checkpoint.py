@@ -463,7 +463,7 @@ def test_cli_environment_ceiling_refuses(capsys, monkeypatch):
 
 def test_worker_environment_keeps_other_xla_flags(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false --xla_force_host_platform_device_count=3")
-    env = measurement._worker_env(8)
+    env = workers.cpu_worker_env(8, compilation_cache=False)
     assert env["XLA_FLAGS"].split() == [
         "--xla_cpu_enable_fast_math=false",
         f"--xla_backend_optimization_level={workers.WORKER_OPT_LEVEL}",
@@ -475,12 +475,12 @@ def test_worker_environment_keeps_other_xla_flags(monkeypatch):
 
 def test_worker_environment_lowers_the_optimisation_level_only_if_the_caller_did_not(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    assert measurement._worker_env(2)["XLA_FLAGS"].split() == [
+    assert workers.cpu_worker_env(2, compilation_cache=False)["XLA_FLAGS"].split() == [
         "--xla_backend_optimization_level=1",
         "--xla_force_host_platform_device_count=2",
     ]
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=3")
-    assert measurement._worker_env(2)["XLA_FLAGS"].split() == [
+    assert workers.cpu_worker_env(2, compilation_cache=False)["XLA_FLAGS"].split() == [
         "--xla_backend_optimization_level=3",
         "--xla_force_host_platform_device_count=2",
     ]

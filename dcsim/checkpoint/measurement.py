@@ -32,14 +32,7 @@ from jax.sharding import PartitionSpec
 
 from dcsim.checkpoint import prestart
 from dcsim.checkpoint.results import CheckpointFile, CheckpointReport, file_kind
-from dcsim.checkpoint.workers import (
-    WorkerFailed,
-    WorkerJob,
-    WorkerTimeout,
-    compilation_cache_env,
-    run_workers,
-    worker_xla_flags,
-)
+from dcsim.checkpoint.workers import WorkerFailed, WorkerJob, WorkerTimeout, cpu_worker_env, run_workers
 from dcsim.inputs import as_int, number_from_text, show
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport, count_params
@@ -324,11 +317,6 @@ def _report(plan: CheckpointPlan, result: dict[str, Any]) -> CheckpointReport:
     )
 
 
-def _worker_env(num_devices: int) -> dict[str, str]:
-    # Keep the caller's other XLA flags; the device count must be ours.
-    return {"XLA_FLAGS": worker_xla_flags(os.environ.get("XLA_FLAGS", ""), num_devices), "JAX_PLATFORMS": "cpu"}
-
-
 # Room kept free beyond the payload: metadata files, the worker's own files, and a margin so a
 # measurement never fills the disk a server shares.
 DISK_HEADROOM_BYTES = 16 * 2**20
@@ -405,7 +393,7 @@ def _run_in(
                 "specs": {path: spec_json(spec) for path, spec in plan.specs.items()},
             },
             folder=folder,
-            env=_worker_env(plan.mesh.num_devices) | compilation_cache_env(),
+            env=cpu_worker_env(plan.mesh.num_devices),
             started=None if prestarted is None else prestarted.process,
         )
         progress = None if on_progress is None else (lambda _name, stage: on_progress(stage))

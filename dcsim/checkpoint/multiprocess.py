@@ -36,7 +36,7 @@ from dcsim.checkpoint.measurement import (
     plan_checkpoint,
 )
 from dcsim.checkpoint.results import MultiprocessReport, ProcessReport, file_process
-from dcsim.checkpoint.workers import WorkerFailed, WorkerJob, WorkerTimeout, run_workers
+from dcsim.checkpoint.workers import WorkerFailed, WorkerJob, WorkerTimeout, cpu_worker_env, run_workers
 from dcsim.inputs import number_from_text, show
 from dcsim.model.config import ModelConfig
 from dcsim.sharding.meshes import MeshSpec
@@ -203,7 +203,7 @@ def _jobs(plan: MultiprocessPlan, folder: Path, port: int) -> list[WorkerJob]:
                 args=("group",),
                 request=request | {"process_id": process_id},
                 folder=own,
-                env=measurement._worker_env(plan.devices_per_process),
+                env=cpu_worker_env(plan.devices_per_process, compilation_cache=False),
             )
         )
     return jobs

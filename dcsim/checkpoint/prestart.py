@@ -90,13 +90,8 @@ def start() -> Prestarted | None:
         folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
     except OSError:
         return None
-    env = {
-        # No device count yet: the child sets it from the request, before JAX's backend starts.
-        "XLA_FLAGS": workers.worker_xla_flags(os.environ.get("XLA_FLAGS", ""), None),
-        "JAX_PLATFORMS": "cpu",
-        PARENT_ENV: str(os.getpid()),
-        **workers.compilation_cache_env(),
-    }
+    # No device count yet: the child sets it from the request, before JAX's backend starts.
+    env = workers.cpu_worker_env(None) | {PARENT_ENV: str(os.getpid())}
     try:
         with open(folder / "stderr.txt", "wb") as stderr:
             process = subprocess.Popen(

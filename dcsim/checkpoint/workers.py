@@ -106,6 +106,14 @@ def worker_xla_flags(flags_text: str, num_devices: int | None) -> str:
     return " ".join(flags)
 
 
+def cpu_worker_env(num_devices: int | None, *, compilation_cache: bool = True) -> dict[str, str]:
+    """The variables a worker on virtual CPU devices starts with: the caller's ``XLA_FLAGS`` with
+    ours (``worker_xla_flags``; ``num_devices`` as there), JAX's CPU backend as the only one, and
+    unless ``compilation_cache`` is false the compilation cache's (``compilation_cache_env``)."""
+    env = {"XLA_FLAGS": worker_xla_flags(os.environ.get("XLA_FLAGS", ""), num_devices), "JAX_PLATFORMS": "cpu"}
+    return env | compilation_cache_env() if compilation_cache else env
+
+
 class WorkerFailed(RuntimeError):
     """A worker ended without a result: it raised, crashed, was killed or was ended by us.
 

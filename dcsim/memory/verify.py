@@ -19,7 +19,6 @@ its temporary folder is always removed.
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import tempfile
 import threading
@@ -30,14 +29,7 @@ from typing import Any
 from jax.sharding import PartitionSpec
 
 from dcsim.checkpoint.measurement import check_timeout, timeout_from_env
-from dcsim.checkpoint.workers import (
-    WorkerFailed,
-    WorkerJob,
-    WorkerTimeout,
-    compilation_cache_env,
-    run_workers,
-    worker_xla_flags,
-)
+from dcsim.checkpoint.workers import WorkerFailed, WorkerJob, WorkerTimeout, cpu_worker_env, run_workers
 from dcsim.memory.state import MemoryReport
 from dcsim.sharding.wire import mesh_json, spec_json
 
@@ -75,7 +67,31 @@ class VerifyFailed(RuntimeError):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Verified:
+class XlaCheck:
+    """What every XLA check gives: XLA's bytes a device beside the bytes dcsim expects there, which
+    agree to the byte or not, for the arrays compiled in the child's time. A subclass holds XLA's
+    figure among its own fields and names it ``xla_bytes_per_device``."""
+
+    expected_bytes_per_device: int
+    num_arrays: int
+    seconds: float
+
+    @property
+    def xla_bytes_per_device(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def matches(self) -> bool:
+        return self.xla_bytes_per_device == self.expected_bytes_per_device
+
+    @property
+    def difference_bytes(self) -> int:
+        """XLA's figure minus the expected one (0 when they match)."""
+        return self.xla_bytes_per_device - self.expected_bytes_per_device
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Verified(XlaCheck):
     """XLA's figure for a training state beside dcsim's.
 
     Attributes:
@@ -86,18 +102,10 @@ class Verified:
     """
 
     output_bytes_per_device: int
-    expected_bytes_per_device: int
-    num_arrays: int
-    seconds: float
 
     @property
-    def matches(self) -> bool:
-        return self.output_bytes_per_device == self.expected_bytes_per_device
-
-    @property
-    def difference_bytes(self) -> int:
-        """XLA's figure minus the expected one (0 when they match)."""
-        return self.output_bytes_per_device - self.expected_bytes_per_device
+    def xla_bytes_per_device(self) -> int:
+        return self.output_bytes_per_device
 
 
 def tuple_table_bytes(num_arrays: int) -> int:
@@ -151,12 +159,6 @@ def verify_request(memory: MemoryReport) -> dict[str, Any]:
         "mesh": mesh_json(memory.mesh),
         "kinds": [[list(shape), dtype, spec_json(spec), count] for (shape, dtype, spec), count in counts.items()],
     }
-
-
-def _child_env(num_devices: int) -> dict[str, str]:
-    # The caller's other XLA flags stay; the device count is ours, and the CPU backend the only one.
-    flags = worker_xla_flags(os.environ.get("XLA_FLAGS", ""), num_devices)
-    return {"XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"} | compilation_cache_env()
 
 
 def verify(memory: MemoryReport, timeout_seconds: float | None = None) -> Verified:
@@ -213,7 +215,7 @@ def _run_check(
     except OSError as err:
         raise VerifyFailed(f"no temporary folder could be made for the {name}: {err}") from None
     try:
-        job = WorkerJob(name=name, module=module, request=request, folder=folder, env=_child_env(num_devices))
+        job = WorkerJob(name=name, module=module, request=request, folder=folder, env=cpu_worker_env(num_devices))
         started = time.monotonic()
         try:
             (result,) = run_workers([job], timeout_seconds=seconds)

@@ -27,6 +27,9 @@ JOB_NAME = "XLA training-step check"
 MAX_STEP_PARAMS = 400_000_000
 MAX_STEP_DEVICES = 64
 MAX_STEP_TOKENS = 65_536  # sequence x micro-batch a replica
+# XLA's memory analysis of a device, as the child answers it (``workers.memory_analysis``) and as
+# ``StepVerified`` keeps it.
+ANALYSIS_BYTES = ("argument_bytes", "output_bytes", "temp_bytes", "alias_bytes")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -104,7 +107,7 @@ def verify_step(
     result, elapsed = verify.run_check(
         CHILD_MODULE, JOB_NAME, step_request(memory, config_json, step), memory.num_devices, timeout_seconds
     )
-    parts = {name: result.get(name) for name in ("argument_bytes", "output_bytes", "temp_bytes", "alias_bytes")}
+    parts = {name: result.get(name) for name in ANALYSIS_BYTES}
     sizes = {name: value for name, value in parts.items() if isinstance(value, int)}
     if len(sizes) != len(parts):
         raise verify.VerifyFailed(f"the {JOB_NAME} answered {result!r}, not XLA's memory analysis")
@@ -116,13 +119,11 @@ def verify_step(
 
 
 def step_record(verified: StepVerified) -> dict[str, Any]:
-    """The step check's keys beside the state check's under ``xla``."""
-    return {
-        "step_peak_bytes_per_device": verified.peak_bytes,
-        "step_argument_bytes_per_device": verified.argument_bytes,
-        "step_output_bytes_per_device": verified.output_bytes,
-        "step_temp_bytes_per_device": verified.temp_bytes,
-        "step_alias_bytes_per_device": verified.alias_bytes,
+    """The step check's keys beside the state check's under ``xla``: XLA's peak and its four parts a
+    device, each as ``step_<figure>_per_device``, then dcsim's ratio to the peak."""
+    sizes = dataclasses.asdict(verified)
+    figures = {"peak_bytes": verified.peak_bytes} | {name: sizes[name] for name in ANALYSIS_BYTES}
+    return {f"step_{name}_per_device": value for name, value in figures.items()} | {
         "ratio": round(verified.ratio, 4),
         "step_seconds": round(verified.seconds, 3),
         "step_compile": "CPU (virtual devices): buffer assignment and rematerialisation differ on TPU and GPU",

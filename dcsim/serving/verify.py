@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from dcsim.memory.verify import MAX_VERIFY_ARRAYS, MAX_VERIFY_DEVICES, VerifyFailed, run_check
+from dcsim.memory.verify import MAX_VERIFY_ARRAYS, MAX_VERIFY_DEVICES, VerifyFailed, XlaCheck, run_check
 from dcsim.serving.engine import ServingReport
 from dcsim.serving.request import REPLICA_AXES
 from dcsim.sharding.wire import mesh_json, spec_json
@@ -29,7 +29,7 @@ TOKEN_BYTES = 4  # an int32 token id a sequence
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class StepVerified:
+class StepVerified(XlaCheck):
     """XLA's figures for one decoding step beside dcsim's.
 
     Attributes:
@@ -42,19 +42,12 @@ class StepVerified:
     """
 
     argument_bytes_per_device: int
-    expected_bytes_per_device: int
     token_bytes_per_device: int
     temp_bytes_per_device: int
-    num_arrays: int
-    seconds: float
 
     @property
-    def matches(self) -> bool:
-        return self.argument_bytes_per_device == self.expected_bytes_per_device
-
-    @property
-    def difference_bytes(self) -> int:
-        return self.argument_bytes_per_device - self.expected_bytes_per_device
+    def xla_bytes_per_device(self) -> int:
+        return self.argument_bytes_per_device
 
 
 def _rebuilt_hparams(report: ServingReport) -> dict[str, Any]:
