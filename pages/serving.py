@@ -80,9 +80,10 @@ concurrency = int(serving.parsed("concurrency", concurrency_text, serving.parse_
 budget_text = serving.parsed("devmem", budget_text, serving.parse_devmem, "Budget")
 reserve_text = serving.parsed("reserve", reserve_text, serving.parse_reserve_text, "Reserve")
 source: int | None = None
-if config.family == "t5":
+source_label = serving.source_label(config)
+if source_label is not None:
     source_text = st.text_input(
-        "Source length (encoder tokens a sequence; auto: the context)",
+        source_label,
         key=serving.seeded("source", serving.parse_source),
         max_chars=16,
     )
@@ -94,7 +95,7 @@ params |= {"context": str(context), "concurrency": str(concurrency), "device": d
 params |= {"reserve": reserve_text, "fullwin": "true" if full_windows else "false"}
 if strategy == "custom":
     params["rules"] = layout.rules_text(rules)
-if config.family == "t5":
+if source_label is not None:
     params["source"] = serving.AUTO if source is None else str(source)
 state.set_page_params(params)
 

@@ -1,7 +1,10 @@
 """The Serving page in Streamlit's AppTest: figures that are the engine's exactly, a link that
-reopens them, bad link values named, weights-only models said so, T5's source length."""
+reopens them, bad link values named, weights-only models said so, the encoder-decoders' source
+length (T5's, BART's, Whisper's)."""
 
-from conftest import metrics, open_app
+from pathlib import Path
+
+from conftest import metrics, open_app, uploader
 from dcsim.model.config import ModelConfig
 from dcsim.report import units
 from dcsim.serving.engine import compute_serving
@@ -62,6 +65,20 @@ def test_models_without_a_decoder_are_weights_only():
 def test_t5_shows_its_source_length():
     at = open_link({"preset": "t5-small", "context": "128", "source": "512"})
     assert any(box.label.startswith("Source length") for box in at.text_input)
+
+
+def test_whisper_opened_from_its_config_caches_every_encoder_position():
+    model = open_app()
+    whisper = (Path(__file__).parent / "data" / "hf" / "whisper-tiny.json").read_bytes()
+    uploader(model).set_value(("config.json", whisper, "application/json")).run()
+    at = open_link({**dict(model.query_params), "context": "448", "device": "l4"})
+    assert not at.exception and not at.error
+    box = next(box for box in at.text_input if box.label.startswith("Source length"))
+    assert box.label == "Source length (encoder tokens a sequence; auto: every encoder position, 1,500)"
+    # 4 decoder layers x 6 heads x 64 x (K, V) x 2 bytes, at the context and at the 1,500 positions
+    assert metrics(at)["KV cache"] == units.bytes_exact(4 * 384 * 2 * 2 * (448 + 1500))
+    box.set_value("1501").run()
+    assert "past the encoder's 1,500 positions" in at.error[0].value
 
 
 def test_a_refused_mesh_is_explained_not_raised():

@@ -27,6 +27,8 @@ def _tiny(family: str, **hparams: object) -> dict:
         | {"ffn_dim": 24, "max_positions": 16},
         "t5": {"vocab_size": 50, "d_model": 16, "num_layers": 2, "num_decoder_layers": 2, "num_heads": 4}
         | {"head_dim": 4, "ffn_dim": 24, "relative_buckets": 8},
+        "encdec": {"vocab_size": 50, "d_model": 16, "num_layers": 2, "num_decoder_layers": 2, "num_heads": 4}
+        | {"num_decoder_heads": 2, "ffn_dim": 24, "decoder_ffn_dim": 20, "max_positions": 16, "source_positions": 8},
     }[family]
     return schemas.family_defaults(family) | small | dict(hparams)
 
@@ -34,9 +36,9 @@ def _tiny(family: str, **hparams: object) -> dict:
 def _decoded_logits(family: str, hparams: dict, tokens: jax.Array, decode: Decode, source=None) -> jax.Array:
     module, _ = families.build_family(family, hparams, tokens.shape[0], decode=decode)
     first = tokens[:, :1]
-    inputs = (source, first) if family == "t5" else (first,)
+    inputs = (first,) if source is None else (source, first)
     variables = module.init(jax.random.PRNGKey(0), *inputs)
-    params = variables["params"]
+    params = {name: tree for name, tree in variables.items() if name != CACHE}  # params and buffers
     # init ran the first step: start again from an empty cache, as a server does, keeping what init
     # made once (the cross-attention's encoder keys and values, fp8's per-layer scales)
     flat = traverse_util.flatten_dict(variables[CACHE])
@@ -49,8 +51,8 @@ def _decoded_logits(family: str, hparams: dict, tokens: jax.Array, decode: Decod
     outputs = []
     for position in range(tokens.shape[1]):
         step = tokens[:, position : position + 1]
-        args = (source, step) if family == "t5" else (step,)
-        logits, mutated = module.apply({"params": params, CACHE: cache}, *args, mutable=[CACHE])
+        args = (step,) if source is None else (source, step)
+        logits, mutated = module.apply({**params, CACHE: cache}, *args, mutable=[CACHE])
         cache = mutated[CACHE]
         outputs.append(logits[:, 0])
     return jnp.stack(outputs, axis=1), params
@@ -58,8 +60,8 @@ def _decoded_logits(family: str, hparams: dict, tokens: jax.Array, decode: Decod
 
 def _full_logits(family: str, hparams: dict, params, tokens: jax.Array, source=None) -> jax.Array:
     module, _ = families.build_family(family, hparams, tokens.shape[0])
-    args = (source, tokens) if family == "t5" else (tokens,)
-    return module.apply({"params": params}, *args)
+    args = (tokens,) if source is None else (source, tokens)
+    return module.apply(params, *args)
 
 
 @pytest.mark.parametrize(
@@ -91,6 +93,12 @@ def _full_logits(family: str, hparams: dict, params, tokens: jax.Array, source=N
             id="latent",
         ),
         pytest.param("t5", {}, id="t5"),
+        pytest.param("encdec", {}, id="bart"),
+        pytest.param(
+            "encdec",
+            {"audio_bins": 6, "pre_norm": True, "embed_norm": False, "key_bias": False, "logits_bias": False},
+            id="whisper",
+        ),
         pytest.param("variant", {}, id="variant"),
         pytest.param("variant", {"qk_norm": True, "norm": "rmsnorm"}, id="variant-wide-qk-norm"),
     ],
@@ -98,7 +106,11 @@ def _full_logits(family: str, hparams: dict, params, tokens: jax.Array, source=N
 def test_decoding_through_the_cache_gives_the_full_forward(family, hparams):
     h = _tiny(family, **hparams)
     tokens = jax.random.randint(jax.random.PRNGKey(1), (2, SEQUENCE), 0, 50)
-    source = jax.random.randint(jax.random.PRNGKey(2), (2, 5), 0, 50) if family == "t5" else None
+    source = None
+    if family in families.ENCODER_DECODERS:  # 5 source tokens, or for Whisper 10 mel frames (5 positions)
+        source = jax.random.randint(jax.random.PRNGKey(2), (2, 5), 0, 50)
+        if h.get("audio_bins"):
+            source = jax.random.normal(jax.random.PRNGKey(2), (2, 10, h["audio_bins"]))
     decode = Decode(context=SEQUENCE, kv_dtype="float32", source_length=5)
     stepped, params = _decoded_logits(family, h, tokens, decode, source)
     full = _full_logits(family, h, params, tokens, source)

@@ -116,12 +116,76 @@ def test_bart_fields_that_change_the_count_unbuilt_are_refused(edits, message):
         opened("bart-base", **edits)
 
 
-def test_serving_and_training_activations_refuse_the_family_cleanly():
+def served(name: str, mesh: str = "data=1", **settings: object):
     from dcsim.serving.engine import compute_serving
     from dcsim.serving.request import Serving
     from dcsim.sharding.meshes import parse_mesh
 
-    config = opened("bart-base").config
-    with pytest.raises(ValueError, match="serving is not sized for the encdec family"):
-        compute_serving(config, Serving(mesh=parse_mesh("data=1")))
-    assert "encdec" not in families.DECODING_FAMILIES and "encdec" not in families.TRAINING_FORWARDS
+    return compute_serving(opened(name).config, Serving(mesh=parse_mesh(mesh), **settings))
+
+
+@pytest.mark.parametrize(
+    "name, settings, per_token, per_sequence, source",
+    [
+        # 12 decoder layers x 16 heads x 64 x (K, V) x 2 bytes; self at the context plus cross at the source
+        pytest.param("bart-large", {"context": 1024}, 49_152, 12 * 2048 * 2 * (1024 + 1024), 1024, id="bart-large"),
+        pytest.param(
+            "bart-large",
+            {"context": 256, "source_length": 700},
+            49_152,
+            12 * 2048 * 2 * (256 + 700),
+            700,
+            id="bart-src",
+        ),
+        # 32 layers x 20 heads x 64: the cross caches hold the encoder's every position (a 30 s clip: 1,500)
+        pytest.param("whisper-large-v3", {"context": 448}, 163_840, 32 * 2560 * 2 * (448 + 1500), 1500, id="whisper"),
+    ],
+)
+def test_serving_caches_the_decoder_and_the_encoders_output(name, settings, per_token, per_sequence, source):
+    report = served(name, **settings)
+    assert report.kv_bytes_per_token == per_token
+    assert report.kv_bytes_per_sequence == per_sequence
+    assert report.source_length == source
+    cross = [layer for layer in report.layers if layer.kind == "cross"]
+    assert cross and {layer.tokens for layer in cross} == {source}
+
+
+@pytest.mark.parametrize(
+    "name, settings, message",
+    [
+        (
+            "bart-base",
+            {},
+            r"`context` \(4,096 tokens\) is past the model's 1,024 positions \(max_positions\); allowed: 1 to 1,024$",
+        ),
+        (
+            "bart-base",
+            {"context": 64, "source_length": 2000},
+            r"source_length \(2,000 tokens\) is past the encoder's 1,024",
+        ),
+        ("whisper-tiny", {"context": 448, "source_length": 1501}, r"past the encoder's 1,500 positions"),
+        ("bart-base", {"context": 64, "mesh": "stage=2"}, r"an encoder-decoder's encoder and decoder would each need"),
+    ],
+)
+def test_serving_refuses_what_the_positions_or_the_stages_cannot_hold(name, settings, message):
+    with pytest.raises(ValueError, match=message):
+        served(name, **settings)
+    assert "encdec" not in families.TRAINING_FORWARDS
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name, mesh, settings",
+    [
+        # the vocabulary padded to the tensor size pads final_logits_bias with it, as XLA's arguments show
+        pytest.param("bart-base", "model=2", {"context": 64, "concurrency": 4}, id="bart-padded-bias"),
+        pytest.param("whisper-tiny", "data=2", {"context": 448, "concurrency": 2}, id="whisper"),
+    ],
+)
+def test_xlas_decoding_step_holds_what_dcsim_lays_out(name, mesh, settings):
+    from dcsim.serving import verify
+
+    report = served(name, mesh, **settings)
+    checked = verify.verify(report)
+    assert checked.matches, verify.verify_record(checked)
+    assert checked.token_bytes_per_device == 2 * 4 * report.serving.sequences_per_replica

@@ -68,7 +68,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="sequences at once over the whole mesh (default 1)",
     )
     command.add_argument(
-        "--source-length", metavar="S", help="an encoder-decoder's encoder tokens a sequence (default: the context)"
+        "--source-length",
+        metavar="S",
+        help="an encoder-decoder's encoder tokens a sequence (default: the context; Whisper: every encoder position)",
     )
     budget = command.add_argument_group("the budget a device has (one of)")
     budget.add_argument("--budget", metavar="SIZE", help="bytes a device has, with a unit: 80GiB, 96GB")

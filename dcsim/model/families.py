@@ -443,15 +443,10 @@ class MLP(nn.Module):
 # The families whose training forward (attention kind, expert dispatch) dcsim.memory.activations traces.
 TRAINING_FORWARDS = ("decoder", "moe")
 # The families whose attention keeps a decode-mode cache.
-# Families with a decoder whose decode mode (and so whose KV cache) is not built yet: serving refuses them.
-UNCACHED_DECODERS = (zoo_schemas.ENCDEC,)
-DECODING_FAMILIES = (
-    "decoder",
-    "moe",
-    "t5",
-    *(name for name in zoo_schemas.ZOO_SCHEMAS if name not in UNCACHED_DECODERS),
-    zoo_schemas.MULTIMODAL,
-)
+DECODING_FAMILIES = ("decoder", "moe", "t5", *zoo_schemas.ZOO_SCHEMAS, zoo_schemas.MULTIMODAL)
+# The encoder-decoders: a decoding step reads the encoder's output from each cross-attention's cache,
+# made once a request from its source (T5's and BART's tokens, Whisper's audio frames).
+ENCODER_DECODERS = ("t5", zoo_schemas.ENCDEC)
 # Families that decode but whose serving dcsim does not size, with what to do instead.
 UNSERVED_FAMILIES = {
     zoo_schemas.LLAMA4: "dcsim does not size the serving of Llama 4's vision-language model (its image tokens' "
@@ -499,6 +494,8 @@ def build_family(
         if family == "t5":
             source = jax.ShapeDtypeStruct((batch_size, decode.source_length), jnp.int32)
             return T5(**h, decode=decode), (source, step)
+        if family == zoo_schemas.ENCDEC:
+            return encdec.build(h, batch_size, 1, decode)
         if family in zoo_schemas.ZOO_SCHEMAS:
             return _zoo_build(family)(family, h, step, decode)
         return (Decoder if family == "decoder" else MoEDecoder)(**h, decode=decode), (step,)

@@ -32,8 +32,9 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from dcsim.model import families
 from dcsim.model.config import ModelConfig
-from dcsim.model.count import ParamReport, count_params
+from dcsim.model.count import ArrayRow, ParamReport, count_params
 from dcsim.model.layers import Decode
+from dcsim.model.zoo import schemas as zoo_schemas
 from dcsim.quant import layouts
 from dcsim.quant.tables import QuantTable
 from dcsim.serving import cache as caches
@@ -142,6 +143,7 @@ class ServingReport:
     stages: tuple[StageLoad, ...]
     max_positions: int | None
     notes: tuple[str, ...]
+    source_length: int | None = None  # an encoder-decoder's encoder tokens a sequence, cached by its cross-attention
 
     # --- the model, whole -------------------------------------------------------------------------
 
@@ -295,6 +297,8 @@ def _kv_heads(family: str | None, hparams: Mapping[str, Any]) -> tuple[int, int 
     """(query heads, KV heads; None for a latent cache) of a family that decodes, else None."""
     if family == "t5":
         return hparams["num_heads"], hparams["num_heads"]
+    if family == zoo_schemas.ENCDEC:  # the decoder's heads: only the decoder caches
+        return hparams["num_decoder_heads"], hparams["num_decoder_heads"]
     if family == "moe" and hparams["attention"] == "mla":
         return hparams["num_heads"], None
     if family in ("decoder", "moe", "jamba"):
@@ -348,6 +352,48 @@ def _stage_of(path: str, blocks: tuple[range, ...], tied: bool) -> tuple[int, ..
     return (0,)
 
 
+def _padded_vocab(arrays: tuple[layout.ArrayLayout, ...]) -> int | None:
+    """The vocabulary as the layout stores the token embedding (megatron pads it), or None."""
+    for row in arrays:
+        if row.path == "embed/token/embedding":
+            return row.stored_shape[0]
+        if row.path == "lm_head/kernel":
+            return row.stored_shape[1]
+    return None
+
+
+def _buffer_values(buffer: ArrayRow, vocab: int | None, padded: int | None) -> int:
+    """The values a buffer holds as served: one that spans the vocabulary (BART's final_logits_bias)
+    pads with it, as transformers' resize_token_embeddings pads the bias with the embedding."""
+    if vocab is None or padded is None or padded == vocab or not buffer.shape or buffer.shape[-1] != vocab:
+        return buffer.num_values
+    return buffer.num_values // vocab * padded
+
+
+def source_length(family: str | None, hparams: Mapping[str, Any], serving: Serving) -> int | None:
+    """The encoder tokens a sequence each cross-attention caches, for an encoder-decoder (else None):
+    ``serving.source_length``, or by default the context (T5, BART) or the encoder's every position
+    (Whisper, whose feature extractor pads each clip to 30 s: 1,500 encoder positions).
+
+    Raises ValueError past the encoder's positions (BART's and Whisper's learned or fixed tables)."""
+    if family not in families.ENCODER_DECODERS:
+        return None
+    if family == "t5":  # relative positions: any length
+        return serving.source_tokens()
+    positions = hparams["source_positions"]
+    audio = bool(hparams["audio_bins"])
+    if serving.source_length is None and audio:
+        return positions
+    wanted = serving.source_tokens()
+    if wanted > positions:
+        given = "source_length" if serving.source_length is not None else "the context (the default source length)"
+        raise ValueError(
+            f"{given} ({wanted:,} tokens) is past the encoder's {positions:,} positions (source_positions); "
+            f"allowed: 1 to {positions:,}" + ("" if serving.source_length is not None else ": give a source length")
+        )
+    return wanted
+
+
 def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport | None = None) -> ServingReport:
     """The serving report of ``config`` under ``serving``; see the module's text.
 
@@ -362,20 +408,18 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
         raise ValueError(families.UNSERVED_FAMILIES[family])
     hparams = caches.decode_hparams(config)
     notes: list[str] = []
-    if family in families.UNCACHED_DECODERS:
-        raise ValueError(
-            f"serving is not sized for the {family} family (BART, Whisper) yet: its decoder's self- and "
-            "cross-attention caches are not built in decode mode, and weights alone would hide the KV cache; "
-            "`count`, `layout` and `memory` open it"
-        )
     decodes = family in families.DECODING_FAMILIES
-    positions = hparams.get("max_positions") if family in ("decoder", "moe") else None
+    positions = hparams.get("max_positions") if family in ("decoder", "moe", zoo_schemas.ENCDEC) else None
     if positions is not None and serving.context > positions:
         if not hparams.get("rope_scaling"):
+            scaled = (
+                ""
+                if family == zoo_schemas.ENCDEC
+                else (", or more for a model whose rotary positions are scaled (rope_scaling in its config.json)")
+            )
             raise ValueError(
                 f"`context` ({serving.context:,} tokens) is past the model's {positions:,} positions "
-                f"(max_positions); allowed: 1 to {positions:,}, or more for a model whose rotary positions are scaled "
-                "(rope_scaling in its config.json)"
+                f"(max_positions); allowed: 1 to {positions:,}{scaled}"
             )
         notes.append(
             f"The context ({serving.context:,}) is past the model's {positions:,} positions; allowed because its "
@@ -386,7 +430,8 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
     copies = 1
     if heads is not None:
         _, copies = tensor_heads(heads[0], heads[1], tp)
-    if family == "t5" and serving.num_stages > 1:
+    source = source_length(family, hparams, serving)
+    if family in families.ENCODER_DECODERS and serving.num_stages > 1:
         raise ValueError(
             "pipeline stages (`stage`) are laid out for decoder-only models; an encoder-decoder's encoder and "
             "decoder would each need their own stages: serve it on data, model and expert axes"
@@ -407,10 +452,12 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
             stage_weights[stage] += size
     stage_other = [0] * len(blocks)
     buffers = 0
+    vocab = _padded_vocab(weights.arrays)
     for buffer in report.other:  # buffers (DeepSeek-V3's router bias) and statistics: whole on each device
-        buffers += payload.raw_bytes_as(buffer.num_values, buffer.dtype)
+        buffer_bytes = payload.raw_bytes_as(_buffer_values(buffer, hparams.get("vocab_size"), vocab), buffer.dtype)
+        buffers += buffer_bytes
         for stage in _stage_of(buffer.path, blocks, tied):
-            stage_other[stage] += payload.raw_bytes_as(buffer.num_values, buffer.dtype)
+            stage_other[stage] += buffer_bytes
 
     placed: list[PlacedCache] = []
     layers: tuple[caches.LayerCache, ...] = ()
@@ -418,7 +465,7 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
         decode = Decode(
             context=serving.context,
             kv_dtype=serving.kv_dtype,
-            source_length=serving.source_tokens(),
+            source_length=serving.source_tokens() if source is None else source,
             full_windows=serving.full_windows,
         )
         sequences = serving.sequences_per_replica * serving.num_replicas
@@ -501,4 +548,5 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
         stages=tuple(loads),
         max_positions=positions,
         notes=tuple(notes),
+        source_length=source,
     )

@@ -70,7 +70,7 @@ def serving_record(report: ServingReport, found: MeshSearch | None = None) -> di
         "total_params": report.total_params,
         "context": serving.context,
         "concurrency": serving.concurrency,
-        "source_length": serving.source_tokens() if report.family == "t5" else None,
+        "source_length": report.source_length,
         "sequences_per_replica": serving.sequences_per_replica,
         "num_replicas": serving.num_replicas,
         "kv_dtype": serving.kv_dtype,

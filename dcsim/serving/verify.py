@@ -104,9 +104,9 @@ def check_verifiable(report: ServingReport) -> None:
 
 
 def token_bytes_per_device(report: ServingReport) -> int:
-    """The step's token ids a device: an int32 a sequence of a replica, for each token input (T5
-    takes a source token too)."""
-    inputs = 2 if report.family == "t5" else 1
+    """The step's token ids a device: an int32 a sequence of a replica, for each token input (an
+    encoder-decoder takes a source token too)."""
+    inputs = 1 if report.source_length is None else 2
     return inputs * TOKEN_BYTES * report.serving.sequences_per_replica
 
 
@@ -122,7 +122,7 @@ def verify_request(report: ServingReport) -> dict[str, Any]:
         "decode": {
             "context": serving.context,
             "kv_dtype": serving.kv_dtype,
-            "source_length": serving.source_tokens(),
+            "source_length": serving.source_tokens() if report.source_length is None else report.source_length,
             "full_windows": serving.full_windows,
         },
         "sequences": serving.sequences_per_replica * serving.num_replicas,

@@ -6,7 +6,8 @@ The mesh and strategy are the Layout and Memory pages' settings under the same l
 
 - ``weights`` and its options (``group``, ``bits``, ``tile``, ``qhead``): ``dcsim.ui.weights``;
   ``kv``: the cache's dtype;
-- ``context``, ``concurrency``, ``source`` (an encoder-decoder's source tokens; ``auto``: the context);
+- ``context``, ``concurrency``, ``source`` (an encoder-decoder's source tokens; ``auto``: the context, or
+  Whisper's every encoder position);
 - ``device`` (a catalog name, or ``none``) and ``devmem`` (a budget with its unit, used without a
   device; empty: no budget); ``reserve``; ``fullwin`` (``true``/``false``).
 """
@@ -21,6 +22,7 @@ import streamlit as st
 
 from dcsim.inputs import as_int, number_from_text
 from dcsim.memory.search import parse_budget
+from dcsim.model import families, presets
 from dcsim.model.config import ModelConfig
 from dcsim.serving import catalog, records, search
 from dcsim.serving.engine import ServingReport, compute_serving
@@ -75,6 +77,18 @@ parse_concurrency = _count("concurrency", MAX_CONCURRENCY)
 
 def parse_source(text: str) -> str:
     return AUTO if text.strip() in ("", AUTO) else _count("source", MAX_CONTEXT)(text)
+
+
+def source_label(config: ModelConfig) -> str | None:
+    """The source-length box's label for an encoder-decoder (None for any other model): what
+    ``auto`` caches, the context, or for Whisper every encoder position (a clip padded to 30 s)."""
+    if config.family not in families.ENCODER_DECODERS:
+        return None
+    hparams = presets.resolved_hparams(config)
+    auto = "the context"
+    if hparams.get("audio_bins"):
+        auto = f"every encoder position, {hparams['source_positions']:,}"
+    return f"Source length (encoder tokens a sequence; auto: {auto})"
 
 
 def parse_device(text: str) -> str:

@@ -8,6 +8,11 @@ blocks, biases on every projection but Whisper's keys, and Whisper's audio stem 
 convolutions over mel bins) with its sinusoidal table. BART's ``final_logits_bias`` is a
 ``buffers`` variable, as transformers registers it (in the checkpoint, not in ``num_parameters()``).
 
+In decode mode (``Decode``), as T5's: the encoder runs only while initialising, on the source (BART's
+tokens, Whisper's mel frames), when each decoder block's ``cross_attn`` caches the encoder's keys
+and values for ``source_length`` tokens; each ``self_attn`` caches ``context`` tokens. A step is then
+one target token a sequence against both caches.
+
 Paths read as T5's do, so the breakdown groups them alike: ``embed/token``,
 ``stem/conv_1`` (the encoder's audio input), ``encoder/embed/position``, ``encoder/embed_norm``,
 ``decoder/block_3/cross_attn/key``, ``decoder/final_norm``, ``lm_head``.
@@ -24,7 +29,16 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from dcsim.model.layers import BUFFERS, Attention, FeedForward, TokenEmbeddings, norm, output_logits
+from dcsim.model.layers import (
+    BUFFERS,
+    Attention,
+    Decode,
+    FeedForward,
+    TokenEmbeddings,
+    norm,
+    output_logits,
+    step_positions,
+)
 
 SINUSOID_BASE = 10_000.0  # Whisper's ``sinusoids(length, channels, max_timescale=10000)``
 
@@ -50,10 +64,11 @@ class Positions(nn.Module):
     sinusoidal: bool = False
 
     @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, positions: jax.Array | None = None) -> jax.Array:
+        """``positions``: each token's position (decode mode's step counter); by default 0, 1, ..."""
         init = sinusoids if self.sinusoidal else nn.initializers.normal(stddev=0.02)
         table = nn.Embed(self.rows + self.offset, x.shape[-1], embedding_init=init, name="position")
-        return x + table(jnp.arange(x.shape[-2]) + self.offset)
+        return x + table((jnp.arange(x.shape[-2]) if positions is None else positions) + self.offset)
 
 
 class AudioStem(nn.Module):
@@ -78,10 +93,13 @@ class EncDecBlock(nn.Module):
     decoder: bool
     pre_norm: bool
     key_bias: bool
+    decode: Decode | None = None
 
     @nn.compact
     def __call__(self, x: jax.Array, encoded: jax.Array | None) -> jax.Array:
-        attention = functools.partial(Attention, self.num_heads, self.num_heads, key_bias=self.key_bias)
+        attention = functools.partial(
+            Attention, self.num_heads, self.num_heads, key_bias=self.key_bias, decode=self.decode
+        )
         sublayers: list[tuple[str, Any]] = [("self_attn", attention(causal=self.decoder, name="self_attn"))]
         if self.decoder:
             cross = attention(cross=True, name="cross_attn")
@@ -95,23 +113,27 @@ class EncDecBlock(nn.Module):
 
 class EncDecStack(nn.Module):
     """One stack: its ``embed`` positions (and ``embed_norm``), ``block_i``, and with pre-norm
-    blocks a ``final_norm``."""
+    blocks a ``final_norm``; ``decode`` (the decoder's): its blocks in decode mode."""
 
     h: Mapping[str, Any]
     decoder: bool = False
+    decode: Decode | None = None
 
     @nn.compact
     def __call__(self, x: jax.Array, encoded: jax.Array | None = None) -> jax.Array:
         h = self.h
         audio = bool(h["audio_bins"]) and not self.decoder
         rows = h["max_positions"] if self.decoder else h["source_positions"]
-        x = Positions(rows, 0 if audio else h["position_offset"], sinusoidal=audio, name="embed")(x)
+        positions = step_positions(self, x[..., 0]) if self.decoder and self.decode else None
+        x = Positions(rows, 0 if audio else h["position_offset"], sinusoidal=audio, name="embed")(x, positions)
         if h["embed_norm"]:
             x = norm("layernorm", "embed_norm")(x)
         heads = h["num_decoder_heads"] if self.decoder else h["num_heads"]
         ffn = h["decoder_ffn_dim"] if self.decoder else h["ffn_dim"]
         for index in range(h["num_decoder_layers"] if self.decoder else h["num_layers"]):
-            block = EncDecBlock(heads, ffn, self.decoder, h["pre_norm"], h["key_bias"], name=f"block_{index}")
+            block = EncDecBlock(
+                heads, ffn, self.decoder, h["pre_norm"], h["key_bias"], decode=self.decode, name=f"block_{index}"
+            )
             x = block(x, encoded)
         return norm("layernorm", "final_norm")(x) if h["pre_norm"] else x
 
@@ -120,35 +142,38 @@ class EncoderDecoder(nn.Module):
     """``embed`` (the token table: the encoder's input unless ``audio_bins``, the decoder's, and
     the head's when tied), the ``encoder`` (on tokens, or on mel features through the ``stem``),
     the ``decoder``, and logits through the tied table or an untied ``lm_head``, plus BART's
-    ``final_logits_bias`` buffer."""
+    ``final_logits_bias`` buffer; ``decode``: the decoder in decode mode (the module's text)."""
 
     h: Mapping[str, Any]
+    decode: Decode | None = None
 
     @nn.compact
     def __call__(self, source: jax.Array, targets: jax.Array) -> jax.Array:
         h = self.h
         embed = TokenEmbeddings(h["vocab_size"], h["d_model"], name="embed")
-        if h["audio_bins"]:
-            x = AudioStem(h["d_model"], name="stem")(source)
-            encoded = EncDecStack(h, name="encoder")(x)
-        else:
-            encoded = EncDecStack(h, name="encoder")(embed(source))
-        x = EncDecStack(h, decoder=True, name="decoder")(embed(targets), encoded)
+        encoded = None
+        if self.decode is None or self.is_initializing():
+            stem = AudioStem(h["d_model"], name="stem") if h["audio_bins"] else embed
+            encoded = EncDecStack(h, name="encoder")(stem(source))
+        x = EncDecStack(h, decoder=True, decode=self.decode, name="decoder")(embed(targets), encoded)
         logits = output_logits(x, embed, h["vocab_size"], h["tied_embeddings"])
         if h["logits_bias"]:
             return logits + self.variable(BUFFERS, "final_logits_bias", jnp.zeros, (h["vocab_size"],)).value
         return logits
 
 
-def build(hparams: Mapping[str, Any], batch_size: int, length: int) -> tuple[nn.Module, tuple[Any, ...]]:
+def build(
+    hparams: Mapping[str, Any], batch_size: int, length: int, decode: Decode | None = None
+) -> tuple[nn.Module, tuple[Any, ...]]:
     """The module and its inputs: ``length`` source tokens (or, with ``audio_bins``, twice as many
     mel frames, which the stride-2 convolution halves) and ``length`` target tokens, each cut to
-    its stack's positions. The lengths change no count."""
+    its stack's positions. The lengths change no count. ``decode``: the module in decode mode, on
+    ``decode.source_length`` source tokens and one target token a sequence."""
     h = dict(hparams)
-    source_length = min(length, h["source_positions"])
-    targets = jax.ShapeDtypeStruct((batch_size, min(length, h["max_positions"])), jnp.int32)
+    source_length = min(length, h["source_positions"]) if decode is None else decode.source_length
+    targets = jax.ShapeDtypeStruct((batch_size, 1 if decode else min(length, h["max_positions"])), jnp.int32)
     if h["audio_bins"]:
         source = jax.ShapeDtypeStruct((batch_size, 2 * source_length, h["audio_bins"]), jnp.float32)
     else:
         source = jax.ShapeDtypeStruct((batch_size, source_length), jnp.int32)
-    return EncoderDecoder(h), (source, targets)
+    return EncoderDecoder(h, decode=decode), (source, targets)
