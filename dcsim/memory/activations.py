@@ -331,23 +331,6 @@ def _factor(factor: Any, env: Mapping[str, int]) -> int:
     return _OPERATIONS[factor.operation](left, right)
 
 
-def saved_activations(
-    fn: Callable[..., Any],
-    params: Any,
-    *inputs: jax.ShapeDtypeStruct,
-    split: Callable[[str], int] = lambda where: 1,
-    sequence: int = 0,
-    micro_batch: int = 0,
-) -> tuple[Residual, ...]:
-    """The residuals ``jax.vjp`` of ``fn(params, *inputs)`` keeps that depend on the inputs (the
-    batch): never the parameters, nor anything computed from them alone. Gradients are taken
-    with respect to the parameters and the floating-point inputs (integer inputs, token ids, are
-    data). Each residual is counted once, however many times the closure holds it. ``split(where)``:
-    how many ways a device splits a residual produced in module ``where`` over the sequence."""
-    saved = saved_shapes(fn, params, *inputs, split=split, sequence=sequence, micro_batch=micro_batch)
-    return tuple(row.at(micro_batch, sequence) for row in saved)
-
-
 def saved_shapes(
     fn: Callable[..., Any],
     params: Any,
@@ -356,8 +339,14 @@ def saved_shapes(
     sequence: Dim = 0,
     micro_batch: Dim = 0,
 ) -> tuple[Saved, ...]:
-    """``saved_activations`` before the sizes are evaluated: the inputs' shapes, ``sequence`` and
-    ``micro_batch`` may be the symbols ``s`` and ``b``, so that one trace serves every sequence."""
+    """The residuals ``jax.vjp`` of ``fn(params, *inputs)`` keeps that depend on the inputs (the
+    batch): never the parameters, nor anything computed from them alone. Gradients are taken
+    with respect to the parameters and the floating-point inputs (integer inputs, token ids, are
+    data). Each residual is counted once, however many times the closure holds it. ``split(where)``:
+    how many ways a device splits a residual produced in module ``where`` over the sequence.
+
+    The sizes are left as traced: the inputs' shapes, ``sequence`` and ``micro_batch`` may be the
+    symbols ``s`` and ``b``, so that one trace serves every sequence; ``Saved.at`` evaluates a row."""
     floating = [jnp.issubdtype(x.dtype, jnp.floating) for x in inputs]
 
     def residual_leaves(params: Any, *args: Any) -> list[Any]:

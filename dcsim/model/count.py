@@ -22,6 +22,7 @@ from flax import traverse_util
 from dcsim.model import families, modules, presets
 from dcsim.model.config import ModelConfig
 from dcsim.model.layers import EXPERTS
+from dcsim.model.totals import ArrayTotals
 
 PARAMS = "params"
 
@@ -65,7 +66,7 @@ class LayerRow:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ParamReport:
+class ParamReport(ArrayTotals):
     """What a model holds, array by array, with exact totals.
 
     Attributes:
@@ -75,10 +76,6 @@ class ParamReport:
 
     arrays: tuple[ArrayRow, ...]
     other: tuple[ArrayRow, ...] = ()
-
-    @property
-    def total_params(self) -> int:
-        return sum(row.num_values for row in self.arrays)
 
     @property
     def total_other_values(self) -> int:

@@ -19,6 +19,8 @@ import math
 from fractions import Fraction
 from typing import Any
 
+from dcsim.model.totals import ArrayTotals
+
 # Bits a value of each element dtype a format stores. GGUF's block types are not here: their
 # tensors are arrays of blocks whose bytes come from gguf.GGML_QUANT_SIZES (``Tensor.block``).
 DTYPE_BITS = {
@@ -113,7 +115,7 @@ class QuantArray:
 
 
 @dataclasses.dataclass(frozen=True)
-class QuantTable:
+class QuantTable(ArrayTotals):
     """A model's arrays in a format, in the order they are counted.
 
     Attributes:
@@ -132,10 +134,6 @@ class QuantTable:
     def payload_bytes(self) -> int:
         """Bytes of every tensor's data (the file less its header)."""
         return sum(array.nbytes for array in self.arrays)
-
-    @property
-    def total_params(self) -> int:
-        return sum(array.num_values for array in self.arrays)
 
     @property
     def bits_per_weight(self) -> Fraction:

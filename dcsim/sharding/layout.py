@@ -32,6 +32,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from dcsim.model.count import ParamReport
 from dcsim.model.layers import EXPERTS as EXPERTS_MODULE
+from dcsim.model.totals import ArrayTotals
 from dcsim.sharding import megatron, payload, shares
 from dcsim.sharding.meshes import MeshSpec, Rule, abstract_mesh, axes_text, entry_names, spec_text
 from dcsim.sharding.meshes import shape_text as shape_text
@@ -264,7 +265,7 @@ class ArrayLayout:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class LayoutReport:
+class LayoutReport(ArrayTotals):
     """A model laid out on a mesh: per-array rows and exact totals.
 
     ``ideal_share`` is total / devices; ``values_per_device`` is what each device really holds.
@@ -278,10 +279,6 @@ class LayoutReport:
     @property
     def num_devices(self) -> int:
         return self.mesh.num_devices
-
-    @property
-    def total_params(self) -> int:
-        return sum(row.num_values for row in self.arrays)
 
     @property
     def values_per_device(self) -> int:
