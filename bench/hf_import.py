@@ -3,10 +3,10 @@
 Run with an interpreter that has torch, transformers and accelerate (bench/requirements.txt):
     /tmp/hfvenv/bin/python bench/hf_import.py
 
-Each model's published configuration (written out here: the Hub is not reachable) is saved as
-transformers saves it (``config.to_json_string()``, every field a real config.json has), and the
-model class is built under ``accelerate.init_empty_weights`` and counted with ``num_parameters()``
-after ``tie_weights()``. The files go to ``tests/data/hf/``, the counts to
+Each model's published configuration (written out here and in hf_import_models.json: the Hub is
+not reachable) is saved as transformers saves it (``config.to_json_string()``, every field a real
+config.json has), and the model class is built under ``accelerate.init_empty_weights`` and counted
+with ``num_parameters()`` after ``tie_weights()``. The files go to ``tests/data/hf/``, the counts to
 ``tests/data/hf/counts.json``; ``tests/test_hf.py`` opens every file with ``dcsim.hf`` and requires
 dcsim's count to equal transformers'. Prints a Markdown table; bench/README.md records a run.
 """
@@ -28,8 +28,6 @@ from transformers import (
     AutoModelForImageTextToText,
     AutoModelForSeq2SeqLM,
     AutoModelForSpeechSeq2Seq,
-    BertConfig,
-    BertModel,
     DeepseekV2Config,
     DeepseekV2ForCausalLM,
     DeepseekV3Config,
@@ -38,22 +36,10 @@ from transformers import (
     Gemma2ForCausalLM,
     Gemma3ForCausalLM,
     Gemma3TextConfig,
-    GemmaConfig,
-    GemmaForCausalLM,
-    GPT2Config,
-    GPT2LMHeadModel,
-    GPTNeoXConfig,
-    GPTNeoXForCausalLM,
-    LlamaConfig,
-    LlamaForCausalLM,
-    MistralConfig,
-    MistralForCausalLM,
     MixtralConfig,
     MixtralForCausalLM,
     Phi3Config,
     Phi3ForCausalLM,
-    Qwen2Config,
-    Qwen2ForCausalLM,
     Qwen2MoeConfig,
     Qwen2MoeForCausalLM,
     Qwen3Config,
@@ -62,7 +48,6 @@ from transformers import (
     Qwen3MoeForCausalLM,
     T5Config,
     T5ForConditionalGeneration,
-    ViTConfig,
     ViTForImageClassification,
 )
 
@@ -75,136 +60,22 @@ def published(cls, config_class, **fields):
     return cls, config_class(architectures=[cls.__name__], **fields)
 
 
-DECODERS = {
-    "llama": (LlamaForCausalLM, LlamaConfig),
-    "mistral": (MistralForCausalLM, MistralConfig),
-    "gemma": (GemmaForCausalLM, GemmaConfig),
-    "qwen2": (Qwen2ForCausalLM, Qwen2Config),
-}
+def published_models(path: Path):
+    """The published configurations in ``path`` (hf_import_models.json), by the file name written:
+    each row names its transformers model class and configuration class, and the fields to set."""
+    models = {}
+    for name, row in json.loads(path.read_text()).items():
+        if set(row) != {"class", "config", "fields"}:
+            raise ValueError(f"{path.name}: {name!r} must have class, config and fields, got {sorted(row)}")
+        models[name] = published(
+            getattr(transformers, row["class"]), getattr(transformers, row["config"]), **row["fields"]
+        )
+    return models
 
 
-def decoder(family, vocab, hidden, layers, heads, kv_heads, ffn, positions, **own):
-    """A decoder of ``DECODERS``: the seven sizes every one here publishes, then its family's own fields."""
-    cls, config_class = DECODERS[family]
-    return published(cls, config_class, **decoder_sizes(vocab, hidden, layers, heads, kv_heads, ffn, positions), **own)
-
-
-# Published configurations (the models' config.json on the Hub), by the file name written. Decoders:
-# family, vocab, hidden, layers, heads, kv heads, ffn, positions, then the family's own fields.
-MODELS = {
-    "gpt2": published(GPT2LMHeadModel, GPT2Config),
-    "gpt2-medium": published(GPT2LMHeadModel, GPT2Config, n_embd=1024, n_layer=24, n_head=16),
-    "pythia-160m": published(
-        GPTNeoXForCausalLM,
-        GPTNeoXConfig,
-        vocab_size=50304,
-        hidden_size=768,
-        num_hidden_layers=12,
-        num_attention_heads=12,
-        intermediate_size=3072,
-        max_position_embeddings=2048,
-        rotary_pct=0.25,
-        tie_word_embeddings=False,
-        use_parallel_residual=True,
-    ),
-    "llama-2-7b": decoder("llama", 32000, 4096, 32, 32, 32, 11008, 4096, tie_word_embeddings=False),
-    "tinyllama-1.1b": decoder("llama", 32000, 2048, 22, 32, 4, 5632, 2048, tie_word_embeddings=False),
-    "llama-3.2-1b": decoder("llama", 128256, 2048, 16, 32, 8, 8192, 131072, head_dim=64, tie_word_embeddings=True),
-    "mistral-7b": decoder(
-        "mistral", 32000, 4096, 32, 32, 8, 14336, 32768, sliding_window=4096, tie_word_embeddings=False
-    ),
-    "gemma-2b": decoder("gemma", 256000, 2048, 18, 8, 1, 16384, 8192, head_dim=256),
-    "gemma-7b": decoder("gemma", 256000, 3072, 28, 16, 16, 24576, 8192, head_dim=256),
-    "qwen2.5-0.5b": decoder("qwen2", 151936, 896, 24, 14, 2, 4864, 32768, tie_word_embeddings=True),
-    "qwen2.5-7b": decoder("qwen2", 152064, 3584, 28, 28, 4, 18944, 131072, tie_word_embeddings=False),
-    # Issue 16: Mixture-of-Experts, latent attention, Gemma 2 and 3, Qwen3, Phi-3, T5.
-    "mixtral-8x7b": published(
-        MixtralForCausalLM, MixtralConfig, **decoder_sizes(32000, 4096, 32, 32, 8, 14336, 32768), rope_theta=1e6
-    ),
-    "qwen1.5-moe-a2.7b": published(
-        Qwen2MoeForCausalLM,
-        Qwen2MoeConfig,
-        **decoder_sizes(151936, 2048, 24, 16, 16, 5632, 8192),
-        num_experts=60,
-        num_experts_per_tok=4,
-        moe_intermediate_size=1408,
-        shared_expert_intermediate_size=5632,
-    ),
-    "qwen3-0.6b": published(
-        Qwen3ForCausalLM,
-        Qwen3Config,
-        **decoder_sizes(151936, 1024, 28, 16, 8, 3072, 40960),
-        head_dim=128,
-        tie_word_embeddings=True,
-    ),
-    "qwen3-8b": published(
-        Qwen3ForCausalLM, Qwen3Config, **decoder_sizes(151936, 4096, 36, 32, 8, 12288, 40960), head_dim=128
-    ),
-    "qwen3-30b-a3b": published(
-        Qwen3MoeForCausalLM,
-        Qwen3MoeConfig,
-        **decoder_sizes(151936, 2048, 48, 32, 4, 6144, 40960),
-        head_dim=128,
-        num_experts=128,
-        num_experts_per_tok=8,
-        moe_intermediate_size=768,
-        norm_topk_prob=True,
-    ),
-    "deepseek-v2-lite": published(
-        DeepseekV2ForCausalLM,
-        DeepseekV2Config,
-        **decoder_sizes(102400, 2048, 27, 16, 16, 10944, 163840),
-        moe_intermediate_size=1408,
-        n_shared_experts=2,
-        n_routed_experts=64,
-        num_experts_per_tok=6,
-        first_k_dense_replace=1,
-        q_lora_rank=None,
-        kv_lora_rank=512,
-        qk_nope_head_dim=128,
-        qk_rope_head_dim=64,
-        v_head_dim=128,
-    ),
-    "deepseek-v3": published(
-        DeepseekV3ForCausalLM,
-        DeepseekV3Config,
-        **decoder_sizes(129280, 7168, 61, 128, 128, 18432, 163840),
-        moe_intermediate_size=2048,
-        n_shared_experts=1,
-        n_routed_experts=256,
-        num_experts_per_tok=8,
-        first_k_dense_replace=3,
-        n_group=8,
-        topk_group=4,
-        q_lora_rank=1536,
-        kv_lora_rank=512,
-        num_nextn_predict_layers=1,
-    ),
-    "gemma-2-2b": published(
-        Gemma2ForCausalLM, Gemma2Config, **decoder_sizes(256000, 2304, 26, 8, 4, 9216, 8192), head_dim=256
-    ),
-    "gemma-3-1b": published(
-        Gemma3ForCausalLM, Gemma3TextConfig, **decoder_sizes(262144, 1152, 26, 4, 1, 6912, 32768), head_dim=256
-    ),
-    "phi-3-mini-4k": published(
-        Phi3ForCausalLM, Phi3Config, **decoder_sizes(32064, 3072, 32, 32, 32, 8192, 4096), pad_token_id=32000
-    ),
-    "qwen2.5-72b": decoder("qwen2", 152064, 8192, 80, 64, 8, 29568, 131072, tie_word_embeddings=False),
-    "t5-small": published(T5ForConditionalGeneration, T5Config),
-    "t5-large": published(T5ForConditionalGeneration, T5Config, d_model=1024, d_ff=4096, num_layers=24, num_heads=16),
-    "flan-t5-base": published(
-        T5ForConditionalGeneration,
-        T5Config,
-        d_model=768,
-        d_ff=2048,
-        num_layers=12,
-        num_heads=12,
-        feed_forward_proj="gated-gelu",
-        tie_word_embeddings=False,
-    ),
-    "bert-base-uncased": published(BertModel, BertConfig),
-    "vit-base-patch16-224": published(ViTForImageClassification, ViTConfig, num_labels=1000),
-}
+# Published configurations (the models' config.json on the Hub), by the file name written; issue 16
+# added Mixture-of-Experts, latent attention, Gemma 2 and 3, Qwen3, Phi-3 and T5.
+MODELS = published_models(Path(__file__).resolve().parent / "hf_import_models.json")
 
 
 # Issue 30: the model types that were refused. Each published configuration as the Hub's config.json
@@ -312,32 +183,30 @@ MOE_TYPES = {
         "olmoe",
         decoder_sizes(50304, 2048, 16, 16, 16, 1024, 4096) | {"num_experts": 64, "num_experts_per_tok": 8},
     ),
-    "granite-3.0-1b-a400m": (
-        "granitemoe",
-        decoder_sizes(49155, 1024, 24, 16, 8, 512, 4096)
-        | {"num_local_experts": 32, "num_experts_per_tok": 8, "tie_word_embeddings": True, "logits_scaling": 6.0}
-        | GRANITE_MULTIPLIERS,
-    ),
-    "granite-3.0-3b-a800m": (
-        "granitemoe",
-        decoder_sizes(49155, 1536, 32, 24, 8, 512, 4096)
-        | {"num_local_experts": 40, "num_experts_per_tok": 8, "tie_word_embeddings": True, "logits_scaling": 6.0}
-        | GRANITE_MULTIPLIERS,
-    ),
-    "glm-4.5-air": (
-        "glm4_moe",
-        decoder_sizes(151552, 4096, 46, 96, 8, 10944, 131072)
-        | {"head_dim": 128, "moe_intermediate_size": 1408, "n_routed_experts": 128, "n_shared_experts": 1}
-        | {"num_experts_per_tok": 8, "first_k_dense_replace": 1, "attention_bias": True, "use_qk_norm": False}
-        | {"partial_rotary_factor": 0.5, "num_nextn_predict_layers": 1, "rope_theta": 1000000},
-    ),
-    "glm-4.5": (
-        "glm4_moe",
-        decoder_sizes(151552, 5120, 92, 96, 8, 12288, 131072)
-        | {"head_dim": 128, "moe_intermediate_size": 1536, "n_routed_experts": 160, "n_shared_experts": 1}
-        | {"num_experts_per_tok": 8, "first_k_dense_replace": 3, "attention_bias": True, "use_qk_norm": True}
-        | {"partial_rotary_factor": 0.5, "num_nextn_predict_layers": 1, "rope_theta": 1000000},
-    ),
+    **{
+        f"granite-3.0-{size}": (
+            "granitemoe",
+            decoder_sizes(49155, hidden, layers, heads, 8, 512, 4096)
+            | {"num_local_experts": experts, "num_experts_per_tok": 8, "tie_word_embeddings": True}
+            | {"logits_scaling": 6.0}
+            | GRANITE_MULTIPLIERS,
+        )
+        for size, hidden, layers, heads, experts in (("1b-a400m", 1024, 24, 16, 32), ("3b-a800m", 1536, 32, 24, 40))
+    },
+    # GLM-4.5-Air and GLM-4.5: sizes, expert width and count, leading dense blocks, QK norm.
+    **{
+        name: (
+            "glm4_moe",
+            decoder_sizes(151552, hidden, layers, 96, 8, ffn, 131072)
+            | {"head_dim": 128, "moe_intermediate_size": expert_ffn, "n_routed_experts": experts, "n_shared_experts": 1}
+            | {"num_experts_per_tok": 8, "first_k_dense_replace": dense, "attention_bias": True, "use_qk_norm": qk_norm}
+            | {"partial_rotary_factor": 0.5, "num_nextn_predict_layers": 1, "rope_theta": 1000000},
+        )
+        for name, hidden, layers, ffn, expert_ffn, experts, dense, qk_norm in (
+            ("glm-4.5-air", 4096, 46, 10944, 1408, 128, 1, False),
+            ("glm-4.5", 5120, 92, 12288, 1536, 160, 3, True),
+        )
+    },
     **{
         f"gpt-oss-{size}": (
             "gpt_oss",

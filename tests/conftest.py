@@ -21,10 +21,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import fake_hub
 import pytest
 from hypothesis import settings
 from streamlit.testing.v1 import AppTest
 
+from dcsim.model.config import ModelConfig
 from dcsim.ui import router
 
 # Two shared cores make wall-clock deadlines flaky; properties are about values, not speed.
@@ -371,3 +373,18 @@ def refused_in_one_line(capsys, *argv) -> str:
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("dcsim: error: ")
     return err
+
+
+@pytest.fixture
+def gated_hub(monkeypatch):
+    """A loopback Hub (tests/fake_hub.py) as the process's HF_ENDPOINT, holding Llama 2 7B and
+    ``gated/model``, which only ``fake_hub.GATED_TOKEN`` opens; a fresh fetcher, no token unless a
+    test sets one."""
+    with fake_hub.endpoint(monkeypatch, fake_hub.with_gated(fake_hub.GATED_TOKEN)) as server:
+        yield server
+
+
+def small_preset(preset: str, **sizes) -> ModelConfig:
+    """``preset`` cut to two blocks 64 wide with four heads, ``sizes`` setting the rest: the preset's
+    shape at a size a test counts, lays out or compiles in moments."""
+    return ModelConfig(preset=preset, overrides={"num_layers": 2, "d_model": 64, "num_heads": 4} | sizes)

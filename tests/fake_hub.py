@@ -24,6 +24,7 @@ from dcsim.hf import hub as dcsim_hub
 DATA = Path(__file__).parent / "data" / "hf"
 LLAMA = "meta-llama/Llama-2-7b-hf"
 LLAMA_COMMIT = "01c7f73d771dfac7d292323805ebc428287df4f9"
+GATED_TOKEN = "hf_GatedToken1122334455667788aabbcc"  # the token that opens ``gated/model`` in the gated_hub fixture
 
 
 @dataclasses.dataclass

@@ -5,20 +5,13 @@ the Model page's Hub id box with a gated model's token, which stays out of the l
 
 import hostile
 import pytest
-from fake_hub import LLAMA, endpoint, with_gated
+from fake_hub import GATED_TOKEN, LLAMA
 
 from conftest import open_app
 from dcsim.hf import hub
 from dcsim.ui import state
 
-TOKEN = "hf_AppGatedToken1122334455667788aa"
 LLAMA_TOTAL = "6,738,415,616"
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    with endpoint(monkeypatch, with_gated(TOKEN)) as server:
-        yield server
 
 
 def total(at) -> str:
@@ -49,7 +42,7 @@ def submit(at, repo_id: str, revision: str = "", token: str = ""):
     return at
 
 
-def test_a_link_with_a_hub_id_alone_fetches_and_opens_it(fake):
+def test_a_link_with_a_hub_id_alone_fetches_and_opens_it(gated_hub):
     at = open_app({"hf": LLAMA, "shards": "8", "dtype": "bfloat16"}, editors=False)
     assert total(at) == LLAMA_TOTAL
     assert not at.warning
@@ -62,15 +55,15 @@ def test_a_link_with_a_hub_id_alone_fetches_and_opens_it(fake):
         "bfloat16",
     )
     assert "name" not in link  # the Hub id names it
-    assert [method for method, _, _ in fake.requests] == ["HEAD", "GET"]
+    assert [method for method, _, _ in gated_hub.requests] == ["HEAD", "GET"]
     # The link it wrote reopens the same model without asking the Hub.
     again = open_app(link, editors=False)
     assert total(again) == LLAMA_TOTAL and again.session_state[state.CONFIG] == at.session_state[state.CONFIG]
-    assert len(fake.requests) == 2
+    assert len(gated_hub.requests) == 2
     assert f"{LLAMA} (llama, from the Hub)" in texts(again)
 
 
-def test_a_link_whose_model_cannot_be_fetched_says_why_and_shows_no_numbers_as_its(fake):
+def test_a_link_whose_model_cannot_be_fetched_says_why_and_shows_no_numbers_as_its(gated_hub):
     at = open_app({"hf": "nobody/missing"}, editors=False)
     warning = hostile.unescape(at.warning[0].value)
     assert warning.startswith("Link: `hf`: nobody/missing could not be opened from the Hugging Face Hub: ")
@@ -95,11 +88,11 @@ def test_a_link_whose_model_cannot_be_fetched_says_why_and_shows_no_numbers_as_i
     ],
     ids=lambda value: value[:30],
 )
-def test_a_hostile_hub_id_in_a_link_is_refused_before_any_request(fake, query, says):
+def test_a_hostile_hub_id_in_a_link_is_refused_before_any_request(gated_hub, query, says):
     at, read = hostile.open_page("pages/model.py", query)
     assert hostile.check_run(at, query, read) == []
     assert any(text.startswith(says) for text in hostile.alert_texts(at))
-    assert fake.requests == []
+    assert gated_hub.requests == []
 
 
 @pytest.mark.parametrize("page", ["pages/model.py", "pages/layout.py", "pages/shards.py"])
@@ -113,25 +106,25 @@ def test_a_hostile_hub_id_in_a_link_is_refused_before_any_request(fake, query, s
     ],
     ids=["opens", "missing", "ignored-hparams", "preset-wins"],
 )
-def test_hub_links_survive_the_hostile_link_check_on_any_page(fake, page, query):
+def test_hub_links_survive_the_hostile_link_check_on_any_page(gated_hub, page, query):
     at, read = hostile.open_page(page, query)
     assert hostile.check_run(at, query, read) == []
 
 
-def test_the_hub_box_opens_a_gated_model_with_a_token_kept_out_of_the_link(fake):
+def test_the_hub_box_opens_a_gated_model_with_a_token_kept_out_of_the_link(gated_hub):
     at = hub_box(open_app(editors=False))
-    assert f"Asks the Hub at {fake.url}." in texts(at)
+    assert f"Asks the Hub at {gated_hub.url}." in texts(at)
     submit(at, "gated/model")
     assert "Not opened: gated/model is a gated model: accept its licence" in hostile.unescape(at.error[0].value)
     assert total(at) == "20"
-    submit(at, " gated/model ", token=TOKEN)
+    submit(at, " gated/model ", token=GATED_TOKEN)
     assert total(at) == LLAMA_TOTAL and not at.error
     assert at.query_params["hf"] == "gated/model"
     shown = texts(at)
     assert "Opened gated/model (llama, from the Hub) at commit 01c7f73d771d." in shown
-    assert TOKEN not in shown and TOKEN not in str(dict(at.query_params))
-    assert TOKEN not in at.session_state[state.CONFIG].to_json()
-    assert fake.requests[-1][2] == f"Bearer {TOKEN}"
+    assert GATED_TOKEN not in shown and GATED_TOKEN not in str(dict(at.query_params))
+    assert GATED_TOKEN not in at.session_state[state.CONFIG].to_json()
+    assert gated_hub.requests[-1][2] == f"Bearer {GATED_TOKEN}"
 
 
 @pytest.mark.parametrize(
@@ -144,11 +137,11 @@ def test_the_hub_box_opens_a_gated_model_with_a_token_kept_out_of_the_link(fake)
     ],
     ids=["url", "path", "markup", "empty"],
 )
-def test_the_hub_box_refuses_what_is_not_a_hub_id_before_asking(fake, typed, says):
+def test_the_hub_box_refuses_what_is_not_a_hub_id_before_asking(gated_hub, typed, says):
     at = submit(hub_box(open_app(editors=False)), typed)
     assert hostile.unescape(at.error[0].value).startswith(says)
     assert hostile.markup_failures(at) == []
-    assert fake.requests == []
+    assert gated_hub.requests == []
 
 
 def test_without_a_network_the_box_says_so(monkeypatch):
@@ -161,7 +154,7 @@ def test_without_a_network_the_box_says_so(monkeypatch):
     assert total(at) == "20"
 
 
-def test_an_offline_server_opens_from_its_cache_and_says_it_is_offline(fake, monkeypatch):
+def test_an_offline_server_opens_from_its_cache_and_says_it_is_offline(gated_hub, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(hostile.ROOT / "examples" / "hub-cache"))
     at = open_app({"hf": LLAMA}, editors=False)
@@ -169,4 +162,4 @@ def test_an_offline_server_opens_from_its_cache_and_says_it_is_offline(fake, mon
     at = submit(hub_box(open_app(editors=False)), "other/model")
     assert "HF_HUB_OFFLINE is set on this server" in texts(at)
     assert "HF_HUB_OFFLINE is set, and config.json of other/model is not in the Hugging Face cache" in texts(at)
-    assert fake.requests == []
+    assert gated_hub.requests == []

@@ -225,40 +225,39 @@ def test_no_temporary_folder_is_a_failure_not_a_traceback(own_tmp, monkeypatch):
 # --- decided before any child starts --------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "kwargs, error, message",
-    [
-        ({"max_params": 1_000_000}, ValueError, r"has 1,049,600 parameters, over .* ceiling of 1,000,000 values"),
-        (
-            {"mesh": "data=4", "max_params": 2_000_000},
-            ValueError,
-            r"1,049,600 parameters, and on the mesh data=4 the replicated layout has the devices hold 4,198,400 values"
-            r" together \(replicas included\), over .* ceiling of 2,000,000",
-        ),
-        ({"dtype": "float16"}, ValueError, r"`dtype` must be one of float32, bfloat16, got 'float16'"),
-        ({"mesh": "data=128"}, ValueError, r"at most 64 virtual devices, got a mesh of 128 \(data=128\)"),
-        ({"mesh": "data"}, ValueError, r"AXIS=SIZE"),
-        ({"strategy": "zigzag"}, ValueError, r"strategy must be one of replicated, fsdp"),
-        ({"strategy": "tensor", "mesh": "data=2"}, ValueError, r"mesh axis named `model`"),
-        ({"timeout_seconds": 0}, ValueError, r"`timeout_seconds` must be a number of seconds greater than 0"),
-        ({"timeout_seconds": float("nan")}, ValueError, r"`timeout_seconds` must be .*, got nan"),
-        ({"timeout_seconds": True}, TypeError, r"`timeout_seconds` must be"),
-        ({"max_params": 0}, ValueError, r"`max_params` must be a positive integer, got 0"),
-    ],
-    ids=[
-        "over-ceiling",
-        "replicas-over-ceiling",
-        "dtype",
-        "too-many-devices",
-        "bad-mesh",
-        "strategy",
-        "tensor-without-model",
-        "zero-timeout",
-        "nan-timeout",
-        "bool-timeout",
-        "zero-ceiling",
-    ],
-)
+BAD_REQUESTS = {
+    "over-ceiling": (
+        {"max_params": 1_000_000},
+        ValueError,
+        r"has 1,049,600 parameters, over .* ceiling of 1,000,000 values",
+    ),
+    "replicas-over-ceiling": (
+        {"mesh": "data=4", "max_params": 2_000_000},
+        ValueError,
+        r"1,049,600 parameters, and on the mesh data=4 the replicated layout has the devices hold 4,198,400 values"
+        r" together \(replicas included\), over .* ceiling of 2,000,000",
+    ),
+    "dtype": ({"dtype": "float16"}, ValueError, r"`dtype` must be one of float32, bfloat16, got 'float16'"),
+    "too-many-devices": (
+        {"mesh": "data=128"},
+        ValueError,
+        r"at most 64 virtual devices, got a mesh of 128 \(data=128\)",
+    ),
+    "bad-mesh": ({"mesh": "data"}, ValueError, r"AXIS=SIZE"),
+    "strategy": ({"strategy": "zigzag"}, ValueError, r"strategy must be one of replicated, fsdp"),
+    "tensor-without-model": ({"strategy": "tensor", "mesh": "data=2"}, ValueError, r"mesh axis named `model`"),
+    "zero-timeout": (
+        {"timeout_seconds": 0},
+        ValueError,
+        r"`timeout_seconds` must be a number of seconds greater than 0",
+    ),
+    "nan-timeout": ({"timeout_seconds": float("nan")}, ValueError, r"`timeout_seconds` must be .*, got nan"),
+    "bool-timeout": ({"timeout_seconds": True}, TypeError, r"`timeout_seconds` must be"),
+    "zero-ceiling": ({"max_params": 0}, ValueError, r"`max_params` must be a positive integer, got 0"),
+}
+
+
+@pytest.mark.parametrize("kwargs, error, message", list(BAD_REQUESTS.values()), ids=list(BAD_REQUESTS))
 def test_bad_requests_are_refused_before_anything_runs(own_tmp, kwargs, error, message):
     with pytest.raises(error, match=message):
         measure_checkpoint(DENSE_1024, MeasurementOptions(**kwargs))

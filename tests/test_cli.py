@@ -85,47 +85,34 @@ def test_config_file_keeps_per_layer_bias(capsys, tmp_path):
     assert json.loads(out)["total_params"] == 36 + 10
 
 
-@pytest.mark.parametrize(
-    "argv, message",
-    [
-        ([], "choose a command: count"),
-        (["nope"], "invalid choice: 'nope'"),
-        (["count", "--bogus"], "unrecognized arguments: --bogus"),
-        (["count", "--shards"], "argument --shards: expected one argument"),
-        (["count", "--shards", "0"], "`--shards` must be an integer from 1 to 1,048,576, got '0'"),
-        (["count", "--shards", "1e400"], "got '1e400'"),
-        (["count", "--shards", "2.5"], "got '2.5'"),
-        (["count", "--shards", "nan"], "got 'nan'"),
-        (["count", "--seed", "-1"], "`--seed` must be an integer from 0 to 4,294,967,295"),
-        (["count", "--input-dim", "abc"], "`--input-dim` must be an integer from 1 to 1,048,576, got 'abc'"),
-        (["count", "--batch", "0"], "`--batch` must be an integer from 1"),
-        (["count", "--features", "4,,2"], "`--features` must be an integer from 1 to 1,048,576, got ''"),
-        (["count", "--features", "2000000"], "got '2000000'"),
-        (["count", "--features", ",".join(["1"] * 300)], "`--features` may list at most 256 layers, got 300"),
-        (["count", "--format", "xml"], "invalid choice: 'xml'"),
-        (["count", "--config", "/no/such/file.json"], "cannot read the configuration file '/no/such/file.json'"),
-        (["count", "--config", "/"], "cannot read the configuration file '/'"),
-    ],
-    ids=[
-        "no-command",
-        "unknown-command",
-        "unknown-flag",
-        "missing-value",
-        "zero-shards",
-        "1e400",
-        "fraction",
-        "nan",
-        "negative-seed",
-        "text",
-        "zero-batch",
-        "empty-width",
-        "too-wide",
-        "too-many-layers",
-        "bad-format",
-        "missing-file",
-        "directory",
-    ],
-)
+BAD_FLAGS = {
+    "no-command": ([], "choose a command: count"),
+    "unknown-command": (["nope"], "invalid choice: 'nope'"),
+    "unknown-flag": (["count", "--bogus"], "unrecognized arguments: --bogus"),
+    "missing-value": (["count", "--shards"], "argument --shards: expected one argument"),
+    "zero-shards": (["count", "--shards", "0"], "`--shards` must be an integer from 1 to 1,048,576, got '0'"),
+    "1e400": (["count", "--shards", "1e400"], "got '1e400'"),
+    "fraction": (["count", "--shards", "2.5"], "got '2.5'"),
+    "nan": (["count", "--shards", "nan"], "got 'nan'"),
+    "negative-seed": (["count", "--seed", "-1"], "`--seed` must be an integer from 0 to 4,294,967,295"),
+    "text": (["count", "--input-dim", "abc"], "`--input-dim` must be an integer from 1 to 1,048,576, got 'abc'"),
+    "zero-batch": (["count", "--batch", "0"], "`--batch` must be an integer from 1"),
+    "empty-width": (["count", "--features", "4,,2"], "`--features` must be an integer from 1 to 1,048,576, got ''"),
+    "too-wide": (["count", "--features", "2000000"], "got '2000000'"),
+    "too-many-layers": (
+        ["count", "--features", ",".join(["1"] * 300)],
+        "`--features` may list at most 256 layers, got 300",
+    ),
+    "bad-format": (["count", "--format", "xml"], "invalid choice: 'xml'"),
+    "missing-file": (
+        ["count", "--config", "/no/such/file.json"],
+        "cannot read the configuration file '/no/such/file.json'",
+    ),
+    "directory": (["count", "--config", "/"], "cannot read the configuration file '/'"),
+}
+
+
+@pytest.mark.parametrize("argv, message", list(BAD_FLAGS.values()), ids=list(BAD_FLAGS))
 def test_bad_flags_give_one_line_and_exit_2(capsys, argv, message):
     assert message in refused_in_one_line(capsys, *argv)
 

@@ -9,25 +9,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from fake_hub import LLAMA, LLAMA_COMMIT, endpoint, with_gated
+from fake_hub import GATED_TOKEN, LLAMA, LLAMA_COMMIT
 
 from conftest import refused_in_one_line
 from conftest import run_cli as run
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = str(ROOT / "examples" / "hub-cache")
-TOKEN = "hf_CliGatedToken0987654321zyxwvu"
 LLAMA_TOTAL = "total parameters       6,738,415,616\n"
 
 
-@pytest.fixture
-def fake(monkeypatch):
-    """A loopback Hub as the process's HF_ENDPOINT, a fresh fetcher, no token unless a test sets one."""
-    with endpoint(monkeypatch, with_gated(TOKEN)) as server:
-        yield server
-
-
-def test_the_shipped_cache_opens_llama_2_7b_offline(capsys, fake):
+def test_the_shipped_cache_opens_llama_2_7b_offline(capsys, gated_hub):
     code, out, err = run(capsys, "count", "--hf", LLAMA, "--hf-cache", CACHE, "--shards", "8")
     assert code == 0 and out.startswith(LLAMA_TOTAL)
     assert f"model: {LLAMA} (llama, from the Hub) (decoder:" in out
@@ -36,30 +28,30 @@ def test_the_shipped_cache_opens_llama_2_7b_offline(capsys, fake):
         "cache. Counted as LlamaForCausalLM: embeddings, blocks, final norm, language-model head untied; rotary "
         "positions hold no parameters.\n"
     )
-    assert fake.requests == []  # --hf-cache never asks the network
+    assert gated_hub.requests == []  # --hf-cache never asks the network
 
 
-def test_a_fetched_model_keeps_its_id_and_revision_in_the_json(capsys, fake):
+def test_a_fetched_model_keeps_its_id_and_revision_in_the_json(capsys, gated_hub):
     code, out, _ = run(capsys, "count", "--hf", LLAMA, "--revision", LLAMA_COMMIT, "--format", "json")
     origin = json.loads(out)["config"]["origin"]
     assert code == 0 and origin["hub_id"] == LLAMA and origin["revision"] == LLAMA_COMMIT
     assert json.loads(out)["total_params"] == 6_738_415_616
-    assert fake.requests[-1][1] == f"/{LLAMA}/resolve/{LLAMA_COMMIT}/config.json"
+    assert gated_hub.requests[-1][1] == f"/{LLAMA}/resolve/{LLAMA_COMMIT}/config.json"
 
 
-def test_set_edits_a_hub_model_under_its_own_name(capsys, fake):
+def test_set_edits_a_hub_model_under_its_own_name(capsys, gated_hub):
     code, out, _ = run(capsys, "count", "--hf", LLAMA, "--set", "num_layers=2")
     assert code == 0 and f"model: {LLAMA} (llama, from the Hub), edited" in out
 
 
-def test_a_gated_model_opens_with_hf_token_which_is_never_printed(capsys, fake, monkeypatch):
+def test_a_gated_model_opens_with_hf_token_which_is_never_printed(capsys, gated_hub, monkeypatch):
     err = refused_in_one_line(capsys, "count", "--hf", "gated/model")
     assert "gated/model is a gated model: accept its licence" in err
-    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.setenv("HF_TOKEN", GATED_TOKEN)
     code, out, err = run(capsys, "count", "--hf", "gated/model", "--format", "json")
     assert code == 0 and json.loads(out)["total_params"] == 6_738_415_616
-    assert TOKEN not in out + err
-    assert fake.requests[-1][2] == f"Bearer {TOKEN}"
+    assert GATED_TOKEN not in out + err
+    assert gated_hub.requests[-1][2] == f"Bearer {GATED_TOKEN}"
 
 
 @pytest.mark.parametrize(
@@ -84,14 +76,14 @@ def test_a_gated_model_opens_with_hf_token_which_is_never_printed(capsys, fake, 
     ],
     ids=lambda value: " ".join(value)[:40] if isinstance(value, list) else None,
 )
-def test_bad_input_is_one_line_and_exit_2(capsys, fake, argv, message):
+def test_bad_input_is_one_line_and_exit_2(capsys, gated_hub, argv, message):
     err = refused_in_one_line(capsys, "count", *argv)
     assert message in err
     asked = "--hf-cache" not in argv and (argv[1] == "nobody/missing" or "v9" in argv or "--input-dim" in argv)
-    assert bool(fake.requests) == asked  # else refused before anything was asked
+    assert bool(gated_hub.requests) == asked  # else refused before anything was asked
 
 
-def test_hf_hub_offline_reads_only_the_default_cache(capsys, fake, monkeypatch, tmp_path):
+def test_hf_hub_offline_reads_only_the_default_cache(capsys, gated_hub, monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     err = refused_in_one_line(capsys, "count", "--hf", LLAMA)
@@ -100,10 +92,10 @@ def test_hf_hub_offline_reads_only_the_default_cache(capsys, fake, monkeypatch, 
     monkeypatch.setenv("HF_HUB_CACHE", CACHE)
     code, out, _ = run(capsys, "count", "--hf", LLAMA)
     assert code == 0 and out.startswith(LLAMA_TOTAL)
-    assert fake.requests == []
+    assert gated_hub.requests == []
 
 
-def test_every_subcommand_takes_hf(capsys, fake):
+def test_every_subcommand_takes_hf(capsys, gated_hub):
     code, out, _ = run(capsys, "layout", "--hf", LLAMA, "--hf-cache", CACHE, "--mesh", "data=8", "--strategy", "fsdp")
     assert code == 0 and "6,738,415,616" in out
 

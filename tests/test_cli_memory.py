@@ -7,6 +7,8 @@ per parameter in the optimizer state's dtype and one int32 step count, whole on 
 """
 
 import json
+import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -260,45 +262,15 @@ def test_a_budget_the_whole_parts_alone_pass_says_no_count_can_fit(capsys):
     assert memory_json(capsys, *flags)["budget"]["why_none_fits"] is None
 
 
-@pytest.mark.parametrize(
-    "argv, message",
-    [
-        (["--optimizer", "adamax"], "argument --optimizer: invalid choice: 'adamax'"),
-        (["--shard", "params,weights"], "unknown part 'weights' to shard; parts: params, grads, master, optimizer"),
-        (["--shard", ""], "name the parts to shard"),
-        (["--param-dtype", "int4"], "the param dtype must be one of float32, bfloat16"),
-        (["--grad-dtype", "fp8"], "the grad dtype must be one of"),
-        (["--master-dtype", "float128"], "the master dtype must be one of"),
-        (["--zero", "4"], "the ZeRO stage must be 0, 1, 2 or 3"),
-        (["--zero", "three"], "the ZeRO stage must be 0, 1, 2 or 3"),
-        (["--zero", "3", "--shard", "params"], "--zero and --shard both choose the parts to split; give one"),
-        (["--budget", "80"], "the budget needs a unit"),
-        (["--budget", "80 parsecs"], "parsecs"),
-        (["--shards", "4"], "--shards does not apply to memory: the mesh sets the number of devices"),
-        (["--dtype", "float32"], "--dtype does not apply to memory"),
-        (["--strategy", "tensor"], "model"),
-        (["--mesh", "data=0"], "mesh axis `data` needs a size"),
-        (["--format", "csv"], "invalid choice: 'csv'"),
-    ],
-    ids=[
-        "optimizer",
-        "part",
-        "no-part",
-        "param-dtype",
-        "grad-dtype",
-        "master-dtype",
-        "stage",
-        "stage-text",
-        "zero-and-shard",
-        "budget-without-unit",
-        "budget-unit",
-        "shards",
-        "dtype",
-        "tensor-without-model",
-        "mesh",
-        "format",
-    ],
-)
+# tests/data/cli_memory_refusals.toml: the flags each bad command adds to a valid one, and what its
+# one error line must say, by test id.
+BAD_INPUT = {
+    key: (row["argv"], row["message"])
+    for key, row in tomllib.loads((Path(__file__).parent / "data" / "cli_memory_refusals.toml").read_text()).items()
+}
+
+
+@pytest.mark.parametrize("argv, message", list(BAD_INPUT.values()), ids=list(BAD_INPUT))
 def test_bad_input_is_refused_in_one_line(capsys, argv, message):
     flags = ["--mesh", "data=4"] if "--mesh" not in argv else []
     err = refused_in_one_line(capsys, "memory", *MLP, *flags, *argv)

@@ -40,37 +40,23 @@ def test_as_int_accepts_integer_valued_numbers(value, expected):
     assert result == expected and type(result) is int
 
 
-@pytest.mark.parametrize(
-    "value, error, message",
-    [
-        (2.5, ValueError, r"`num_shards` must be a positive integer, got 2\.5"),
-        (0, ValueError, r"positive integer, got 0"),
-        (-3, ValueError, r"positive integer, got -3"),
-        (float("nan"), ValueError, r"got nan"),
-        (float("inf"), ValueError, r"got inf"),
-        (True, TypeError, r"got the bool True"),
-        (np.bool_(True), TypeError, r"got the bool True"),
-        ("4", TypeError, r"got '4'"),
-        (None, TypeError, r"got NoneType None"),
-        (1 + 2j, TypeError, r"got complex"),
-        (np.ones(2), TypeError, r"must be a scalar, got an array of shape \(2,\)"),
-        (Fraction(1, 3), ValueError, r"got 1/3"),
-    ],
-    ids=[
-        "fraction-float",
-        "zero",
-        "negative",
-        "nan",
-        "inf",
-        "bool",
-        "np-bool",
-        "str",
-        "none",
-        "complex",
-        "vector",
-        "fraction",
-    ],
-)
+NOT_INTS = {
+    "fraction-float": (2.5, ValueError, r"`num_shards` must be a positive integer, got 2\.5"),
+    "zero": (0, ValueError, r"positive integer, got 0"),
+    "negative": (-3, ValueError, r"positive integer, got -3"),
+    "nan": (float("nan"), ValueError, r"got nan"),
+    "inf": (float("inf"), ValueError, r"got inf"),
+    "bool": (True, TypeError, r"got the bool True"),
+    "np-bool": (np.bool_(True), TypeError, r"got the bool True"),
+    "str": ("4", TypeError, r"got '4'"),
+    "none": (None, TypeError, r"got NoneType None"),
+    "complex": (1 + 2j, TypeError, r"got complex"),
+    "vector": (np.ones(2), TypeError, r"must be a scalar, got an array of shape \(2,\)"),
+    "fraction": (Fraction(1, 3), ValueError, r"got 1/3"),
+}
+
+
+@pytest.mark.parametrize("value, error, message", list(NOT_INTS.values()), ids=list(NOT_INTS))
 def test_as_int_rejects_with_rule_and_value(value, error, message):
     with pytest.raises(error, match=message):
         as_int(value, "num_shards")

@@ -5,6 +5,8 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import hypothesis.strategies as hs
 import pytest
@@ -51,50 +53,20 @@ def shards(result, block=0):
 # --- golden layouts, checked by hand ------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "mesh, strategy, shapes, per_device, replication",
-    [
-        # 16 devices. Dense over data x expert: qkv 48/16 = 3 columns, out and router 16/16 = 1 row.
-        # Experts: 8/8 = 1 expert each, the largest other dimension (32) over data: 16. Ideal.
-        (
-            "data=2,expert=8", "fsdp",
-            {"qkv": (16, 3), "out": (1, 16), "router": (1, 8), "gate": (1, 16, 16), "up": (1, 16, 16),
-             "down": (1, 16, 16)},
-            2 * (48 + 16 + 8 + 3 * 256), {"qkv": 1, "gate": 1},
-        ),
-        # Dense arrays whole on all 16 devices; experts 8/8 = 1 each, whole otherwise, copied over data.
-        (
-            "data=2,expert=8", "replicated",
-            {"qkv": (16, 48), "out": (16, 16), "router": (16, 8), "gate": (1, 16, 32), "up": (1, 16, 32),
-             "down": (1, 32, 16)},
-            2 * (768 + 256 + 128 + 3 * 512), {"qkv": 16, "gate": 2},
-        ),
-        # Dense: the last dimension over model (2), copied over data x expert (8). Experts: 8/4 = 2 each
-        # and the last dimension over model, copied over data (2).
-        (
-            "data=2,expert=4,model=2", "tensor",
-            {"qkv": (16, 24), "out": (16, 8), "router": (16, 4), "gate": (2, 16, 16), "up": (2, 16, 16),
-             "down": (2, 32, 8)},
-            2 * (384 + 128 + 64 + 3 * 512), {"qkv": 8, "gate": 2},
-        ),
-        # Experts: 8/4 = 2 each, the largest other dimension over data x model (4). Ideal.
-        (
-            "data=2,expert=4,model=2", "fsdp",
-            {"qkv": (16, 3), "out": (1, 16), "router": (1, 8), "gate": (2, 16, 8), "up": (2, 16, 8),
-             "down": (2, 8, 16)},
-            2 * (48 + 16 + 8 + 3 * 256), {"qkv": 1, "gate": 1},
-        ),
-        # An expert axis alone: dense over it like any axis, experts 8/8 = 1 each and nothing else to split.
-        (
-            "expert=8", "fsdp",
-            {"qkv": (16, 6), "out": (2, 16), "router": (2, 8), "gate": (1, 16, 32), "up": (1, 16, 32),
-             "down": (1, 32, 16)},
-            2 * (96 + 32 + 16 + 3 * 512), {"qkv": 1, "gate": 1},
-        ),
-    ],
-    ids=["fsdp-data2-expert8", "replicated-data2-expert8", "tensor-data2-expert4-model2", "fsdp-data2-expert4-model2",
-         "fsdp-expert8"],
-)  # fmt: skip
+# tests/data/expert_layouts.toml: each golden layout by test id, with the arithmetic that checks it.
+GOLDEN = {
+    name: (
+        row["mesh"],
+        row["strategy"],
+        {array: tuple(shape) for array, shape in row["shards"].items()},
+        row["values_per_device"],
+        row["replication"],
+    )
+    for name, row in tomllib.loads((Path(__file__).parent / "data" / "expert_layouts.toml").read_text()).items()
+}
+
+
+@pytest.mark.parametrize("mesh, strategy, shapes, per_device, replication", list(GOLDEN.values()), ids=list(GOLDEN))
 def test_golden_expert_layouts(mesh, strategy, shapes, per_device, replication):
     mesh_spec = parse_mesh(mesh)
     result = compute_layout(MOE, mesh_spec, strategy)

@@ -10,6 +10,7 @@ import pytest
 from flax import traverse_util
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
+from conftest import small_preset
 from dcsim.compare import Comparison, Scenario
 from dcsim.links import comparisons
 from dcsim.memory import budget, search
@@ -24,32 +25,8 @@ from dcsim.sharding.meshes import abstract_mesh, parse_mesh, parse_rules
 # 3 -> 4 -> 2: kernels 3x4 and 4x2, biases 4 and 2: 12 + 4 + 8 + 2 = 26 values.
 TINY = count_params(ModelConfig(input_dim=3, layers=(DenseLayer(features=4), DenseLayer(features=2))))
 MNIST = count_params(ModelConfig(preset="mlp-mnist"))  # 784 -> 512 -> 512 -> 10: 669,706 values
-SMALL_DECODER = count_params(
-    ModelConfig(
-        preset="llama2-7b",
-        overrides={
-            "num_layers": 2,
-            "d_model": 64,
-            "num_heads": 4,
-            "num_kv_heads": 4,
-            "ffn_dim": 128,
-            "vocab_size": 256,
-        },
-    )
-)
-SMALL_MOE = count_params(
-    ModelConfig(
-        preset="mixtral-8x7b",
-        overrides={
-            "num_layers": 2,
-            "d_model": 64,
-            "num_heads": 4,
-            "num_kv_heads": 2,
-            "expert_ffn_dim": 128,
-            "vocab_size": 256,
-        },
-    )
-)
+SMALL_DECODER = count_params(small_preset("llama2-7b", num_kv_heads=4, ffn_dim=128, vocab_size=256))
+SMALL_MOE = count_params(small_preset("mixtral-8x7b", num_kv_heads=2, expert_ffn_dim=128, vocab_size=256))
 
 
 def full_tree_state(report, mesh, specs, name, dtype):

@@ -11,6 +11,7 @@ import tempfile
 
 import pytest
 
+from conftest import small_preset
 from dcsim.memory import verify as mv
 from dcsim.memory.state import MemoryReport, compute_memory
 from dcsim.memory.training import Training
@@ -21,17 +22,7 @@ from dcsim.sharding.meshes import parse_mesh, parse_rules
 SEED_MODEL = count_params(ModelConfig())  # one Dense(4) with bias on width 4: a 4x4 kernel and 4 biases
 MLP = count_params(ModelConfig(input_dim=8, layers=(DenseLayer(features=16), DenseLayer(features=8))))
 LLAMA_CUT = ModelConfig(preset="llama2-70b", overrides={"num_layers": 2})
-MOE_SMALL = ModelConfig(
-    preset="mixtral-8x7b",
-    overrides={
-        "num_layers": 2,
-        "d_model": 64,
-        "num_heads": 4,
-        "num_kv_heads": 2,
-        "expert_ffn_dim": 32,
-        "vocab_size": 128,
-    },
-)
+MOE_SMALL = small_preset("mixtral-8x7b", num_kv_heads=2, expert_ffn_dim=32, vocab_size=128)
 
 
 def memory_of(report, mesh, strategy="fsdp", training=None, rules=()):
