@@ -480,6 +480,16 @@ def _one_heads_field(vocab: int, keys: tuple[str, str, str], d_model: int, layer
     )
 
 
+_OLMO = _variant(
+    "OlmoForCausalLM",
+    _sizes(50_304, 4096, 32, 32, 11_008),
+    "embeddings, blocks (LayerNorms without parameters), final norm (none either), {head}; rotary "
+    "positions hold no parameters",
+    flags=(_ATTN_BIAS,),
+    fixed=_SWIGLU | {"norm": "no_params"},
+)
+
+
 MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
     {
         "gpt2": _learned_gpt("GPT2LMHeadModel", counted="embeddings, blocks, final norm, {head}"),
@@ -723,20 +733,14 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
             counted="embeddings (a position table 2 rows longer than max_position_embeddings), blocks, final norm, "
             "{head}",
         ),
-        "olmo": _variant(
-            "OlmoForCausalLM",
-            _sizes(50_304, 4096, 32, 32, 11_008),
-            "embeddings, blocks (LayerNorms without parameters), final norm (none either), {head}; rotary "
-            "positions hold no parameters",
-            flags=(_ATTN_BIAS,),
-            fixed=_SWIGLU | {"norm": "no_params"},
-        ),
-        "olmo2": _variant(
-            "Olmo2ForCausalLM",
-            _sizes(50_304, 4096, 32, 32, 11_008),
-            "embeddings, blocks (norms after attention and the MLP, none before; query and key normed over "
+        "olmo": _OLMO,
+        # OLMo 2 reads as OLMo does (Olmo2Config's sizes default as OlmoConfig's, attention_bias too);
+        # its blocks differ.
+        "olmo2": dataclasses.replace(
+            _OLMO,
+            model_class="Olmo2ForCausalLM",
+            counted="embeddings, blocks (norms after attention and the MLP, none before; query and key normed over "
             "every feature), final norm, {head}; rotary positions hold no parameters",
-            flags=(_ATTN_BIAS,),
             fixed=_SWIGLU | {"residual": "post_norms", "qk_norm": True},
         ),
         "cohere": _variant(
