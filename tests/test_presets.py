@@ -534,3 +534,27 @@ def test_qkv_bias_adds_biases_to_query_key_and_value_only():
     config = ModelConfig(preset="llama2-7b", overrides={"qkv_bias": True})
     # 32 heads x 128 for the query, 32 x 128 each for key and value (32 KV heads), in 32 blocks
     assert count_params(config).total_params == plain + 32 * 3 * 4096
+
+
+GOOD_ROW = {"name": "x", "family": "decoder", "title": "X", "published_params": 1, "source": "s", "base": "llama"}
+
+
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        ({**GOOD_ROW, "hparams": {}, "more": 1}, r"presets.json row 3 must have exactly the fields \['name'"),
+        ({**GOOD_ROW, "hparams": {}, "title": 7}, r"row 3: name, family, title and source must be strings"),
+        ({**GOOD_ROW, "hparams": {}, "base": "gpt3"}, r"row 3 needs a base of \['gpt2', 'llama'"),
+        ({**GOOD_ROW, "hparams": []}, r"row 3 needs a base of .* and an object of hparams"),
+    ],
+    ids=["an unknown field", "a number for a title", "an unknown base", "hparams not an object"],
+)
+def test_a_bad_row_of_the_preset_file_is_refused_by_row_and_field(record, message):
+    with pytest.raises(RuntimeError, match=message):
+        presets._row(3, record)
+
+
+def test_a_row_of_the_preset_file_is_its_base_with_its_own_values_over_it():
+    row = presets._row(0, {**GOOD_ROW, "hparams": {"d_model": 8, "local_layers": [0, 2]}})
+    assert row.hparams["norm"] == "rmsnorm" and row.hparams["d_model"] == 8
+    assert row.hparams["local_layers"] == (0, 2)  # JSON arrays are tuples, as the schemas check them

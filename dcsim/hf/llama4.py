@@ -14,23 +14,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dcsim.hf.fields import Fields
-from dcsim.hf.table import MODEL_TYPES, ModelType
+from dcsim.hf.table import MODEL_TYPES, ModelType, size_table
 from dcsim.inputs import as_int, show
 from dcsim.model import schemas
 
-# (hyperparameter, vision_config field, Llama4VisionConfig's default)
-VISION_FIELDS = (
-    ("vision_d_model", "hidden_size", 768),
-    ("vision_layers", "num_hidden_layers", 34),
-    ("vision_heads", "num_attention_heads", 16),
-    ("vision_ffn_dim", "intermediate_size", 5632),
-    ("image_size", "image_size", 448),
-    ("patch_size", "patch_size", 14),
-    ("num_channels", "num_channels", 3),
-    ("projector_input_dim", "projector_input_dim", 4096),
-    ("projector_output_dim", "projector_output_dim", 4096),
-    ("vision_output_dim", "vision_output_dim", 7680),
-)
+# (hyperparameter, vision_config field, Llama4VisionConfig's default), from sizes.json beside this module
+VISION_FIELDS = size_table("llama4_vision")
 
 
 def _moe_layers(fields: Fields) -> None:

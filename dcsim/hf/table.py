@@ -5,7 +5,8 @@ family's hyperparameters (each with the default of transformers' own configurati
 type, so a bare ``{"model_type": "llama"}`` is ``LlamaConfig()``), the hyperparameters the model
 class hard-codes (its quirks), the fields it refuses by name because no family builds them, and
 the few readings a table cannot say (``quirks``: names of functions in ``dcsim.hf.readers``).
-Adding a llama-like type is a few lines here and a test with its published count.
+Adding a llama-like type is a few lines here and a test with its published count. Tables of fields
+read as they are (Mamba's sizes, Jamba's layout, Llama 4's vision tower) are in ``sizes.json``.
 
 Pure data, no JAX: ``dcsim.hf`` refuses an unknown type from this table before any model is built,
 and ``tests/test_docs.py`` writes docs/presets.md's table of model types from it.
@@ -17,6 +18,9 @@ import dataclasses
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
+
+from dcsim import shipped
+from dcsim.inputs import reject_unknown, show
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,9 +282,28 @@ _QKV_ONLY = (
 )
 
 
-def _named(rows: tuple[tuple[str, str, int], ...]) -> tuple[Size, ...]:
-    """A ``Size`` of each (hyperparameter, field, default)."""
-    return tuple(Size(name, key, default) for name, key, default in rows)
+# Tables of config.json fields read as they are, a row a field: [the hyperparameter, the field, the
+# default of transformers' configuration class]. ``mamba``: MambaConfig's sizes; ``jamba``: Jamba's
+# layout (one attention block in attn_period, experts in one block of expert_period) and mixer;
+# ``llama4_vision``: Llama4VisionConfig's (``dcsim.hf.llama4``). JSON, as the start-up path reads it.
+_SIZE_TABLES = shipped.load(__file__, "sizes.json")
+reject_unknown(_SIZE_TABLES, ("mamba", "jamba", "llama4_vision"), "sizes.json")
+
+
+def size_table(key: str) -> tuple[tuple[str, str, int], ...]:
+    """``sizes.json``'s table ``key``: (hyperparameter, config.json field, the class's default) rows."""
+    rows = _SIZE_TABLES.get(key)
+    if not isinstance(rows, list):
+        raise TypeError(f"dcsim/hf/sizes.json must hold an array `{key}`, got {show(rows)}")
+    for index, row in enumerate(rows):
+        if not (isinstance(row, list) and [type(item) for item in row] == [str, str, int]):
+            raise TypeError(f"dcsim/hf/sizes.json `{key}` row {index} must be [name, field, default], got {show(row)}")
+    return tuple((name, field, default) for name, field, default in rows)
+
+
+def _named(key: str) -> tuple[Size, ...]:
+    """A ``Size`` of each (hyperparameter, field, default) of ``sizes.json``'s table ``key``."""
+    return tuple(Size(name, field, default) for name, field, default in size_table(key))
 
 
 def _mixer_biases(projections: str, conv: str) -> tuple[Flag, ...]:
@@ -288,24 +311,6 @@ def _mixer_biases(projections: str, conv: str) -> tuple[Flag, ...]:
     return Flag(projections, False, ("use_bias",)), Flag(conv, True, ("conv_bias",))
 
 
-_MAMBA_SIZES = (
-    ("vocab_size", "vocab_size", 50_280),
-    ("d_model", "hidden_size", 768),
-    ("num_layers", "num_hidden_layers", 32),
-    ("state_size", "state_size", 16),
-    ("conv_kernel", "conv_kernel", 4),
-)
-# Jamba's layout (one attention block in attn_period, experts in one block of expert_period) and mixer.
-_JAMBA_SIZES = (
-    ("attn_period", "attn_layer_period", 8),
-    ("attn_offset", "attn_layer_offset", 4),
-    ("num_experts", "num_experts", 16),
-    ("experts_per_token", "num_experts_per_tok", 2),
-    ("expert_period", "expert_layer_period", 2),
-    ("expert_offset", "expert_layer_offset", 1),
-    ("state_size", "mamba_d_state", 16),
-    ("conv_kernel", "mamba_d_conv", 4),
-)
 _ALIBI = "embeddings, blocks, final norm, {head}; ALiBi positions hold no parameters"
 
 # Vision-language models (issue 30): a vision tower and a projector read from ``vision_config`` by
@@ -473,6 +478,16 @@ def _one_heads_field(vocab: int, keys: tuple[str, str, str], d_model: int, layer
         Size("num_heads", heads_key, heads),
         Size("num_kv_heads", heads_key, heads),
     )
+
+
+_OLMO = _variant(
+    "OlmoForCausalLM",
+    _sizes(50_304, 4096, 32, 32, 11_008),
+    "embeddings, blocks (LayerNorms without parameters), final norm (none either), {head}; rotary "
+    "positions hold no parameters",
+    flags=(_ATTN_BIAS,),
+    fixed=_SWIGLU | {"norm": "no_params"},
+)
 
 
 MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
@@ -718,20 +733,14 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
             counted="embeddings (a position table 2 rows longer than max_position_embeddings), blocks, final norm, "
             "{head}",
         ),
-        "olmo": _variant(
-            "OlmoForCausalLM",
-            _sizes(50_304, 4096, 32, 32, 11_008),
-            "embeddings, blocks (LayerNorms without parameters), final norm (none either), {head}; rotary "
-            "positions hold no parameters",
-            flags=(_ATTN_BIAS,),
-            fixed=_SWIGLU | {"norm": "no_params"},
-        ),
-        "olmo2": _variant(
-            "Olmo2ForCausalLM",
-            _sizes(50_304, 4096, 32, 32, 11_008),
-            "embeddings, blocks (norms after attention and the MLP, none before; query and key normed over "
+        "olmo": _OLMO,
+        # OLMo 2 reads as OLMo does (Olmo2Config's sizes default as OlmoConfig's, attention_bias too);
+        # its blocks differ.
+        "olmo2": dataclasses.replace(
+            _OLMO,
+            model_class="Olmo2ForCausalLM",
+            counted="embeddings, blocks (norms after attention and the MLP, none before; query and key normed over "
             "every feature), final norm, {head}; rotary positions hold no parameters",
-            flags=(_ATTN_BIAS,),
             fixed=_SWIGLU | {"residual": "post_norms", "qk_norm": True},
         ),
         "cohere": _variant(
@@ -804,7 +813,7 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
         "mamba": ModelType(
             family="mamba",
             model_class="MambaForCausalLM",
-            sizes=_named(_MAMBA_SIZES),
+            sizes=_named("mamba"),
             head_dim=READ_NO_HEAD_DIM,
             tied=True,
             flags=_mixer_biases("use_bias", "use_conv_bias"),
@@ -816,7 +825,7 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
             model_class="JambaForCausalLM",
             sizes=(
                 *_sizes(65_536, 4096, 32, 32, 14_336, 8),
-                *_named(_JAMBA_SIZES),
+                *_named("jamba"),
             ),
             head_dim=READ_NO_HEAD_DIM,
             flags=_mixer_biases("mamba_proj_bias", "mamba_conv_bias"),

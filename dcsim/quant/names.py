@@ -11,7 +11,8 @@ Three naming schemes cover the families these formats are published for:
 - ``gpt2``: ``transformer.h.{i}.attn.c_attn`` with query, key and value fused in one tensor.
 
 Anything else is named by its dcsim path (``/`` as ``.``), said in the table's notes: the bytes are
-the format's; only the names are dcsim's.
+the format's; only the names are dcsim's. The schemes' rows are data, in ``names.toml`` beside this
+module: a pattern of dcsim's paths and the name transformers gives it, a row each.
 """
 
 from __future__ import annotations
@@ -20,65 +21,31 @@ import dataclasses
 import re
 from collections.abc import Iterable
 
-_LLAMA = (
-    (re.compile(r"embed/token/embedding$"), "model.embed_tokens.weight"),
-    (re.compile(r"embed/position/embedding$"), "model.embed_positions.weight"),
-    (re.compile(r"final_norm/(scale|bias)$"), "model.norm.{w}"),
-    (re.compile(r"lm_head/(kernel|bias)$"), "lm_head.{w}"),
-    (re.compile(r"block_(\d+)/attn_norm/(scale|bias)$"), "model.layers.{0}.input_layernorm.{w}"),
-    (re.compile(r"block_(\d+)/attn/query/(kernel|bias)$"), "model.layers.{0}.self_attn.q_proj.{w}"),
-    (re.compile(r"block_(\d+)/attn/key/(kernel|bias)$"), "model.layers.{0}.self_attn.k_proj.{w}"),
-    (re.compile(r"block_(\d+)/attn/value/(kernel|bias)$"), "model.layers.{0}.self_attn.v_proj.{w}"),
-    (re.compile(r"block_(\d+)/attn/qkv/(kernel|bias)$"), "model.layers.{0}.self_attn.qkv_proj.{w}"),
-    (re.compile(r"block_(\d+)/attn/out/(kernel|bias)$"), "model.layers.{0}.self_attn.o_proj.{w}"),
-    (re.compile(r"block_(\d+)/attn/query_norm/(scale|bias)$"), "model.layers.{0}.self_attn.q_norm.{w}"),
-    (re.compile(r"block_(\d+)/attn/key_norm/(scale|bias)$"), "model.layers.{0}.self_attn.k_norm.{w}"),
-    (re.compile(r"block_(\d+)/attn/query_down/(kernel|bias)$"), "model.layers.{0}.self_attn.q_a_proj.{w}"),
-    (re.compile(r"block_(\d+)/attn/query_up/(kernel|bias)$"), "model.layers.{0}.self_attn.q_b_proj.{w}"),
-    (re.compile(r"block_(\d+)/attn/kv_down/(kernel|bias)$"), "model.layers.{0}.self_attn.kv_a_proj_with_mqa.{w}"),
-    (re.compile(r"block_(\d+)/attn/kv_norm/(scale|bias)$"), "model.layers.{0}.self_attn.kv_a_layernorm.{w}"),
-    (re.compile(r"block_(\d+)/attn/kv_up/(kernel|bias)$"), "model.layers.{0}.self_attn.kv_b_proj.{w}"),
-    (re.compile(r"block_(\d+)/mlp/gate/(kernel|bias)$"), "model.layers.{0}.mlp.gate_proj.{w}"),
-    (re.compile(r"block_(\d+)/mlp/up/(kernel|bias)$"), "model.layers.{0}.mlp.up_proj.{w}"),
-    (re.compile(r"block_(\d+)/mlp/gate_up/(kernel|bias)$"), "model.layers.{0}.mlp.gate_up_proj.{w}"),
-    (re.compile(r"block_(\d+)/mlp/down/(kernel|bias)$"), "model.layers.{0}.mlp.down_proj.{w}"),
-    (re.compile(r"block_(\d+)/moe/router/(kernel|bias)$"), "model.layers.{0}.mlp.gate.{w}"),
-    (re.compile(r"block_(\d+)/moe/experts/(gate|up|down)()$"), "model.layers.{0}.mlp.experts.{e}.{1}_proj.{w}"),
-    (
-        re.compile(r"block_(\d+)/moe/shared/(gate|up|down)/(kernel|bias)$"),
-        "model.layers.{0}.mlp.shared_experts.{1}_proj.{w}",
-    ),
-    (re.compile(r"block_(\d+)/moe/shared_gate/(kernel|bias)$"), "model.layers.{0}.mlp.shared_expert_gate.{w}"),
-)
-# Gemma 2 and 3 norm each sublayer's input and output; transformers names the four norms so.
-_GEMMA_NORMS = (
-    (re.compile(r"block_(\d+)/attn_post_norm/(scale|bias)$"), "model.layers.{0}.post_attention_layernorm.{w}"),
-    (re.compile(r"block_(\d+)/mlp_norm/(scale|bias)$"), "model.layers.{0}.pre_feedforward_layernorm.{w}"),
-    (re.compile(r"block_(\d+)/mlp_post_norm/(scale|bias)$"), "model.layers.{0}.post_feedforward_layernorm.{w}"),
-)
-# DeepSeek's latent attention: dcsim's query_norm is the norm of the query's low-rank latent
-# (transformers' q_a_layernorm), not Qwen 3's per-head q_norm.
-_LATENT_NORMS = (
-    (re.compile(r"block_(\d+)/attn/query_norm/(scale|bias)$"), "model.layers.{0}.self_attn.q_a_layernorm.{w}"),
-)
-_PLAIN_NORMS = ((re.compile(r"block_(\d+)/mlp_norm/(scale|bias)$"), "model.layers.{0}.post_attention_layernorm.{w}"),)
-_MIXTRAL = (
-    (re.compile(r"block_(\d+)/moe/router/(kernel|bias)$"), "model.layers.{0}.block_sparse_moe.gate.{w}"),
-    (re.compile(r"block_(\d+)/moe/experts/gate()$"), "model.layers.{0}.block_sparse_moe.experts.{e}.w1.{w}"),
-    (re.compile(r"block_(\d+)/moe/experts/down()$"), "model.layers.{0}.block_sparse_moe.experts.{e}.w2.{w}"),
-    (re.compile(r"block_(\d+)/moe/experts/up()$"), "model.layers.{0}.block_sparse_moe.experts.{e}.w3.{w}"),
-)
-_GPT2 = (
-    (re.compile(r"embed/token/embedding$"), "transformer.wte.weight"),
-    (re.compile(r"embed/position/embedding$"), "transformer.wpe.weight"),
-    (re.compile(r"final_norm/(scale|bias)$"), "transformer.ln_f.{w}"),
-    (re.compile(r"block_(\d+)/attn_norm/(scale|bias)$"), "transformer.h.{0}.ln_1.{w}"),
-    (re.compile(r"block_(\d+)/mlp_norm/(scale|bias)$"), "transformer.h.{0}.ln_2.{w}"),
-    (re.compile(r"block_(\d+)/attn/(?:query|key|value)/(kernel|bias)$"), "transformer.h.{0}.attn.c_attn.{w}"),
-    (re.compile(r"block_(\d+)/attn/out/(kernel|bias)$"), "transformer.h.{0}.attn.c_proj.{w}"),
-    (re.compile(r"block_(\d+)/mlp/up/(kernel|bias)$"), "transformer.h.{0}.mlp.c_fc.{w}"),
-    (re.compile(r"block_(\d+)/mlp/down/(kernel|bias)$"), "transformer.h.{0}.mlp.c_proj.{w}"),
-)
+from dcsim import shipped
+from dcsim.inputs import reject_unknown, show
+
+
+def _scheme(key: str) -> tuple[tuple[re.Pattern[str], str], ...]:
+    """The rows of ``names.toml``'s ``key``: (a dcsim path's pattern, compiled; its file name)."""
+    rows = _TABLES.get(key)
+    if not isinstance(rows, list):
+        raise TypeError(f"dcsim/quant/names.toml must hold an array `{key}`, got {show(rows)}")
+    for index, row in enumerate(rows):
+        if not (isinstance(row, list) and len(row) == 2 and all(isinstance(text, str) for text in row)):
+            raise TypeError(f"dcsim/quant/names.toml `{key}` row {index} must be [pattern, name], got {show(row)}")
+    return tuple((re.compile(pattern), name) for pattern, name in rows)
+
+
+# The naming schemes' rows, as data; what each group is for is said beside it in the file.
+_TABLES = shipped.load(__file__, "names.toml")
+_LLAMA = _scheme("llama")
+_GEMMA_NORMS = _scheme("gemma_norms")
+_LATENT_NORMS = _scheme("latent_norms")
+_PLAIN_NORMS = _scheme("plain_norms")
+_MIXTRAL = _scheme("mixtral")
+_GPT2 = _scheme("gpt2")
+reject_unknown(_TABLES, ("llama", "gemma_norms", "latent_norms", "plain_norms", "mixtral", "gpt2"), "names.toml")
+
 _WEIGHT = {"kernel": "weight", "scale": "weight", "embedding": "weight", "bias": "bias", "": "weight"}
 # A file tensor several arrays share (GPT-2's c_attn): its members in the order they are joined.
 _FUSED = {"gpt2": ("attn/query/", "attn/key/", "attn/value/")}
