@@ -34,6 +34,7 @@ import jax.numpy as jnp
 from dcsim.model import schemas
 from dcsim.model.layers import (
     Attention,
+    BlockOptions,
     Decode,
     FeedForward,
     Forward,
@@ -80,11 +81,12 @@ class DecoderStack(nn.Module, kw_only=True):
         return self.sliding_window if index in self.local_layers else 0
 
 
-class Decoder(DecoderStack):
+class Decoder(DecoderStack, BlockOptions):
     """Decoder-only transformer: embeddings, ``block_i`` (causal, pre-norm), ``final_norm``, then
     logits through the tied token table or an untied ``lm_head`` (no bias, as in GPT-2, LLaMA and
     GPT-NeoX). Gemma 2 and 3 add ``post_norms`` (and Gemma 3 ``qk_norm``), Qwen3 ``qk_norm``,
-    Phi-3 ``fused_projections``. Windows, ``built_layers`` and ``decode``: see ``DecoderStack``.
+    Phi-3 ``fused_projections``. Windows, ``built_layers`` and ``decode``: see ``DecoderStack``; the
+    options each block takes as they are: see ``BlockOptions``.
     """
 
     vocab_size: int
@@ -96,13 +98,6 @@ class Decoder(DecoderStack):
     max_positions: int
     position_embedding: str = "learned"
     tied_embeddings: bool = True
-    use_bias: bool = True
-    norm: str = "layernorm"
-    gated_mlp: bool = False
-    head_dim: int = 0
-    qkv_bias: bool = False
-    qk_norm: bool = False
-    post_norms: bool = False
     fused_projections: bool = False
 
     @nn.compact
@@ -116,14 +111,8 @@ class Decoder(DecoderStack):
                 self.num_heads,
                 self.num_kv_heads,
                 self.ffn_dim,
-                self.use_bias,
-                self.norm,
-                self.gated_mlp,
+                **self.block_options(),
                 causal=True,
-                head_dim=self.head_dim,
-                qkv_bias=self.qkv_bias,
-                qk_norm=self.qk_norm,
-                post_norms=self.post_norms,
                 fused=self.fused_projections,
                 decode=self.decode,
                 window=self.window_of(index),
@@ -416,7 +405,7 @@ class Bert(nn.Module):
                 self.num_heads,
                 self.num_heads,
                 self.ffn_dim,
-                self.use_bias,
+                use_bias=self.use_bias,
                 post_norm=True,
                 name=f"block_{index}",
             )(x)

@@ -753,26 +753,45 @@ class MixtureOfExperts(nn.Module):
         return y
 
 
-class TransformerBlock(nn.Module):
+class BlockOptions(nn.Module, kw_only=True):
+    """The options of a ``TransformerBlock`` that a decoder takes as its own hyperparameters and
+    hands to every block as they are (``block_options``), keyword-only on both.
+
+    ``use_bias`` on the attention's and the MLP's Dense layers, the ``norm``'s kind, a ``gated_mlp``; ``head_dim``,
+    ``qkv_bias`` and ``qk_norm`` go to the attention (see ``Attention``); ``post_norms``: a norm
+    after each sublayer as well as before it (Gemma 2 and 3), ``attn_post_norm`` and
+    ``mlp_post_norm``.
+    """
+
+    use_bias: bool = True
+    norm: str = "layernorm"
+    gated_mlp: bool = False
+    head_dim: int = 0
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    post_norms: bool = False
+
+    def block_options(self) -> dict[str, Any]:
+        """This module's ``BlockOptions``, as a block's keyword arguments."""
+        return {name: getattr(self, name) for name in BLOCK_OPTIONS}
+
+
+# Flax adds ``parent`` and ``name`` to every module's fields; they are no option.
+BLOCK_OPTIONS = tuple(field.name for field in dataclasses.fields(BlockOptions) if field.name not in ("parent", "name"))
+
+
+class TransformerBlock(BlockOptions):
     """Attention and MLP with residuals; pre-norm (GPT-2, LLaMA, ViT) or post-norm (BERT).
 
-    ``post_norms``: a norm after each sublayer as well as before it (Gemma 2 and 3), called
-    ``attn_post_norm`` and ``mlp_post_norm``. ``qk_norm`` and ``fused`` go to the attention (and
-    ``fused`` to a gated MLP too), as do ``decode`` and ``window`` (see ``Attention``).
+    Options a decoder passes down unchanged: see ``BlockOptions``. ``fused`` goes to the attention
+    (and to a gated MLP too), as do ``decode`` and ``window`` (see ``Attention``).
     """
 
     num_heads: int
     num_kv_heads: int
     ffn_dim: int
-    use_bias: bool = True
-    norm: str = "layernorm"
-    gated_mlp: bool = False
     causal: bool = False
     post_norm: bool = False
-    head_dim: int = 0
-    qkv_bias: bool = False
-    qk_norm: bool = False
-    post_norms: bool = False
     fused: bool = False
     decode: Decode | None = None
     window: int = 0

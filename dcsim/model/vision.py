@@ -51,7 +51,9 @@ class VisionTransformer(nn.Module):
     def __call__(self, images: jax.Array) -> jax.Array:
         x = PatchEmbeddings(self.patch_size, self.d_model, name="embed")(images)
         for index in range(self.num_layers):
-            x = TransformerBlock(self.num_heads, self.num_heads, self.ffn_dim, self.use_bias, name=f"block_{index}")(x)
+            x = TransformerBlock(
+                self.num_heads, self.num_heads, self.ffn_dim, use_bias=self.use_bias, name=f"block_{index}"
+            )(x)
         x = nn.LayerNorm(name="final_norm")(x)
         return nn.Dense(self.num_classes, name="head")(x[:, 0])
 

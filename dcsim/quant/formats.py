@@ -122,13 +122,7 @@ class WeightFormat:
         return SUMMARIES[self.name]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "group": self.group,
-            "bits": self.bits,
-            "tile": self.tile,
-            "quantize_head": self.quantize_head,
-        }
+        return dataclasses.asdict(self)
 
 
 def check_format(

@@ -1,5 +1,5 @@
 """What every chart in ``dcsim.report`` shares: axis label expressions, log-scale ticks and bar
-baselines, and the check that a layered chart is one.
+baselines, the check that a layered chart is one, and the data the charts draw (``chart_data``).
 
 The chart builders (``model_charts``, ``layout_charts``, ``compare_charts`` and
 ``checkpoint_charts``) are pure functions from the tables in ``dcsim.report.tables`` and the pages'
@@ -14,7 +14,10 @@ points or lines need none (``log_log``).
 
 from __future__ import annotations
 
+import functools
+import importlib.resources
 import math
+import tomllib
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,3 +65,19 @@ def log_baseline(low: float, high: float) -> tuple[float, list[float]]:
     if ticks[0] >= low:  # a bar starting exactly at its value would be invisible
         ticks.insert(0, ticks[0] / 10)
     return ticks[0], ticks
+
+
+@functools.cache
+def _chart_tables() -> dict[str, Any]:
+    return tomllib.loads(importlib.resources.files(__package__).joinpath("charts.toml").read_text("utf-8"))
+
+
+def chart_data(table: str, keys: Sequence[str] | None = None) -> dict[str, Any]:
+    """A table of ``charts.toml``: part colours, or (with ``keys``) one row of texts a chart, each
+    row holding exactly ``keys``, the builder's, so a renamed or missing text fails on import."""
+    rows: dict[str, Any] = dict(_chart_tables()[table])
+    if keys is not None:
+        for name, row in rows.items():
+            if sorted(row) != sorted(keys):
+                raise ValueError(f"charts.toml [{table}.{name}] must hold {', '.join(keys)}, got {', '.join(row)}")
+    return rows

@@ -10,7 +10,7 @@ import altair as alt
 import pandas as pd
 
 from dcsim.report import units
-from dcsim.report.chart_axes import BYTE_LABELS, as_layer
+from dcsim.report.chart_axes import BYTE_LABELS, as_layer, chart_data
 
 # The checkpoint page's bars: the two estimates, then what the disk holds.
 CHECKPOINT_BARS = ("raw_float32_bytes", "raw_payload_bytes", "disk_bytes")
@@ -104,17 +104,25 @@ def save_time_by_processes(sweep: pd.DataFrame) -> alt.LayerChart:
     )
 
 
-def _per_process_bars(
-    frame: pd.DataFrame, *, field: str, title: alt.Title, axis_title: str, description: str
-) -> alt.Chart:
-    """One bar per process, grouped by the run's number of processes, from zero, exact in tooltips."""
+# Each per-process chart's field and texts (``charts.toml``).
+_PER_PROCESS = chart_data("per_process", ("field", "title", "subtitle", "axis_title", "description"))
+
+
+def _per_process_bars(frame: pd.DataFrame, chart: str) -> alt.Chart:
+    """One bar per process, grouped by the run's number of processes, from zero, exact in tooltips;
+    ``chart`` names its field and texts in ``charts.toml``."""
+    texts = _PER_PROCESS[chart]
+    field, axis_title = texts["field"], texts["axis_title"]
     data = frame.assign(
         process_name=frame["process"].map("Process {}".format),
         value_text=frame[field].map(units.bytes_exact),
     )
     names = [f"Process {n}" for n in sorted(frame["process"].unique())]
     return (
-        alt.Chart(data[["num_processes", "process", "process_name", field, "value_text"]], title=title)
+        alt.Chart(
+            data[["num_processes", "process", "process_name", field, "value_text"]],
+            title=alt.Title(texts["title"], subtitle=texts["subtitle"]),
+        )
         .mark_bar()
         .encode(
             x=alt.X("num_processes:O", title="Processes", axis=alt.Axis(labelAngle=0)),
@@ -133,28 +141,16 @@ def _per_process_bars(
                 alt.Tooltip("value_text:N", title=axis_title),
             ],
         )
-        .properties(description=description)
+        .properties(description=texts["description"])
     )
 
 
 def bytes_per_process(per_process: pd.DataFrame) -> alt.Chart:
     """Bytes each process wrote, grouped by the number of processes
     (``dcsim.checkpoint.records.sweep_processes_frame``)."""
-    return _per_process_bars(
-        per_process,
-        field="num_bytes",
-        title=alt.Title("Bytes written per process", subtitle="Files each process wrote (bytes)"),
-        axis_title="Bytes written",
-        description="Grouped bar chart of the bytes each process wrote, for each number of processes.",
-    )
+    return _per_process_bars(per_process, "bytes_per_process")
 
 
 def memory_per_process(per_process: pd.DataFrame) -> alt.Chart:
     """Each process's peak resident memory, grouped by the number of processes."""
-    return _per_process_bars(
-        per_process,
-        field="peak_rss_bytes",
-        title=alt.Title("Peak memory per process", subtitle="Resident memory, VmHWM (bytes)"),
-        axis_title="Peak memory",
-        description="Grouped bar chart of each process's peak resident memory, for each number of processes.",
-    )
+    return _per_process_bars(per_process, "memory_per_process")

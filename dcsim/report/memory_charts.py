@@ -15,22 +15,16 @@ import altair as alt
 import pandas as pd
 
 from dcsim.report import units
-from dcsim.report.chart_axes import as_layer, decades
+from dcsim.report.chart_axes import as_layer, chart_data, decades
 from dcsim.sharding.meshes import MeshSpec
 
 if TYPE_CHECKING:  # the report layer draws what the memory layer answers; it never calls it
     from dcsim.memory.search import Fit
 
 GIB = 2**30
-# One colour a part, the same in every chart; red is kept for the budget and the chosen setup.
-PART_COLOURS = {
-    "params": "#4c78a8",
-    "grads": "#f58518",
-    "master": "#54a24b",
-    "optimizer": "#b279a2",
-    "activations": "#e45756",  # a step's activations (with a sequence), beside the state
-    "headroom": "#d9d9d9",  # what is left of the budget
-}
+# One colour a part, the same in every chart (``charts.toml``); red is kept for the budget and the
+# chosen setup.
+PART_COLOURS: dict[str, str] = chart_data("memory_parts")
 PART_TITLES = {
     "params": "Parameters",
     "grads": "Gradients",

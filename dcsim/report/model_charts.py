@@ -10,7 +10,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from dcsim.report.chart_axes import BYTE_LABELS, COUNT_LABELS, as_layer, log_log
+from dcsim.report.chart_axes import BYTE_LABELS, COUNT_LABELS, as_layer, chart_data, log_log
 
 
 def _count_axis(title: str) -> alt.Axis:
@@ -96,21 +96,28 @@ def share_sweep(sweep: pd.DataFrame, num_shards: int) -> alt.LayerChart:
     )
 
 
-def _raw_bytes_bars(
-    frame: pd.DataFrame, *, title: str, subtitle: str, category: tuple[str, str], value: tuple[str, str, str]
-) -> alt.Chart:
-    """Horizontal bars of raw bytes, one per ``category`` (field, title) in the frame's order;
-    ``value`` is (field, axis title, field of its exact text). Titled as NOT the checkpoint size."""
-    name, name_title = category
-    field, axis_title, text_field = value
+# Each raw payload chart's texts and fields (``charts.toml``).
+_RAW_BYTES = chart_data(
+    "raw_bytes", ("title", "subtitle", "category", "category_title", "value", "value_title", "description")
+)
+
+
+def _raw_bytes_bars(frame: pd.DataFrame, chart: str) -> alt.Chart:
+    """Horizontal bars of raw bytes, one per ``category`` in the frame's order, with the exact bytes
+    (the frame's ``<value>_text``) in the tooltip; ``chart`` names its texts in ``charts.toml``,
+    which title it as NOT the checkpoint size."""
+    texts = _RAW_BYTES[chart]
+    name, name_title = texts["category"], texts["category_title"]
+    field, axis_title = texts["value"], texts["value_title"]
     return (
-        alt.Chart(frame, title=alt.Title(title, subtitle=subtitle))
+        alt.Chart(frame, title=alt.Title(texts["title"], subtitle=texts["subtitle"]))
         .mark_bar()
         .encode(
             y=alt.Y(f"{name}:N", sort=list(frame[name]), title=name_title),
             x=alt.X(f"{field}:Q", axis=alt.Axis(title=axis_title, labelExpr=BYTE_LABELS)),
-            tooltip=[alt.Tooltip(f"{name}:N", title=name_title), alt.Tooltip(f"{text_field}:N", title=axis_title)],
+            tooltip=[alt.Tooltip(f"{name}:N", title=name_title), alt.Tooltip(f"{field}_text:N", title=axis_title)],
         )
+        .properties(description=texts["description"])
     )
 
 
@@ -119,21 +126,9 @@ def raw_bytes_by_dtype(payloads: pd.DataFrame) -> alt.Chart:
 
     ``payloads`` has ``dtype`` and ``raw_bytes`` (``tables.payload_frame``) plus ``raw_bytes_text``.
     """
-    return _raw_bytes_bars(
-        payloads,
-        title="Raw payload by dtype (bytes)",
-        subtitle="Values x bytes per value; not the checkpoint size",
-        category=("dtype", "Storage dtype"),
-        value=("raw_bytes", "Raw payload (bytes)", "raw_bytes_text"),
-    ).properties(description="Bar chart of the raw payload in bytes for each storage dtype; not a checkpoint size.")
+    return _raw_bytes_bars(payloads, "raw_bytes_by_dtype")
 
 
 def raw_bytes_by_layer(layer_bytes: pd.DataFrame) -> alt.Chart:
     """Raw float32 bytes per layer, in model order (``tables.layer_bytes_frame``)."""
-    return _raw_bytes_bars(
-        layer_bytes,
-        title="Raw float32 payload per layer (bytes)",
-        subtitle="4 bytes a value; not the checkpoint size",
-        category=("path", "Layer"),
-        value=("float32", "Raw float32 payload (bytes)", "float32_text"),
-    ).properties(description="Bar chart of each layer's raw float32 payload in bytes; not a checkpoint size.")
+    return _raw_bytes_bars(layer_bytes, "raw_bytes_by_layer")

@@ -10,15 +10,11 @@ import altair as alt
 import pandas as pd
 
 from dcsim.report import units
+from dcsim.report.chart_axes import chart_data
 
 GIB = 2**30
-PART_COLOURS = {
-    "Weights": "#4c78a8",
-    "KV cache": "#f58518",
-    "Other (step index, buffers)": "#54a24b",
-    "Reserve": "#9d9d9d",
-    "Free": "#d8d8d8",
-}
+# The device bar's parts in stacking order, each with its colour (``charts.toml``).
+PART_COLOURS: dict[str, str] = chart_data("serving_parts")
 
 
 def device_frame(parts: dict[str, int]) -> pd.DataFrame:
