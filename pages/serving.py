@@ -39,7 +39,9 @@ kv_dtype = kv_col.selectbox(
     "layer for keys and one for values (fixed).",
 )
 context_text = context_col.text_input(
-    "Context (tokens a sequence)", key=serving.seeded("context", serving.parse_context), max_chars=16
+    "Context (tokens a sequence)",
+    key=serving.seeded("context", serving.parse_context, serving.context_default(config)),
+    max_chars=16,
 )
 concurrency_text = concurrency_col.text_input(
     "Concurrency (sequences, whole mesh)", key=serving.seeded("concurrency", serving.parse_concurrency), max_chars=16
@@ -148,7 +150,7 @@ else:
     line = (
         f"{verdict}: {units.bytes_exact(served.total_bytes_per_device)} of {units.bytes_exact(served.usable_bytes)} "
         f"usable ({units.bytes_exact(served.budget_bytes or 0)} less the reserve {reserve_text}); "
-        f"{'free' if free >= 0 else 'over by'} {units.bytes_exact(abs(free))}. {LEAVES_OUT}"
+        f"{'free' if free >= 0 else 'over by'} {units.bytes_exact(abs(free))}; {LEAVES_OUT}"
         + (
             "; sliding windows honoured"
             if any(layer.kind == "sliding" for layer in served.layers) and not full_windows

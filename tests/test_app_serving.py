@@ -81,6 +81,14 @@ def test_whisper_opened_from_its_config_caches_every_encoder_position():
     assert "past the encoder's 1,500 positions" in at.error[0].value
 
 
+def test_a_model_with_fewer_positions_opens_at_them():
+    at = open_link({"preset": "gpt2-small", "device": "l4"})
+    assert not at.exception and not at.error
+    box = next(box for box in at.text_input if box.label.startswith("Context"))
+    assert box.value == "1024" and at.query_params["context"] == "1024"
+    assert metrics(at)["KV cache"] == units.bytes_exact(36_864 * 1024)
+
+
 def test_a_refused_mesh_is_explained_not_raised():
     at = open_link({"preset": "llama2-70b", "mesh": "model=3"})
     assert "cannot be served as asked" in at.error[0].value and "heads" in at.error[0].value

@@ -66,6 +66,13 @@ def test_without_a_budget_the_answers_are_null(capsys):
     assert (record["fits"], record["max_concurrency"], record["max_context"], record["smallest_mesh"]) == (None,) * 4
 
 
+def test_without_context_a_short_model_is_served_at_its_positions(capsys):
+    record = serve_json(capsys, "--preset", "gpt2-small")
+    assert record["context"] == 1024  # 4,096 would be past GPT-2's table; the default is lowered, not refused
+    assert record["kv_bytes_per_sequence"] == 36_864 * 1024
+    assert serve_json(capsys, "--preset", "llama3-8b")["context"] == 4096
+
+
 def test_deepseek_v3_fp8(capsys):
     record = serve_json(capsys, "--preset", "deepseek-v3", "--kv-dtype", "fp8", "--context", "1024")
     assert record["kv_bytes_per_token"] == 35_136 and record["kv_dtype"] == "float8_e4m3fn"

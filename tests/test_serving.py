@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from dcsim.model.config import ModelConfig
 from dcsim.serving import catalog
-from dcsim.serving.engine import compute_serving, stage_blocks, tensor_heads
+from dcsim.serving.engine import compute_serving, context_limit, default_context, stage_blocks, tensor_heads
 from dcsim.serving.request import Serving, parse_reserve, reserve_text, usable_bytes
 from dcsim.serving.search import smallest_mesh
 from dcsim.sharding.meshes import parse_mesh
@@ -163,6 +163,25 @@ def test_a_context_past_the_positions_is_refused_unless_rope_is_scaled():
         serve("llama2-70b", context=4097)
     scaled = serve("deepseek-v3", context=200_000)
     assert any("rope_scaling" in note for note in scaled.notes)
+    # a learned table has no rotary scaling to offer: the refusal says only what is allowed
+    with pytest.raises(ValueError, match=r"past the model's 1,024 positions \(max_positions\); allowed: 1 to 1,024$"):
+        serve("gpt2-small", context=1025)
+
+
+@pytest.mark.parametrize(
+    "preset, limit, default",
+    [
+        pytest.param("gpt2-small", 1024, 1024, id="gpt2-learned-1024"),
+        pytest.param("llama2-70b", 4096, 4096, id="llama2-4096"),
+        pytest.param("llama3-8b", 8192, 4096, id="llama3-more-than-the-default"),
+        pytest.param("deepseek-v3", None, 4096, id="scaled-rope-any-length"),
+        pytest.param("t5-small", None, 4096, id="relative-positions"),
+    ],
+)
+def test_the_default_context_is_never_past_the_positions(preset, limit, default):
+    config = ModelConfig(preset=preset)
+    assert (context_limit(config), default_context(config)) == (limit, default)
+    assert serve(preset, context=default).serving.context == default  # the default is served, not refused
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ with ``--budget`` or ``--device`` how many sequences, how long a context and the
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import Any
 
@@ -15,7 +16,7 @@ from dcsim.memory.search import parse_budget
 from dcsim.model.count import count_params
 from dcsim.report import units
 from dcsim.serving import catalog, records, search
-from dcsim.serving.engine import ServingReport, compute_serving
+from dcsim.serving.engine import ServingReport, compute_serving, default_context
 from dcsim.serving.request import (
     DEFAULT_CONCURRENCY,
     DEFAULT_CONTEXT,
@@ -59,7 +60,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--kv-dtype", metavar="D", default=DEFAULT_KV_DTYPE, help=f"the cache's dtype: {', '.join(KV_DTYPE_NAMES)}"
     )
     command.add_argument(
-        "--context", metavar="T", default=str(DEFAULT_CONTEXT), help=f"tokens a sequence (default {DEFAULT_CONTEXT})"
+        "--context",
+        metavar="T",
+        help=f"tokens a sequence (default {DEFAULT_CONTEXT:,}, or the model's positions when fewer: GPT-2's 1,024)",
     )
     command.add_argument(
         "--concurrency",
@@ -109,7 +112,8 @@ def serving_from_args(args: argparse.Namespace) -> Serving:
     mesh, strategy, rules = mesh_from_args(args, DEFAULT_STRATEGY)
     fmt = format_from_args(args)
     kv_dtype = check_kv_dtype(args.kv_dtype, "--kv-dtype")
-    context = _int(args.context, "--context", MAX_CONTEXT)
+    # Without --context, 4,096 until the model is read (run() lowers it to the model's positions).
+    context = DEFAULT_CONTEXT if args.context is None else _int(args.context, "--context", MAX_CONTEXT)
     concurrency = _int(args.concurrency, "--concurrency", MAX_CONCURRENCY)
     source = None if args.source_length is None else _int(args.source_length, "--source-length", MAX_CONTEXT)
     reserve = parse_reserve(args.reserve, "--reserve")
@@ -135,12 +139,16 @@ def _bytes(n: int | None) -> str:
     return "-" if n is None else units.bytes_exact(n)
 
 
+def _many(n: int, word: str) -> str:
+    return f"{units.count(n)} {word}{'s' * (n != 1)}"
+
+
 def render_table(report: ServingReport, found: search.MeshSearch | None, verified: Any = None) -> str:
     serving = report.serving
     lines = [
-        f"mesh: {serving.mesh.text} ({units.count(serving.mesh.num_devices)} devices), strategy: {serving.strategy}; "
+        f"mesh: {serving.mesh.text} ({_many(serving.mesh.num_devices, 'device')}), strategy: {serving.strategy}; "
         f"weights {serving.weight_format.label}, KV cache {serving.kv_dtype}",
-        f"context {units.count(serving.context)} tokens, {units.count(serving.concurrency)} sequences "
+        f"context {_many(serving.context, 'token')}, {_many(serving.concurrency, 'sequence')} "
         f"({units.count(serving.sequences_per_replica)} on the most-loaded of {units.count(serving.num_replicas)} "
         f"replica{'s' * (serving.num_replicas != 1)})",
         "",
@@ -210,6 +218,8 @@ def render_table(report: ServingReport, found: search.MeshSearch | None, verifie
 def run(args: argparse.Namespace) -> str:
     serving = serving_from_args(args)
     config = config_from_args(args)
+    if args.context is None:
+        serving = dataclasses.replace(serving, context=default_context(config))
     report = count_params(config)
     served = compute_serving(config, serving, report)
     verified = None

@@ -39,6 +39,7 @@ from dcsim.quant import layouts
 from dcsim.quant.tables import QuantTable
 from dcsim.serving import cache as caches
 from dcsim.serving.request import (
+    DEFAULT_CONTEXT,
     MAX_CONTEXT,
     REPLICA_AXES,
     TENSOR_AXIS,
@@ -394,6 +395,25 @@ def source_length(family: str | None, hparams: Mapping[str, Any], serving: Servi
     return wanted
 
 
+def _positions(family: str | None, hparams: Mapping[str, Any]) -> int | None:
+    """The model's positions (``max_positions``) where a context past them is refused or noted."""
+    return hparams.get("max_positions") if family in ("decoder", "moe", zoo_schemas.ENCDEC) else None
+
+
+def context_limit(config: ModelConfig) -> int | None:
+    """The longest context ``config`` serves: its positions, or None where any length is allowed
+    (relative or scaled rotary positions, models without a position table)."""
+    hparams = caches.decode_hparams(config)
+    return None if hparams.get("rope_scaling") else _positions(config.family, hparams)
+
+
+def default_context(config: ModelConfig) -> int:
+    """The context asked for when none is given: 4,096 tokens, or the model's positions when fewer
+    (GPT-2's and BART's 1,024, Whisper's decoder's 448), so the default is never refused."""
+    limit = context_limit(config)
+    return DEFAULT_CONTEXT if limit is None else min(DEFAULT_CONTEXT, limit)
+
+
 def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport | None = None) -> ServingReport:
     """The serving report of ``config`` under ``serving``; see the module's text.
 
@@ -409,17 +429,14 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
     hparams = caches.decode_hparams(config)
     notes: list[str] = []
     decodes = family in families.DECODING_FAMILIES
-    positions = hparams.get("max_positions") if family in ("decoder", "moe", zoo_schemas.ENCDEC) else None
+    positions = _positions(family, hparams)
     if positions is not None and serving.context > positions:
         if not hparams.get("rope_scaling"):
-            scaled = (
-                ""
-                if family == zoo_schemas.ENCDEC
-                else (", or more for a model whose rotary positions are scaled (rope_scaling in its config.json)")
-            )
+            rotary = family != zoo_schemas.ENCDEC and hparams.get("position_embedding") != "learned"
+            scaled = ", or more for a model whose rotary positions are scaled (rope_scaling in its config.json)"
             raise ValueError(
                 f"`context` ({serving.context:,} tokens) is past the model's {positions:,} positions "
-                f"(max_positions); allowed: 1 to {positions:,}{scaled}"
+                f"(max_positions); allowed: 1 to {positions:,}{scaled if rotary else ''}"
             )
         notes.append(
             f"The context ({serving.context:,}) is past the model's {positions:,} positions; allowed because its "

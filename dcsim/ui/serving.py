@@ -25,7 +25,7 @@ from dcsim.memory.search import parse_budget
 from dcsim.model import families, presets
 from dcsim.model.config import ModelConfig
 from dcsim.serving import catalog, records, search
-from dcsim.serving.engine import ServingReport, compute_serving
+from dcsim.serving.engine import ServingReport, compute_serving, default_context
 from dcsim.serving.request import (
     MAX_CONCURRENCY,
     MAX_CONTEXT,
@@ -55,9 +55,18 @@ MAX_SETTING_CHARS = 64
 MAX_CACHED = 64
 
 
-def seeded(name: str, parse: Callable[[str], Any]) -> str:
-    """The widget key of the Serving page's setting ``name`` (``frame.seeded_setting``)."""
-    return frame.seeded_setting(PAGE, name, DEFAULTS[name], parse, limit=MAX_SETTING_CHARS)
+def seeded(name: str, parse: Callable[[str], Any], default: str | None = None) -> str:
+    """The widget key of the Serving page's setting ``name`` (``frame.seeded_setting``), seeded with
+    ``default`` (else ``DEFAULTS[name]``) when neither the link nor the session has a value."""
+    return frame.seeded_setting(
+        PAGE, name, DEFAULTS[name] if default is None else default, parse, limit=MAX_SETTING_CHARS
+    )
+
+
+def context_default(config: ModelConfig) -> str:
+    """The context box's first value for ``config``: 4,096 tokens, or its positions when fewer
+    (``dcsim.serving.engine.default_context``), so a freshly opened GPT-2 or Whisper is not refused."""
+    return str(default_context(config))
 
 
 def parsed(name: str, text: str, parse: Callable[[str], T], what: str) -> T:
