@@ -14,14 +14,13 @@ points or lines need none (``log_log``).
 
 from __future__ import annotations
 
-import functools
-import importlib.resources
 import math
-import tomllib
 from collections.abc import Sequence
 from typing import Any
 
 import altair as alt
+
+from dcsim import shipped
 
 # Counts on axes read 1.2B, not 1.2G (d3's SI prefix for 10**9 is G).
 COUNT_LABELS = "replace(format(datum.value, '~s'), 'G', 'B')"
@@ -67,15 +66,13 @@ def log_baseline(low: float, high: float) -> tuple[float, list[float]]:
     return ticks[0], ticks
 
 
-@functools.cache
-def _chart_tables() -> dict[str, Any]:
-    return tomllib.loads(importlib.resources.files(__package__).joinpath("charts.toml").read_text("utf-8"))
+_CHART_TABLES: dict[str, Any] = shipped.load(__file__, "charts.toml")
 
 
 def chart_data(table: str, keys: Sequence[str] | None = None) -> dict[str, Any]:
     """A table of ``charts.toml``: part colours, or (with ``keys``) one row of texts a chart, each
     row holding exactly ``keys``, the builder's, so a renamed or missing text fails on import."""
-    rows: dict[str, Any] = dict(_chart_tables()[table])
+    rows: dict[str, Any] = dict(_CHART_TABLES[table])
     if keys is not None:
         for name, row in rows.items():
             if sorted(row) != sorted(keys):
