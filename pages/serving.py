@@ -127,20 +127,21 @@ if served is None:
 # --- the answer for one device ---------------------------------------------------------------------
 
 st.subheader("The most-loaded device")
-weights_metric, kv_metric, other_metric, total_metric = st.columns(4)
-weights_metric.metric(
-    "Weights",
-    units.bytes_exact(served.weights_bytes_per_device),
-    help=f"Every weight once: {units.bytes_exact(served.weights_bytes)} in {fmt.label}.",
+frame.metric_row(
+    (
+        "Weights",
+        units.bytes_exact(served.weights_bytes_per_device),
+        f"Every weight once: {units.bytes_exact(served.weights_bytes)} in {fmt.label}.",
+    ),
+    (
+        "KV cache",
+        units.bytes_exact(served.kv_bytes_per_device),
+        f"{units.count(request.sequences_per_replica)} sequences of this device's replica at {context:,} tokens; "
+        f"{served.kv_bytes_per_token:,} bytes a token for the whole model.",
+    ),
+    ("Other (step index, buffers)", units.bytes_exact(served.other_bytes_per_device)),
+    ("Total", units.bytes_exact(served.total_bytes_per_device)),
 )
-kv_metric.metric(
-    "KV cache",
-    units.bytes_exact(served.kv_bytes_per_device),
-    help=f"{units.count(request.sequences_per_replica)} sequences of this device's replica at {context:,} tokens; "
-    f"{served.kv_bytes_per_token:,} bytes a token for the whole model.",
-)
-other_metric.metric("Other (step index, buffers)", units.bytes_exact(served.other_bytes_per_device))
-total_metric.metric("Total", units.bytes_exact(served.total_bytes_per_device))
 LEAVES_OUT = "activations and the decode workspace are not counted; the reserve is for them"
 if served.usable_bytes is None:
     st.info(frame.plain(f"No budget: every figure is given, no verdict. ({LEAVES_OUT}.)"), icon=":material/info:")
@@ -234,17 +235,18 @@ if st.button("Verify with XLA", key="serving.verify", disabled=not_offered is no
     if isinstance(checked, str):
         st.error(frame.plain(f"XLA's check failed: {checked}"), icon=":material/error:")
     else:
-        xla_col, dcsim_col, temp_col = st.columns(3)
-        xla_col.metric("XLA: argument bytes per device", units.bytes_exact(checked.argument_bytes_per_device))
-        dcsim_col.metric(
-            "Expected by dcsim",
-            units.bytes_exact(checked.expected_bytes_per_device),
-            help=f"Total a device plus the step's {checked.token_bytes_per_device} bytes of token ids.",
-        )
-        temp_col.metric(
-            "XLA temporaries (CPU compile)",
-            units.bytes_exact(checked.temp_bytes_per_device),
-            help="The decode workspace of a CPU compile; GPU and TPU assign buffers differently.",
+        frame.metric_row(
+            ("XLA: argument bytes per device", units.bytes_exact(checked.argument_bytes_per_device)),
+            (
+                "Expected by dcsim",
+                units.bytes_exact(checked.expected_bytes_per_device),
+                f"Total a device plus the step's {checked.token_bytes_per_device} bytes of token ids.",
+            ),
+            (
+                "XLA temporaries (CPU compile)",
+                units.bytes_exact(checked.temp_bytes_per_device),
+                "The decode workspace of a CPU compile; GPU and TPU assign buffers differently.",
+            ),
         )
         st.caption("They agree exactly." if checked.matches else "They differ.")
 elif not_offered is not None:

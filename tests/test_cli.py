@@ -230,6 +230,19 @@ def test_every_command_is_listed_with_its_help_and_parses_alone(capsys):
     assert code == 2 and "unrecognized arguments: --bogus" in err
 
 
+@pytest.mark.parametrize("name", ["count", "presets", "layout", "memory", "serve", "checkpoint", "compare"])
+def test_each_commands_help_opens_with_its_description_and_fills_every_default(capsys, name):
+    from dcsim.cli.common import COMMAND_TEXTS, MESH_HELP
+
+    code, out, _ = run(capsys, name, "--help")
+    flat = " ".join(out.split())  # argparse wraps the texts to the terminal's width
+    assert code == 0 and " ".join(COMMAND_TEXTS[name].description.split()) in flat
+    if name in MESH_HELP:
+        assert "--mesh" in out and "--strategy" in out and "--rule" in out
+        assert "{default_" not in flat and "_mesh}" not in flat and "_strategy}" not in flat, flat
+    assert set(MESH_HELP) <= set(COMMAND_TEXTS)
+
+
 def test_a_bug_is_one_line_not_a_traceback(capsys, monkeypatch):
     def broken(config):
         raise RuntimeError("boom")

@@ -258,3 +258,21 @@ def test_the_figure_is_the_same_whichever_way_the_request_is_written():
         serve("llama3-8b", "model=2", budget_bytes=80 * GIB).max_concurrency
         == compute_serving(ModelConfig(preset="llama3-8b"), same).max_concurrency
     )
+
+
+def test_the_capacity_curve_is_the_reports_own_answer_at_doubling_contexts():
+    from dcsim.report.serving_charts import curve_frame
+    from dcsim.serving.curve import capacity_curve
+
+    report = serve("llama3-8b", "model=2", budget_bytes=80 * GIB, context=3000)
+    points = capacity_curve(report)
+    contexts = [point.context for point in points]
+    assert contexts == [128, 256, 512, 1024, 2048, 3000, 4096, 8192]  # up to Llama 3's 8,192 positions
+    assert [point.max_concurrency for point in points] == [report.concurrency_at(c) for c in contexts]
+    assert [point.context for point in points if point.chosen] == [3000]
+    assert points[0].max_concurrency > points[-1].max_concurrency > 0
+    frame = curve_frame(points)
+    assert list(frame.columns) == ["context", "max_concurrency", "chosen"]
+    assert frame.to_dict("records") == [point._asdict() for point in points]
+    assert str(frame["max_concurrency"].dtype) == "int64" and str(frame["chosen"].dtype) == "bool"
+    assert capacity_curve(serve("llama3-8b", "model=2")) == []  # no budget, no curve

@@ -15,21 +15,10 @@ from dcsim.cli.mesh import mesh_flags, strategy_from_args
 from dcsim.report import units
 from dcsim.sharding import meshes
 
-DESCRIPTION = (
-    "Initialise the model for real, save it with Orbax (OCDBT) into a temporary folder that is "
-    "always removed, measure the files, restore them and compare bit for bit; in a child process with a "
-    "time limit."
-)
-
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    command = add_command(commands, "checkpoint", run, DESCRIPTION)
-    mesh_flags(
-        command,
-        mesh_help="mesh of virtual CPU devices (default one)",
-        strategy_help="sharding strategy, as for layout (default replicated)",
-        rule_help="custom rule as for layout, repeatable",
-    )
+    command = add_command(commands, "checkpoint", run)
+    mesh_flags(command, "checkpoint")
     command.add_argument(
         "--max-params",
         metavar="N",

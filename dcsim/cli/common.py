@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from dcsim import hf
+from dcsim import hf, shipped
 from dcsim.model import presets, schemas
 from dcsim.model.config import DTYPES, ModelConfig, parse_int, parse_widths
 from dcsim.report import units
@@ -23,33 +23,42 @@ T = TypeVar("T")
 
 PROG = "python -m dcsim"
 
-# Every command: the module that parses and runs it, and its line in `--help`. The command line
-# imports only the module of the command given, so `--help`, `presets` and a mistyped flag are
+
+@dataclasses.dataclass(frozen=True)
+class CommandText:
+    """One command: the module that parses and runs it, its line in `--help` and the description
+    its own `--help` opens with."""
+
+    name: str
+    module: str
+    help: str
+    description: str
+
+
+@dataclasses.dataclass(frozen=True)
+class MeshHelp:
+    """The help of ``--mesh``, ``--strategy`` and ``--rule`` for one command that lays a model out;
+    ``{placeholders}`` are filled with the command's own defaults."""
+
+    command: str
+    mesh: str
+    strategy: str
+    rule: str
+
+
+# Every command's texts are data (commands.json), one file to read and review them in. The command
+# line imports only the module of the command given, so `--help`, `presets` and a mistyped flag are
 # answered before JAX (or pandas, optax, Orbax) is imported.
-COMMANDS: Mapping[str, tuple[str, str]] = {
-    "count": ("dcsim.cli.count", "count parameters, the ideal share per shard and the raw payload"),
-    "presets": ("dcsim.cli.count", "list the architecture presets and their published parameter counts"),
-    "layout": ("dcsim.cli.layout", "lay the parameters out on a device mesh with JAX's sharding rules"),
-    "memory": (
-        "dcsim.cli.memory",
-        "the training state each device holds: params, grads, master copy and optimizer state",
-    ),
-    "serve": ("dcsim.cli.serve", "serving memory per device: weights and the KV cache, and what fits a budget"),
-    "checkpoint": (
-        "dcsim.cli.checkpoint",
-        "save the model with Orbax in a temporary folder, measure the files, restore and compare",
-    ),
-    "compare": (
-        "dcsim.cli.compare",
-        "compare the scenarios of a comparison JSON file side by side, with the budget question",
-    ),
+_TEXTS = shipped.load(__file__, "commands.json")
+COMMAND_TEXTS: Mapping[str, CommandText] = {
+    row.name: row for row in shipped.as_rows(CommandText, _TEXTS["commands"], "commands.json commands")
 }
+MESH_HELP: Mapping[str, MeshHelp] = {
+    row.command: row for row in shipped.as_rows(MeshHelp, _TEXTS["mesh_flags"], "commands.json mesh_flags")
+}
+COMMANDS: Mapping[str, tuple[str, str]] = {name: (row.module, row.help) for name, row in COMMAND_TEXTS.items()}
 # dcsim.model.optimizer's names (a test keeps them equal), here so parsing needs no optax.
 OPTIMIZER_CHOICES = ("sgd", "momentum", "adam", "adamw", "adafactor", "lion")
-
-
-def command_help(name: str) -> str:
-    return COMMANDS[name][1]
 
 
 class UsageError(Exception):
@@ -67,14 +76,14 @@ def add_command(
     commands: argparse._SubParsersAction,
     name: str,
     run: Callable[[argparse.Namespace], str],
-    description: str,
     *,
     model: bool = True,
 ) -> argparse.ArgumentParser:
-    """The parser of command ``name``, run by ``run``, with its line in `--help` (``COMMANDS``) and,
-    unless ``model`` is False, the model flags."""
+    """The parser of command ``name``, run by ``run``, with its texts (commands.json) and, unless
+    ``model`` is False, the model flags."""
+    text = COMMAND_TEXTS[name]
     command = commands.add_parser(
-        name, parents=[model_flags()] if model else [], help=command_help(name), description=description
+        name, parents=[model_flags()] if model else [], help=text.help, description=text.description
     )
     command.set_defaults(run=run)
     return command

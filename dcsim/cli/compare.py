@@ -14,15 +14,9 @@ from dcsim.memory import budget
 from dcsim.model.count import count_params
 from dcsim.report import units
 
-DESCRIPTION = (
-    "Print a comparison (as the dashboard's Compare page downloads it) side by side: totals, "
-    "ideal shares, raw bytes and differences against the baseline, then the budget question answered "
-    "twice: by the ideal share (an average) and by the real layout (JAX's sharding rules)."
-)
-
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    command = add_command(commands, "compare", run, DESCRIPTION, model=False)
+    command = add_command(commands, "compare", run, model=False)
     command.add_argument("file", metavar="FILE", help="comparison JSON ('-' reads stdin)")
     format_flag(command, ("table", "json", "csv"))
 

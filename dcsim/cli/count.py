@@ -262,16 +262,9 @@ def run_presets(args: argparse.Namespace) -> str:
     )
 
 
-COUNT_DESCRIPTION = (
-    "Count a model's parameters (a Dense stack or an architecture preset) by abstractly initialising its Flax modules."
-)
-
-PRESETS_DESCRIPTION = "List the architecture presets: name, family, published parameter count and its source."
-
-
 def add_parser(commands: argparse._SubParsersAction) -> None:
     """``count`` and ``presets``."""
-    count = add_command(commands, "count", run_count, COUNT_DESCRIPTION)
+    count = add_command(commands, "count", run_count)
     format_flag(count, ("table", "json", "csv"))
     count.add_argument(
         "--all-rows",
@@ -285,5 +278,5 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         choices=(*OPTIMIZER_CHOICES, "all"),
         help="add the state this optax optimizer allocates (apart from the parameters; json key optimizer_state)",
     )
-    listing = add_command(commands, "presets", run_presets, PRESETS_DESCRIPTION, model=False)
+    listing = add_command(commands, "presets", run_presets, model=False)
     format_flag(listing)

@@ -11,29 +11,10 @@ from dcsim.model.count import count_params
 from dcsim.report import records, tables, units
 from dcsim.sharding import layout, payload
 
-DESCRIPTION = (
-    "Lay every parameter array out on a device mesh with JAX's own sharding rules "
-    "(AbstractMesh, PartitionSpec, NamedSharding.shard_shape) and compare what each device holds "
-    "with the ideal share (total / devices). The mesh sets the number of devices; --shards does not apply."
-)
-
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    command = add_command(commands, "layout", run, DESCRIPTION)
-    mesh_flags(
-        command,
-        metavar="AXIS=SIZE[,AXIS=SIZE...]",
-        required=True,
-        mesh_help="named mesh axes, e.g. data=4,model=2; an axis named `expert` (e.g. data=2,expert=8) splits the "
-        "stacked experts of Mixture-of-Experts blocks and is one more data axis for every other array",
-        strategy_help="replicated (default), fsdp (one dimension over all axes), tensor (last dimension over "
-        "`model`), megatron (Megatron-LM/vLLM tensor parallelism over `model`: heads, MLP columns and rows, the "
-        "vocabulary padded to a multiple of 64, KV heads copied when fewer than the ranks), or custom (implied by "
-        "--rule); with an `expert` axis, the built-in ones also split each expert array's experts (dimension 0) "
-        "over it",
-        rule_help="custom rule, repeatable, first match wins: glob on the array path = one entry per dimension, "
-        "None, an axis or axes joined by + (e.g. '*/kernel=None,model'); unmatched arrays are replicated",
-    )
+    command = add_command(commands, "layout", run)
+    mesh_flags(command, "layout", metavar="AXIS=SIZE[,AXIS=SIZE...]", required=True)
     format_flag(command)
 
 

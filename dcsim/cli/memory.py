@@ -34,28 +34,9 @@ EVERY_DEVICE_ALIKE = (
 )
 
 
-DESCRIPTION = (
-    "Lay a training run's state out on a device mesh with JAX's sharding rules: the parameters, one "
-    "gradient each, an optional master copy and a real optax optimizer's state (initialised abstractly; "
-    "JAX propagates each parameter's spec to its state). A ZeRO stage (--zero) or a list of parts "
-    "(--shard) says which parts are split; the mesh, --strategy and --rule say how. The mesh sets the "
-    "number of devices; --shards and --dtype do not apply (the dtypes are --param-dtype, --grad-dtype "
-    "and --master-dtype)."
-)
-
-
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    command = add_command(commands, "memory", run, DESCRIPTION)
-    mesh_flags(
-        command,
-        metavar="AXIS=SIZE[,AXIS=SIZE...]",
-        required=True,
-        mesh_help="named mesh axes, e.g. data=8 or data=4,model=2, as for layout",
-        strategy_help=f"how a split part is laid out, as for layout: {DEFAULT_STRATEGY} (default: ZeRO's split, "
-        "each array along one dimension over every device), tensor, megatron, replicated (nothing is split, "
-        "whatever the stage), or custom (implied by --rule)",
-        rule_help="custom rule as for layout, repeatable, first match wins (e.g. '*/kernel=None,model')",
-    )
+    command = add_command(commands, "memory", run)
+    mesh_flags(command, "memory", metavar="AXIS=SIZE[,AXIS=SIZE...]", required=True, default_strategy=DEFAULT_STRATEGY)
     command.add_argument(
         "--optimizer",
         choices=optimizer.OPTIMIZER_NAMES,

@@ -6,24 +6,29 @@ from __future__ import annotations
 
 import argparse
 
+from dcsim.cli.common import MESH_HELP
 from dcsim.sharding import layout, meshes
 
 
 def mesh_flags(
     command: argparse.ArgumentParser,
+    name: str,
     *,
-    mesh_help: str,
-    strategy_help: str,
-    rule_help: str,
     metavar: str = "AXIS=SIZE[,...]",
     required: bool = False,
     default: str | None = None,
+    **defaults: str,
 ) -> None:
-    """``--mesh``, ``--strategy`` and ``--rule`` (what ``mesh_from_args`` reads), each with the
-    command's own help."""
-    command.add_argument("--mesh", metavar=metavar, required=required, default=default, help=mesh_help)
-    command.add_argument("--strategy", choices=layout.STRATEGIES, help=strategy_help)
-    command.add_argument("--rule", metavar="PATTERN=SPEC", action="append", default=[], help=rule_help)
+    """``--mesh``, ``--strategy`` and ``--rule`` (what ``mesh_from_args`` reads), each with command
+    ``name``'s own help (commands.json), its placeholders filled from ``defaults``."""
+    text = MESH_HELP[name]
+    command.add_argument(
+        "--mesh", metavar=metavar, required=required, default=default, help=text.mesh.format(**defaults)
+    )
+    command.add_argument("--strategy", choices=layout.STRATEGIES, help=text.strategy.format(**defaults))
+    command.add_argument(
+        "--rule", metavar="PATTERN=SPEC", action="append", default=[], help=text.rule.format(**defaults)
+    )
 
 
 def strategy_from_args(args: argparse.Namespace, default: str) -> str:

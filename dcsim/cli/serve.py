@@ -36,25 +36,9 @@ DEFAULT_MESH = "data=1"
 MAX_LAYERS_SHOWN = 12  # the table's layer rows; JSON has every one
 
 
-DESCRIPTION = (
-    "Lay a model out for serving: its weights in the serving dtype and the KV cache its own attention "
-    "keeps in decode mode (read from an abstract init, never a formula), per device under JAX's sharding "
-    "rules. With --budget or --device: whether it fits, the most sequences at the context, the longest "
-    "context at the concurrency, and the smallest mesh that serves the target. --shards, --dtype and "
-    "--batch do not apply."
-)
-
-
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    command = add_command(commands, "serve", run, DESCRIPTION)
-    mesh_flags(
-        command,
-        default=DEFAULT_MESH,
-        mesh_help=f"the serving mesh over data (replicas), model (tensor parallel), expert, stage (pipeline); "
-        f"default {DEFAULT_MESH}",
-        strategy_help=f"how the weights are laid out (default {DEFAULT_STRATEGY}; custom is implied by --rule)",
-        rule_help="custom rule, as for layout",
-    )
+    command = add_command(commands, "serve", run)
+    mesh_flags(command, "serve", default=DEFAULT_MESH, default_mesh=DEFAULT_MESH, default_strategy=DEFAULT_STRATEGY)
     weight_flags(command, DEFAULT_WEIGHTS)
     command.add_argument(
         "--kv-dtype", metavar="D", default=DEFAULT_KV_DTYPE, help=f"the cache's dtype: {', '.join(KV_DTYPE_NAMES)}"

@@ -6,11 +6,17 @@ Positions are in GiB (2**30 bytes, said on the axis); every tooltip carries the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import altair as alt
 import pandas as pd
 
 from dcsim.report import units
 from dcsim.report.chart_axes import chart_data
+
+if TYPE_CHECKING:
+    from dcsim.serving.curve import Point
 
 GIB = 2**30
 # The device bar's parts in stacking order, each with its colour (``charts.toml``).
@@ -51,16 +57,10 @@ def device_bar(frame: pd.DataFrame) -> alt.Chart:
     )
 
 
-def curve_frame(points: list) -> pd.DataFrame:
-    """The capacity curve's points (``dcsim.serving.curve.Point``) as ``context``,
-    ``max_concurrency`` and ``chosen``."""
-    return pd.DataFrame(
-        {
-            "context": [point.context for point in points],
-            "max_concurrency": [point.max_concurrency for point in points],
-            "chosen": [point.chosen for point in points],
-        }
-    )
+def curve_frame(points: Sequence[Point]) -> pd.DataFrame:
+    """The capacity curve's points, a column each of their fields (``context``,
+    ``max_concurrency``, ``chosen``)."""
+    return pd.DataFrame(points, columns=["context", "max_concurrency", "chosen"])
 
 
 def capacity_curve(frame: pd.DataFrame) -> alt.LayerChart:

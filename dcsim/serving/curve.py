@@ -8,15 +8,16 @@ up to the model's positions (or the request's context).
 
 from __future__ import annotations
 
-import dataclasses
+from typing import NamedTuple
 
 from dcsim.serving.engine import ServingReport
 
 FIRST_CONTEXT = 128
 
 
-@dataclasses.dataclass(frozen=True)
-class Point:
+class Point(NamedTuple):
+    """The most sequences served at once at one context; ``chosen``: the request's own context."""
+
     context: int
     max_concurrency: int
     chosen: bool

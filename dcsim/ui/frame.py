@@ -70,6 +70,12 @@ def model_heading(title: str) -> tuple[ModelConfig, ParamReport]:
     return config, report
 
 
+def metric_row(*cells: tuple[str, str] | tuple[str, str, str]) -> None:
+    """One row of ``st.metric``, a column each: (label, value) or (label, value, help)."""
+    for column, (label, value, *help_text) in zip(st.columns(len(cells)), cells, strict=True):
+        column.metric(label, value, help=help_text[0] if help_text else None)
+
+
 def plain(text: str) -> str:
     """``text`` as literal characters in Streamlit's markdown: every mark with a meaning there is
     backslash-escaped, so a value from a link or a file can never become a link, an image,

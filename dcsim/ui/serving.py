@@ -24,16 +24,9 @@ from dcsim.inputs import as_int, number_from_text
 from dcsim.memory.search import parse_budget
 from dcsim.model import families, presets
 from dcsim.model.config import ModelConfig
-from dcsim.serving import catalog, records, search
+from dcsim.serving import catalog, records, request, search
 from dcsim.serving.engine import ServingReport, compute_serving, default_context
-from dcsim.serving.request import (
-    MAX_CONCURRENCY,
-    MAX_CONTEXT,
-    Serving,
-    check_kv_dtype,
-    parse_reserve,
-    reserve_text,
-)
+from dcsim.serving.request import Serving
 from dcsim.ui import frame
 
 T = TypeVar("T")
@@ -80,12 +73,12 @@ def _count(name: str, maximum: int) -> Callable[[str], str]:
     return parse
 
 
-parse_context = _count("context", MAX_CONTEXT)
-parse_concurrency = _count("concurrency", MAX_CONCURRENCY)
+parse_context = _count("context", request.MAX_CONTEXT)
+parse_concurrency = _count("concurrency", request.MAX_CONCURRENCY)
 
 
 def parse_source(text: str) -> str:
-    return AUTO if text.strip() in ("", AUTO) else _count("source", MAX_CONTEXT)(text)
+    return AUTO if text.strip() in ("", AUTO) else _count("source", request.MAX_CONTEXT)(text)
 
 
 def source_label(config: ModelConfig) -> str | None:
@@ -112,11 +105,11 @@ def parse_devmem(text: str) -> str:
 
 
 def parse_reserve_text(text: str) -> str:
-    return reserve_text(parse_reserve(text))
+    return request.reserve_text(request.parse_reserve(text))
 
 
 def parse_kv(text: str) -> str:
-    return check_kv_dtype(text)
+    return request.check_kv_dtype(text)
 
 
 def parse_flag_text(text: str) -> str:
