@@ -136,7 +136,7 @@ frame.metric_row(
     (
         "KV cache",
         units.bytes_exact(served.kv_bytes_per_device),
-        f"{units.count(request.sequences_per_replica)} sequences of this device's replica at {context:,} tokens; "
+        f"{units.many(request.sequences_per_replica, 'sequence')} of this device's replica at {context:,} tokens; "
         f"{served.kv_bytes_per_token:,} bytes a token for the whole model.",
     ),
     ("Other (step index, buffers)", units.bytes_exact(served.other_bytes_per_device)),
@@ -160,16 +160,16 @@ else:
         + "."
     )
     (st.success if served.fits else st.error)(frame.plain(line))
-    if served.has_cache:
+    if served.has_cache and served.max_concurrency is not None and served.max_context is not None:
         conc_col, ctx_col, tokens_col = st.columns(3)
         conc_col.metric(
             "Max concurrency at the context",
-            f"{served.max_concurrency:,} sequences",
+            units.many(served.max_concurrency, "sequence"),
             help=f"An exact floor over the whole mesh; {served.max_concurrency_in_blocks:,} in vLLM's 16-token blocks.",
         )
         ctx_col.metric(
             "Max context at the concurrency",
-            f"{served.max_context:,} tokens",
+            units.many(served.max_context, "token"),
             help=f"Limited by {served.max_context_limited_by}"
             + (f" (the model's {served.max_positions:,} positions)" if served.max_positions else ""),
         )
@@ -198,8 +198,8 @@ if found is not None:
     answer_mesh = found.answer
     st.write(
         frame.plain(
-            f"{answer_mesh.mesh.text} ({answer_mesh.num_devices:,} devices) serves {concurrency:,} sequences at "
-            f"{context:,} tokens."
+            f"{answer_mesh.mesh.text} ({units.many(answer_mesh.num_devices, 'device')}) serves "
+            f"{units.many(concurrency, 'sequence')} at {units.many(context, 'token')}."
             if answer_mesh
             else "None of the meshes tried serves the target."
         )
@@ -227,7 +227,7 @@ st.caption(
     "the mesh has, in a separate process, and reads XLA's memory analysis of one device."
 )
 if st.button("Verify with XLA", key="serving.verify", disabled=not_offered is not None, icon=":material/fact_check:"):
-    with st.spinner(f"Compiling a decoding step on {mesh.num_devices:,} virtual devices…"):
+    with st.spinner(f"Compiling a decoding step on {units.many(mesh.num_devices, 'virtual device')}…"):
         try:
             checked: Any = verify.verify(served)
         except (TypeError, ValueError, verify.VerifyFailed) as err:

@@ -92,3 +92,11 @@ def test_a_model_with_fewer_positions_opens_at_them():
 def test_a_refused_mesh_is_explained_not_raised():
     at = open_link({"preset": "llama2-70b", "mesh": "model=3"})
     assert "cannot be served as asked" in at.error[0].value and "heads" in at.error[0].value
+
+
+def test_one_device_and_one_sequence_are_said_in_the_singular():
+    at = open_link({"preset": "gpt2-xl", "device": "h100-sxm", "concurrency": "1"})
+    assert not at.exception
+    smallest = next(text.value for text in at.markdown if "serves" in text.value).replace("\\", "")  # plain()
+    assert smallest == "data=1,model=1 (1 device) serves 1 sequence at 1,024 tokens."
+    assert metrics(at)["Max context at the concurrency"] == "1,024 tokens"

@@ -276,3 +276,12 @@ def test_the_capacity_curve_is_the_reports_own_answer_at_doubling_contexts():
     assert frame.to_dict("records") == [point._asdict() for point in points]
     assert str(frame["max_concurrency"].dtype) == "int64" and str(frame["chosen"].dtype) == "bool"
     assert capacity_curve(serve("llama3-8b", "model=2")) == []  # no budget, no curve
+
+
+def test_the_capacity_curves_ticks_are_its_own_contexts():
+    from dcsim.report.serving_charts import capacity_curve, curve_frame
+    from dcsim.serving.curve import capacity_curve as points_of
+
+    frame = curve_frame(points_of(serve("gpt2-xl", budget_bytes=80 * GIB, context=1024)))
+    x = capacity_curve(frame).to_dict()["layer"][0]["encoding"]["x"]
+    assert x["axis"]["values"] == [128, 256, 512, 1024] and x["axis"]["format"] == ","

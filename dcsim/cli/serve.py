@@ -123,16 +123,12 @@ def _bytes(n: int | None) -> str:
     return "-" if n is None else units.bytes_exact(n)
 
 
-def _many(n: int, word: str) -> str:
-    return f"{units.count(n)} {word}{'s' * (n != 1)}"
-
-
 def render_table(report: ServingReport, found: search.MeshSearch | None, verified: Any = None) -> str:
     serving = report.serving
     lines = [
-        f"mesh: {serving.mesh.text} ({_many(serving.mesh.num_devices, 'device')}), strategy: {serving.strategy}; "
+        f"mesh: {serving.mesh.text} ({units.many(serving.mesh.num_devices, 'device')}), strategy: {serving.strategy}; "
         f"weights {serving.weight_format.label}, KV cache {serving.kv_dtype}",
-        f"context {_many(serving.context, 'token')}, {_many(serving.concurrency, 'sequence')} "
+        f"context {units.many(serving.context, 'token')}, {units.many(serving.concurrency, 'sequence')} "
         f"({units.count(serving.sequences_per_replica)} on the most-loaded of {units.count(serving.num_replicas)} "
         f"replica{'s' * (serving.num_replicas != 1)})",
         "",

@@ -67,7 +67,12 @@ def capacity_curve(frame: pd.DataFrame) -> alt.LayerChart:
     """Max concurrency against the context on a log axis (points and a line, no bars: a log scale
     has no zero to start a bar from), the chosen context marked in red."""
     base = alt.Chart(frame).encode(
-        x=alt.X("context:Q", title="context (tokens a sequence, log scale)", scale=alt.Scale(type="log", base=2)),
+        x=alt.X(
+            "context:Q",
+            title="context (tokens a sequence, log scale)",
+            scale=alt.Scale(type="log", base=2),
+            axis=alt.Axis(values=[int(context) for context in frame["context"]], format=","),  # the points' own
+        ),
         y=alt.Y("max_concurrency:Q", title="max sequences at once"),
         tooltip=[alt.Tooltip("context:Q", format=","), alt.Tooltip("max_concurrency:Q", format=",")],
     )

@@ -18,6 +18,11 @@ def count(n: int) -> str:
     return f"{n:,}"
 
 
+def many(n: int, word: str) -> str:
+    """``n`` of ``word``, exact, singular for one: ``1 device``, ``8 devices``, ``0 sequences``."""
+    return f"{count(n)} {word}{'s' * (n != 1)}"
+
+
 def _scaled(n: int, base: int, units: tuple[str, ...]) -> str:
     """``n`` over the largest power of ``base`` it reaches, to two decimals: Python's int division
     is correctly rounded, as the exact quotient's float is (a table of 2,900 arrays is formatted
