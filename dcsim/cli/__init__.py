@@ -1,8 +1,9 @@
 """The command line: ``python -m dcsim count ...`` for scripts and quick checks.
 
 A module a command, each with its parser, its run and its rendering (``count`` and ``presets``,
-``layout``, ``memory``, ``checkpoint``, ``compare``); ``common`` holds what they share and ``mesh``
-the mesh flags of those that lay a model out. Every subcommand shares one set of model flags and
+``layout``, ``memory``, ``serve``, ``checkpoint``, ``compare``); ``common`` holds what they share and
+``mesh`` the mesh flags of those that lay a model out. Each command's module, its `--help` line, its
+description and its mesh flags' help are data, in ``commands.json``. Every subcommand shares one set of model flags and
 one glossary of JSON keys (docs/cli.md). Bad input prints one line on stderr and exits 2; nothing
 here prints a traceback at a person.
 """
