@@ -119,7 +119,7 @@ if chosen:
     states_table = optimizer.states_frame(states, report.total_params)
     optimizer_table = states_table.assign(
         per_parameter=[
-            units.share_short(per) + (f" + {scalars:,} scalar{'s' * (scalars != 1)}" if scalars else "")
+            units.share_short(per) + (f" + {units.many(scalars, 'scalar')}" if scalars else "")
             for per, scalars in zip(states_table["values_per_param"], states_table["num_scalars"], strict=True)
         ],
         raw_bytes=states_table["raw_bytes"].map(units.bytes_exact),

@@ -3,9 +3,9 @@
 A module a command, each with its parser, its run and its rendering (``count`` and ``presets``,
 ``layout``, ``memory``, ``serve``, ``checkpoint``, ``compare``); ``common`` holds what they share and
 ``mesh`` the mesh flags of those that lay a model out. Each command's module, its `--help` line, its
-description and its mesh flags' help are data, in ``commands.json``. Every subcommand shares one set of model flags and
-one glossary of JSON keys (docs/cli.md). Bad input prints one line on stderr and exits 2; nothing
-here prints a traceback at a person.
+description and its mesh flags' help are data, in ``commands.json``. Every subcommand shares one
+set of model flags and one glossary of JSON keys (docs/cli.md). Bad input prints one line on
+stderr and exits 2; nothing here prints a traceback at a person.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ def render_compare_table(comparison: compare.Comparison, table: pd.DataFrame, an
         state = ", of the state alone" if found.counts_activations else ""
         lines += [
             f"  {scenario.name}: needs {units.count(found.need)} {spec.unit} in all",
-            f"    ideal share (an average{state}): {_plural(found.ideal_shards, 'shard')}",
+            f"    ideal share (an average{state}): {units.many(found.ideal_shards, 'shard')}",
             f"    real layout (JAX's sharding rules, {spec.strategy}): {budget.summary(found, spec)}"
             + (f" {counts}" if counts else ""),
         ]
@@ -86,10 +86,6 @@ def render_compare_table(comparison: compare.Comparison, table: pd.DataFrame, an
         f"so every N from 1 to {budget.MAX_SEARCH_DEVICES:,} was searched."
     )
     return "\n".join(lines) + "\n"
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}{'s' * (count != 1)}"
 
 
 def run(args: argparse.Namespace) -> str:

@@ -56,7 +56,7 @@ def render_layout_table(layout_report: layout.LayoutReport, dtype: str = "float3
     ]
     fallbacks = layout_report.num_replicated_fallbacks
     if fallbacks:
-        lines.append(f"replicated by necessity        {fallbacks:,} array{'s' * (fallbacks != 1)} (see the notes)")
+        lines.append(f"replicated by necessity        {units.many(fallbacks, 'array')} (see the notes)")
     experts = layout.experts_note(layout_report.mesh, layout_report.num_expert_arrays)
     lines += ["", *([f"Experts: {experts}"] if experts else []), f"Note: {layout.REPLICAS_NOT_ON_DISK}."]
     return "\n".join(lines) + "\n"

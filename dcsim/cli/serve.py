@@ -129,8 +129,8 @@ def render_table(report: ServingReport, found: search.MeshSearch | None, verifie
         f"mesh: {serving.mesh.text} ({units.many(serving.mesh.num_devices, 'device')}), strategy: {serving.strategy}; "
         f"weights {serving.weight_format.label}, KV cache {serving.kv_dtype}",
         f"context {units.many(serving.context, 'token')}, {units.many(serving.concurrency, 'sequence')} "
-        f"({units.count(serving.sequences_per_replica)} on the most-loaded of {units.count(serving.num_replicas)} "
-        f"replica{'s' * (serving.num_replicas != 1)})",
+        f"({units.count(serving.sequences_per_replica)} on the most-loaded of "
+        f"{units.many(serving.num_replicas, 'replica')})",
         "",
         f"KV bytes a token (whole model)    {units.count(report.kv_bytes_per_token)}",
         f"KV bytes a sequence (whole model) {_bytes(report.kv_bytes_per_sequence)}",

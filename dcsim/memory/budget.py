@@ -388,12 +388,12 @@ def summary(answer: Answer, budget: Budget) -> str:
             return f"The {budget.strategy} strategy cannot lay this model out on any mesh {axis}=N up to {searched:,}."
         least, where = min(placed)
         return (
-            f"Fits on no device count from 1 to {searched:,}: even the emptiest layout, on {_devices(where)} "
-            f"({axis}={where}), holds {amount_text(least, unit)} a device, over the budget of "
-            f"{amount_text(budget.amount, unit)}."
+            f"Fits on no device count from 1 to {searched:,}: even the emptiest layout, on "
+            f"{units.many(where, 'device')} ({axis}={where}), holds {amount_text(least, unit)} a device, over the "
+            f"budget of {amount_text(budget.amount, unit)}."
         )
     devices = answer.devices
-    found = f"Fits on {_devices(devices)} ({axis}={devices}), {amount_text(answer.per_device, unit)} each."
+    found = f"Fits on {units.many(devices, 'device')} ({axis}={devices}), {amount_text(answer.per_device, unit)} each."
     larger = searched - devices
     fit, fail = answer.fits_above, answer.fails_above
     if not larger:
@@ -429,10 +429,6 @@ def leaves_out(with_activations: bool) -> str:
             "fragmentation."
         )
     return "Counts the training state only: a step's activations are not counted (give a sequence to add them)."
-
-
-def _devices(count: int) -> str:
-    return f"{count:,} device{'s' * (count != 1)}"
 
 
 def _why(answer: Answer, budget: Budget, count: int) -> str:
