@@ -100,3 +100,28 @@ def test_one_device_and_one_sequence_are_said_in_the_singular():
     smallest = next(text.value for text in at.markdown if "serves" in text.value).replace("\\", "")  # plain()
     assert smallest == "data=1,model=1 (1 device) serves 1 sequence at 1,024 tokens."
     assert metrics(at)["Max context at the concurrency"] == "1,024 tokens"
+
+
+def _context_box(at):
+    return next(box for box in at.text_input if box.label.startswith("Context"))
+
+
+def _open_gpt2_on_the_page(at):
+    gpt2 = (Path(__file__).parent / "data" / "hf" / "gpt2.json").read_bytes()
+    uploader(at).set_value(("config.json", gpt2, "application/json")).run()
+    assert not at.exception
+
+
+def test_an_untouched_default_context_follows_a_switch_of_model():
+    at = open_link({"preset": "llama2-70b", "mesh": "model=4"})
+    assert _context_box(at).value == "4096"
+    _open_gpt2_on_the_page(at)
+    assert _context_box(at).value == "1024" and not at.error  # GPT-2's 1,024 positions, not a refusal
+    assert at.query_params["context"] == "1024"  # and the link says so
+
+
+def test_a_typed_context_stays_when_the_model_changes():
+    at = open_link({"preset": "llama2-70b", "mesh": "model=4"})
+    _context_box(at).set_value("512").run()
+    _open_gpt2_on_the_page(at)
+    assert _context_box(at).value == "512" and not at.error

@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from conftest import choose, fresh_page, metric, open_page, query_of, type_into
+from conftest import choose, fresh_page, metric, open_page, query_of, type_into, wait_for_app
 from dcsim.model.config import ModelConfig
 from dcsim.quant import formats
 from dcsim.report import units
@@ -90,3 +90,26 @@ def test_the_device_bar_draws_its_parts(server, page):
         1 for pixel in image.get_flattened_data() if max(abs(a - b) for a, b in zip(pixel, weights, strict=True)) <= 8
     )
     assert near >= 0.1 * image.width * 20, f"{near} pixels of the weights' colour in a {image.size} chart"
+
+
+def _pick_preset_on_the_model_page(page, title: str) -> None:
+    page.get_by_test_id("stSidebarNavItems").get_by_role("link", name="Model").click()
+    wait_for_app(page)
+    page.get_by_role("combobox", name="Model").click()
+    page.keyboard.type(title)  # the list is long and drawn lazily: narrow it as a person does
+    page.get_by_role("option").filter(has_text=title).first.click()
+    wait_for_app(page)
+    page.get_by_test_id("stSidebarNavItems").get_by_role("link", name="Serving").click()
+    wait_for_app(page)
+
+
+def test_the_default_context_follows_the_model_both_ways(server, page):
+    open_page(page, server + "/serving?preset=llama2-70b")
+    context = page.get_by_label("Context (tokens a sequence)")
+    expect(context).to_have_value("4096")
+    for title, expected in (("GPT-2 xl", "1024"), ("Llama 2 70B", "4096")):
+        _pick_preset_on_the_model_page(page, title)
+        expect(page.get_by_text(f"Model: {title}")).to_have_count(1)
+        expect(context).to_have_value(expected)  # GPT-2's 1,024 positions, then Llama's 4,096 again
+        expect(page).to_have_url(re.compile(rf"[?&]context={expected}(&|$)"))
+        expect(page.get_by_text("cannot be served as asked")).to_have_count(0)

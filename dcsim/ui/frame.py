@@ -107,11 +107,24 @@ def seeded_setting(page: str, name: str, default: str, parse: Callable[[str], An
     """The widget key of ``page``'s setting ``name``, seeded (when it has no state) from the link,
     else the session's memory of the page's settings, else ``default``; a bad link value is
     explained and replaced by ``default`` (``setting_from_link``). The widget holds the text;
-    ``parse`` only checks it. The text is remembered as the page's last valid (``parsed_setting``)."""
+    ``parse`` only checks it. The text is remembered as the page's last valid (``parsed_setting``).
+
+    A ``default`` that depends on the model (the Serving page's context: 4,096, or GPT-2's 1,024)
+    follows a switch of model while the setting still holds the default it started from, in the
+    box, in the session's memory or in the URL the app keeps in step: an untouched 4,096 becomes
+    GPT-2's 1,024 rather than a refusal. Any other value, typed or from a link, stays; a constant
+    default never moves."""
     key = f"{state.WIDGET_PREFIX}{page}.{name}"
+    started = st.session_state.setdefault(_started_from(page), {})
+    previous = started.get(name, default)
+    started[name] = default
     if key in st.session_state:
+        if previous != default and st.session_state[key] == previous:
+            st.session_state[key] = default
         return key
     text, value = setting_from_link(name, default, parse, limit=limit)
+    if previous != default and text == previous:  # the URL mirrors the settings: its value may be the old default
+        text, value = default, parse(default)
     st.session_state.setdefault(_last_valid(page), {})[name] = text
     return state.seed_widget(f"{page}.{name}", value if isinstance(value, str) else text)
 
@@ -132,6 +145,10 @@ def parsed_setting(page: str, name: str, text: str, parse: Callable[[str], T], w
 
 def _last_valid(page: str) -> str:
     return f"dcsim.{page}.last_valid"  # this session's last valid settings of the page, shown after a bad edit
+
+
+def _started_from(page: str) -> str:
+    return f"dcsim.{page}.started_from"  # the default each setting of the page was last seeded with
 
 
 def text_table(
