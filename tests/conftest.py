@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -30,8 +31,18 @@ from dcsim.model.config import ModelConfig
 from dcsim.ui import router
 
 # Two shared cores make wall-clock deadlines flaky; properties are about values, not speed.
-settings.register_profile("dcsim", deadline=None)
-settings.load_profile("dcsim")
+# Two profiles (issue 42): the quick loop tries each property on a tenth of its examples (at least
+# ten), and CI=true, which .ci/run sets, on all of them, as many as the suite always ran.
+FULL_PROPERTIES = os.environ.get("CI") == "true"
+settings.register_profile("ci", deadline=None)
+settings.register_profile("quick", deadline=None, max_examples=10)
+settings.load_profile("ci" if FULL_PROPERTIES else "quick")
+
+
+def examples(full: int) -> int:
+    """A property's example count: ``full`` under CI=true, a tenth of it (at least 10) otherwise."""
+    return full if FULL_PROPERTIES else min(full, max(10, full // 10))
+
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("DCSIM_CHROMIUM", "/usr/bin/chromium")
@@ -141,6 +152,59 @@ def streamlit_server(
         process.kill()
         process.wait()
     raise RuntimeError("streamlit did not start within its time limit")
+
+
+class LineChild:
+    """A child interpreter running ``tests/children/NAME.py`` for the whole session: each request is
+    one JSON line on its stdin, each answer one JSON line on its stdout. One start serves every test
+    that asks, instead of an interpreter (and a JAX import) a test."""
+
+    def __init__(self, name: str, env: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.process = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "children" / f"{name}.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=os.environ | {"PYTHONPATH": str(ROOT)} | (env or {}),
+        )
+
+    def ask(self, request):
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line, f"the {self.name} child ended (exit {self.process.wait()})"
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture(scope="session")
+def real_mesh():
+    """Ask JAX, in one child with eight virtual CPU devices, how it places arrays: a list of cases
+    (``tests/children/real_mesh.py``) in, what real devices hold out."""
+    child = LineChild("real_mesh", {"XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"})
+    yield child.ask
+    child.close()
+
+
+@pytest.fixture(scope="session")
+def imports_probe():
+    """Which heavy packages a command imports, as a fresh ``python -m dcsim`` would: one child that
+    forks a command (``tests/children/imports.py``). ``{"argv": [...]}`` or ``{"modules": [...]}`` in;
+    its exit code, output and heavy packages out."""
+    child = LineChild("imports")
+    yield child.ask
+    child.close()
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ import pytest
 from arrays import array
 from hypothesis import given, settings
 
+from conftest import examples
 from dcsim.memory import budget
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import ParamReport, count_params
@@ -168,7 +169,7 @@ def test_a_deep_dense_stack_searches_quickly_enough_to_sweep_every_count():
     assert answer.devices == 1 and len(answer.held) == 4096
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(
     shapes=hs.lists(
         hs.lists(hs.sampled_from([1, 2, 3, 4, 6, 8, 12, 30, 64]), max_size=3).map(tuple), min_size=1, max_size=6

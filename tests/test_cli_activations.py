@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-from conftest import refused_in_one_line
+from conftest import examples, refused_in_one_line
 from conftest import run_cli as run
 
 _SIZES = ("num_layers=3", "d_model=64", "num_heads=4", "num_kv_heads=2", "ffn_dim=96", "vocab_size=128")
@@ -155,7 +155,7 @@ STEP_VALUES = {
         max_size=4,
     )
 )
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_any_step_flags_give_an_answer_or_one_clear_line(capsys, pairs):
     argv = ["memory", *SMALL, "--mesh", "data=2,model=2", "--strategy", "megatron", "--format", "json"]
     for flag, value in pairs:

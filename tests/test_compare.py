@@ -9,6 +9,7 @@ import hypothesis.strategies as hs
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from conftest import examples
 from dcsim import compare, hf, links
 from dcsim.links import comparisons
 from dcsim.memory import activations, budget
@@ -88,7 +89,7 @@ def any_comparison(draw):
     return compare.Comparison(scenarios=items, baseline=draw(hs.integers(1, max(1, count))), budget=draw(budgets))
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), suppress_health_check=[HealthCheck.too_slow])
 @given(any_comparison())
 def test_every_comparison_survives_the_link_and_the_json(comparison):
     decoded = reopen(comparison)
@@ -338,7 +339,7 @@ steps = hs.builds(
 )
 
 
-@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), suppress_health_check=[HealthCheck.too_slow])
 @given(hs.lists(hs.one_of(hs.none(), steps), min_size=1, max_size=4), budgets)
 def test_scenarios_with_steps_survive_the_link_and_the_json(chosen, spec):
     scenarios = tuple(

@@ -10,6 +10,7 @@ import pytest
 from flax import traverse_util
 from hypothesis import given, settings
 
+from conftest import examples
 from dcsim.model import modules
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import abstract_variables, count_module, count_params, report_from_variables
@@ -72,7 +73,7 @@ small_configs = hs.builds(
 
 @pytest.mark.slow  # a concrete initialisation
 @given(small_configs)
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 def test_abstract_and_concrete_initialisation_agree(config):
     module, inputs = modules.build(config)
     zeros = [jnp.zeros(spec.shape, spec.dtype) for spec in inputs]
@@ -81,7 +82,7 @@ def test_abstract_and_concrete_initialisation_agree(config):
 
 
 @given(small_configs)
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 def test_rows_and_layers_sum_to_the_total(config):
     report = count_params(config)
     assert sum(row.num_values for row in report.arrays) == report.total_params
@@ -94,7 +95,7 @@ def test_rows_and_layers_sum_to_the_total(config):
 
 
 @given(small_configs, hs.integers(1, 1 << 20), hs.integers(0, 2**32 - 1))
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 def test_batch_size_and_seed_change_no_count(config, batch_size, seed):
     changed = dataclasses.replace(config, batch_size=batch_size, seed=seed)
     assert count_params(changed) == count_params(config)

@@ -12,6 +12,7 @@ from hostile import unbounded_repeats
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from dcsim import cli
 from dcsim.checkpoint import measurement
 from dcsim.model import presets
@@ -75,7 +76,7 @@ def _not_run(plan, **_):
     raise NotRun("planned, not run (fuzz)")
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(argv=argvs())
 def test_any_command_line_answers_or_refuses_in_one_line(argv, capsys, monkeypatch):
     monkeypatch.setattr(measurement, "run_checkpoint", _not_run)
@@ -167,7 +168,7 @@ def _opens_or_refuses(data: bytes | str) -> None:
         assert ModelConfig.from_json(config.to_json()) == config
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(st.one_of(json_values, config_like))
 def test_any_json_document_opens_or_is_refused_with_a_message(document):
     _opens_or_refuses(json.dumps(document))
@@ -216,7 +217,7 @@ mesh_text = st.one_of(
 )
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(mesh_text)
 def test_any_mesh_string_parses_or_is_refused(text):
     mesh = parsed_or_refused_in_one_line(meshes.parse_mesh, text)
@@ -240,7 +241,7 @@ rule_text = st.one_of(
 PATHS = [f"block_{index}/attn/query_{'x' * (index % 40)}/kernel" for index in range(500)]
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(rule_text)
 def test_any_rule_string_parses_or_is_refused(text):
     rule = parsed_or_refused_in_one_line(meshes.parse_rule, text)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import open_app, uploader
+from conftest import examples, open_app, uploader
 from dcsim import hf
 from dcsim.cli import main
 from dcsim.hf import table
@@ -234,7 +234,7 @@ _KEYS = sorted(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     model_type=st.sampled_from(hf.MODEL_TYPES),
     name=st.sampled_from(sorted(COUNTS)),

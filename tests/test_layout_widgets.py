@@ -7,6 +7,7 @@ import hypothesis.strategies as hs
 import pytest
 from hypothesis import given, settings
 
+from conftest import examples
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import count_params
 from dcsim.sharding import layout, meshes
@@ -162,7 +163,7 @@ def test_mesh_frame_is_readable():
     assert frame.to_dict("list") == {"axis": ["data", "model"], "size": ["4,096", "2"]}
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(
     input_dim=hs.integers(1, 12),
     widths=hs.lists(hs.integers(1, 12), min_size=1, max_size=3),

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from dcsim import links
 from dcsim.model import presets, schemas
 from dcsim.model.config import MAX_LAYERS, DenseLayer, ModelConfig, parse_int
@@ -226,7 +227,7 @@ def any_preset_config(draw):
     )
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(any_preset_config())
 def test_every_preset_configuration_survives_a_round_trip(config):
     decoded = links.decode(query(links.query_string(config)))
@@ -268,7 +269,7 @@ def _accepted(key, values):
         return None
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(hostile_mapping)
 def test_every_rejected_field_gets_a_sentence_and_every_good_one_is_kept(params):
     decoded = links.decode(params)

@@ -12,7 +12,7 @@ import pytest
 from arrays import param_report
 from hypothesis import assume, given, settings
 
-from conftest import open_app
+from conftest import examples, open_app
 from dcsim.checkpoint.measurement import MeasurementOptions, plan_checkpoint
 from dcsim.cli import main
 from dcsim.memory.state import compute_memory
@@ -271,7 +271,7 @@ def decoders(draw):
     return param_report(shapes), tp
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(decoders())
 def test_megatron_never_holds_more_than_replicated_and_splits_evenly(case):
     report, tp = case

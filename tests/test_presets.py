@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import pytest
 from hypothesis import given, settings
 
+from conftest import examples
 from dcsim import links
 from dcsim.model import breakdown, hparams, modules, presets, schemas
 from dcsim.model.config import ModelConfig
@@ -239,7 +240,7 @@ decoder_overrides = hs.fixed_dictionaries(
 
 
 @given(decoder_overrides)
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 def test_decoder_count_matches_the_architecture_by_hand(drawn):
     # nanoGPT-style check: the formula a reader derives from the architecture against the real init.
     head_dim = drawn.pop("head_dim")
@@ -457,7 +458,7 @@ hparam_names = hs.sampled_from(sorted({spec.name for family in schemas.FAMILIES 
 
 
 @given(hs.sampled_from(list(presets.PRESETS)), hs.dictionaries(hparam_names | hs.text(max_size=8), json_values))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_any_overrides_give_a_config_or_a_clear_error(preset, overrides):
     message = ""
     try:
@@ -505,7 +506,7 @@ def presets_with_valid_overrides(draw) -> tuple[str, dict]:
 
 
 @given(presets_with_valid_overrides())
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 def test_valid_overrides_round_trip_through_json_and_a_link(case):
     preset, overrides = case
     config = ModelConfig.from_dict({"preset": preset, "overrides": overrides})

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import refused_in_one_line
+from conftest import examples, refused_in_one_line
 from conftest import run_cli as run
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import count_params
@@ -165,7 +165,7 @@ def test_bytes_shrink_as_the_group_grows(group):
     assert large.payload_bytes < small.payload_bytes
 
 
-@settings(max_examples=16, deadline=None)
+@settings(max_examples=examples(16), deadline=None)
 @given(
     st.sampled_from(["int8", "int4", "fp8", "nf4", "gptq-int4", "awq-int4", *formats.BNB, *formats.FP8]),
     st.sampled_from([256, 512, 1024]),

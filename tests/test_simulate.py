@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
+from conftest import examples
 from dcsim import distributed_checkpoint_simulate as simulate
 
 X = jnp.ones((3, 4), jnp.float32)
@@ -69,7 +70,7 @@ def test_initialises_a_real_default_dense_layer(monkeypatch):
     num_shards=hs.integers(1, 1000),
     seed=hs.integers(0, 2**32 - 1),
 )
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 def test_matches_a_concrete_initialisation(batch, input_dim, features, num_shards, seed):
     x = jnp.ones((batch, input_dim), jnp.float32)
     params = nn.Dense(features).init(jax.random.PRNGKey(seed), x)["params"]
