@@ -12,7 +12,7 @@ import hypothesis.strategies as hs
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from conftest import refused_in_one_line
+from conftest import examples, refused_in_one_line
 from conftest import run_cli as run
 from dcsim.model.config import ModelConfig
 
@@ -146,6 +146,7 @@ def subprocess_run(*argv, stdin=None):
     )
 
 
+@pytest.mark.slow  # a fresh interpreter: the module entry point itself
 def test_module_entry_point_answers_the_seed_example():
     result = subprocess_run("count", "--format", "json")
     assert result.returncode == 0, result.stderr
@@ -153,6 +154,7 @@ def test_module_entry_point_answers_the_seed_example():
     assert (record["total_params"], record["ideal_share"], record["raw_float32_bytes"]) == (20, 10, 80)
 
 
+@pytest.mark.slow  # a fresh interpreter: the module entry point itself
 def test_module_entry_point_reads_config_from_stdin():
     config = ModelConfig(input_dim=9, num_shards=4).to_json()
     result = subprocess_run("count", "--config", "-", "--format", "json", stdin=config)
@@ -160,57 +162,50 @@ def test_module_entry_point_reads_config_from_stdin():
     assert json.loads(result.stdout)["ideal_share"] == 10
 
 
+@pytest.mark.slow  # a fresh interpreter: the module entry point itself
 def test_module_entry_point_refuses_without_a_traceback():
     result = subprocess_run("count", "--shards", "-3")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == "dcsim: error: `--shards` must be an integer from 1 to 1,048,576, got '-3'\n"
 
 
-HEAVY = ("jax", "flax", "pandas", "altair", "orbax", "optax", "huggingface_hub", "qwix", "gguf", "safetensors")
+def imported_by(imports_probe, *argv):
+    """The command's answer and the heavy top-level packages it imports, as a fresh process
+    would (the ``imports_probe`` child forks one a command)."""
+    reply = imports_probe({"argv": list(argv)})
+    return reply, set(reply["heavy"])
 
 
-def imported_by(*argv):
-    """The heavy top-level packages a command imports, read from ``python -X importtime``."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "dcsim", *argv],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=120,
-    )
-    names = {line.rpartition("|")[2].strip() for line in result.stderr.splitlines() if line.startswith("import time")}
-    return result, {name for name in HEAVY if name in names}
-
-
+@pytest.mark.slow  # one child interpreter, forked a command
 @pytest.mark.parametrize(
     "argv",
     [["--help"], ["presets"], ["count", "--help"], ["count", "--bogus"], ["count", "--shards", "0"], ["bogus"]],
     ids=" ".join,
 )
-def test_help_presets_and_a_bad_flag_import_no_jax(argv):
-    result, heavy = imported_by(*argv)
-    assert result.returncode in (0, 2) and "Traceback" not in result.stderr
+def test_help_presets_and_a_bad_flag_import_no_jax(imports_probe, argv):
+    reply, heavy = imported_by(imports_probe, *argv)
+    assert reply["code"] in (0, 2) and "Traceback" not in reply["stderr"]
     assert heavy == set()
 
 
-def test_a_count_imports_only_what_it_uses():
-    result, heavy = imported_by("count", "--preset", "llama2-7b")
-    assert result.returncode == 0 and "6,738,415,616" in result.stdout
+@pytest.mark.slow  # one child interpreter, forked a command
+def test_a_count_imports_only_what_it_uses(imports_probe):
+    reply, heavy = imported_by(imports_probe, "count", "--preset", "llama2-7b")
+    assert reply["code"] == 0 and "6,738,415,616" in reply["stdout"]
     assert heavy == {"jax", "flax", "pandas"}  # no optax, Orbax, Altair, huggingface_hub or a format's library
-    result, heavy = imported_by("count", "--preset", "llama2-7b", "--format", "json")
-    assert json.loads(result.stdout)["total_params"] == 6_738_415_616
+    reply, heavy = imported_by(imports_probe, "count", "--preset", "llama2-7b", "--format", "json")
+    assert json.loads(reply["stdout"])["total_params"] == 6_738_415_616
     assert heavy == {"jax", "flax"}  # the JSON record is built without pandas
-    _, heavy = imported_by("count", "--preset", "llama2-7b", "--optimizer", "adam")
+    _, heavy = imported_by(imports_probe, "count", "--preset", "llama2-7b", "--optimizer", "adam")
     assert "optax" in heavy
 
 
-def test_a_format_imports_only_its_own_library():
-    result, heavy = imported_by("count", "--preset", "gpt2-small", "--weights", "gptq-int4")
-    assert result.returncode == 0 and "qwix" in heavy  # its linears are found by qwix in the forward
+@pytest.mark.slow  # one child interpreter, forked a command
+def test_a_format_imports_only_its_own_library(imports_probe):
+    reply, heavy = imported_by(imports_probe, "count", "--preset", "gpt2-small", "--weights", "gptq-int4")
+    assert reply["code"] == 0 and "qwix" in heavy  # its linears are found by qwix in the forward
     assert "gguf" not in heavy and "safetensors" not in heavy
-    _, heavy = imported_by("serve", "--preset", "gpt2-small", "--context", "64")
+    _, heavy = imported_by(imports_probe, "serve", "--preset", "gpt2-small", "--context", "64")
     assert not heavy & {"qwix", "gguf", "safetensors"}
 
 
@@ -265,7 +260,7 @@ flags = hs.sampled_from(
 
 
 @given(hs.lists(hs.tuples(flags, flag_values), max_size=4))
-@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_any_flags_give_an_answer_or_one_clear_line(capsys, pairs):
     argv = ["count"]
     for flag, value in pairs:
@@ -428,7 +423,7 @@ def test_bad_preset_flags_give_one_line_and_exit_2(capsys, argv, message):
 
 
 @given(hs.sampled_from(["num_layers", "num_heads", "norm", "tied_embeddings", "bogus", ""]), flag_values)
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_any_set_value_gives_an_answer_or_one_clear_line(capsys, name, value):
     code, out, err = run(capsys, "count", "--preset", "gpt2-small", "--set", f"{name}={value}", "--set", "num_layers=1")
     if code == 0:
@@ -437,6 +432,7 @@ def test_any_set_value_gives_an_answer_or_one_clear_line(capsys, name, value):
         assert code == 2 and out == "" and err.startswith("dcsim: error: ") and err.count("\n") == 1
 
 
+@pytest.mark.slow  # a fresh interpreter: the module entry point itself
 def test_module_entry_point_counts_a_preset():
     result = subprocess_run("count", "--preset", "llama2-70b", "--format", "json")
     assert result.returncode == 0, result.stderr

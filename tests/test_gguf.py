@@ -429,12 +429,8 @@ def test_notes_name_the_commit_and_what_the_file_lacks():
     assert "rope_freqs.weight" in " ".join(table("llama3.1-8b", "gguf-q4_k_m", num_layers=2).notes)
 
 
-def test_importing_the_layout_does_not_import_gguf():
+@pytest.mark.slow  # one child interpreter, forked a check
+def test_importing_the_layout_does_not_import_gguf(imports_probe):
     # A count must not pay for the gguf package: it is imported when a table is built.
-    import subprocess
-    import sys
-
-    code = "import sys, dcsim.quant.gguf_layout, dcsim.quant.gguf_file; print('gguf' in sys.modules)"
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "False"
+    reply = imports_probe({"modules": ["dcsim.quant.gguf_layout", "dcsim.quant.gguf_file"]})
+    assert reply["code"] == 0 and "gguf" not in reply["heavy"]

@@ -3,7 +3,6 @@ with real devices, huge meshes, hostile input, properties, and the ``layout`` co
 
 import json
 import math
-import os
 import subprocess
 import sys
 from fractions import Fraction
@@ -16,6 +15,7 @@ from arrays import param_report
 from hypothesis import given, settings
 from jax.sharding import AbstractMesh, PartitionSpec
 
+from conftest import examples
 from dcsim.cli import main
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import count_params
@@ -532,7 +532,7 @@ def cases(draw):
     return report, mesh, strategy, rules
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(cases())
 def test_layout_properties(case):
     report, mesh, strategy, rules = case
@@ -560,37 +560,10 @@ def test_layout_properties(case):
 
 # Runs in a fresh process: the virtual device count must be set before JAX starts, and this test
 # process's JAX has already started with one CPU device.
-_REAL_MESH = r"""
-import json, sys
-import numpy as np
-import jax
-from jax.sharding import NamedSharding, PartitionSpec
-
-out = []
-for case in json.load(sys.stdin):
-    names = [name for name, _ in case["mesh"]]
-    sizes = [size for _, size in case["mesh"]]
-    devices = jax.devices()[: int(np.prod(sizes))]
-    mesh = jax.make_mesh(sizes, names, devices=devices)
-    spec = PartitionSpec(*(entry if entry is None else tuple(entry) for entry in case["spec"]))
-    sharding = NamedSharding(mesh, spec)
-    array = jax.device_put(np.zeros(case["shape"], np.float32), sharding)
-    shapes = sorted({tuple(shard.data.shape) for shard in array.addressable_shards})
-    copies = {}
-    for index in sharding.devices_indices_map(tuple(case["shape"])).values():
-        key = repr(index)
-        copies[key] = copies.get(key, 0) + 1
-    out.append({
-        "num_devices": len(array.addressable_shards),
-        "shard_shapes": [list(shape) for shape in shapes],
-        "sharding_shard_shape": list(sharding.shard_shape(tuple(case["shape"]))),
-        "copies": sorted(set(copies.values())),
-    })
-print(json.dumps(out))
-"""
 
 
-def test_agrees_with_real_devices():
+@pytest.mark.slow  # the session's real-mesh child (eight virtual CPU devices)
+def test_agrees_with_real_devices(real_mesh):
     plans = [
         (dense(8, 8), "model=2", "tensor", ()),
         (dense(8, 8), "data=4", "replicated", ()),
@@ -609,17 +582,7 @@ def test_agrees_with_real_devices():
             spec = [None if entry is None else [entry] if isinstance(entry, str) else list(entry) for entry in row.spec]
             cases.append({"mesh": [list(axis) for axis in mesh.axes], "spec": spec, "shape": list(row.shape)})
             expected.append((mesh.num_devices, row.shard_shape, row.replication_factor))
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run(
-        [sys.executable, "-c", _REAL_MESH],
-        input=json.dumps(cases),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=True,
-    )
-    real = json.loads(done.stdout)
+    real = real_mesh(cases)
     assert len(real) == len(expected) > 20
     for case, got, (devices, shard_shape, replication) in zip(cases, real, expected, strict=True):
         assert got["num_devices"] == devices, case
@@ -712,6 +675,7 @@ def test_cli_refuses_in_one_line(capsys, argv, message):
     assert message in err
 
 
+@pytest.mark.slow  # a fresh interpreter: the module entry point itself
 def test_cli_process_contract():
     done = subprocess.run(
         [

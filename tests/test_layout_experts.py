@@ -1,10 +1,6 @@
 """Layouts with experts: stacked expert arrays split over a mesh axis named ``expert``, checked by
 hand on a small synthetic Mixture-of-Experts model, against real devices, and as properties."""
 
-import json
-import os
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -13,8 +9,8 @@ import pytest
 from arrays import array
 from hypothesis import given, settings
 from jax.sharding import PartitionSpec
-from test_layout import _REAL_MESH
 
+from conftest import examples
 from dcsim.cli import main
 from dcsim.cli.layout import render_layout_table
 from dcsim.memory import budget
@@ -295,7 +291,7 @@ def expert_cases(draw):
     return report, mesh, draw(hs.sampled_from(strategies))
 
 
-@settings(max_examples=120)
+@settings(max_examples=examples(120))
 @given(expert_cases())
 def test_expert_layouts_add_up(case):
     report, mesh, strategy = case
@@ -325,7 +321,8 @@ def test_expert_layouts_add_up(case):
             assert "expert" not in str(row.spec) or strategy == "fsdp"
 
 
-def test_expert_layouts_agree_with_real_devices():
+@pytest.mark.slow  # the session's real-mesh child (eight virtual CPU devices)
+def test_expert_layouts_agree_with_real_devices(real_mesh):
     plans = [
         (MOE, "data=2,expert=4", "fsdp"),
         (MOE, "data=2,expert=4", "replicated"),
@@ -341,12 +338,7 @@ def test_expert_layouts_agree_with_real_devices():
             spec = [None if entry is None else [entry] if isinstance(entry, str) else list(entry) for entry in row.spec]
             cases.append({"mesh": [list(axis) for axis in mesh.axes], "spec": spec, "shape": list(row.shape)})
             expected.append((mesh.num_devices, row.shard_shape, row.replication_factor))
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run(
-        [sys.executable, "-c", _REAL_MESH], input=json.dumps(cases), capture_output=True, text=True, env=env,
-        timeout=300, check=True,
-    )  # fmt: skip
-    real = json.loads(done.stdout)
+    real = real_mesh(cases)
     assert len(real) == len(expected) > 30
     for case, got, (devices, shard_shape, replication) in zip(cases, real, expected, strict=True):
         assert got["num_devices"] == devices, case

@@ -20,6 +20,7 @@ WORKER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # real child interpreters, on real time limits
 def test_stages_written_just_before_the_exit_are_still_reported(tmp_path, monkeypatch):
     (tmp_path / "quickworker.py").write_text(WORKER)
     folder = tmp_path / "job"
@@ -79,6 +80,7 @@ def slow_job(tmp_path, name, start, work):
     )
 
 
+@pytest.mark.slow  # real child interpreters, on real time limits
 def test_the_time_limit_counts_from_when_every_worker_is_up(tmp_path):
     """Starting slowly is not hanging: a group whose start-up alone takes longer than the time
     limit still finishes, as long as its work fits the limit once every worker is up."""
@@ -86,6 +88,7 @@ def test_the_time_limit_counts_from_when_every_worker_is_up(tmp_path):
     assert run_workers(jobs, timeout_seconds=1.5, start_seconds=30) == [{"ok": True}, {"ok": True}]
 
 
+@pytest.mark.slow  # real child interpreters, on real time limits
 def test_a_worker_that_never_comes_up_is_ended_at_the_start_allowance(tmp_path):
     jobs = [slow_job(tmp_path, "quick", 0, 0.1), slow_job(tmp_path, "stuck", 30, 0)]
     with pytest.raises(workers.WorkerTimeout, match=r"time limit of 1\.5 s passed before the stuck had started") as err:
@@ -93,6 +96,7 @@ def test_a_worker_that_never_comes_up_is_ended_at_the_start_allowance(tmp_path):
     assert err.value.starting and err.value.workers == ("stuck",)
 
 
+@pytest.mark.slow  # real child interpreters, on real time limits
 def test_work_past_the_limit_is_ended_once_every_worker_is_up(tmp_path):
     jobs = [slow_job(tmp_path, "hangs", 0, 30)]
     with pytest.raises(workers.WorkerTimeout, match=r"time limit of 1\.5 s passed before the hangs finished") as err:
