@@ -29,6 +29,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -282,7 +283,15 @@ def environment(tmp_path_factory) -> dict[str, str]:
     """The shell's environment: `python` is this interpreter, offline, dcsim's defaults."""
     bin_dir = tmp_path_factory.mktemp("bin")
     # A script, not a symlink: a virtual environment's python finds its packages by its own path.
-    (bin_dir / "python").write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    # `python -m dcsim` goes to the fork server when one is running (DOCS_FORK_SOCKET, below).
+    python, forks = shlex.quote(sys.executable), shlex.quote(str(FORKS))
+    (bin_dir / "python").write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "-m" ] && [ "$2" = "dcsim" ] && [ -n "$DOCS_FORK_SOCKET" ]; then\n'
+        f'  exec {python} -S {forks} --client "$DOCS_FORK_SOCKET" "$@"\n'
+        "fi\n"
+        f'exec {python} "$@"\n'
+    )
     (bin_dir / "python").chmod(0o755)
     env = {
         key: value
@@ -307,15 +316,44 @@ def environment(tmp_path_factory) -> dict[str, str]:
     return env
 
 
+FORKS = ROOT / "tests" / "children" / "dcsim_forks.py"
+
+
+@pytest.fixture(scope="module")
+def forked(tracked, environment, tmp_path_factory) -> Iterator[dict[str, str]]:
+    """The shell's environment with a fork server (``tests/children/dcsim_forks.py``) behind its
+    ``python -m dcsim``: dcsim imported once from the tracked copy, each command a fork of it."""
+    socket_path = tmp_path_factory.mktemp("forks") / "socket"
+    server = subprocess.Popen(
+        [sys.executable, str(FORKS), str(socket_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=tracked,
+        env=environment | {"PYTHONPATH": str(tracked)},
+        text=True,
+    )
+    assert server.stdout is not None and server.stdout.readline().strip() == "ready", "the fork server did not start"
+    try:
+        yield environment | {"DOCS_FORK_SOCKET": str(socket_path)}
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()  # its signal to stop
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
 @pytest.mark.parametrize("command", unique_commands(), ids=lambda command: command.where)
-def test_command_runs_as_printed(command, tracked, environment, tmp_path):
+def test_command_runs_as_printed(command, tracked, forked, tmp_path):
     fresh = tmp_path / "repo"
     shutil.copytree(tracked, fresh, symlinks=True)
     result = subprocess.run(
         command.text,
         shell=True,
         cwd=fresh,
-        env=environment,
+        env=forked,
         capture_output=True,
         text=True,
         timeout=TIMEOUT_SECONDS,
