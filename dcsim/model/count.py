@@ -12,6 +12,7 @@ are variables too, and are reported apart, never added to the parameter total.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -143,6 +144,14 @@ def count_module(module: nn.Module, *inputs: Any, seed: int = 0) -> ParamReport:
     return report_from_variables(abstract_variables(module, *inputs, seed=seed))
 
 
+# The counts most recently asked for, by configuration: a page, a comparison or a serving report
+# asks for the same model's count several times (Serving counts it for the weights and again for
+# its capacity curve), and a report is frozen, so sharing it is safe. Bounded: a few megabytes at
+# most (DeepSeek-V3's report is the largest, a few thousand rows).
+MAX_CACHED_COUNTS = 64
+
+
+@functools.lru_cache(maxsize=MAX_CACHED_COUNTS)
 def count_params(config: ModelConfig) -> ParamReport:
     """Count the parameters of a configuration by abstractly initialising its Flax modules.
 

@@ -22,6 +22,7 @@ apart. Every figure is an exact int.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -130,6 +131,9 @@ def decode_hparams(config: ModelConfig) -> dict[str, Any]:
     return presets.resolved_hparams(config)
 
 
+# Bounded like the counts (dcsim.model.count.MAX_CACHED_COUNTS): a capacity curve and the page's
+# report ask for the same model's cache at the same context again.
+@functools.lru_cache(maxsize=count.MAX_CACHED_COUNTS)
 def read_cache(config: ModelConfig, decode: Decode, sequences: int) -> tuple[CacheArray, ...]:
     """The cache arrays of ``config`` serving ``sequences`` at once, read from an abstract init of
     its decode mode. Blocks built alike are traced once and their rows repeated, as counting does
