@@ -64,6 +64,7 @@ def _full_logits(family: str, hparams: dict, params, tokens: jax.Array, source=N
     return module.apply(params, *args)
 
 
+@pytest.mark.slow  # concrete forwards and decodes, compared value by value
 @pytest.mark.parametrize(
     "family, hparams",
     [
@@ -117,6 +118,7 @@ def test_decoding_through_the_cache_gives_the_full_forward(family, hparams):
     np.testing.assert_allclose(np.asarray(stepped), np.asarray(full), rtol=2e-4, atol=2e-4)
 
 
+@pytest.mark.slow  # concrete decodes in each cache dtype
 @pytest.mark.parametrize(
     "kv_dtype, tolerance",
     # a logit's error against the float32 cache, as a fraction of the largest logit: bfloat16 keeps 8
@@ -132,6 +134,7 @@ def test_a_narrow_cache_dtype_decodes_close_to_float32(kv_dtype, tolerance):
     assert 0 < error.max() < tolerance * np.abs(full).max()
 
 
+@pytest.mark.slow  # a concrete decode past the window
 def test_a_sliding_window_keeps_only_its_window_and_attends_within_it():
     window = 3
     h = _tiny("decoder", sliding_window=window, local_layers=(0, 1))

@@ -41,6 +41,7 @@ def test_state_is_apart_from_the_parameter_total():
     assert count_params(MNIST) == before and before.total_params == P
 
 
+@pytest.mark.slow  # a concrete optimizer init
 @pytest.mark.parametrize("name", optimizer.OPTIMIZER_NAMES)
 def test_abstract_state_matches_a_concrete_init(name):
     config = ModelConfig(

@@ -185,6 +185,7 @@ TINY = {
 }
 
 
+@pytest.mark.slow  # a concrete initialisation of each preset
 @pytest.mark.parametrize("preset", list(TINY), ids=list(TINY))
 def test_abstract_and_concrete_initialisation_agree(preset):
     config = ModelConfig(preset=preset, overrides=TINY[preset], seed=3)

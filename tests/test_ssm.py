@@ -101,6 +101,7 @@ def test_jamba_traces_one_block_of_a_kind_twice_not_32_blocks():
     assert sorted(index for run in runs for index in run.members) == list(range(32))
 
 
+@pytest.mark.slow  # a concrete decode, token by token, against the forward
 def test_decoding_one_token_at_a_time_is_the_sequence_forward():
     # The decode-mode mixer's conv and SSM state carry exactly what the scan over the sequence does.
     h = presets.resolved_hparams(opened("jamba-v0.1-reduced"))
