@@ -327,6 +327,29 @@ def type_into(page, box, text: str, then: str = "Tab"):
     return box
 
 
+_CHILD_PROGRAMS = ("python", "streamlit", "chromium")
+
+
+@pytest.fixture(autouse=True)
+def _the_quick_loop_starts_no_child(request, monkeypatch):
+    """The quick loop (``-m "not slow and not browser"``) starts no interpreter, server or browser:
+    a test that does must say so with its marker, or it fails here, naming what it started."""
+    if request.node.get_closest_marker("slow") or request.node.get_closest_marker("browser"):
+        return
+    spawn = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+    def refuse(self, args, *rest, **kwargs):
+        program = os.path.basename(str(args[0] if isinstance(args, list | tuple) else args).split()[0])
+        if any(name in program for name in _CHILD_PROGRAMS):
+            raise AssertionError(
+                f"a test of the quick loop started {program}: mark it @pytest.mark.slow (a child interpreter or "
+                "server) or @pytest.mark.browser"
+            )
+        return spawn(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
+
+
 @pytest.fixture(autouse=True)
 def _apptest_runs_the_router(monkeypatch):
     router.route_apptest(monkeypatch)

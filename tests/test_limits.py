@@ -242,7 +242,13 @@ def test_every_row_of_the_readme_table_is_checked_here():
     assert set(readme_limits()) == set(PROBES) | set(CACHES) | NOT_DCSIM
 
 
-@pytest.mark.parametrize("what", sorted(PROBES))
+# Probes that start a child interpreter (a checkpoint's, an XLA check's) to see it ended at its limit.
+STARTS_A_CHILD = {"checkpoint time limit", "XLA memory check time"}
+
+
+@pytest.mark.parametrize(
+    "what", [pytest.param(what, marks=pytest.mark.slow) if what in STARTS_A_CHILD else what for what in sorted(PROBES)]
+)
 def test_past_each_limit_the_server_shows_the_readme_message(what, capsys, monkeypatch, tmp_path):
     expected = promised(readme_limits()[what]["message"])
     assert expected, f"the docs/limits.md row {what!r} quotes no message"
