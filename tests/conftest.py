@@ -327,6 +327,14 @@ def type_into(page, box, text: str, then: str = "Tab"):
     return box
 
 
+def quick_sample(values, keep) -> list:
+    """``values`` as test parameters, each one not in ``keep`` marked slow: the quick loop runs a
+    representative few, the whole suite every one (a sweep over presets, say)."""
+    missing = set(keep) - set(values)
+    assert not missing, f"quick_sample keeps values that are not swept: {sorted(missing)}"
+    return [value if value in keep else pytest.param(value, marks=pytest.mark.slow) for value in values]
+
+
 _CHILD_PROGRAMS = ("python", "streamlit", "chromium")
 
 

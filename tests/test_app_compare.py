@@ -184,7 +184,9 @@ def test_hostile_links_keep_good_scenarios_and_show_every_name_as_text():
 
 
 def test_a_comparison_too_large_for_a_link_says_so_and_offers_json():
-    layers = tuple(DenseLayer(features=1_000_000 + n) for n in range(256))
+    # 256 seven-digit widths make a long token; two alternating widths keep the trace to three kernel
+    # shapes (a width per layer made JAX trace 256 initialisers: 15 s of the quick loop).
+    layers = tuple(DenseLayer(features=1_000_000 + n % 2) for n in range(256))
     deep = compare.Scenario(name="deep", config=ModelConfig(input_dim=8, layers=layers))
     tokens = [comparisons.scenario_token(deep).replace("n=deep", f"n=deep {n}") for n in range(3)]
     at = open_compare({"s": tokens})
