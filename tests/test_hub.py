@@ -120,11 +120,11 @@ def test_a_gated_model_needs_its_licence_accepted_and_a_token(fake):
 
 
 def test_a_hanging_hub_is_given_up_on_in_time(fake):
-    started = time.monotonic()
+    # The fake answers "slow/model" after 30 s: a fetcher that did not keep its 0.5 s limit would get
+    # the file, not a time-out (no wall-clock assertion: timings belong in bench/).
     err = refusal(fake, "slow/model", using=fetcher(fake, timeout=0.5))
     assert err.kind == hub.TIMEOUT
     assert str(err) == f"the Hub ({fake.url}) did not answer within 0.5 s; try again later"
-    assert time.monotonic() - started < 2
 
 
 def test_no_hub_at_all_says_so(fake):

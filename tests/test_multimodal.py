@@ -10,7 +10,6 @@ checkpoint's own lm_head makes it 24,011,361,280).
 """
 
 import json
-import time
 
 import pytest
 from fake_hub import DATA, Repo, running
@@ -153,10 +152,12 @@ def test_the_traced_count_is_the_unrolled_one_and_does_not_grow_with_depth():
     unrolled = count_module(module, *inputs)
     assert count_params(config).total_params == unrolled.total_params
     assert [row.path for row in count_params(config).arrays] == [row.path for row in unrolled.arrays]
-    deep = data("gemma-3-4b-it")
-    start = time.perf_counter()
-    count_params(hf.from_hf_config(deep).config)
-    assert time.perf_counter() - start < 15  # 27 vision and 34 text blocks, traced as a few
+    # The real depth, 27 vision and 34 text blocks, is traced as a few: every block is in a run whose
+    # traced rows are repeated, and the tower is built two blocks deep (its cost is in bench/, not here).
+    deep = hf.from_hf_config(data("gemma-3-4b-it")).config
+    traced, runs = families.traced_hparams("multimodal", presets.resolved_hparams(deep))
+    assert traced["vision_layers"] == 2 and sum(len(run.members) for run in runs) == 27 + 34
+    assert count_params(deep).total_params > 0
 
 
 def test_serving_holds_the_language_models_cache():
