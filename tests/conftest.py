@@ -327,12 +327,21 @@ def type_into(page, box, text: str, then: str = "Tab"):
     return box
 
 
-def quick_sample(values, keep) -> list:
-    """``values`` as test parameters, each one not in ``keep`` marked slow: the quick loop runs a
-    representative few, the whole suite every one (a sweep over presets, say)."""
-    missing = set(keep) - set(values)
-    assert not missing, f"quick_sample keeps values that are not swept: {sorted(missing)}"
-    return [value if value in keep else pytest.param(value, marks=pytest.mark.slow) for value in values]
+SLOW = pytest.mark.slow
+
+
+def quick_sample(cases, keep) -> list:
+    """Test parameters, each case not in ``keep`` marked slow: the quick loop runs a representative
+    few, the whole suite (CI=true) every one. ``cases`` is a list of values, or a dict of values by
+    test id (``keep`` then names ids)."""
+    if isinstance(cases, dict):
+        missing = set(keep) - set(cases)
+        kept = [pytest.param(value, id=name, marks=() if name in keep else SLOW) for name, value in cases.items()]
+    else:
+        missing = set(keep) - set(cases)
+        kept = [case if case in keep else pytest.param(case, marks=SLOW) for case in cases]
+    assert not missing, f"quick_sample keeps cases that are not swept: {sorted(missing)}"
+    return kept
 
 
 _CHILD_PROGRAMS = ("python", "streamlit", "chromium")

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import metrics, open_app, open_views, shown, uploader
+from conftest import metrics, open_app, open_views, quick_sample, shown, uploader
 from dcsim.model.config import DenseLayer, ModelConfig
 
 PAGES = ["pages/model.py", "pages/shards.py", "pages/bytes.py"]
@@ -126,17 +126,19 @@ def test_every_page_opens_a_link_exactly(page):
 @pytest.mark.parametrize("page", PAGES)
 @pytest.mark.parametrize(
     "query",
-    [
-        {"shards": "1e400"},
-        {"shards": "-5", "input_dim": "nan"},
-        {"layers": "x" * 20_000},
-        {"layers": "4x9999"},
-        {"seed": "18446744073709551616"},
-        {"v": "99"},
-        {"input_dim": "<script>alert(1)</script>"},
-        {"layers": "[click](javascript:alert(1))"},
-    ],
-    ids=["1e400", "negative-nan", "20k-chars", "too-many-layers", "seed-2^64", "newer-version", "script", "md-link"],
+    quick_sample(
+        {
+            "1e400": {"shards": "1e400"},
+            "negative-nan": {"shards": "-5", "input_dim": "nan"},
+            "20k-chars": {"layers": "x" * 20_000},
+            "too-many-layers": {"layers": "4x9999"},
+            "seed-2^64": {"seed": "18446744073709551616"},
+            "newer-version": {"v": "99"},
+            "script": {"input_dim": "<script>alert(1)</script>"},
+            "md-link": {"layers": "[click](javascript:alert(1))"},
+        },
+        keep=("1e400", "20k-chars", "script"),
+    ),
 )
 def test_hostile_links_warn_and_fall_back_on_every_page(page, query):
     at = open_app(query, page)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import examples, open_app, uploader
+from conftest import examples, open_app, quick_sample, uploader
 from dcsim import hf
 from dcsim.cli import main
 from dcsim.hf import table
@@ -37,7 +37,17 @@ def edited(name: str, **changes) -> bytes:
     return json.dumps(data).encode()
 
 
-@pytest.mark.parametrize("name", sorted(COUNTS))
+@pytest.mark.parametrize(
+    # A sample in the quick loop (every kind of reader once); the whole suite opens every file.
+    "name",
+    quick_sample(
+        sorted(COUNTS),
+        keep=(
+            "gpt2", "llama-2-7b", "mixtral-8x7b", "deepseek-v3", "bert-base-uncased", "t5-small",
+            "whisper-tiny", "mamba-130m", "jamba-v0.1-reduced", "llava-1.5-7b-hf", "gemma-3-4b-it", "gpt-oss-20b",
+        ),
+    ),
+)  # fmt: skip
 def test_every_file_counts_what_transformers_counts(name):
     config, note = hf.read_config_file(hf_file(name))
     assert count_params(config).total_params == COUNTS[name]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import quick_sample
 from dcsim import hf
 from dcsim.model import presets, schemas
 from dcsim.model.count import count_params
@@ -30,7 +31,12 @@ def opened(name: str, **changes):
     return hf.from_hf_config(data)
 
 
-@pytest.mark.parametrize("model_type", sorted(DEFAULTS))
+@pytest.mark.parametrize(
+    # The quick loop opens one of each kind (decoder, MoE, latent, encoder, encoder-decoder, state space,
+    # vision-language); the whole suite every model type.
+    "model_type",
+    quick_sample(sorted(DEFAULTS), keep=("llama", "mixtral", "deepseek_v3", "bert", "t5", "mamba", "llava")),
+)
 def test_a_bare_model_type_is_the_class_defaults(model_type):
     imported = hf.from_hf_config({"model_type": model_type})
     assert count_params(imported.config).total_params == DEFAULTS[model_type]
@@ -136,7 +142,9 @@ PRESET_FILES = {
 COUNTS = json.loads((DATA / "counts.json").read_text())
 
 
-@pytest.mark.parametrize("preset", sorted(PRESET_FILES))
+@pytest.mark.parametrize(
+    "preset", quick_sample(sorted(PRESET_FILES), keep=("llama3.1-8b", "gemma2-2b", "deepseek-v2-lite", "t5-small"))
+)
 def test_each_new_preset_is_its_config_json(preset):
     imported = opened(PRESET_FILES[preset])
     row = presets.PRESETS[preset]

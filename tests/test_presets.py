@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import pytest
 from hypothesis import given, settings
 
-from conftest import examples
+from conftest import examples, quick_sample
 from dcsim import links
 from dcsim.model import breakdown, hparams, modules, presets, schemas
 from dcsim.model.config import ModelConfig
@@ -18,7 +18,17 @@ from dcsim.model.count import count_module, count_params, report_from_variables
 from dcsim.model.presets import resolved_hparams
 
 
-@pytest.mark.parametrize("name", list(presets.PRESETS), ids=list(presets.PRESETS))
+@pytest.mark.parametrize(
+    # The quick loop counts one preset of each family; the whole suite every preset.
+    "name",
+    quick_sample(
+        list(presets.PRESETS),
+        keep=(
+            "mlp-mnist", "gpt2-small", "bert-base", "vit-b16", "resnet18", "llama2-7b", "mixtral-8x7b",
+            "deepseek-v3", "t5-small",
+        ),
+    ),
+)  # fmt: skip
 def test_every_preset_reproduces_its_published_count(name):
     report = count_params(ModelConfig(preset=name))
     assert report.total_params == presets.PRESETS[name].published_params
@@ -212,7 +222,7 @@ FULL_INIT = {
 }
 
 
-@pytest.mark.parametrize("preset", list(FULL_INIT), ids=list(FULL_INIT))
+@pytest.mark.parametrize("preset", quick_sample(list(FULL_INIT), keep=("mlp-mnist", "resnet18")))
 def test_counting_traces_two_blocks_a_run_and_equals_the_full_unrolled_init(preset):
     # count_params traces each run of identical blocks up to its second block and repeats that
     # block's rows; every row, name and order must be what initialising the whole model gives.
