@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dcsim import hf
-from dcsim.model.presets import PRESETS
+from dcsim.model.presets import PRESETS, SOURCE_KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,3 +66,14 @@ def test_the_readme_counts_the_presets():
 
 def test_the_limits_count_the_model_types_dcsim_reads():
     assert figures("docs/limits.md", rf"`model_type` one of the {_COUNT} in") == [len(hf.MODEL_TYPES)]
+
+
+def test_the_presets_page_counts_each_kind_of_reference_count():
+    text = (ROOT / "docs" / "presets.md").read_text(encoding="utf-8")
+    said = {
+        kind: number(count)
+        for count, kind in re.findall(rf"for\s+{_COUNT}(?:\s+of\s+the\s+\d+\s+presets)?,\s+(?:the\s+)?`([^`]+)`", text)
+    }
+    kinds = [row.source_kind for row in PRESETS.values()]
+    assert said == {kind: kinds.count(kind) for kind in SOURCE_KINDS}
+    assert f"of the {len(PRESETS)} presets" in text
