@@ -174,6 +174,51 @@ def test_the_formula_by_hand():
     assert act.korthikanti_bytes(hparams, act.Step(sequence=s, remat="dots")) is None
 
 
+@pytest.mark.parametrize(("s", "b", "h", "a"), [(32, 2, 64, 4), (16, 3, 32, 2), (64, 1, 64, 8)])
+def test_a_gpt_block_is_korthikanti_without_dropout_plus_what_jax_keeps_beyond_it(s, b, h, a):
+    """The oracle for a GPT block (LayerNorm, multi-head attention, GeLU over 4h; no dropout), naive
+    attention, no remat, 16-bit compute. Korthikanti et al.'s 34sbh + 5as^2b a block, less its
+    dropout terms (the attention mask as^2b and its 2as^2b output, the two sbh masks after attention
+    and the MLP), is 32sbh + 2as^2b. JAX's residuals are that, term for term, and these, each named:"""
+    config = ModelConfig(
+        preset="gpt2-small",
+        overrides={"num_layers": 2, "d_model": h, "num_heads": a, "num_kv_heads": a, "ffn_dim": 4 * h}
+        | {"vocab_size": 128, "max_positions": 64},
+    )
+    report = act.trace_activations(config, act.Step(sequence=s, micro_batch=b, attention="naive"), "bfloat16", None)
+    sbh, asb = s * b * h, a * s * b
+    korthikanti = 32 * sbh + 2 * a * s * s * b
+    # Each LayerNorm computes in float32 and keeps three (b, s, h) arrays of it (the input less its
+    # mean, the input scaled for the variance's gradient, rsqrt(var) x the scale) where the formula
+    # keeps the 16-bit input: 12sbh - 2sbh, twice.
+    norms_in_float32 = 2 * (12 * sbh - 2 * sbh)
+    # and four float32 values a token from its statistics (two of the reductions, the variance term and
+    # its rsqrt), twice.
+    norm_statistics = 2 * 4 * 4 * s * b
+    # Softmax keeps the unnormalised exp(scores) beside the probabilities (2as^2b), and two 16-bit
+    # values a row (the row sum and its square, for the division's gradient).
+    softmax_exp = 2 * a * s * s * b
+    softmax_row_sums = 2 * 2 * asb
+    # GeLU's tanh approximation keeps four (b, s, 4h) 16-bit arrays beside its input and output (its
+    # tanh, a constant less an array for tanh's gradient, and two arrays times a constant): 4 x 8sbh.
+    gelu_tanh = 4 * 8 * sbh
+    extras = norms_in_float32 + norm_statistics + softmax_exp + softmax_row_sums + gelu_tanh
+    assert [row.bytes for row in report.blocks] == [korthikanti + extras] * 2
+
+    by_module: dict[str, int] = {}
+    for row in report.traced["block_0"]:
+        by_module[row.where] = by_module.get(row.where, 0) + row.bytes
+    # The formula's terms by module: each norm's 16-bit output is the next projection's input (2sbh);
+    # attention keeps q and k (4sbh), v and its output before the out projection (4sbh) and the
+    # probabilities (2as^2b); the MLP keeps GeLU's input and output (8sbh each).
+    assert by_module == {
+        "attn_norm": 2 * sbh + (12 * sbh + 16 * s * b),
+        "attn": 8 * sbh + 2 * a * s * s * b + softmax_exp + softmax_row_sums,
+        "mlp_norm": 2 * sbh + (12 * sbh + 16 * s * b),
+        "mlp": 16 * sbh + gelu_tanh,
+    }
+
+
 def test_the_note_says_why_the_formula_differs():
     note = trace().formula_note
     assert "SwiGLU" in note and "grouped-query" in note and "RMSNorm" in note and "loss" in note

@@ -249,13 +249,13 @@ def test_a_link_of_the_older_version_still_opens():
     ("preset", "total", "non_embedding"),
     [("gpt2-small", "124,439,808", "85,056,000"), ("llama2-70b", "68,976,648,192", "68,452,360,192")],
 )
-def test_a_preset_link_shows_the_published_count_and_the_non_embedding_count(preset, total, non_embedding):
+def test_a_preset_link_shows_the_reference_count_and_the_non_embedding_count(preset, total, non_embedding):
     at = open_app({"preset": preset})
     assert not at.dataframe  # the views below the form are drawn when opened
     open_views(at, "model.groups_open")
     values = metrics(at)
     assert (values["Total parameters"], values["Non-embedding parameters"]) == (total, non_embedding)
-    assert "matches the published" in all_text(at)
+    assert "matches the reference count" in all_text(at)
     assert "Pythia" in next(metric for metric in at.metric if metric.label.startswith("Non-embedding")).proto.help
     groups = at.dataframe[0].value
     assert list(groups["group"]) == ["embeddings", "blocks", "norms", "head"][: len(groups)]

@@ -77,12 +77,12 @@ def test_a_hugging_face_file_is_shown_under_its_own_name_and_its_link_reopens_it
     text = every_text(at)
     assert title in text
     assert title in next(box for box in at.selectbox if box.label == "Model").options
-    for preset_name in ("Llama", "llama2", "published Llama"):
+    for preset_name in ("Llama", "llama2", "reference count"):
         assert preset_name not in " ".join(
             [shown(element) for kind in ("caption", "markdown", "subheader") for element in at.get(kind)]
             + [shown(element) for kind in ("caption", "markdown") for element in at.sidebar.get(kind)]
         ), preset_name
-    assert "matches the published" not in text
+    assert "matches the reference count" not in text
     link = dict(at.query_params)
     assert (link["model_type"], link["name"], link["family"]) == ("gemma", "GemmaForCausalLM", "decoder")
     assert "preset" not in link

@@ -104,7 +104,19 @@ def test_llama2_payload_is_the_sum_worked_out_from_the_hyperparameters(name, pre
     assert table.quantized_params == sum(i * o for i, o in llama_linears(d, f, layers))
 
 
-def test_llama2_7b_payloads_read_as_people_quote_them():
+def test_llama2_7b_payloads_worked_out_by_hand():
+    # Worked out here, not quoted from anywhere (file_bytes above, summed). Llama 2 7B's 224 linears
+    # (32 blocks of q, k, v, o 4096 x 4096 and gate, up, down 4096 x 11008) hold n = 6,476,005,376
+    # weights; the kept tensors (token table and head, 32,000 x 4,096, and 65 norms of 4,096, 2 bytes
+    # each) are 524,820,480 bytes. Per format, n's bytes + the extras + 524,820,480:
+    # - bnb-nf4: n / 2 codes 3,238,002,688 + float32 absmax a 64-block 404,750,336 + 224 x 64 of
+    #   16-value code 14,336 + the quant_state blobs, 81 or 82 bytes each, 18,240: 4,167,606,080;
+    # - bnb-nf4-dq: n / 2 + uint8 absmax n / 64 101,187,584 + float32 nested absmax a 256 of those
+    #   1,581,056 + 224 x (1,024 + 64) of code 243,712 + blobs of 172 or 173 bytes 38,624: 3,865,874,144;
+    # - bnb-int8: n + float32 SCB an output row 4 x 1,359,872 + 224 one-byte weight_formats: 7,006,265,568;
+    # - fp8-block: n + float32 a 128 x 128 block, 4 x 395,264 blocks = 1,581,056: 7,002,406,912;
+    # - fp8-channel: n + bfloat16 an output channel 2 x 1,359,872: 7,003,545,600;
+    # - fp8-tensor: n + two bfloat16 scales a linear 224 x 4: 7,000,826,752.
     figures = {name: table_of("llama2-7b", name)[1].payload_bytes for name in NEW}
     assert figures == {
         "bnb-nf4": 4_167_606_080,

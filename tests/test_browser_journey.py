@@ -92,12 +92,12 @@ def test_dense_to_a_preset_and_back_leaves_no_figure_of_the_other_model(server, 
     llama = dict(assert_belongs_to_the_link(browser, page, LLAMA2_70B))
     assert "80 bytes" not in llama.values()
     assert llama["Raw float32 payload"] == "275,906,592,768 bytes (256.96 GiB)"
-    assert any(f"matches the published {LLAMA2_70B}" in text for text in captions(page))
+    assert any(f"matches the reference count {LLAMA2_70B}" in text for text in captions(page))
 
     choose_model(page, "Dense stack")
     back = dict(assert_belongs_to_the_link(browser, page, "20"))
     assert back == dense, "a figure of Llama 2 70B stayed on screen"
-    assert not any("published" in text for text in captions(page))
+    assert not any("reference count" in text for text in captions(page))
     # One under the bytes per shard, one under the raw float32 payload: no stray third.
     assert sum("not the checkpoint size" in text for text in captions(page)) == 2
 
@@ -154,7 +154,7 @@ def test_a_config_json_is_shown_under_its_own_name_and_its_link_reopens_it(serve
     expect(page.get_by_role("combobox", name="Model")).to_have_value(title)
     every_word = page.locator("body").inner_text()
     assert "Llama" not in every_word and "llama2" not in every_word, "a preset's name is on the page"
-    assert "matches the published" not in every_word
+    assert "matches the reference count" not in every_word
     expect(page).to_have_url(re.compile(r"[?&]model_type=gemma(&|$)"))
     assert_belongs_to_the_link(browser, page, "8,537,680,896")
     with fresh_page(browser, page.url) as fresh:

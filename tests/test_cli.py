@@ -326,7 +326,7 @@ def test_preset_table_shows_groups_non_embedding_and_batchnorm_apart(capsys):
     code, out, _ = run(capsys, "count", "--preset", "resnet18", "--shards", "4")
     assert code == 0
     assert "model: preset resnet18 (ResNet-18;" in out
-    assert "ResNet-18: matches the published 11,689,512" in out
+    assert "ResNet-18: matches the reference count 11,689,512 (library documentation: torchvision" in out
     assert out.startswith("total parameters       11,689,512\n")  # the answer first
     assert "other variables        9,600 (BatchNorm running statistics: not parameters, not in the total)" in out
     assert "\nstage_3 " in out  # the top-level modules; every array is in --format csv
@@ -334,7 +334,8 @@ def test_preset_table_shows_groups_non_embedding_and_batchnorm_apart(capsys):
     _, out, _ = run(capsys, "count", "--preset", "llama2-7b", "--set", "num_layers=2")
     assert "non-embedding parameters: 404,770,816" in out  # 2 blocks of 202,383,360 and the final norm
     assert "changed from the preset: num_layers" in out
-    assert "Llama 2 7B with num_layers=2; the published Llama 2 7B has 6,738,415,616." in out
+    unchanged = "the reference count of Llama 2 7B is 6,738,415,616 (transformers count of the config)."
+    assert f"Llama 2 7B with num_layers=2; {unchanged}" in out
 
 
 def test_the_answer_comes_first_and_bytes_per_shard_are_in_the_chosen_dtype(capsys):
@@ -380,10 +381,15 @@ def test_optimizer_state_is_a_section_apart(capsys):
 def test_presets_lists_names_families_and_counts(capsys):
     code, out, _ = run(capsys, "presets")
     assert code == 0
-    assert "llama2-70b         decoder    68,976,648,192  Llama 2 70B (8 KV heads)" in out
+    assert (
+        "llama2-70b         decoder    68,976,648,192  transformers count of the config  Llama 2 70B (8 KV heads)"
+        in out
+    )
+    assert "resnet18           resnet         11,689,512  library documentation             ResNet-18" in out
     code, out, _ = run(capsys, "presets", "--format", "json")
     rows = json.loads(out)
-    assert len(rows) == 41 and rows[0]["name"] == "mlp-mnist" and rows[0]["published_params"] == 669_706
+    assert len(rows) == 41 and rows[0]["name"] == "mlp-mnist" and rows[0]["reference_params"] == 669_706
+    assert rows[0]["source_kind"] == "model summary"
     assert rows[10]["hparams"]["stage_blocks"] == [3, 4, 6, 3] and rows[10]["source"]
 
 

@@ -382,6 +382,23 @@ def test_readme_shows_count_output():
     assert re.match(r"total parameters\s+20$", shown[0].shown[0]), "count leads with the answer"
 
 
+# A figure of a worked example in the README's prose: a count or byte figure of a million or more,
+# or an answer in sequences (issue 43: "127 sequences" and the ZeRO figures were checked nowhere).
+_README_FIGURE = re.compile(r"(?<![\d,.])\d{1,3}(?:,\d{3}){2,}(?![\d,])|\b\d+ sequences\b")
+
+
+def test_every_readme_figure_is_printed_by_a_checked_command():
+    """Every headline figure the README states is in the output a ``console`` block shows, which
+    ``test_command_runs_as_printed`` compares with what the command prints: a figure dcsim stops
+    printing fails there, and a figure the README states without a checked command fails here."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    figures = sorted(set(_README_FIGURE.findall(readme)))
+    shown = "\n".join(line for command in EXTRACTED.commands if command.shown for line in command.shown)
+    missing = [figure for figure in figures if not re.search(rf"(?<![\d,.]){re.escape(figure)}(?![\d,])", shown)]
+    assert "127 sequences" in figures and "17,244,162,052" in figures, "the pattern misses the README's figures"
+    assert not missing, f"the README states {missing}, which no console block in the docs shows a command printing"
+
+
 _LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)\s]*)?\)")
 
 

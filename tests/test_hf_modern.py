@@ -151,7 +151,7 @@ def test_each_new_preset_is_its_config_json(preset):
     opened_hparams = presets.resolved_hparams(imported.config)
     shown = schemas.applicable(row.family, row.hparams)  # what changes the count; the rest is unused
     assert {name: opened_hparams[name] for name in shown} == {name: row.hparams[name] for name in shown}
-    assert row.published_params == COUNTS[PRESET_FILES[preset]] == count_params(imported.config).total_params
+    assert row.reference_params == COUNTS[PRESET_FILES[preset]] == count_params(imported.config).total_params
 
 
 # The serving fields each new preset publishes, as its config.json gives them; Phi-3.5-MoE's

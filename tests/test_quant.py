@@ -373,7 +373,10 @@ def test_serve_write_weighs_the_file(capsys, tmp_path):
     record = json.loads(out)
     written = record["written"]
     assert written["file_bytes"] == written["predicted_file_bytes"] == os.path.getsize(tmp_path / "model.safetensors")
-    assert written["tensors_checked"] == 244
+    # GPT-2 small in AWQ: 12 blocks of 20 tensors (ln_1 and ln_2, weight and bias; c_attn, c_proj,
+    # c_fc and mlp.c_proj, each qweight, qzeros, scales and bias) and wte, wpe, ln_f's weight and
+    # bias (the head is wte, tied, not stored): 12 x 20 + 4.
+    assert written["tensors_checked"] == 12 * 20 + 4 == 244
     assert (
         record["weights_bytes"] + len(write.safetensors_header(table_of("gpt2-small", "awq-int4")[2]))
         == (written["file_bytes"])

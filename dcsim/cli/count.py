@@ -247,7 +247,7 @@ def run_count(args: argparse.Namespace) -> str:
 
 
 def run_presets(args: argparse.Namespace) -> str:
-    rows = presets.published_table()
+    rows = presets.reference_table()
     if args.format == "json":
         for row in rows:
             row["hparams"] = {
@@ -255,10 +255,12 @@ def run_presets(args: argparse.Namespace) -> str:
                 for name, value in presets.PRESETS[row["name"]].hparams.items()
             }
         return json.dumps(rows, indent=2) + "\n"
-    columns = {name: [row[name] for row in rows] for name in ("name", "family", "published_params", "title")}
+    columns = {
+        name: [row[name] for row in rows] for name in ("name", "family", "reference_params", "source_kind", "title")
+    }
     return (
-        rows_text(columns, {"published_params"})
-        + "\n\nEach count is reproduced exactly by `count --preset NAME`; sources: --format json.\n"
+        rows_text(columns, {"reference_params"})
+        + "\n\nEach reference count is reproduced exactly by `count --preset NAME`; sources: --format json.\n"
     )
 
 

@@ -2,9 +2,12 @@
 schema of its family (``dcsim.model.schemas``).
 
 Every preset names a model family (built from real Flax modules in ``dcsim.model.families``), its full
-hyperparameters, the parameter count it is published with and where that figure comes from. The
-tests initialise every preset abstractly and assert the published figure exactly, so a row here is
-a claim the suite checks, not a number copied in. Beside the table: a model's hyperparameters with
+hyperparameters, the exact parameter count it reproduces (its reference count), what kind of figure
+that is and where it comes from. Model cards and papers round ("7B"), so most reference counts are
+transformers' count of the model's config, not a figure its authors publish; ``source_kind`` says
+which kind each row's is, and what is shown to users names it. The tests initialise every preset abstractly
+and assert the reference count exactly, so a row here is a claim the suite checks, not a number
+copied in. Beside the table: a model's hyperparameters with
 its overrides applied, its title, and where its count comes from, in words.
 
 This module is pure Python (no JAX, no Flax), like the schemas it builds on: the configuration, the
@@ -32,8 +35,9 @@ class Preset:
       name: the preset's name, e.g. ``gpt2-small``.
       family: the family it is built from, a key of ``dcsim.model.schemas.FAMILY_SCHEMAS``.
       hparams: every hyperparameter of the family, by name.
-      published_params: the parameter count published for the model; the tests reproduce it.
-      source: where that figure comes from.
+      reference_params: the exact parameter count the preset reproduces; the tests assert it.
+      source_kind: what kind of figure that is, one of ``SOURCE_KINDS``.
+      source: where that figure comes from, in words.
       title: a readable name, e.g. ``GPT-2 small (124M)``.
     """
 
@@ -41,7 +45,8 @@ class Preset:
     family: str
     title: str
     hparams: Mapping[str, Any]
-    published_params: int
+    reference_params: int
+    source_kind: str
     source: str
 
     def __post_init__(self) -> None:
@@ -65,15 +70,28 @@ _BASES: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     | {name: family_defaults(name) for name in ("moe", "llama4", "t5")}
 )
 
-# The table is data, in presets.json beside this module: one row a model, with its published count
-# and where that figure comes from. A source that names transformers' count says where it is checked:
-# up to Llama 3 8B, bench/hf_counts.py builds each configuration on the meta device and prints
-# num_parameters(); after it, bench/hf_import.py writes each model's config.json and count to
-# tests/data/hf/, and tests/test_hf_modern.py requires the preset's hyperparameters and count of
-# every file named there. The rows of issue 30, item 8 carry the serving fields their files publish:
-# positions, sliding windows (Mistral 7B v0.1 on every block; Gemma 2 on the even ones), scaled rotary
-# positions. JSON, not TOML: the refusal of a bad configuration reads this table before anything else.
-_FIELDS = ("name", "family", "title", "published_params", "source", "base", "hparams")
+# The table is data, in presets.json beside this module: one row a model, with its reference count,
+# the kind of figure it is (``SOURCE_KINDS``) and where that figure comes from. A source that names
+# transformers' count says where it is checked: up to Llama 3 8B, bench/hf_counts.py builds each
+# configuration on the meta device and prints num_parameters(); after it, bench/hf_import.py writes
+# each model's config.json and count to tests/data/hf/, and tests/test_hf_modern.py requires the
+# preset's hyperparameters and count of every file named there. The rows of issue 30, item 8 carry
+# the serving fields their files publish: positions, sliding windows (Mistral 7B v0.1 on every
+# block; Gemma 2 on the even ones), scaled rotary positions. JSON, not TOML: the refusal of a bad
+# configuration reads this table before anything else.
+_FIELDS = ("name", "family", "title", "reference_params", "source_kind", "source", "base", "hparams")
+
+SOURCE_KINDS: Mapping[str, str] = MappingProxyType(
+    {
+        "transformers count of the config": "transformers' num_parameters() of the model built from its "
+        "config.json on the meta device: exact, and not a figure the model's authors publish (they round)",
+        "library documentation": "the count a library's documentation prints for its model (torchvision's "
+        "num_params), which transformers' count of the same model agrees with",
+        "model summary": "the total a framework's model.summary() prints in a published example",
+        "checkpoint tensors": "the parameters the published checkpoint's tensors hold, as stored",
+    }
+)
+"""What a preset's reference count is, by kind: each row's ``source_kind`` is one of these keys."""
 
 
 def _row(index: int, record: Any) -> Preset:
@@ -82,15 +100,19 @@ def _row(index: int, record: Any) -> Preset:
     where = f"dcsim/model/presets.json row {index}"
     if not isinstance(record, dict) or sorted(record) != sorted(_FIELDS):
         raise RuntimeError(f"{where} must have exactly the fields {list(_FIELDS)}, has {show(record)}")
-    texts = {key: record[key] for key in ("name", "family", "title", "source")}
+    texts = {key: record[key] for key in ("name", "family", "title", "source_kind", "source")}
     if not all(isinstance(text, str) for text in texts.values()):
-        raise RuntimeError(f"{where}: name, family, title and source must be strings, got {show(texts)}")
+        raise RuntimeError(f"{where}: name, family, title, source_kind and source must be strings, got {show(texts)}")
+    if texts["source_kind"] not in SOURCE_KINDS:
+        raise RuntimeError(
+            f"{where}: source_kind must be one of {list(SOURCE_KINDS)}, got {show(texts['source_kind'])}"
+        )
     base, own = record["base"], record["hparams"]
     if not (base is None or base in _BASES) or not isinstance(own, dict):
         raise RuntimeError(f"{where} needs a base of {list(_BASES)} or null and an object of hparams")
     own = {name: tuple(value) if isinstance(value, list) else value for name, value in own.items()}
     hparams = {**(_BASES[base] if base else {}), **own}
-    return Preset(**texts, hparams=hparams, published_params=record["published_params"])
+    return Preset(**texts, hparams=hparams, reference_params=record["reference_params"])
 
 
 _ROWS = tuple(_row(index, record) for index, record in enumerate(shipped.load(__file__, "presets.json")))
@@ -157,9 +179,10 @@ def model_title(config: Any) -> str:
 
 
 def provenance(config: Any, total_params: int) -> str | None:
-    """One sentence on where the model comes from and how its count compares with the published
-    one: ``matches the published ...`` only for a preset at its published values; a changed preset
-    names its changes; a file's model says it is built from the file. None for the Dense stack."""
+    """One sentence on where the model comes from and how its count compares with the preset's
+    reference count, naming what kind of figure that is: ``matches the reference count ...`` only for
+    a preset at its own values; a changed preset names its changes; a file's model says it is built
+    from the file. None for the Dense stack."""
     if config.origin is not None:
         family = config.origin.family
         return (
@@ -171,9 +194,10 @@ def provenance(config: Any, total_params: int) -> str | None:
     row = PRESETS[config.preset]
     if config.overrides:
         changed = ", ".join(f"{name}={value_text(value)}" for name, value in config.overrides)
-        return f"{row.title} with {changed}; the published {row.title} has {row.published_params:,}."
-    same = "matches" if total_params == row.published_params else "DIFFERS FROM"
-    return f"{row.title}: {same} the published {row.published_params:,} ({row.source})."
+        reference = f"{row.reference_params:,} ({row.source_kind})"
+        return f"{row.title} with {changed}; the reference count of {row.title} is {reference}."
+    same = "matches" if total_params == row.reference_params else "DIFFERS FROM"
+    return f"{row.title}: {same} the reference count {row.reference_params:,} ({row.source_kind}: {row.source})."
 
 
 EMPTY_LIST = "none"
@@ -188,14 +212,15 @@ def value_text(value: Any) -> str:
     return str(value)
 
 
-def published_table() -> list[dict[str, Any]]:
-    """The preset table as plain rows: name, family, title, published_params, source."""
+def reference_table() -> list[dict[str, Any]]:
+    """The preset table as plain rows: name, family, title, reference_params, source_kind, source."""
     return [
         {
             "name": row.name,
             "family": row.family,
             "title": row.title,
-            "published_params": row.published_params,
+            "reference_params": row.reference_params,
+            "source_kind": row.source_kind,
             "source": row.source,
         }
         for row in PRESETS.values()
@@ -211,8 +236,8 @@ def _check_table() -> None:
         for spec in schema(row.family):
             spec.check(row.hparams[spec.name])
         check_hparams(row.family, row.hparams)
-        if type(row.published_params) is not int or row.published_params <= 0:
-            raise RuntimeError(f"preset {row.name!r} needs a positive published count")
+        if type(row.reference_params) is not int or row.reference_params <= 0:
+            raise RuntimeError(f"preset {row.name!r} needs a positive reference count")
 
 
 _check_table()

@@ -260,7 +260,7 @@ def model_choice(config: ModelConfig) -> str:
             assert opened is not None
             return presets.model_title(opened)
         row = presets.PRESETS[name]
-        return f"{row.title} · {row.family} · {row.published_params:,} published"
+        return f"{row.title} · {row.family} · {row.reference_params:,} parameters"
 
     state.seed_widget("preset", choice_of(config))
     chosen = st.selectbox(
@@ -269,7 +269,9 @@ def model_choice(config: ModelConfig) -> str:
         format_func=label,
         key=MODEL_KEY,
         on_change=on_edit,
-        help="A preset reproduces a published count.",
+        help="A preset reproduces its reference count exactly: for most, transformers' count of the model's "
+        "config.json; for some, a library's documented count or the published checkpoint's tensors. The "
+        "caption under the count names which.",
     )
     return DENSE if chosen is None else chosen  # None only for a select box with no choice made
 
