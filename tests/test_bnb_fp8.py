@@ -204,6 +204,7 @@ def deepseek_moe_layer(d=7168, experts=256, moe_f=2048, q_rank=1536, kv_rank=512
     return quantized + experts * d * 2 + experts * 4 + (2 * d + q_rank + kv_rank) * 2
 
 
+@pytest.mark.slow  # DeepSeek-V3's whole weight table (671B); the quick loop checks the formats on smaller models
 def test_deepseek_v3_in_its_own_fp8_block_format():
     _, table = table_of("deepseek-v3", "fp8-block")
     files = {name: (shape, dtype) for name, shape, dtype, _ in table.file_tensors()}
@@ -221,6 +222,7 @@ def test_deepseek_v3_in_its_own_fp8_block_format():
     assert table.payload_bytes == expected == 673_150_611_808
 
 
+@pytest.mark.slow  # DeepSeek-V3's whole weight table (671B); the quick loop checks the formats on smaller models
 def test_deepseek_v3_matches_its_published_688_6_gb_with_the_mtp_module():
     # deepseek-ai/DeepSeek-V3: 163 safetensors files, 688,586,727,753 bytes. They hold the 61 layers
     # and the multi-token-prediction module (README_WEIGHTS.md): layer 61, one more MoE block, with
@@ -257,6 +259,7 @@ def test_fp8_block_refuses_a_split_that_cuts_a_block():
         serve("llama2-7b", "model=4", "fp8-block")
 
 
+@pytest.mark.slow  # DeepSeek-V3's whole weight table (671B); the quick loop checks the formats on smaller models
 def test_deepseek_v3_over_32_devices_is_refused_as_vllm_refuses_it():
     # vLLM and SGLang on DeepSeek-V3/R1 over 32 ranks: "Weight output_partition_size = 576 is not
     # divisible by weight quantization block_n = 128" (18,432 / 32 = 576, 4.5 blocks)

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from dcsim.model.config import ModelConfig
 from dcsim.serving import catalog
 from dcsim.serving.engine import compute_serving, context_limit, default_context, stage_blocks, tensor_heads
@@ -235,7 +236,7 @@ def test_the_smallest_mesh_grows_the_tensor_size_then_the_replicas():
     assert all(item.serves == (item.total_bytes_per_device <= request.usable_bytes) for item in found.tried)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(concurrency=st.integers(1, 64), scale=st.integers(2, 5))
 def test_kv_bytes_are_linear_in_the_concurrency(concurrency, scale):
     one = serve("gpt2-small", context=256, concurrency=concurrency)
@@ -243,7 +244,7 @@ def test_kv_bytes_are_linear_in_the_concurrency(concurrency, scale):
     assert more.kv_bytes_per_device == scale * one.kv_bytes_per_device
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(context=st.integers(1, 8192))
 def test_each_layer_holds_the_smaller_of_its_window_and_the_context(context):
     report = serve("gemma2-2b", context=context)
