@@ -31,7 +31,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from dcsim.model import schemas
+from dcsim.model import registry, schemas
 from dcsim.model.layers import (
     Attention,
     BlockOptions,
@@ -429,18 +429,12 @@ class MLP(nn.Module):
         return nn.Dense(self.num_classes, use_bias=self.use_bias, name="head")(x)
 
 
-# The families whose training forward (attention kind, expert dispatch) dcsim.memory.activations traces.
-TRAINING_FORWARDS = ("decoder", "moe")
-# The families whose attention keeps a decode-mode cache.
-DECODING_FAMILIES = ("decoder", "moe", "t5", *zoo_schemas.ZOO_SCHEMAS, zoo_schemas.MULTIMODAL)
-# The encoder-decoders: a decoding step reads the encoder's output from each cross-attention's cache,
-# made once a request from its source (T5's and BART's tokens, Whisper's audio frames).
-ENCODER_DECODERS = ("t5", zoo_schemas.ENCDEC)
-# Families that decode but whose serving dcsim does not size, with what to do instead.
+# The name sets of dcsim.model.registry's answers, for the messages that list them and the tests.
+TRAINING_FORWARDS = registry.names(lambda family: family.trains)
+DECODING_FAMILIES = registry.names(lambda family: family.decodes)
+ENCODER_DECODERS = registry.names(lambda family: family.encoder_decoder)
 UNSERVED_FAMILIES = {
-    zoo_schemas.LLAMA4: "dcsim does not size the serving of Llama 4's vision-language model (its image tokens' "
-    "encoder and the weights' placement beside the language model); open its text_config as a llama4_text "
-    "config.json to size the language model's weights and KV cache",
+    family.name: family.unserved for family in registry.FAMILIES if family.name is not None and family.unserved
 }
 
 
