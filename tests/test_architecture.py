@@ -4,6 +4,7 @@ not inside pytest: a test run should not pay for a cold type check.
 """
 
 import ast
+import itertools
 import re
 from pathlib import Path
 
@@ -88,3 +89,75 @@ def test_only_the_router_workaround_and_its_test_name_private_streamlit_modules(
     )
     naming += [name for name in ("app.py",) if _PRIVATE_STREAMLIT.search((ROOT / name).read_text())]
     assert naming == ["dcsim/ui/router.py", "tests/test_router.py"]
+
+
+_NAME_TESTS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
+
+
+def _names_a_family(node: ast.AST) -> bool:
+    """``family``, ``config.family``, ``self.family``, ``vision_family``..."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name == "family" or name.endswith("_family")
+
+
+def _spells_a_family(node: ast.AST) -> bool:
+    """A family's name written out: a string, a constant in capitals (``zoo_schemas.MULTIMODAL``,
+    ``families.ENCODER_DECODERS``), or a collection holding one."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_spells_a_family(element) for element in node.elts)
+    if isinstance(node, ast.Starred):
+        return _spells_a_family(node.value)
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name.isupper()
+
+
+def _family_name_tests(source: str) -> list[tuple[int, str]]:
+    """Each comparison in ``source`` (==, !=, in, not in) of a family with a family's name: line, text."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        for op, (left, right) in zip(node.ops, itertools.pairwise(operands), strict=True):
+            if isinstance(op, _NAME_TESTS) and (
+                (_names_a_family(left) and _spells_a_family(right))
+                or (_names_a_family(right) and _spells_a_family(left))
+            ):
+                found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+# Where the model's own modules still dispatch on a family's name (issue 43, item 1), by file: the
+# count may only go down. Every other module asks dcsim.model.registry's family object instead.
+_STILL_TESTING_NAMES = {
+    "dcsim/model/families.py": 28,
+    "dcsim/model/schemas.py": 8,
+    "dcsim/model/zoo/schemas.py": 4,
+    "dcsim/model/zoo/ssm.py": 1,
+}
+
+
+def test_only_the_registry_tests_a_familys_name():
+    """A question about a family (its KV heads, positions, whether it decodes) is asked of its object
+    in ``dcsim.model.registry``, never by comparing ``family == "..."``: adding a family then touches
+    its own module and the registry, not every module that serves, traces or names it."""
+    sources = [*(ROOT / "dcsim").rglob("*.py"), *(ROOT / "pages").rglob("*.py"), ROOT / "app.py"]
+    assert len(sources) > 50  # every module was read
+    found: dict[str, list[str]] = {}
+    for path in sorted(sources):
+        name = str(path.relative_to(ROOT))
+        for line, text in _family_name_tests(path.read_text()) if name != "dcsim/model/registry.py" else ():
+            found.setdefault(name, []).append(f"{name}:{line}: {text}")
+    outside = [hit for name, hits in found.items() if name not in _STILL_TESTING_NAMES for hit in hits]
+    assert outside == []
+    assert {name: len(hits) for name, hits in found.items()} == _STILL_TESTING_NAMES
+
+
+def test_the_family_name_check_sees_each_way_of_writing_one():
+    source = (
+        'family == "moe"\nconfig.family not in ("moe", "jamba")\nfamily in families.DECODING_FAMILIES\n'
+        'self.family == MAMBA\n"t5" == family\nentry.family != family\nfamily is None\nkind == "moe"\n'
+    )
+    assert [line for line, _ in _family_name_tests(source)] == [1, 2, 3, 4, 5]
