@@ -201,6 +201,11 @@ def get(name: str | None) -> Family:
     return _BY_NAME[name]
 
 
+def find(name: str | None) -> Family | None:
+    """The family named ``name``, or None for a name no family has."""
+    return _BY_NAME.get(name)
+
+
 def family_of(config: ModelConfig) -> Family:
     """The family of ``config`` (the Dense stack's when it has none)."""
     return get(config.family)
