@@ -95,3 +95,11 @@ def test_the_dense_stack_neither_decodes_nor_trains():
     dense = registry.DENSE_STACK
     assert not dense.decodes and not dense.trains and dense.kv_heads({}) is None
     assert dense.max_positions({"max_positions": 8}) is None
+
+
+def test_every_family_has_a_row_of_builders_with_a_decode_mode_where_it_decodes():
+    """The registry and the Flax side agree: a family the registry names has its builders, and one
+    it says decodes has a decode mode (and no other: Llama 4 has none, so is not served)."""
+    rows = families._BUILDS
+    assert tuple(rows) == schemas.FAMILIES
+    assert tuple(name for name, row in rows.items() if row.decode is not None) == families.DECODING_FAMILIES

@@ -40,7 +40,6 @@ from dcsim.model.layers import (
 )
 from dcsim.model.zoo.schemas import JAMBA, MAMBA
 
-FAMILIES = (MAMBA, JAMBA)
 # The dtypes a state is kept in: the cache's when it is one of these (vLLM's mamba cache dtypes),
 # else the model's serving dtype, bfloat16 (a recurrent state is not kept in int8 or fp8).
 STATE_DTYPES = ("bfloat16", "float16", "float32")
