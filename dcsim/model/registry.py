@@ -123,9 +123,10 @@ class Family:
         return self.trains and self.experts
 
     def tensor_widths(self, hparams: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-        """The feed-forward widths a tensor-parallel axis divides (Megatron's column and row split),
-        each with what it is, in the order they are checked: the dense MLP's (every block's, or a
-        Mixture-of-Experts model's dense blocks'), each expert's, the shared experts'."""
+        """The feed-forward widths a tensor-parallel axis divides in a training step (Megatron's
+        column and row split; asked of a family that ``trains``), each with what it is, in the order
+        they are checked: the dense MLP's (every block's, or a Mixture-of-Experts model's dense
+        blocks'), each expert's, the shared experts'. The heads split by ``kv_heads`` and ``latent``."""
         widths = []
         if not self.experts or hparams.get("dense_layers"):
             widths.append(("ffn_dim", "the feed-forward width (ffn_dim)"))
