@@ -27,7 +27,7 @@ from dcsim.inputs import as_int, check_choice, check_document, json_kind, load_j
 from dcsim.memory import activations
 from dcsim.memory import budget as budgets
 from dcsim.memory.activations import Step
-from dcsim.model import presets
+from dcsim.model import presets, registry
 from dcsim.model.config import CONFIG_FORMAT, CONFIG_VERSION, MODEL_KEYS, ModelConfig
 from dcsim.model.count import ParamReport
 from dcsim.report import units
@@ -163,7 +163,7 @@ class Scenario:
         object.__setattr__(self, "dtype", check_dtype(self.dtype))
         if self.weights is not None:
             object.__setattr__(self, "weights", check_weights(self.weights))
-            if self.config.family in (None, "resnet", "vit"):
+            if not registry.family_of(self.config).weight_formats:
                 raise ValueError(
                     f"a weight format ({self.weights}) applies to transformer families; "
                     f"{self.config.family or 'a Dense stack'} is not one: leave the format out"

@@ -10,7 +10,7 @@ from dcsim.memory import training as trainings
 from dcsim.memory.activations import ATTENTION_HELP, POLICY_HELP
 from dcsim.memory.state import MemoryReport
 from dcsim.memory.training import PARTS, Training
-from dcsim.model import optimizer
+from dcsim.model import optimizer, registry
 from dcsim.model.config import ModelConfig
 from dcsim.report import memory_charts, units
 from dcsim.sharding.meshes import MAX_RULES, MeshSpec, Rule
@@ -166,7 +166,7 @@ def step_section(config: ModelConfig) -> memory.StepSettings:
         on_change=RERUN,
     )
     capacity_key = memory.seeded("cf", memory.DEFAULT_CAPACITY, memory.parse_capacity)
-    if config.family == "moe":
+    if registry.family_of(config).trains_experts:
         capacity_text = cf_col.text_input(
             "Expert capacity factor",
             key=capacity_key,
@@ -464,7 +464,7 @@ def step_and_answer(
     """The step's settings and every figure. A step setting reruns only this (and the link): the
     settings above it are drawn by the whole page's run and passed in as that run left them."""
     step_settings = step_section(config)
-    step = step_settings.step(config.family == "moe")
+    step = step_settings.step(registry.family_of(config).trains_experts)
     st.caption(
         frame.plain(
             f"Remat {step_settings.remat}: {POLICY_HELP[step_settings.remat]}. Attention {step_settings.attention}: "

@@ -17,7 +17,7 @@ from dcsim.cli.mesh import mesh_flags, mesh_from_args
 from dcsim.inputs import number_from_text, show
 from dcsim.memory import search, training
 from dcsim.memory.state import MemoryReport, StateArray, compute_memory, trimmed
-from dcsim.model import optimizer
+from dcsim.model import optimizer, registry
 from dcsim.model.count import count_params
 from dcsim.report import units
 from dcsim.sharding import meshes
@@ -579,7 +579,7 @@ def run(args: argparse.Namespace) -> str:
     setup = training_from_args(args)
     amount = None if args.budget is None else search.parse_budget(args.budget)
     config = config_from_args(args)
-    step = step_from_args(args, moe=config.family == "moe")
+    step = step_from_args(args, moe=registry.family_of(config).trains_experts)
     report = count_params(config)
     memory = compute_memory(report, mesh, strategy, rules, setup)
     traced = None

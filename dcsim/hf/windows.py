@@ -23,13 +23,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from dcsim.inputs import as_bool, as_int, show
-from dcsim.model import schemas
+from dcsim.model import registry, schemas
 
 SLIDING = "sliding_attention"
 _QWEN_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
 _GEMMA3_TYPES = frozenset({"gemma3", "gemma3_text"})
 GEMMA3_PATTERN = 6  # Gemma3TextConfig's sliding_window_pattern
-WINDOWED_FAMILIES = ("decoder", "moe", "variant")
 
 
 def _window(data: Mapping[str, Any], default: int | None = None) -> int | None:
@@ -106,13 +105,14 @@ def serving_hparams(
     """The serving-only hyperparameters of a file (``schemas.SERVING_ONLY``, and the positions of a
     model whose rotary positions hold no table), given what its reader took (``hparams``); empty
     for a family that does not decode with them."""
-    if family not in WINDOWED_FAMILIES or "num_layers" not in hparams:
+    windowed = registry.get(family)
+    if not windowed.windows or "num_layers" not in hparams:
         return {}
     window, local = _local_blocks(data, model_type, hparams["num_layers"])
     found: dict[str, Any] = {"sliding_window": window or 0, "local_layers": local if window else ()}
     found["rope_scaling"] = _rope_scaled(data)
     positions = data.get("max_position_embeddings")
-    rotary = family == "moe" or hparams.get("position_embedding") == "none"
+    rotary = windowed.rotary(hparams)
     # Rotary lengths change no count; past the positions hyperparameter's range they are passed over,
     # as the readers pass them over (the family's default then caps a served context).
     fits_range = isinstance(positions, int) and not isinstance(positions, bool) and 1 <= positions <= schemas.MAX_VOCAB

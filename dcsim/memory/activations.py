@@ -52,7 +52,7 @@ import numpy as np
 from jax.extend import core as jax_core
 
 from dcsim.inputs import as_int, check_choice, number_from_text, show
-from dcsim.model import families, presets
+from dcsim.model import families, presets, registry
 from dcsim.model.config import ModelConfig
 from dcsim.model.hparams import MAX_POSITIONS
 from dcsim.model.layers import ATTENTION_KINDS, FLASH_FORWARD, REMAT_POLICIES, Forward
@@ -499,7 +499,7 @@ def _split_over(value: int, t: int, what: str) -> int:
     return value // t
 
 
-def local_hparams(family: str, hparams: Mapping[str, Any], t: int) -> dict[str, Any]:
+def local_hparams(family: registry.Family, hparams: Mapping[str, Any], t: int) -> dict[str, Any]:
     """The block one device of a ``model`` axis of ``t`` runs: heads, KV heads, the feed-forward
     widths and the vocabulary divided by t (KV heads fewer than t are repeated, one a device, as
     Megatron and vLLM do; the vocabulary is padded up to a multiple of t, as Megatron pads it)."""
@@ -507,7 +507,7 @@ def local_hparams(family: str, hparams: Mapping[str, Any], t: int) -> dict[str, 
     if t == 1:
         return h
     heads = h["num_heads"]
-    if family == "decoder" or h.get("attention") != "mla":
+    if not family.latent(h):
         h["head_dim"] = h.get("head_dim") or h["d_model"] // heads
         kv = h["num_kv_heads"]
         if kv % t == 0:
@@ -520,12 +520,8 @@ def local_hparams(family: str, hparams: Mapping[str, Any], t: int) -> dict[str, 
                 "to split attention as Megatron does"
             )
     h["num_heads"] = _split_over(heads, t, "the attention heads")
-    if family == "decoder" or h.get("dense_layers"):
-        h["ffn_dim"] = _split_over(h["ffn_dim"], t, "the feed-forward width (ffn_dim)")
-    if family == "moe":
-        h["expert_ffn_dim"] = _split_over(h["expert_ffn_dim"], t, "each expert's width (expert_ffn_dim)")
-        if h.get("shared_ffn_dim"):
-            h["shared_ffn_dim"] = _split_over(h["shared_ffn_dim"], t, "the shared experts' width (shared_ffn_dim)")
+    for name, what in family.tensor_widths(h):
+        h[name] = _split_over(h[name], t, what)
     h["vocab_size"] = -(-h["vocab_size"] // t)
     return h
 
@@ -542,9 +538,9 @@ def check_traceable(config: ModelConfig, step: Step, mesh: MeshSpec | None = Non
     """The model's hyperparameters, once the step is checked against them: a family with a
     training forward, a sequence within the positions, a sequence the sequence-parallel axis
     divides. Raises ValueError naming the rule and the value."""
-    family = config.family
-    if family not in families.TRAINING_FORWARDS:
-        what = "the Dense stack" if family is None else f"the {family} family"
+    family = registry.family_of(config)
+    if not family.trains:
+        what = "the Dense stack" if config.family is None else f"the {config.family} family"
         raise ValueError(
             f"activations are traced for decoder-only language models (families "
             f"{', '.join(families.TRAINING_FORWARDS)}); {what} has no training forward here"
@@ -615,9 +611,9 @@ def trace_activations(
         loss_residuals=loss,
         traced=blocks,
         korthikanti_bytes=korthikanti_bytes(hparams, step, t),
-        formula_note=formula_note(config.family or "", hparams, step),
+        formula_note=formula_note(registry.family_of(config), hparams, step),
         seconds=time.perf_counter() - start,
-        routed=config.family == "moe",
+        routed=registry.family_of(config).trains_experts,
         recompute_fraction=traced.recompute_at(b, s),
     )
 
@@ -672,7 +668,7 @@ def _trace_step(
     hparams = presets.resolved_hparams(config)
     family = config.family
     assert family is not None  # check_traceable refuses the Dense stack
-    local = local_hparams(family, hparams, t)
+    local = local_hparams(registry.get(family), hparams, t)
     forward = step.forward
     compute = jnp.dtype(step.compute_dtype)
     sp = t if step.sequence_parallel else 1
@@ -721,9 +717,7 @@ def _trace_step(
             if policy is not None:
                 recompute = (step_flops(apply, held, x), step_flops(fn, held, x))
     # Outside the blocks: the same model with none (the embedding, the final norm, the output layer).
-    bare = {**local, "num_layers": 0}
-    if family == "moe":
-        bare |= {"dense_layers": (), "local_layers": ()}
+    bare = registry.get(family).without_blocks(local)
     outer, _ = families.build_family(family, bare, 1, forward=forward)
     outer_params = _abstract(jax.eval_shape(outer.init, jax.random.PRNGKey(0), *inputs)["params"], param_dtype)
     tokens = jax.ShapeDtypeStruct((b, s), jnp.int32)
@@ -781,11 +775,11 @@ def korthikanti_bytes(hparams: Mapping[str, Any], step: Step, t: int = 1) -> int
     return None
 
 
-def formula_note(family: str, hparams: Mapping[str, Any], step: Step) -> str:
+def formula_note(family: registry.Family, hparams: Mapping[str, Any], step: Step) -> str:
     """Why the exact figure differs from the formula for this model, in one line."""
     h, a = hparams["d_model"], hparams["num_heads"]
     reasons = []
-    if family == "moe":
+    if family.experts:
         k, e = hparams["experts_per_token"], hparams["num_experts"]
         reasons.append(f"routed experts ({k} of {e} a token) where the formula has one dense MLP of 4h")
     elif hparams.get("gated_mlp"):
@@ -793,7 +787,7 @@ def formula_note(family: str, hparams: Mapping[str, Any], step: Step) -> str:
     elif hparams.get("ffn_dim") != 4 * h:
         reasons.append(f"an MLP {hparams['ffn_dim']:,} wide, not 4h = {4 * h:,}")
     kv = hparams.get("num_kv_heads", a)
-    if family == "moe" and hparams.get("attention") == "mla":
+    if family.latent(hparams):
         reasons.append("latent attention (DeepSeek's MLA) where the formula has plain heads")
     elif kv != a:
         reasons.append(f"grouped-query attention ({kv} KV heads for {a} query heads)")

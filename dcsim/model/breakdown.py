@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dcsim.inputs import as_int
-from dcsim.model import presets
+from dcsim.model import presets, registry
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ArrayRow, ParamReport, is_routed_expert
 
@@ -213,7 +213,7 @@ ACTIVE_DEFINITION = (
 def active_params(config: ModelConfig, report: ParamReport) -> int | None:
     """The parameters one token uses (``ACTIVE_DEFINITION``), exactly; None for a model without
     routed experts."""
-    if config.family not in ("moe", "jamba", "llama4"):
+    if not registry.family_of(config).experts:
         return None
     hparams = presets.resolved_hparams(config)
     experts, top_k = hparams["num_experts"], hparams["experts_per_token"]

@@ -24,14 +24,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from dcsim.model import schemas
+from dcsim.model import registry, schemas
 from dcsim.model.layers import (
     Attention,
     BlockOptions,
@@ -429,18 +429,12 @@ class MLP(nn.Module):
         return nn.Dense(self.num_classes, use_bias=self.use_bias, name="head")(x)
 
 
-# The families whose training forward (attention kind, expert dispatch) dcsim.memory.activations traces.
-TRAINING_FORWARDS = ("decoder", "moe")
-# The families whose attention keeps a decode-mode cache.
-DECODING_FAMILIES = ("decoder", "moe", "t5", *zoo_schemas.ZOO_SCHEMAS, zoo_schemas.MULTIMODAL)
-# The encoder-decoders: a decoding step reads the encoder's output from each cross-attention's cache,
-# made once a request from its source (T5's and BART's tokens, Whisper's audio frames).
-ENCODER_DECODERS = ("t5", zoo_schemas.ENCDEC)
-# Families that decode but whose serving dcsim does not size, with what to do instead.
+# The name sets of dcsim.model.registry's answers, for the messages that list them and the tests.
+TRAINING_FORWARDS = registry.names(lambda family: family.trains)
+DECODING_FAMILIES = registry.names(lambda family: family.decodes)
+ENCODER_DECODERS = registry.names(lambda family: family.encoder_decoder)
 UNSERVED_FAMILIES = {
-    zoo_schemas.LLAMA4: "dcsim does not size the serving of Llama 4's vision-language model (its image tokens' "
-    "encoder and the weights' placement beside the language model); open its text_config as a llama4_text "
-    "config.json to size the language model's weights and KV cache",
+    family.name: family.unserved for family in registry.FAMILIES if family.name is not None and family.unserved
 }
 
 
@@ -464,61 +458,26 @@ def build_family(
     h = dict(hparams)
     length = sequence or min(INIT_SEQUENCE, h.get("max_positions", 1))
     tokens = jax.ShapeDtypeStruct((batch_size, length), jnp.int32)
+    answers = registry.find(family)
+    builds = _BUILDS.get(family)
     if forward is not None:
-        if family not in TRAINING_FORWARDS:
+        if answers is None or not answers.trains:
             raise ValueError(
                 f"the {family} family has no training forward to trace; families with one: "
                 f"{', '.join(TRAINING_FORWARDS)}"
             )
-        return (Decoder if family == "decoder" else MoEDecoder)(**h, forward=forward), (tokens,)
+        return (MoEDecoder if answers.experts else Decoder)(**h, forward=forward), (tokens,)
     if decode is not None:
-        if family not in DECODING_FAMILIES:
+        decoding = builds.decode if builds is not None and answers is not None and answers.decodes else None
+        if decoding is None:
             raise ValueError(
                 f"the {family} family has no decoder, so no decode mode; decoding families: "
                 f"{', '.join(DECODING_FAMILIES)}"
             )
-        step = jax.ShapeDtypeStruct((batch_size, 1), jnp.int32)
-        if family == zoo_schemas.MULTIMODAL:
-            return _vision_language(h, batch_size, step, decode)
-        if family == "t5":
-            source = jax.ShapeDtypeStruct((batch_size, decode.source_length), jnp.int32)
-            return T5(**h, decode=decode), (source, step)
-        if family == zoo_schemas.ENCDEC:
-            return encdec.build(h, batch_size, 1, decode)
-        if family in zoo_schemas.ZOO_SCHEMAS:
-            return _zoo_build(family)(family, h, step, decode)
-        return (Decoder if family == "decoder" else MoEDecoder)(**h, decode=decode), (step,)
-    if family == "mlp":
-        module = MLP(h["hidden_dim"], h["num_layers"], h["num_classes"], h["use_bias"])
-        return module, (jax.ShapeDtypeStruct((batch_size, h["input_dim"]), jnp.float32),)
-    if family == "decoder":
-        return Decoder(**h), (tokens,)
-    if family == "moe":
-        return MoEDecoder(**h), (tokens,)
-    if family == "t5":
-        return T5(**h), (tokens, tokens)
-    if family == "bert":
-        return Bert(**h), (tokens, tokens)
-    if family == "vit":
-        images = jax.ShapeDtypeStruct((batch_size, h["image_size"], h["image_size"], IMAGE_CHANNELS), jnp.float32)
-        return VisionTransformer(**h), (images,)
-    if family == "resnet":
-        images = jax.ShapeDtypeStruct((batch_size, h["image_size"], h["image_size"], IMAGE_CHANNELS), jnp.float32)
-        return ResNet(tuple(h["stage_blocks"]), h["bottleneck"], h["num_classes"]), (images,)
-    if family == zoo_schemas.ENCDEC:
-        return encdec.build(h, batch_size, INIT_SEQUENCE)
-    if family == zoo_schemas.MULTIMODAL:
-        return _vision_language(h, batch_size, tokens)
-    if family in zoo_schemas.ZOO_SCHEMAS:
-        return _zoo_build(family)(family, h, tokens)
-    if family == zoo_schemas.LLAMA4:
-        return llama4.build(MoEDecoder, h, batch_size)
-    raise ValueError(f"unknown family {family!r}; families: {', '.join(schemas.FAMILIES)}")
-
-
-def _zoo_build(family: str) -> Any:
-    """The ``build`` of the zoo module that builds ``family``."""
-    return ssm.build if family in ssm.FAMILIES else variant.build
+        return decoding(h, batch_size, jax.ShapeDtypeStruct((batch_size, 1), jnp.int32), decode)
+    if builds is None:
+        raise ValueError(f"unknown family {family!r}; families: {', '.join(schemas.FAMILIES)}")
+    return builds.build(h, batch_size, tokens)
 
 
 def _vision_language(
@@ -565,43 +524,148 @@ def _under(parent: str, path: str) -> str:
 def traced_hparams(family: str, hparams: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[Repeat, ...]]:
     """``hparams`` with every set of blocks built alike cut to its first ``TRACED_PER_RUN`` members,
     and the sets to expand back to full length (see ``dcsim.model.count.expand_repeats``)."""
-    h = dict(hparams)
-    if family == "resnet":
-        runs = tuple(
-            _first_blocks(f"stage_{stage}", "block_", blocks) for stage, blocks in enumerate(h["stage_blocks"])
-        )
-        h["stage_blocks"] = tuple(min(blocks, TRACED_PER_RUN) for blocks in h["stage_blocks"])
-        return h, runs
-    if family in ("t5", zoo_schemas.ENCDEC):
-        runs = (
-            _first_blocks("encoder", "block_", h["num_layers"]),
-            _first_blocks("decoder", "block_", h["num_decoder_layers"]),
-        )
-        h["num_layers"] = min(h["num_layers"], TRACED_PER_RUN)
-        h["num_decoder_layers"] = min(h["num_decoder_layers"], TRACED_PER_RUN)
-        return h, runs
-    if family == zoo_schemas.MULTIMODAL:  # the tower's blocks, and the language model's as a decoder's
-        text, text_runs = traced_hparams("decoder", multimodal.text_hparams(h))
-        runs = tuple(dataclasses.replace(run, parent=_under(multimodal.TEXT_PARENT, run.parent)) for run in text_runs)
-        tower = _first_blocks(multimodal.TOWER_PARENT, "block_", h["vision_layers"])
-        return h | text | {"vision_layers": min(h["vision_layers"], TRACED_PER_RUN)}, (tower, *runs)
-    if family == zoo_schemas.LLAMA4:  # the language model's blocks as the moe family's, then the vision tower's
-        h, runs = traced_hparams("moe", h)
-        h["built_vision_layers"] = tuple(range(min(h["vision_layers"], TRACED_PER_RUN)))
-        return h, (*runs, _first_blocks("vision_tower", "block_", h["vision_layers"]))
-    if family in ("moe", *ssm.FAMILIES) or (h.get("local_layers") and family in ("decoder", *zoo_schemas.ZOO_SCHEMAS)):
-        # Sets built alike, in any pattern: a Mixture-of-Experts model's dense blocks and its MoE
-        # blocks; a sliding window's local blocks and the global ones (the same weights, another cache);
-        # Jamba's Mamba and attention blocks, each with a dense MLP or experts.
-        kinds: dict[tuple[bool, bool], list[int]] = {}
-        for index in range(h["num_layers"]):
-            kind = (index in h.get("dense_layers", ()), index in h.get("local_layers", ()))
-            if family in ssm.FAMILIES:
-                kind = ssm.block_kind(h, index)
-            kinds.setdefault(kind, []).append(index)
-        runs = tuple(Repeat(parent="", prefix="block_", members=tuple(members)) for members in kinds.values())
-        h["built_layers"] = tuple(sorted(index for run in runs for index in run.members[:TRACED_PER_RUN]))
-        return h, runs
-    runs = (_first_blocks("", "hidden_" if family == "mlp" else "block_", h["num_layers"]),)
+    builds = _BUILDS.get(family)
+    return (_stack_runs if builds is None else builds.traced)(dict(hparams))
+
+
+def _stack_runs(h: dict[str, Any], prefix: str = "block_") -> tuple[dict[str, Any], tuple[Repeat, ...]]:
+    """One stack of blocks built alike (an MLP's ``hidden_`` layers); with a sliding window, its
+    local blocks and its global ones (the same weights, another cache)."""
+    if h.get("local_layers"):
+        return _runs_by_kind(h, _block_kind)
+    runs = (_first_blocks("", prefix, h["num_layers"]),)
     h["num_layers"] = min(h["num_layers"], TRACED_PER_RUN)
     return h, runs
+
+
+def _block_kind(h: Mapping[str, Any], index: int) -> tuple[bool, bool]:
+    """A block's kind: dense (in a Mixture-of-Experts model) or not, local (windowed) or not."""
+    return index in h.get("dense_layers", ()), index in h.get("local_layers", ())
+
+
+def _runs_by_kind(
+    h: dict[str, Any], kind_of: Callable[[Mapping[str, Any], int], tuple[bool, bool]]
+) -> tuple[dict[str, Any], tuple[Repeat, ...]]:
+    """Sets built alike, in any pattern: a Mixture-of-Experts model's dense blocks and its MoE
+    blocks; a sliding window's local blocks and the global ones (the same weights, another cache);
+    Jamba's Mamba and attention blocks, each with a dense MLP or experts."""
+    kinds: dict[tuple[bool, bool], list[int]] = {}
+    for index in range(h["num_layers"]):
+        kinds.setdefault(kind_of(h, index), []).append(index)
+    runs = tuple(Repeat(parent="", prefix="block_", members=tuple(members)) for members in kinds.values())
+    h["built_layers"] = tuple(sorted(index for run in runs for index in run.members[:TRACED_PER_RUN]))
+    return h, runs
+
+
+def _stage_runs(h: dict[str, Any]) -> tuple[dict[str, Any], tuple[Repeat, ...]]:
+    """A ResNet's stages, each a set."""
+    runs = tuple(_first_blocks(f"stage_{stage}", "block_", blocks) for stage, blocks in enumerate(h["stage_blocks"]))
+    h["stage_blocks"] = tuple(min(blocks, TRACED_PER_RUN) for blocks in h["stage_blocks"])
+    return h, runs
+
+
+def _encoder_decoder_runs(h: dict[str, Any]) -> tuple[dict[str, Any], tuple[Repeat, ...]]:
+    runs = (
+        _first_blocks("encoder", "block_", h["num_layers"]),
+        _first_blocks("decoder", "block_", h["num_decoder_layers"]),
+    )
+    h["num_layers"] = min(h["num_layers"], TRACED_PER_RUN)
+    h["num_decoder_layers"] = min(h["num_decoder_layers"], TRACED_PER_RUN)
+    return h, runs
+
+
+def _vision_language_runs(h: dict[str, Any]) -> tuple[dict[str, Any], tuple[Repeat, ...]]:
+    """The tower's blocks, and the language model's as a decoder's."""
+    text, text_runs = _stack_runs(dict(multimodal.text_hparams(h)))
+    runs = tuple(dataclasses.replace(run, parent=_under(multimodal.TEXT_PARENT, run.parent)) for run in text_runs)
+    tower = _first_blocks(multimodal.TOWER_PARENT, "block_", h["vision_layers"])
+    return h | text | {"vision_layers": min(h["vision_layers"], TRACED_PER_RUN)}, (tower, *runs)
+
+
+def _llama4_runs(h: dict[str, Any]) -> tuple[dict[str, Any], tuple[Repeat, ...]]:
+    """The language model's blocks as the moe family's, then the vision tower's."""
+    h, runs = _runs_by_kind(h, _block_kind)
+    h["built_vision_layers"] = tuple(range(min(h["vision_layers"], TRACED_PER_RUN)))
+    return h, (*runs, _first_blocks("vision_tower", "block_", h["vision_layers"]))
+
+
+Built = tuple[nn.Module, tuple[jax.ShapeDtypeStruct, ...]]
+
+
+def _images(h: Mapping[str, Any], batch_size: int) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct((batch_size, h["image_size"], h["image_size"], IMAGE_CHANNELS), jnp.float32)
+
+
+def _t5_decode(h: dict[str, Any], batch_size: int, step: jax.ShapeDtypeStruct, decode: Decode) -> Built:
+    source = jax.ShapeDtypeStruct((batch_size, decode.source_length), jnp.int32)
+    return T5(**h, decode=decode), (source, step)
+
+
+def _state_space(name: str) -> _Builds:
+    """Mamba's or Jamba's row: their blocks' kinds (Mamba or attention, dense MLP or experts)."""
+    return _Builds(
+        build=lambda h, b, tokens: ssm.build(name, h, tokens),
+        decode=lambda h, b, step, decode: ssm.build(name, h, step, decode),
+        traced=lambda h: _runs_by_kind(h, ssm.block_kind),
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Builds:
+    """How one family's module is built: ``build`` (hyperparameters, batch size, the init's tokens),
+    ``decode`` in decode mode (the same, a step's token and the ``Decode``; None without a decoder),
+    and ``traced``, its hyperparameters cut to the blocks counting traces (see ``traced_hparams``)."""
+
+    build: Callable[[dict[str, Any], int, jax.ShapeDtypeStruct], Built]
+    decode: Callable[[dict[str, Any], int, jax.ShapeDtypeStruct, Decode], Built] | None = None
+    traced: Callable[[dict[str, Any]], tuple[dict[str, Any], tuple[Repeat, ...]]] = _stack_runs
+
+
+# The Flax side of dcsim.model.registry: one row a family, by its name, in schemas.FAMILIES' order.
+_BUILDS: Mapping[str, _Builds] = {
+    "mlp": _Builds(
+        build=lambda h, b, tokens: (
+            MLP(h["hidden_dim"], h["num_layers"], h["num_classes"], h["use_bias"]),
+            (jax.ShapeDtypeStruct((b, h["input_dim"]), jnp.float32),),
+        ),
+        traced=functools.partial(_stack_runs, prefix="hidden_"),
+    ),
+    "decoder": _Builds(
+        build=lambda h, b, tokens: (Decoder(**h), (tokens,)),
+        decode=lambda h, b, step, decode: (Decoder(**h, decode=decode), (step,)),
+    ),
+    "moe": _Builds(
+        build=lambda h, b, tokens: (MoEDecoder(**h), (tokens,)),
+        decode=lambda h, b, step, decode: (MoEDecoder(**h, decode=decode), (step,)),
+        traced=lambda h: _runs_by_kind(h, _block_kind),
+    ),
+    "t5": _Builds(
+        build=lambda h, b, tokens: (T5(**h), (tokens, tokens)), decode=_t5_decode, traced=_encoder_decoder_runs
+    ),
+    "bert": _Builds(build=lambda h, b, tokens: (Bert(**h), (tokens, tokens))),
+    "vit": _Builds(build=lambda h, b, tokens: (VisionTransformer(**h), (_images(h, b),))),
+    "resnet": _Builds(
+        build=lambda h, b, tokens: (
+            ResNet(tuple(h["stage_blocks"]), h["bottleneck"], h["num_classes"]),
+            (_images(h, b),),
+        ),
+        traced=_stage_runs,
+    ),
+    zoo_schemas.VARIANT: _Builds(
+        build=lambda h, b, tokens: variant.build(zoo_schemas.VARIANT, h, tokens),
+        decode=lambda h, b, step, decode: variant.build(zoo_schemas.VARIANT, h, step, decode),
+    ),
+    zoo_schemas.ENCDEC: _Builds(
+        build=lambda h, b, tokens: encdec.build(h, b, INIT_SEQUENCE),
+        decode=lambda h, b, step, decode: encdec.build(h, b, 1, decode),
+        traced=_encoder_decoder_runs,
+    ),
+    zoo_schemas.MAMBA: _state_space(zoo_schemas.MAMBA),
+    zoo_schemas.JAMBA: _state_space(zoo_schemas.JAMBA),
+    zoo_schemas.MULTIMODAL: _Builds(
+        build=lambda h, b, tokens: _vision_language(h, b, tokens),
+        decode=lambda h, b, step, decode: _vision_language(h, b, step, decode),
+        traced=_vision_language_runs,
+    ),
+    zoo_schemas.LLAMA4: _Builds(build=lambda h, b, tokens: llama4.build(MoEDecoder, h, b), traced=_llama4_runs),
+}

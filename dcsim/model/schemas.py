@@ -17,7 +17,7 @@ hyperparameter, the rule, the value and what is allowed.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
@@ -265,9 +265,10 @@ FAMILIES = tuple(FAMILY_SCHEMAS)
 
 def schema(family: str) -> tuple[HParam, ...]:
     """The hyperparameters of ``family``, in the order a form should show them."""
-    if family not in FAMILY_SCHEMAS:
+    found = FAMILY_SCHEMAS.get(family)
+    if found is None:
         raise ValueError(f"unknown family {show(family)}; families: {', '.join(FAMILIES)}")
-    return FAMILY_SCHEMAS[family]
+    return found
 
 
 def hparam(family: str, name: Any, preset: str) -> HParam:
@@ -379,25 +380,41 @@ def applicable(family: str, hparams: Mapping[str, Any]) -> tuple[str, ...]:
     decoder without a learned position table has no use for ``max_positions``, and ``qkv_bias``
     adds nothing when ``use_bias`` already puts biases everywhere."""
     hidden: set[str] = set(SERVING_ONLY)
-    if family == "moe":
-        hidden.add("max_positions")
-    if family in ("decoder", zoo.MULTIMODAL):
-        if hparams["position_embedding"] == "none":
-            hidden.add("max_positions")
-        if hparams["use_bias"]:
-            hidden.add("qkv_bias")
-    if family == "moe":
-        hidden |= _MLA_ONLY if hparams["attention"] == "gqa" else _GQA_ONLY
-        if not hparams["dense_layers"]:
-            hidden.add("ffn_dim")
-        if not hparams["shared_ffn_dim"]:
-            hidden.add("shared_expert_gate")
-        if hparams["tied_embeddings"]:
-            hidden.add("head_bias")
-        if not hparams["qk_norm"]:
-            hidden.add("wide_qk_norm")
+    unused = _UNUSED.get(family)
+    if unused is not None:
+        hidden |= unused(hparams)
     hidden |= zoo.hidden(family, hparams)
     return tuple(spec.name for spec in schema(family) if spec.name not in hidden)
+
+
+def _decoder_hidden(hparams: Mapping[str, Any]) -> set[str]:
+    """A decoder without a learned position table, or with biases everywhere."""
+    hidden = set()
+    if hparams["position_embedding"] == "none":
+        hidden.add("max_positions")
+    if hparams["use_bias"]:
+        hidden.add("qkv_bias")
+    return hidden
+
+
+def _moe_hidden(hparams: Mapping[str, Any]) -> set[str]:
+    """Rotary positions (no table), the other attention kind's sizes, and what no block of it uses."""
+    hidden = {"max_positions"} | (_MLA_ONLY if hparams["attention"] == "gqa" else _GQA_ONLY)
+    if not hparams["dense_layers"]:
+        hidden.add("ffn_dim")
+    if not hparams["shared_ffn_dim"]:
+        hidden.add("shared_expert_gate")
+    if hparams["tied_embeddings"]:
+        hidden.add("head_bias")
+    if not hparams["qk_norm"]:
+        hidden.add("wide_qk_norm")
+    return hidden
+
+
+# The hyperparameters that change no count, a family (the zoo's: dcsim.model.zoo.schemas.hidden).
+_UNUSED: Mapping[str, Callable[[Mapping[str, Any]], set[str]]] = MappingProxyType(
+    {"decoder": _decoder_hidden, "moe": _moe_hidden, zoo.MULTIMODAL: _decoder_hidden}
+)
 
 
 def _divisors(number: int, up_to: int) -> str:
@@ -429,7 +446,7 @@ def check_hparams(family: str, hparams: Mapping[str, Any]) -> None:
             "d_model",
             "so every head gets d_model / num_heads features",
             "head counts",
-            aside=" (or set head_dim, each head's own width)" if family in ("decoder", "moe") else "",
+            aside=_HEAD_DIM_ASIDES.get(family, ""),
             up_to=MAX_HEADS,
         )
     if "num_decoder_heads" in hparams:  # an encoder-decoder's decoder heads (BART, Whisper)
@@ -451,12 +468,9 @@ def check_hparams(family: str, hparams: Mapping[str, Any]) -> None:
         )
     if "local_layers" in hparams:
         _check_windows(hparams)
-    if family == "vit":
-        _must_divide(hparams, "patch_size", "image_size", "so the patches tile the image", "patch sizes")
-    if family == zoo.MULTIMODAL:
-        _must_divide(hparams, "vision_heads", "vision_d_model", "so every vision head gets its share", "head counts")
-    if family in ("moe", zoo.LLAMA4):
-        _check_experts(hparams)
+    rule = _RULES.get(family)
+    if rule is not None:
+        rule(hparams)
     zoo.check(family, hparams)
 
 
@@ -503,6 +517,22 @@ def _check_experts(hparams: Mapping[str, Any]) -> None:
             "`head_bias` is true but `tied_embeddings` is true too: dcsim builds the head's bias only on an "
             "untied lm_head; set tied_embeddings to false, or head_bias to false"
         )
+
+
+def _check_patches(hparams: Mapping[str, Any]) -> None:
+    _must_divide(hparams, "patch_size", "image_size", "so the patches tile the image", "patch sizes")
+
+
+def _check_vision_heads(hparams: Mapping[str, Any]) -> None:
+    _must_divide(hparams, "vision_heads", "vision_d_model", "so every vision head gets its share", "head counts")
+
+
+# Each family's own rules, checked after the ones every family shares (the zoo's: dcsim.model.zoo.schemas.check).
+_RULES: Mapping[str, Callable[[Mapping[str, Any]], None]] = MappingProxyType(
+    {"vit": _check_patches, zoo.MULTIMODAL: _check_vision_heads, "moe": _check_experts, zoo.LLAMA4: _check_experts}
+)
+# The families whose heads may be set wider than d_model / num_heads (head_dim), as a refusal says.
+_HEAD_DIM_ASIDES = MappingProxyType(dict.fromkeys(("decoder", "moe"), " (or set head_dim, each head's own width)"))
 
 
 def _check_defaults() -> None:

@@ -26,6 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from dcsim.model import registry
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport
 from dcsim.quant.formats import WeightFormat
@@ -46,7 +47,6 @@ RECIPES = {
     "gguf-q4_0": ("MOSTLY_Q4_0", "Q4_0"),
 }
 
-GGUF_FAMILIES = ("decoder", "moe")
 
 # tensor_type_fallback: the type llama.cpp uses when a row is not a whole number of the target's
 # blocks. Q8_0 and Q4_0 have no entry: llama.cpp refuses such a tensor.
@@ -323,14 +323,14 @@ def gguf_table(config: ModelConfig, report: ParamReport, fmt: WeightFormat) -> Q
 
     if fmt.name not in RECIPES:
         raise ValueError(f"{fmt.name} is not a GGUF recipe; GGUF recipes: {', '.join(RECIPES)}")
-    family = config.family
-    if family not in GGUF_FAMILIES:
+    family = registry.family_of(config)
+    if family.naming is None:  # the families with the Hub's tensor names: decoder, moe
         raise ValueError(
             "GGUF recipes are laid out for decoder-only transformer families (decoder, moe); "
-            f"{family or 'a Dense stack'} is not one: choose a qwix, GPTQ or AWQ format"
+            f"{config.family or 'a Dense stack'} is not one: choose a qwix, GPTQ or AWQ format"
         )
     hparams = presets.resolved_hparams(config)
-    arch = decoder_arch(config, hparams) if family == "decoder" else moe_arch(hparams)
+    arch = moe_arch(hparams) if family.experts else decoder_arch(config, hparams)
     ftype, default = RECIPES[fmt.name]
     linears = find_linears(config, report)
 

@@ -20,14 +20,11 @@ import math
 import re
 from typing import Any
 
+from dcsim.model import registry
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport, is_routed_expert
 from dcsim.quant.names import FileName
 from dcsim.quant.tables import Tensor, element_tensor
-
-# Families whose forwards are contractions qwix intercepts (the convolution families are not:
-# qwix quantizes a convolution only together with its activations).
-CONV_FAMILIES = ("resnet", "vit", "multimodal")  # ViT's and the vision towers' patch embeddings are convolutions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +79,9 @@ def _traced(config: ModelConfig, qtype: str, tile: int | None, exclude: str) -> 
     from dcsim.model import families, presets
 
     family = config.family
-    if family is None or family in CONV_FAMILIES:
+    # qwix quantizes a convolution (ResNet's; ViT's and the vision towers' patch embeddings) only
+    # together with its activations.
+    if family is None or registry.get(family).convolutions:
         raise ValueError(
             f"quantized formats apply to transformer families; {family or 'a Dense stack'} "
             + ("has convolutions, which qwix quantizes only with their activations" if family else "is not one")

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 
 from dcsim import shipped
 from dcsim.inputs import reject_unknown, show
+from dcsim.model import registry
 
 
 def _scheme(key: str) -> tuple[tuple[re.Pattern[str], str], ...]:
@@ -68,16 +69,9 @@ class FileName:
 
 
 def scheme_of(family: str | None, hparams: dict, paths: Iterable[str]) -> str:
-    """The naming scheme of a model: ``gpt2``, ``mixtral``, ``llama`` or ``dcsim`` (its own paths)."""
-    paths = tuple(paths)
-    if family == "decoder":
-        gpt2 = hparams.get("position_embedding") == "learned" and not hparams.get("gated_mlp")
-        return "gpt2" if gpt2 else "llama"
-    if family == "moe":
-        shared = any("/moe/shared" in path for path in paths)
-        latent = any("/attn/kv_down/" in path for path in paths)
-        return "llama" if shared or latent else "mixtral"
-    return "dcsim"
+    """The naming scheme of a model: ``gpt2``, ``mixtral``, ``llama`` or ``dcsim`` (its own paths),
+    as its family names its arrays (``dcsim.model.registry.Family.naming_scheme``)."""
+    return registry.get(family).naming_scheme(hparams, paths)
 
 
 def file_names(scheme: str, paths: Iterable[str]) -> dict[str, FileName]:

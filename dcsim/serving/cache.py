@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from dcsim.model import count, families, presets
+from dcsim.model import count, families, presets, registry
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ArrayRow
 from dcsim.model.layers import CACHE, Decode
@@ -140,7 +140,7 @@ def read_cache(config: ModelConfig, decode: Decode, sequences: int) -> tuple[Cac
     (``families.traced_hparams``): DeepSeek-V3's 61 blocks trace as four. Empty for a family with
     no decoder (BERT, ViT, ResNet, an MLP, a Dense stack)."""
     family = config.family
-    if family not in families.DECODING_FAMILIES:
+    if family is None or not registry.get(family).decodes:
         return ()
     hparams, runs = families.traced_hparams(family, decode_hparams(config))
     module, inputs = families.build_family(family, hparams, sequences, decode=decode)

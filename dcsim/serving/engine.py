@@ -30,11 +30,10 @@ from typing import Any
 
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dcsim.model import families
+from dcsim.model import registry
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ArrayRow, ParamReport, count_params
 from dcsim.model.layers import Decode
-from dcsim.model.zoo import schemas as zoo_schemas
 from dcsim.quant import layouts
 from dcsim.quant.tables import QuantTable
 from dcsim.serving import cache as caches
@@ -294,19 +293,6 @@ class ServingReport:
         return min(counts) if counts else None
 
 
-def _kv_heads(family: str | None, hparams: Mapping[str, Any]) -> tuple[int, int | None] | None:
-    """(query heads, KV heads; None for a latent cache) of a family that decodes, else None."""
-    if family == "t5":
-        return hparams["num_heads"], hparams["num_heads"]
-    if family == zoo_schemas.ENCDEC:  # the decoder's heads: only the decoder caches
-        return hparams["num_decoder_heads"], hparams["num_decoder_heads"]
-    if family == "moe" and hparams["attention"] == "mla":
-        return hparams["num_heads"], None
-    if family in ("decoder", "moe", "jamba"):
-        return hparams["num_heads"], hparams["num_kv_heads"]
-    return None
-
-
 def _entry(names: tuple[str, ...]) -> Any:
     return None if not names else names[0] if len(names) == 1 else names
 
@@ -371,15 +357,15 @@ def _buffer_values(buffer: ArrayRow, vocab: int | None, padded: int | None) -> i
     return buffer.num_values // vocab * padded
 
 
-def source_length(family: str | None, hparams: Mapping[str, Any], serving: Serving) -> int | None:
+def source_length(family: registry.Family, hparams: Mapping[str, Any], serving: Serving) -> int | None:
     """The encoder tokens a sequence each cross-attention caches, for an encoder-decoder (else None):
     ``serving.source_length``, or by default the context (T5, BART) or the encoder's every position
     (Whisper, whose feature extractor pads each clip to 30 s: 1,500 encoder positions).
 
     Raises ValueError past the encoder's positions (BART's and Whisper's learned or fixed tables)."""
-    if family not in families.ENCODER_DECODERS:
+    if not family.encoder_decoder:
         return None
-    if family == "t5":  # relative positions: any length
+    if family.relative_positions:  # any length
         return serving.source_tokens()
     positions = hparams["source_positions"]
     audio = bool(hparams["audio_bins"])
@@ -395,16 +381,11 @@ def source_length(family: str | None, hparams: Mapping[str, Any], serving: Servi
     return wanted
 
 
-def _positions(family: str | None, hparams: Mapping[str, Any]) -> int | None:
-    """The model's positions (``max_positions``) where a context past them is refused or noted."""
-    return hparams.get("max_positions") if family in ("decoder", "moe", zoo_schemas.ENCDEC) else None
-
-
 def context_limit(config: ModelConfig) -> int | None:
     """The longest context ``config`` serves: its positions, or None where any length is allowed
     (relative or scaled rotary positions, models without a position table)."""
     hparams = caches.decode_hparams(config)
-    return None if hparams.get("rope_scaling") else _positions(config.family, hparams)
+    return None if hparams.get("rope_scaling") else registry.family_of(config).max_positions(hparams)
 
 
 def default_context(config: ModelConfig) -> int:
@@ -423,16 +404,15 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
         raise TypeError(f"a configuration must be a dcsim ModelConfig, got {type(config).__name__}")
     if not isinstance(serving, Serving):
         raise TypeError(f"a request must be a dcsim.serving.request.Serving, got {type(serving).__name__}")
-    family = config.family
-    if family in families.UNSERVED_FAMILIES:
-        raise ValueError(families.UNSERVED_FAMILIES[family])
+    family = registry.family_of(config)
+    if family.unserved:
+        raise ValueError(family.unserved)
     hparams = caches.decode_hparams(config)
     notes: list[str] = []
-    decodes = family in families.DECODING_FAMILIES
-    positions = _positions(family, hparams)
+    positions = family.max_positions(hparams)
     if positions is not None and serving.context > positions:
         if not hparams.get("rope_scaling"):
-            rotary = family != zoo_schemas.ENCDEC and hparams.get("position_embedding") != "learned"
+            rotary = family.rotary(hparams)
             scaled = ", or more for a model whose rotary positions are scaled (rope_scaling in its config.json)"
             raise ValueError(
                 f"`context` ({serving.context:,} tokens) is past the model's {positions:,} positions "
@@ -442,19 +422,19 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
             f"The context ({serving.context:,}) is past the model's {positions:,} positions; allowed because its "
             "rotary positions are scaled (rope_scaling): quality past the trained length is the scaling's to keep"
         )
-    heads = _kv_heads(family, hparams)
+    heads = family.kv_heads(hparams)
     tp = serving.tensor_size
     copies = 1
     if heads is not None:
         _, copies = tensor_heads(heads[0], heads[1], tp)
     source = source_length(family, hparams, serving)
-    if family in families.ENCODER_DECODERS and serving.num_stages > 1:
+    if family.encoder_decoder and serving.num_stages > 1:
         raise ValueError(
             "pipeline stages (`stage`) are laid out for decoder-only models; an encoder-decoder's encoder and "
             "decoder would each need their own stages: serve it on data, model and expert axes"
         )
     num_layers = hparams.get("num_layers", len(config.layers))
-    blocks = stage_blocks(num_layers if family is not None else 1, serving.num_stages)
+    blocks = stage_blocks(num_layers if config.family is not None else 1, serving.num_stages)
     tied = bool(hparams.get("tied_embeddings", False))
     sub = serving.layout_mesh
     report = report or count_params(config)
@@ -478,7 +458,7 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
 
     placed: list[PlacedCache] = []
     layers: tuple[caches.LayerCache, ...] = ()
-    if decodes:
+    if family.decodes:
         decode = Decode(
             context=serving.context,
             kv_dtype=serving.kv_dtype,
@@ -493,8 +473,8 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
                 placed.append(place_cache(array, sub, copies, stage))
     else:
         notes.append(
-            f"This model ({family or 'a Dense stack'}) has no decoder, so no KV cache: weights only. Serving it holds "
-            "its activations, which are not counted here"
+            f"This model ({config.family or 'a Dense stack'}) has no decoder, so no KV cache: weights only. "
+            "Serving it holds its activations, which are not counted here"
         )
     loads = []
     for stage in range(len(blocks)):
@@ -528,8 +508,7 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
                 kv_fixed_per_sequence=fixed,
             )
         )
-    if family == "moe":
-        notes.append("Routed experts cache nothing: the cache is the attention's alone")
+    notes.extend(family.serving_notes)
     local = [layer for layer in layers if layer.kind == "sliding"]
     if local:
         window = local[0].window
@@ -553,7 +532,7 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
         )
     return ServingReport(
         serving=serving,
-        family=family,
+        family=config.family,
         config_dict=config.to_dict(),
         total_params=report.total_params,
         weights=weights,

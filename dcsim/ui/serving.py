@@ -22,7 +22,7 @@ import streamlit as st
 
 from dcsim.inputs import as_int, number_from_text
 from dcsim.memory.search import parse_budget
-from dcsim.model import families, presets
+from dcsim.model import presets, registry
 from dcsim.model.config import ModelConfig
 from dcsim.serving import catalog, records, request, search
 from dcsim.serving.engine import ServingReport, compute_serving, default_context
@@ -84,7 +84,7 @@ def parse_source(text: str) -> str:
 def source_label(config: ModelConfig) -> str | None:
     """The source-length box's label for an encoder-decoder (None for any other model): what
     ``auto`` caches, the context, or for Whisper every encoder position (a clip padded to 30 s)."""
-    if config.family not in families.ENCODER_DECODERS:
+    if not registry.family_of(config).encoder_decoder:
         return None
     hparams = presets.resolved_hparams(config)
     auto = "the context"

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -224,11 +224,8 @@ def with_llama4(table: Mapping[str, tuple[HParam, ...]]) -> dict[str, tuple[HPar
     return {**table, LLAMA4: (*table["moe"], *LLAMA4_VISION)}
 
 
-def check(family: str, hparams: Mapping[str, Any]) -> None:
-    """The zoo's rules that tie hyperparameters together (see ``schemas.check_hparams``): Jamba's
-    offsets below their periods, as ``JambaConfig`` requires, and top-k within its experts."""
-    if family != JAMBA:
-        return
+def _check_jamba(hparams: Mapping[str, Any]) -> None:
+    """Jamba's offsets below their periods, as ``JambaConfig`` requires, and top-k within its experts."""
     for kind in ("attn", "expert"):
         offset, period = hparams[f"{kind}_offset"], hparams[f"{kind}_period"]
         if offset >= period:
@@ -238,17 +235,32 @@ def check(family: str, hparams: Mapping[str, Any]) -> None:
         raise ValueError(f"`experts_per_token` ({top_k:,}) must be at most `num_experts` ({experts:,})")
 
 
-def hidden(family: str, hparams: Mapping[str, Any]) -> set[str]:
-    """The zoo's hyperparameters that change no count of this model (see ``schemas.applicable``)."""
-    if family == MULTIMODAL:
-        return _multimodal_hidden(hparams)
-    if family == LLAMA4:  # the moe family's latent-attention sizes and kinds Llama 4 does not build
-        return {"attention", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}
-    if family != VARIANT:
-        return set()
+# The zoo's rules that tie hyperparameters together, a family (see ``schemas.check_hparams``).
+_RULES: Mapping[str, Callable[[Mapping[str, Any]], None]] = MappingProxyType({JAMBA: _check_jamba})
+
+
+def check(family: str, hparams: Mapping[str, Any]) -> None:
+    """The zoo's rules that tie hyperparameters together (see ``schemas.check_hparams``)."""
+    rule = _RULES.get(family)
+    if rule is not None:
+        rule(hparams)
+
+
+def _variant_hidden(hparams: Mapping[str, Any]) -> set[str]:
     unused = {"max_positions"} if hparams["position_embedding"] == "none" else set()
     unused |= {"qkv_bias"} if hparams["attn_bias"] else set()
     return unused | ({"head_bias"} if hparams["tied_embeddings"] else set())
+
+
+def _llama4_hidden(hparams: Mapping[str, Any]) -> set[str]:
+    """The moe family's latent-attention sizes and kinds Llama 4 does not build."""
+    return {"attention", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}
+
+
+def hidden(family: str, hparams: Mapping[str, Any]) -> set[str]:
+    """The zoo's hyperparameters that change no count of this model (see ``schemas.applicable``)."""
+    unused = _UNUSED.get(family)
+    return set() if unused is None else unused(hparams)
 
 
 def _multimodal_hidden(hparams: Mapping[str, Any]) -> set[str]:
@@ -258,3 +270,9 @@ def _multimodal_hidden(hparams: Mapping[str, Any]) -> set[str]:
     unused |= set() if tower == "siglip" else {"vision_head"}
     unused |= set() if projector in ("mlp", "merger_mlp") else {"projector_bias", "feature_layers"}
     return unused | (set() if projector in ("merger_mlp", "qwen_merger") else {"merge_size"})
+
+
+# The zoo's hyperparameters that change no count, a family (see ``schemas.applicable``).
+_UNUSED: Mapping[str, Callable[[Mapping[str, Any]], set[str]]] = MappingProxyType(
+    {MULTIMODAL: _multimodal_hidden, LLAMA4: _llama4_hidden, VARIANT: _variant_hidden}
+)

@@ -19,7 +19,7 @@ as the ``state`` kind). Paths: ``embed/token``, ``block_3/mixer/in_proj``, ``blo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import flax.linen as nn
@@ -40,7 +40,6 @@ from dcsim.model.layers import (
 )
 from dcsim.model.zoo.schemas import JAMBA, MAMBA
 
-FAMILIES = (MAMBA, JAMBA)
 # The dtypes a state is kept in: the cache's when it is one of these (vLLM's mamba cache dtypes),
 # else the model's serving dtype, bfloat16 (a recurrent state is not kept in int8 or fp8).
 STATE_DTYPES = ("bfloat16", "float16", "float32")
@@ -152,6 +151,21 @@ class JambaBlock(nn.Module):
         return sandwich(x, mixer, mlp, "rmsnorm", post_norms=False)
 
 
+def _mamba_block(h: Mapping[str, Any], index: int, decode: Decode | None, name: str) -> nn.Module:
+    return MambaBlock(h, decode=decode, name=name)
+
+
+def _jamba_block(h: Mapping[str, Any], index: int, decode: Decode | None, name: str) -> nn.Module:
+    return JambaBlock(h, *block_kind(h, index), decode=decode, name=name)
+
+
+# Each family's block ``index``: Mamba's every block alike, Jamba's of its kind (see ``block_kind``).
+_BLOCKS: Mapping[str, Callable[[Mapping[str, Any], int, Decode | None, str], nn.Module]] = {
+    MAMBA: _mamba_block,
+    JAMBA: _jamba_block,
+}
+
+
 class StateSpaceModel(nn.Module):
     """``embed``, ``block_i`` (Mamba's, or Jamba's of each kind), ``final_norm``, then logits through
     the tied token table or an untied ``lm_head``. ``h["built_layers"]`` (absent or empty: all)
@@ -168,10 +182,7 @@ class StateSpaceModel(nn.Module):
         x = embed(tokens)
         for index in h.get("built_layers") or range(h["num_layers"]):
             name = f"block_{index}"
-            if self.family == MAMBA:
-                x = MambaBlock(h, decode=self.decode, name=name)(x)
-            else:
-                x = JambaBlock(h, *block_kind(h, index), decode=self.decode, name=name)(x)
+            x = _BLOCKS[self.family](h, index, self.decode, name)(x)
         return output_logits(norm("rmsnorm", "final_norm")(x), embed, h["vocab_size"], h["tied_embeddings"])
 
 
