@@ -179,6 +179,11 @@ def test_verify_compiles_the_step_and_puts_xla_beside_dcsim(capsys):
     assert xla["ratio"] == pytest.approx(record["per_device"]["total_bytes"] / peak, abs=1e-4)
     assert 0.2 < xla["ratio"] < 2  # a CPU compile keeps transients that are not residuals
     assert "CPU" in xla["step_compile"]
+    largest = xla["step_largest_buffers"]  # the buffers XLA makes, largest first, exact bytes
+    assert 0 < len(largest) <= 5 and [b["bytes"] for b in largest] == sorted(
+        (b["bytes"] for b in largest), reverse=True
+    )
+    assert all(isinstance(b["bytes"], int) and b["bytes"] <= xla["step_temp_bytes_per_device"] for b in largest)
 
 
 def test_the_step_check_is_for_small_models(capsys):

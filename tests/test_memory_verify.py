@@ -250,3 +250,33 @@ def test_llama2_7b_on_256_devices():
     # the int32 step count (4) and a tuple of 1,165 arrays (9,320).
     assert verified.output_bytes_per_device == 4 * 52_643_872 + 4 + 9_320
     assert isinstance(memory, MemoryReport) and verified.num_arrays == 1165
+
+
+# --- the training step's check: its answer read back ---------------------------------------------
+
+
+def _step_answer(monkeypatch, largest):
+    from dcsim.memory import activations, verify_step
+
+    answer = {"argument_bytes": 100, "output_bytes": 40, "temp_bytes": 1_000, "alias_bytes": 40}
+    if largest is not None:
+        answer["largest_buffers"] = largest
+    monkeypatch.setattr(mv, "run_check", lambda *args, **kwargs: (answer, 1.5))
+    memory = memory_of(SEED_MODEL, "data=2")
+    return verify_step.verify_step(memory, "{}", activations.Step(sequence=8), 10)
+
+
+def test_the_steps_largest_buffers_reach_the_record(monkeypatch):
+    from dcsim.memory import verify_step
+
+    logits = {"name": "fusion.3", "shape": [2, 8, 16], "dtype": "f32", "bytes": 1_024, "op": "fusion", "source": "x"}
+    stepped = _step_answer(monkeypatch, [logits])
+    assert stepped.peak_bytes == 100 + 40 + 1_000 - 40
+    assert stepped.largest_buffers[0].text == "f32[2,8,16]"
+    assert verify_step.step_record(stepped)["step_largest_buffers"] == [logits]
+
+
+@pytest.mark.parametrize("largest", [None, "fusion.3", [{"name": "fusion.3"}]], ids=["missing", "text", "partial"])
+def test_a_step_answer_without_its_buffers_is_a_failed_check(monkeypatch, largest):
+    with pytest.raises(mv.VerifyFailed, match="answered no largest buffers"):
+        _step_answer(monkeypatch, largest)

@@ -247,8 +247,15 @@ def memory_analysis(lowered: Any, progress: TextIO, what: str) -> dict[str, int]
     memory analysis of one device, ``{"argument_bytes", "output_bytes", "temp_bytes",
     "alias_bytes"}``, announcing each of ``ANALYSIS_STAGES``; RuntimeError naming ``what`` if XLA
     gave none."""
+    return compiled_memory_analysis(lowered, progress, what)[0]
+
+
+def compiled_memory_analysis(lowered: Any, progress: TextIO, what: str) -> tuple[dict[str, int], Any]:
+    """``memory_analysis`` and the compiled program (a ``jax.stages.Compiled``) it read, for a check
+    that reads more of it (its optimised HLO)."""
     write_stage(progress, ANALYSIS_STAGES[0])
-    analysis = lowered.compile().memory_analysis()
+    compiled = lowered.compile()
+    analysis = compiled.memory_analysis()
     if analysis is None:
         raise RuntimeError(f"XLA gave no memory analysis for {what}")
     write_stage(progress, ANALYSIS_STAGES[1])
@@ -257,7 +264,7 @@ def memory_analysis(lowered: Any, progress: TextIO, what: str) -> dict[str, int]
         "output_bytes": int(analysis.output_size_in_bytes),
         "temp_bytes": int(analysis.temp_size_in_bytes),
         "alias_bytes": int(analysis.alias_size_in_bytes),
-    }
+    }, compiled
 
 
 def exit_child(code: int) -> None:

@@ -627,4 +627,16 @@ def _step_lines(stepped: Any) -> list[str]:
         f"  dcsim's state + activations  {_bytes(stepped.dcsim_bytes)}  ({stepped.ratio:.2f}x XLA's)",
         "  A CPU compile keeps transients of the backward that are not residuals (the float32 logits' gradient, "
         "each layer's temporaries); TPU and GPU compiles assign buffers and rematerialise differently.",
+        *_buffer_lines(stepped.largest_buffers),
     ]
+
+
+def _buffer_lines(largest: Any) -> list[str]:
+    """The largest buffers XLA's compiled step makes, one a line: shape, bytes, instruction, source."""
+    if not largest:
+        return []
+    lines = ["  XLA's largest buffers (each one the step makes; XLA reuses memory between those not alive together):"]
+    for buffer in largest:
+        source = f", from {buffer.source}" if buffer.source else ""
+        lines.append(f"    {buffer.text}  {_bytes(buffer.bytes)}  {buffer.op} {buffer.name}{source}")
+    return lines

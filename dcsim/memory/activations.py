@@ -55,7 +55,7 @@ from dcsim.inputs import as_int, check_choice, number_from_text, show
 from dcsim.model import families, presets, registry
 from dcsim.model.config import ModelConfig
 from dcsim.model.hparams import MAX_POSITIONS
-from dcsim.model.layers import ATTENTION_KINDS, FLASH_FORWARD, REMAT_POLICIES, Forward
+from dcsim.model.layers import ATTENTION_KINDS, FLASH_BACKWARD, FLASH_FORWARD, REMAT_POLICIES, Forward
 from dcsim.sharding.megatron import TENSOR_AXIS
 from dcsim.sharding.meshes import MeshSpec
 
@@ -384,14 +384,21 @@ _ELEMENTWISE = frozenset(
 
 def jaxpr_flops(jaxpr: Any) -> Dim:
     """Floating-point operations of a jaxpr, counted from its equations: a matmul 2 x its output x
-    its contracted size, an elementwise op its output, a sum its input; calls followed into. An int,
-    or a polynomial in the symbols of a shape-polymorphic trace."""
+    its contracted size, an elementwise op its output, a sum its input; calls followed into, a scan's
+    body once an iteration. An int, or a polynomial in the symbols of a shape-polymorphic trace."""
     total: Dim = 0
     for eqn in jaxpr.eqns:
+        if eqn.params.get("name") == FLASH_BACKWARD:
+            # the kernel's five products: q.k again, dv = p.do, dp = do.v, dq = ds.k, dk = ds.q
+            query, key, value = (var.aval.shape for var in eqn.invars[:3])
+            total += 2 * math.prod(query[:-1]) * key[-3] * (3 * query[-1] + 2 * value[-1])
+            continue
         inner = [getattr(value, "jaxpr", value) for value in eqn.params.values()]
         subs = [sub for sub in inner if isinstance(sub, jax_core.Jaxpr)]
         if subs:
-            total += sum(jaxpr_flops(sub) for sub in subs[:1])
+            # a scan runs its body once an iteration (flash attention's backward, a block of keys each)
+            repeats = eqn.params["length"] if eqn.primitive.name == "scan" else 1
+            total += repeats * sum(jaxpr_flops(sub) for sub in subs[:1])
             continue
         name = eqn.primitive.name
         if name == "dot_general":

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from dcsim.memory import verify
+from dcsim.memory import buffers, verify
 from dcsim.memory.state import MemoryReport
 from dcsim.sharding.wire import mesh_json, spec_json
 
@@ -42,6 +42,9 @@ class StepVerified:
     alias_bytes: int
     dcsim_bytes: int  # dcsim's state + activations a device
     seconds: float
+    # the largest arrays the compiled step makes (``dcsim.memory.buffers``), largest first: what
+    # XLA keeps that dcsim does not count shows here first
+    largest_buffers: tuple[buffers.XlaBuffer, ...] = ()
 
     @property
     def peak_bytes(self) -> int:
@@ -111,8 +114,16 @@ def verify_step(
     sizes = {name: value for name, value in parts.items() if isinstance(value, int)}
     if len(sizes) != len(parts):
         raise verify.VerifyFailed(f"the {JOB_NAME} answered {result!r}, not XLA's memory analysis")
+    records = result.get("largest_buffers")
+    try:
+        if not isinstance(records, list):
+            raise ValueError(f"a list of buffers, got {records!r}")
+        largest = tuple(buffers.buffer_from_record(record) for record in records)
+    except ValueError as err:
+        raise verify.VerifyFailed(f"the {JOB_NAME} answered no largest buffers XLA assigns: {err}") from None
     return StepVerified(
         **sizes,
+        largest_buffers=largest,
         dcsim_bytes=memory.total_bytes_per_device + activations_bytes,
         seconds=elapsed,
     )
@@ -120,11 +131,14 @@ def verify_step(
 
 def step_record(verified: StepVerified) -> dict[str, Any]:
     """The step check's keys beside the state check's under ``xla``: XLA's peak and its four parts a
-    device, each as ``step_<figure>_per_device``, then dcsim's ratio to the peak."""
+    device, each as ``step_<figure>_per_device``, then dcsim's ratio to the peak and the largest
+    buffers the compiled step makes (``step_largest_buffers``: name, shape, dtype, bytes, op and
+    the JAX operation it came from)."""
     sizes = dataclasses.asdict(verified)
     figures = {"peak_bytes": verified.peak_bytes} | {name: sizes[name] for name in ANALYSIS_BYTES}
     return {f"step_{name}_per_device": value for name, value in figures.items()} | {
         "ratio": round(verified.ratio, 4),
         "step_seconds": round(verified.seconds, 3),
         "step_compile": "CPU (virtual devices): buffer assignment and rematerialisation differ on TPU and GPU",
+        "step_largest_buffers": [buffers.buffer_record(buffer) for buffer in verified.largest_buffers],
     }

@@ -5,7 +5,8 @@ policy, the flash or naive attention, the float32 cross-entropy, ``jax.value_and
 update, a master copy when the setup keeps one) on a real ``jax.sharding.Mesh`` of virtual CPU
 devices, with the state's shardings from dcsim's layout and the batch split over the data axes,
 the state donated; it lowers and compiles the step, never runs it, and reports
-``compiled.memory_analysis()``'s argument, output, temporary and aliased bytes of one device.
+``compiled.memory_analysis()``'s argument, output, temporary and aliased bytes of one device, with
+the largest buffers of its optimised HLO (``dcsim.memory.buffers``).
 
 The request: ``config`` (the configuration's JSON), ``step`` (``dcsim.memory.activations.Step``'s
 fields), ``training`` (optimizer, param, grad and master dtypes), ``mesh`` ``[[axis, size], ...]``
@@ -24,6 +25,7 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 
 from dcsim.checkpoint import workers
+from dcsim.memory import buffers
 from dcsim.sharding.wire import device_mesh, spec_from_json
 
 MODULE = "dcsim.memory.verify_step_child"
@@ -33,6 +35,17 @@ TENSOR_AXIS = "model"
 
 def _path(keys: Any) -> str:
     return "/".join(str(key.key) for key in keys if hasattr(key, "key"))
+
+
+def _tensor_split(spec: PartitionSpec) -> PartitionSpec:
+    """``spec`` with only its tensor-parallel axis left: the parameter as a step computes with it,
+    gathered over every other axis."""
+
+    def kept(entry: Any) -> Any:
+        names = tuple(name for name in ((entry,) if isinstance(entry, str) else entry or ()) if name == TENSOR_AXIS)
+        return names[0] if names else None
+
+    return PartitionSpec(*(kept(entry) for entry in spec))
 
 
 def step_memory(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
@@ -98,8 +111,15 @@ def step_memory(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
     )
     grad_dtype = jnp.dtype(training["grad_dtype"] or training["param_dtype"])
 
+    # ZeRO-3 and fsdp gather each parameter where it is used and keep the batch split. Left to
+    # itself, GSPMD followed the parameters' data-axis split instead and gathered the activations:
+    # GPT-2 small's float32 logits then held the whole global batch on every device.
+    gathered = jax.tree_util.tree_map(lambda leaf: NamedSharding(mesh, _tensor_split(leaf.sharding.spec)), params)
+
     def loss_of(p: Any, ids: Any) -> Any:
-        cast = jax.tree_util.tree_map(lambda leaf: leaf.astype(compute), p)
+        cast = jax.tree_util.tree_map(
+            lambda leaf, where: jax.lax.with_sharding_constraint(leaf.astype(compute), where), p, gathered
+        )
         logits: Any = module.apply({"params": cast}, ids)
         return cross_entropy(logits, ids)
 
@@ -122,9 +142,11 @@ def step_memory(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
     lowered = jax.jit(train_step, out_shardings=out_shardings, donate_argnums=(0, 1, 2)).lower(
         params, master, state, tokens
     )
-    analysis = workers.memory_analysis(lowered, progress, "the compiled step")
+    analysis, compiled = workers.compiled_memory_analysis(lowered, progress, "the compiled step")
+    largest = buffers.largest_buffers(compiled.as_text() or "")
     return {
         **analysis,
+        "largest_buffers": [buffers.buffer_record(buffer) for buffer in largest],
         "num_devices": mesh.size,
         "global_batch": batch,
     }
