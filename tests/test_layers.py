@@ -21,6 +21,7 @@ def _inputs(batch, queries, keys, heads=4, kv_heads=2, depth=8, bias_shape=None,
     return query, key, value, bias, jax.random.normal(parts[4], (heads,)) if sink else None
 
 
+@pytest.mark.slow  # concrete gradients, flash against the reference
 @pytest.mark.parametrize(
     ("queries", "keys", "causal", "bias_shape", "sink"),
     [
@@ -54,6 +55,7 @@ def test_key_blocks_divide_the_length():
     assert [layers._key_block(n) for n in (1024, 384, 100, 97, 7)] == [128, 128, 100, 97, 7]
 
 
+@pytest.mark.slow  # compiles the gradient of a 512-token attention
 def test_the_backward_makes_no_scores_matrix_outside_its_loop():
     """The gradient of a 512-token causal flash attention, compiled: the forward (the reference,
     lowered whole) may make (1, 4, 512, 512) scores, the backward may not. A backward that recomputes
