@@ -1,5 +1,10 @@
 """``checkpoint``: a real Orbax save, measured and restored in a child process, or from several
-processes on JAX's distributed runtime (``--processes``, ``--processes-sweep``)."""
+processes on JAX's distributed runtime (``--processes``, ``--processes-sweep``).
+
+The single-process command's child is started before anything heavy is imported
+(``dcsim.checkpoint.prestart``) and the parent's time is on the way to its request, so the parent
+imports only what its plan needs (JAX and Flax, for the count and the layout): its record and its
+two tables are built without pandas, which only the several-process tables import."""
 
 from __future__ import annotations
 
