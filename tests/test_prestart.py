@@ -233,6 +233,60 @@ def test_the_fast_exit_flushes_a_buffered_report_to_its_last_line(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+# ``python -m dcsim`` as it runs, with one line on stderr when ``dcsim.__main__`` starts the child.
+_MARKED_MAIN = textwrap.dedent(
+    """
+    import runpy, sys
+    from dcsim.checkpoint import prestart
+    start = prestart.start
+    def marked_start():
+        print("MARK child started", file=sys.stderr, flush=True)
+        return start()
+    prestart.start = marked_start
+    runpy.run_module("dcsim", run_name="__main__", alter_sys=True)
+    """
+)
+
+
+@pytest.mark.parametrize("output", ["table", "json"])
+def test_the_parent_starts_its_child_before_jax_and_never_imports_pandas(tmp_path, output):
+    """Read from ``python -X importtime``, whose lines come in the order the imports finish: no
+    JAX, Flax or pandas before the child is started, and no pandas at all (the single-process
+    record and tables are built without it); the parent does import JAX later, for its plan."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-c",
+            _MARKED_MAIN,
+            "checkpoint",
+            "--preset",
+            "mlp-mnist",
+            "--format",
+            output,
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(TMPDIR=str(tmp_path)),
+        cwd=tmp_path,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("checkpoint of 669,706" if output == "table" else "{")
+    lines = done.stderr.splitlines()
+    mark = lines.index("MARK child started")
+
+    def packages(part: list[str]) -> set[str]:
+        return {line.rpartition("|")[2].strip().split(".")[0] for line in part if line.startswith("import time:")}
+
+    before, after = packages(lines[:mark]), packages(lines[mark + 1 :])
+    assert "dcsim" in before and not before & {"jax", "jaxlib", "flax", "pandas", "numpy"}
+    assert {"jax", "flax"} <= after and "pandas" not in after
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_waiting_child_whose_parent_dies_exits_and_removes_its_folder(tmp_path):
     parent = textwrap.dedent(
         """

@@ -1,17 +1,22 @@
 """What the front ends show of a checkpoint measurement: why its size differs from the raw payload
 (read off the measurement itself), its JSON record, and its tables, for one process and for a group.
+
+pandas is imported by the frames alone: the single-process measurement's record and its two
+tables (``sizes_columns``, ``file_groups_columns``) need none, so ``python -m dcsim checkpoint``
+does not pay its import (about half a second) on its way to the child.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import Any
-
-import pandas as pd
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any
 
 from dcsim.checkpoint.results import CheckpointReport, FileGroup, MultiprocessReport, file_place, file_process
 from dcsim.report import units
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MULTIHOST_NOTE = (
     "What this means for a real multi-host save: each host writes only the shards its devices hold, "
@@ -88,8 +93,22 @@ def checkpoint_record(report: CheckpointReport) -> dict[str, Any]:
     }
 
 
-def sizes_frame(report: CheckpointReport) -> pd.DataFrame:
-    """The measured sizes beside the raw estimates: one row per figure, in bytes."""
+def _frame(columns: dict[str, list[Any]], counts: Collection[str] = ()) -> pd.DataFrame:
+    """``columns`` as a frame, the ``counts`` columns as int64."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        {name: pd.array(values, dtype="int64") if name in counts else values for name, values in columns.items()}
+    )
+
+
+# The count columns of ``sizes_columns`` and ``file_groups_columns``: int64 in their frames.
+SIZES_COUNTS = frozenset({"num_bytes"})
+FILE_GROUPS_COUNTS = frozenset({"num_files", "num_bytes"})
+
+
+def sizes_columns(report: CheckpointReport) -> dict[str, list[Any]]:
+    """The measured sizes beside the raw estimates: one row per figure, in bytes (no pandas)."""
     rows = [
         ("raw_float32_bytes", report.raw_float32_bytes, "estimate: values x 4 bytes"),
         ("raw_payload_bytes", report.raw_payload_bytes, f"estimate: values x bytes per {report.dtype} value"),
@@ -97,53 +116,61 @@ def sizes_frame(report: CheckpointReport) -> pd.DataFrame:
         ("disk_bytes", report.disk_bytes, f"measured: {report.num_files} files on disk"),
         ("largest_file_bytes", report.largest_file_bytes, "measured: the largest file"),
     ]
-    return pd.DataFrame(
-        {
-            "figure": [name for name, _, _ in rows],
-            "num_bytes": pd.array([value for _, value, _ in rows], dtype="int64"),
-            "what": [what for _, _, what in rows],
-        }
-    )
+    return {
+        "figure": [name for name, _, _ in rows],
+        "num_bytes": [value for _, value, _ in rows],
+        "what": [what for _, _, what in rows],
+    }
+
+
+def sizes_frame(report: CheckpointReport) -> pd.DataFrame:
+    """``sizes_columns`` as a frame."""
+    return _frame(sizes_columns(report), SIZES_COUNTS)
+
+
+def file_groups_columns(report: CheckpointReport) -> dict[str, list[Any]]:
+    """The files summarised by kind: how many and how many bytes (no pandas)."""
+    groups = report.file_groups
+    return {
+        "kind": [group.kind for group in groups],
+        "num_files": [group.num_files for group in groups],
+        "num_bytes": [group.num_bytes for group in groups],
+    }
 
 
 def file_groups_frame(report: CheckpointReport) -> pd.DataFrame:
-    """The files summarised by kind: how many and how many bytes."""
-    groups = report.file_groups
-    return pd.DataFrame(
-        {
-            "kind": [group.kind for group in groups],
-            "num_files": pd.array([group.num_files for group in groups], dtype="int64"),
-            "num_bytes": pd.array([group.num_bytes for group in groups], dtype="int64"),
-        }
-    )
+    """``file_groups_columns`` as a frame."""
+    return _frame(file_groups_columns(report), FILE_GROUPS_COUNTS)
 
 
 def files_frame(report: CheckpointReport) -> pd.DataFrame:
     """Every file the checkpoint wrote: path inside it, kind, size."""
-    return pd.DataFrame(
+    return _frame(
         {
             "path": [file.path for file in report.files],
             "kind": [file.kind for file in report.files],
-            "num_bytes": pd.array([file.num_bytes for file in report.files], dtype="int64"),
-        }
+            "num_bytes": [file.num_bytes for file in report.files],
+        },
+        ("num_bytes",),
     )
 
 
 def processes_frame(report: MultiprocessReport) -> pd.DataFrame:
     """One row per process: devices, bytes held, files and bytes written, times, peak memory."""
     rows = report.processes
-    return pd.DataFrame(
+    return _frame(
         {
-            "process": pd.array([row.process_id for row in rows], dtype="int64"),
-            "num_devices": pd.array([row.num_devices for row in rows], dtype="int64"),
-            "device_bytes": pd.array([row.device_bytes for row in rows], dtype="int64"),
-            "num_files": pd.array([row.num_files for row in rows], dtype="int64"),
-            "num_bytes": pd.array([row.num_bytes for row in rows], dtype="int64"),
+            "process": [row.process_id for row in rows],
+            "num_devices": [row.num_devices for row in rows],
+            "device_bytes": [row.device_bytes for row in rows],
+            "num_files": [row.num_files for row in rows],
+            "num_bytes": [row.num_bytes for row in rows],
             "save_seconds": [row.save_seconds for row in rows],
             "restore_seconds": [row.restore_seconds for row in rows],
-            "peak_rss_bytes": pd.array([row.peak_rss_bytes for row in rows], dtype="int64"),
+            "peak_rss_bytes": [row.peak_rss_bytes for row in rows],
             "restore_verified": [row.restore_verified for row in rows],
-        }
+        },
+        ("process", "num_devices", "device_bytes", "num_files", "num_bytes", "peak_rss_bytes"),
     )
 
 
@@ -155,53 +182,59 @@ def file_places_frame(report: MultiprocessReport) -> pd.DataFrame:
         groups.setdefault((file_process(file.path), file_place(file.path)), []).append(file.num_bytes)
     order = {"array_metadatas/": 1, "top level": 2}  # each process's own ocdbt folder first
     keys = sorted(groups, key=lambda key: (key[0], order.get(key[1], 0), key[1]))
-    return pd.DataFrame(
+    return _frame(
         {
-            "process": pd.array([process for process, _ in keys], dtype="int64"),
+            "process": [process for process, _ in keys],
             "place": [place for _, place in keys],
-            "num_files": pd.array([len(groups[key]) for key in keys], dtype="int64"),
-            "num_bytes": pd.array([sum(groups[key]) for key in keys], dtype="int64"),
-        }
+            "num_files": [len(groups[key]) for key in keys],
+            "num_bytes": [sum(groups[key]) for key in keys],
+        },
+        ("process", "num_files", "num_bytes"),
     )
 
 
 def sweep_frame(reports: Sequence[MultiprocessReport]) -> pd.DataFrame:
     """One row per process count: the group's totals and the largest per-process figures."""
-
-    def ints(values: Any) -> Any:
-        return pd.array(list(values), dtype="int64")
-
-    return pd.DataFrame(
+    return _frame(
         {
-            "num_processes": pd.array([r.num_processes for r in reports], dtype="int64"),
-            "devices_per_process": pd.array([r.devices_per_process for r in reports], dtype="int64"),
-            "num_files": pd.array([r.checkpoint.num_files for r in reports], dtype="int64"),
-            "disk_bytes": pd.array([r.checkpoint.disk_bytes for r in reports], dtype="int64"),
-            "raw_payload_bytes": pd.array([r.checkpoint.raw_payload_bytes for r in reports], dtype="int64"),
+            "num_processes": [r.num_processes for r in reports],
+            "devices_per_process": [r.devices_per_process for r in reports],
+            "num_files": [r.checkpoint.num_files for r in reports],
+            "disk_bytes": [r.checkpoint.disk_bytes for r in reports],
+            "raw_payload_bytes": [r.checkpoint.raw_payload_bytes for r in reports],
             "save_seconds": [r.checkpoint.save_seconds for r in reports],
             "restore_seconds": [r.checkpoint.restore_seconds for r in reports],
-            "max_process_bytes": pd.array([max(p.num_bytes for p in r.processes) for r in reports], dtype="int64"),
-            "max_peak_rss_bytes": pd.array(
-                [max(p.peak_rss_bytes for p in r.processes) for r in reports], dtype="int64"
-            ),
-            "total_peak_rss_bytes": pd.array([r.total_peak_rss_bytes for r in reports], dtype="int64"),
+            "max_process_bytes": [max(p.num_bytes for p in r.processes) for r in reports],
+            "max_peak_rss_bytes": [max(p.peak_rss_bytes for p in r.processes) for r in reports],
+            "total_peak_rss_bytes": [r.total_peak_rss_bytes for r in reports],
             "restore_verified": [r.checkpoint.restore_verified for r in reports],
-        }
+        },
+        (
+            "num_processes",
+            "devices_per_process",
+            "num_files",
+            "disk_bytes",
+            "raw_payload_bytes",
+            "max_process_bytes",
+            "max_peak_rss_bytes",
+            "total_peak_rss_bytes",
+        ),
     )
 
 
 def sweep_processes_frame(reports: Sequence[MultiprocessReport]) -> pd.DataFrame:
     """One row per process of every run: the run's P, the process, its bytes, memory and times."""
     rows = [(r.num_processes, p) for r in reports for p in r.processes]
-    return pd.DataFrame(
+    return _frame(
         {
-            "num_processes": pd.array([count for count, _ in rows], dtype="int64"),
-            "process": pd.array([p.process_id for _, p in rows], dtype="int64"),
-            "num_bytes": pd.array([p.num_bytes for _, p in rows], dtype="int64"),
-            "peak_rss_bytes": pd.array([p.peak_rss_bytes for _, p in rows], dtype="int64"),
+            "num_processes": [count for count, _ in rows],
+            "process": [p.process_id for _, p in rows],
+            "num_bytes": [p.num_bytes for _, p in rows],
+            "peak_rss_bytes": [p.peak_rss_bytes for _, p in rows],
             "save_seconds": [p.save_seconds for _, p in rows],
             "restore_seconds": [p.restore_seconds for _, p in rows],
-        }
+        },
+        ("num_processes", "process", "num_bytes", "peak_rss_bytes"),
     )
 
 

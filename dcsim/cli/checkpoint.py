@@ -1,19 +1,26 @@
 """``checkpoint``: a real Orbax save, measured and restored in a child process, or from several
-processes on JAX's distributed runtime (``--processes``, ``--processes-sweep``)."""
+processes on JAX's distributed runtime (``--processes``, ``--processes-sweep``).
+
+The single-process command's child is started before anything heavy is imported
+(``dcsim.checkpoint.prestart``) and the parent's time is on the way to its request, so the parent
+imports only what its plan needs (JAX and Flax, for the count and the layout): its record and its
+two tables are built without pandas, which only the several-process tables import."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from collections.abc import Sequence
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from dcsim.checkpoint import measurement, multiprocess, prestart, records, results
-from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, frame_text
+from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, frame_text, rows_text
 from dcsim.cli.mesh import mesh_flags, strategy_from_args
 from dcsim.report import units
 from dcsim.sharding import meshes
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -47,15 +54,21 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def render_checkpoint_table(report: results.CheckpointReport) -> str:
-    """The ``checkpoint`` result for people: sizes beside the raw estimates, files, timings, why."""
-    sizes = records.sizes_frame(report)
-    sizes.insert(2, "size", [units.binary_bytes(n) for n in sizes["num_bytes"]])
+    """The ``checkpoint`` result for people: sizes beside the raw estimates, files, timings, why.
+    Without pandas, which only the several-process tables use."""
+    sizes = records.sizes_columns(report)
+    sizes = {
+        "figure": sizes["figure"],
+        "num_bytes": sizes["num_bytes"],
+        "size": [units.binary_bytes(n) for n in sizes["num_bytes"]],
+        "what": sizes["what"],
+    }
     lines = [
         _heading(report, f" ({report.num_devices} device(s))"),
         "",
-        frame_text(sizes),
+        rows_text(sizes, records.SIZES_COUNTS),
         "",
-        frame_text(records.file_groups_frame(report)),
+        rows_text(records.file_groups_columns(report), records.FILE_GROUPS_COUNTS),
         "",
         f"init {report.init_seconds:.3f} s (XLA compilation cache: {report.compilation_cache}) · "
         f"save {report.save_seconds:.3f} s · restore {report.restore_seconds:.3f} s",
