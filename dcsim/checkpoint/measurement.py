@@ -33,9 +33,9 @@ from dcsim.checkpoint.results import CheckpointFile, CheckpointReport, file_kind
 from dcsim.inputs import as_int, number_from_text, show
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport, count_params
+from dcsim.quantities import payload
 from dcsim.runtime.limits import check_timeout, timeout_from_env
 from dcsim.runtime.workers import WorkerFailed, WorkerJob, WorkerTimeout, cpu_worker_env, run_workers
-from dcsim.sharding import payload
 from dcsim.sharding.layout import compute_layout
 from dcsim.sharding.meshes import MeshSpec, Rule, parse_mesh, spec_text
 from dcsim.sharding.wire import mesh_json, spec_json
