@@ -95,9 +95,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 
 def _unit_of(module: str, units: Sequence[str]) -> str:
-    """The longest unit holding ``module`` (``dcsim.links.comparisons`` -> ``links.comparisons``)."""
+    """The longest unit holding ``module`` (``dcsim.links.comparisons`` -> ``links.comparisons``); a
+    module no unit holds is its own, undeclared, unit."""
     name = module.removeprefix("dcsim").removeprefix(".")
-    holding = [unit for unit in units if unit == "" or name == unit or name.startswith(unit + ".")]
+    holding = [unit for unit in units if name == unit or (unit and name.startswith(unit + "."))]
     return max(holding, key=len) if holding else name
 
 
@@ -144,6 +145,10 @@ def test_the_layer_check_sees_a_package_level_cycle():
     codec = {"dcsim.links": set(), "dcsim.compare": {"dcsim.links"}, "dcsim.links.comparisons": {"dcsim.compare"}}
     assert _upward_imports(codec, [("links",), ("compare",), ("links.comparisons",)]) == []
     assert _upward_imports({"dcsim.m": {"dcsim"}, "dcsim": set()}, [("m",), ("",)]) == []
+    # a package no layer declares is reported, whichever way it imports
+    assert _upward_imports({"dcsim.new.x": {"dcsim.m"}, "dcsim.m": set()}, [("m",)]) == [
+        "new.x -> m (dcsim.new.x imports dcsim.m)"
+    ]
 
 
 def test_every_package_and_layer_has_a_row_in_the_architecture_doc():
