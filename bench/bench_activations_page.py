@@ -28,7 +28,7 @@ from bench_journey import beside_the_floor, open_for_changes, print_summaries, s
 
 from dcsim.memory import activations  # noqa: E402
 from dcsim.model.config import ModelConfig  # noqa: E402
-from dcsim.report import units  # noqa: E402
+from dcsim.quantities import units  # noqa: E402
 from dcsim.sharding.meshes import parse_mesh  # noqa: E402
 
 MESH = "data=8,model=8"

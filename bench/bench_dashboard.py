@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
 from conftest import CHROMIUM, CHROMIUM_ARGS, _free_port, _healthy  # noqa: E402
-from dcsim.report import units  # noqa: E402
+from dcsim.quantities import units  # noqa: E402
 
 TOTAL = 20  # the seed example's parameter count: the landing page's default
 

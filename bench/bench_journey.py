@@ -37,7 +37,7 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 from conftest import CHROMIUM, CHROMIUM_ARGS, streamlit_server, wait_for_app  # noqa: E402
 from dcsim.model.config import ModelConfig  # noqa: E402
 from dcsim.model.count import count_params  # noqa: E402
-from dcsim.report import units  # noqa: E402
+from dcsim.quantities import units  # noqa: E402
 
 LLAMA2_70B = count_params(ModelConfig(preset="llama2-70b")).total_params
 SHARE = "Ideal share per shard"

@@ -47,7 +47,7 @@ from conftest import CHROMIUM, CHROMIUM_ARGS, command_lines  # noqa: E402
 from dcsim import links  # noqa: E402
 from dcsim.model.config import DenseLayer, ModelConfig  # noqa: E402
 from dcsim.model.count import count_params  # noqa: E402
-from dcsim.report import units  # noqa: E402
+from dcsim.quantities import units  # noqa: E402
 
 SHARDS_LABEL = "Number of checkpoint shards"
 TOTAL_LABEL = "Total parameters"

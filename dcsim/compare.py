@@ -30,8 +30,8 @@ from dcsim.memory.activations import Step
 from dcsim.model import presets, registry
 from dcsim.model.config import CONFIG_FORMAT, CONFIG_VERSION, MODEL_KEYS, ModelConfig
 from dcsim.model.count import ParamReport
-from dcsim.report import units
-from dcsim.sharding import payload, shares
+from dcsim.quantities import payload, units
+from dcsim.sharding import shares
 
 MAX_SCENARIOS = 8
 MAX_NAME_CHARS = 64

@@ -5,8 +5,8 @@ import streamlit as st
 
 from dcsim.inputs import show
 from dcsim.model import breakdown, optimizer
-from dcsim.report import model_charts, tables, units
-from dcsim.sharding import payload
+from dcsim.quantities import payload, units
+from dcsim.report import model_charts, tables
 from dcsim.ui import cache, frame, router, state, widgets
 
 router.require_router()

@@ -9,8 +9,8 @@ import streamlit as st
 
 from dcsim.checkpoint import measurement, multiprocess, records
 from dcsim.inputs import show
-from dcsim.report import checkpoint_charts, units
-from dcsim.sharding import payload
+from dcsim.quantities import payload, units
+from dcsim.report import checkpoint_charts
 from dcsim.ui import cache, checkpoint, frame, router, state, widgets
 
 router.require_router()

@@ -18,8 +18,8 @@ from dcsim.links.comparisons import MAX_LINK_CHARS
 from dcsim.memory import activations, budget
 from dcsim.model import optimizer
 from dcsim.quant.formats import FORMATS
-from dcsim.report import compare_charts, units
-from dcsim.sharding import payload
+from dcsim.quantities import amounts, payload, units
+from dcsim.report import compare_charts
 from dcsim.ui import compare, frame, router, state, weights, widgets
 
 router.require_router()
@@ -275,7 +275,7 @@ with st.form(f"compare.budget.{gen}"):
     amount_text = amount_col.text_input(
         "Budget per shard and per device",
         value=compare.amount_input_text(spec),
-        max_chars=budget.MAX_AMOUNT_CHARS,
+        max_chars=amounts.MAX_AMOUNT_CHARS,
         help="Bytes: 80 GiB (2^30), 80 GB (10^9), 1.5 TiB, 85899345920. Values: 7B, 500M, 12,000, 7e9.",
     )
     unit = unit_col.radio("Unit", budget.BUDGET_UNITS, index=budget.BUDGET_UNITS.index(spec.unit))

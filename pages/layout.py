@@ -5,9 +5,10 @@ import json
 
 import streamlit as st
 
-from dcsim.report import layout_charts, units
+from dcsim.quantities import payload, units
+from dcsim.report import layout_charts
 from dcsim.report.records import layout_record
-from dcsim.sharding import payload, shares
+from dcsim.sharding import shares
 from dcsim.sharding.layout import REPLICAS_NOT_ON_DISK
 from dcsim.sharding.meshes import MAX_RULES
 from dcsim.ui import frame, layout, router, state, widgets

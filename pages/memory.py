@@ -12,7 +12,8 @@ from dcsim.memory.state import MemoryReport
 from dcsim.memory.training import PARTS, Training
 from dcsim.model import optimizer, registry
 from dcsim.model.config import ModelConfig
-from dcsim.report import memory_charts, units
+from dcsim.quantities import units
+from dcsim.report import memory_charts
 from dcsim.sharding.meshes import MAX_RULES, MeshSpec, Rule
 from dcsim.ui import frame, layout, memory, router, state, widgets
 

@@ -5,8 +5,9 @@ import streamlit as st
 from dcsim.model import breakdown, presets
 from dcsim.model.config import ModelConfig
 from dcsim.quant.formats import WeightFormat
-from dcsim.report import tables, units
-from dcsim.sharding import payload, shares
+from dcsim.quantities import payload, units
+from dcsim.report import tables
+from dcsim.sharding import shares
 from dcsim.ui import cache, frame, model, router, state, weights, widgets
 
 router.require_router()

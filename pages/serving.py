@@ -7,8 +7,9 @@ from typing import Any
 
 import streamlit as st
 
-from dcsim.memory.search import parse_budget
-from dcsim.report import serving_charts, units
+from dcsim.quantities import units
+from dcsim.quantities.amounts import parse_budget
+from dcsim.report import serving_charts
 from dcsim.serving import catalog, curve, records
 from dcsim.serving.request import DEFAULT_STRATEGY, KV_DTYPE_NAMES, Serving, parse_reserve
 from dcsim.ui import frame, layout, router, serving, state, weights

@@ -2,8 +2,9 @@
 
 import streamlit as st
 
-from dcsim.report import model_charts, tables, units
-from dcsim.sharding import payload, shares
+from dcsim.quantities import payload, units
+from dcsim.report import model_charts, tables
+from dcsim.sharding import shares
 from dcsim.ui import cache, frame, router, state, widgets
 
 router.require_router()

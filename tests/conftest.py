@@ -57,7 +57,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-quic",
 ]
-# XLA's compilation cache for the checkpoint workers (``dcsim.checkpoint.workers.compilation_cache_env``):
+# XLA's compilation cache for the checkpoint workers (``dcsim.runtime.workers.compilation_cache_env``):
 # one folder for the run, removed after it, instead of the user's own ~/.cache.
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ and "DCSIM_COMPILATION_CACHE" not in os.environ:
     _XLA_CACHE = tempfile.mkdtemp(prefix="dcsim-test-xla-")

@@ -11,7 +11,7 @@ from dcsim.memory import activations
 from dcsim.memory.state import compute_memory
 from dcsim.memory.training import Training
 from dcsim.model.count import count_params
-from dcsim.report import units
+from dcsim.quantities import units
 from dcsim.sharding.meshes import parse_mesh
 from dcsim.ui import memory as memory_ui
 

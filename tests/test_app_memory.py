@@ -14,7 +14,8 @@ from dcsim.memory.state import compute_memory
 from dcsim.memory.training import Training
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import count_params
-from dcsim.report import memory_charts, units
+from dcsim.quantities import units
+from dcsim.report import memory_charts
 from dcsim.sharding.meshes import parse_mesh
 from dcsim.ui import layout
 from dcsim.ui import memory as memory_ui

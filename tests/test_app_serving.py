@@ -6,7 +6,7 @@ from pathlib import Path
 
 from conftest import metrics, open_app, uploader
 from dcsim.model.config import ModelConfig
-from dcsim.report import units
+from dcsim.quantities import units
 from dcsim.serving.engine import compute_serving
 from dcsim.serving.request import Serving
 from dcsim.sharding.meshes import parse_mesh

@@ -9,7 +9,7 @@ from dcsim.model.config import ModelConfig
 from dcsim.model.count import count_params
 from dcsim.quant import layouts
 from dcsim.quant.formats import check_format
-from dcsim.report import units
+from dcsim.quantities import units
 from dcsim.serving.engine import compute_serving
 from dcsim.serving.request import Serving
 from dcsim.sharding.meshes import parse_mesh

@@ -6,6 +6,7 @@ not inside pytest: a test run should not pay for a cold type check.
 import ast
 import itertools
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,6 +72,98 @@ def test_no_import_cycles():
             if module not in seen:
                 seen.add(module)
                 stack.extend(graph[module])
+
+
+# dcsim's layers, lowest first (docs/architecture.md, "Layout"). A unit is a package or module under
+# dcsim, named without the ``dcsim.`` prefix; a module belongs to the longest unit that holds it, so
+# ``links.comparisons`` (a comparison's link, written with ``compare``'s scenarios) sits above
+# ``compare`` while the configuration's codec, ``links``, sits below it. A unit may import units of
+# lower layers only, never one of its own layer or above; "" is the root ``dcsim/__init__.py``, the
+# public API, whose modules are all below it.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("inputs",),  # checks for what a person supplies
+    ("quantities", "shipped", "runtime"),  # sizes and amounts; shipped tables; child processes
+    ("model",),
+    ("hf", "sharding", "quant"),  # Hugging Face files, layouts, quantised formats: each over model
+    ("memory", "checkpoint", "simulate"),
+    ("serving", "links"),  # serving reads the memory check's bounds; links, the configuration's codec
+    ("compare", "report"),
+    ("links.comparisons",),
+    ("cli", "ui"),
+    ("__main__", ""),
+)
+
+
+def _unit_of(module: str, units: Sequence[str]) -> str:
+    """The longest unit holding ``module`` (``dcsim.links.comparisons`` -> ``links.comparisons``); a
+    module no unit holds is its own, undeclared, unit."""
+    name = module.removeprefix("dcsim").removeprefix(".")
+    holding = [unit for unit in units if name == unit or (unit and name.startswith(unit + "."))]
+    return max(holding, key=len) if holding else name
+
+
+def _upward_imports(graph: Mapping[str, set[str]], layers: Sequence[Sequence[str]]) -> list[str]:
+    """Each import in ``graph`` (module -> modules it imports) of a unit in the importer's own layer
+    or above: ``"a -> b (a.x imports b.y)"``, once a pair of units. An import of the root package
+    ``dcsim`` itself is left out: ``from dcsim import inputs`` names it, and Python runs it before any
+    of its modules whoever imports them, so it says nothing of layers."""
+    rank = {unit: level for level, layer in enumerate(layers) for unit in layer}
+    units = list(rank)
+    found: dict[tuple[str, str], str] = {}
+    for importer, imported in sorted(graph.items()):
+        source = _unit_of(importer, units)
+        for target_module in sorted(imported):
+            target = _unit_of(target_module, units)
+            if target_module == "dcsim" or target == source:
+                continue
+            if source not in rank or target not in rank or rank[target] >= rank[source]:
+                found.setdefault((source, target), f"{source} -> {target} ({importer} imports {target_module})")
+    return list(found.values())
+
+
+def test_dcsim_packages_import_only_downward_in_the_declared_layers():
+    """Packages import only lower layers, so no two packages import each other (a cycle the
+    module-level check misses when it runs through different modules: ``model.optimizer`` imported
+    ``sharding.payload`` while ``sharding.layout`` imported ``model``, issue 43)."""
+    graph = _dcsim_imports()
+    declared = {unit for layer in LAYERS for unit in layer}
+    assert {_unit_of(module, list(declared)) for module in graph} <= declared  # every module has a layer
+    assert _upward_imports(graph, LAYERS) == []
+
+
+def test_the_layer_check_sees_a_package_level_cycle():
+    """Two packages that import each other through different modules, with no module-level cycle:
+    whichever order is declared, one import goes upward."""
+    graph = {"dcsim.a.x": {"dcsim.b.y"}, "dcsim.b.z": {"dcsim.a.w"}, "dcsim.a.w": set(), "dcsim.b.y": set()}
+    assert _upward_imports(graph, [("a",), ("b",)]) == ["a -> b (dcsim.a.x imports dcsim.b.y)"]
+    assert _upward_imports(graph, [("b",), ("a",)]) == ["b -> a (dcsim.b.z imports dcsim.a.w)"]
+    assert _upward_imports(graph, [("a", "b")]) == [
+        "a -> b (dcsim.a.x imports dcsim.b.y)",
+        "b -> a (dcsim.b.z imports dcsim.a.w)",
+    ]
+    # a longer unit is its own: links.comparisons above compare above links is not a cycle
+    codec = {"dcsim.links": set(), "dcsim.compare": {"dcsim.links"}, "dcsim.links.comparisons": {"dcsim.compare"}}
+    assert _upward_imports(codec, [("links",), ("compare",), ("links.comparisons",)]) == []
+    assert _upward_imports({"dcsim.m": {"dcsim"}, "dcsim": set()}, [("m",), ("",)]) == []
+    # a package no layer declares is reported, whichever way it imports
+    assert _upward_imports({"dcsim.new.x": {"dcsim.m"}, "dcsim.m": set()}, [("m",)]) == [
+        "new.x -> m (dcsim.new.x imports dcsim.m)"
+    ]
+
+
+def test_every_package_and_layer_has_a_row_in_the_architecture_doc():
+    """docs/architecture.md's table names every package under dcsim/ and every top-level module of
+    the layers, so a new package cannot arrive undocumented."""
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    rows = [line for line in doc.splitlines() if line.startswith("| `")]
+    packages = sorted(
+        f"dcsim/{path.parent.relative_to(ROOT / 'dcsim').as_posix()}/"
+        for path in (ROOT / "dcsim").rglob("__init__.py")
+        if path.parent != ROOT / "dcsim"
+    )
+    modules = [f"dcsim/{unit}.py" for layer in LAYERS for unit in layer if (ROOT / "dcsim" / f"{unit}.py").is_file()]
+    missing = [name for name in [*packages, *modules] if not any(f"`{name}`" in row for row in rows)]
+    assert missing == []
 
 
 # Streamlit's public surface: `streamlit` itself (st.*), its components API and the AppTest

@@ -371,7 +371,7 @@ def test_cli_refusals_name_the_flag(capsys, argv, says):
 
 def test_the_serving_page_shows_a_bitsandbytes_model_and_vllm_s_refusal():
     from conftest import open_app
-    from dcsim.report import units
+    from dcsim.quantities import units
 
     at = open_app(
         {"preset": "llama2-7b", "mesh": "model=1", "weights": "bnb-nf4-dq"}, "pages/serving.py", editors=False

@@ -12,7 +12,7 @@ from dcsim import links
 from dcsim.memory.state import compute_memory
 from dcsim.memory.training import Training
 from dcsim.model.count import count_params
-from dcsim.report import units
+from dcsim.quantities import units
 from dcsim.sharding.meshes import parse_mesh
 
 pytestmark = pytest.mark.browser

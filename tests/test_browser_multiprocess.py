@@ -33,7 +33,7 @@ def test_two_processes_from_the_select_measure_and_stay_in_the_link(server, page
 
 
 # The sweep's own bound: three groups one after the other, each with its start-up allowance and its
-# time limit (dcsim.checkpoint.workers), then a rerun to draw. A healthy sweep that is slow on a busy machine
+# time limit (dcsim.runtime.workers), then a rerun to draw. A healthy sweep that is slow on a busy machine
 # ends well inside it; a failing one shows its message, which the wait below stops at.
 SWEEP_SECONDS = len(measuring.SWEEP_PROCESSES) * 2 * measuring.TIMEOUT_SECONDS + 60
 SWEEP_FAILED = re.compile(r"The sweep (was stopped|failed|was refused)|Busy: ")

@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 from conftest import choose, fresh_page, metric, open_page, query_of, type_into, wait_for_app
 from dcsim.model.config import ModelConfig
 from dcsim.quant import formats
-from dcsim.report import units
+from dcsim.quantities import units
 from dcsim.serving.engine import compute_serving
 from dcsim.serving.request import Serving
 from dcsim.sharding.meshes import parse_mesh

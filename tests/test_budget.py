@@ -9,6 +9,7 @@ from conftest import examples
 from dcsim.memory import budget
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import ParamReport, count_params
+from dcsim.quantities import amounts
 from dcsim.sharding import layout, meshes
 
 SEED = count_params(ModelConfig())  # Dense(4) on input 4: kernel 4x4 + bias 4 = 20 values
@@ -127,7 +128,7 @@ def test_custom_rules_cannot_be_grouped_by_shape():
     ],
 )
 def test_typed_budgets_are_exact(text, unit, amount):
-    assert budget.parse_amount(text, unit) == amount
+    assert amounts.parse_amount(text, unit) == amount
 
 
 @pytest.mark.parametrize(
@@ -148,10 +149,10 @@ def test_typed_budgets_are_exact(text, unit, amount):
 )
 def test_bad_budgets_say_the_rule_and_the_value(text, unit, match):
     if match is None:  # KB is read as the decimal kB, as it is written on drives
-        assert budget.parse_amount(text, unit) == 8000
+        assert amounts.parse_amount(text, unit) == 8000
         return
     with pytest.raises(ValueError, match=match):
-        budget.parse_amount(text, unit)
+        amounts.parse_amount(text, unit)
 
 
 def test_a_budget_refuses_unknown_settings():

@@ -6,7 +6,8 @@ import pytest
 
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import count_params
-from dcsim.report import chart_axes, checkpoint_charts, compare_charts, layout_charts, model_charts, tables, units
+from dcsim.quantities import units
+from dcsim.report import chart_axes, checkpoint_charts, compare_charts, layout_charts, model_charts, tables
 
 MNIST = ModelConfig(input_dim=784, layers=(DenseLayer(features=512), DenseLayer(features=512), DenseLayer(features=10)))
 

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given
 
 from conftest import processes_mentioning
-from dcsim.checkpoint import measurement, records, results, worker, workers
+from dcsim.checkpoint import measurement, records, results, worker
 from dcsim.checkpoint.measurement import (
     CheckpointBusy,
     CheckpointFailed,
@@ -35,6 +35,7 @@ from dcsim.checkpoint.measurement import (
 )
 from dcsim.cli import main
 from dcsim.model.config import DenseLayer, ModelConfig
+from dcsim.runtime import workers
 
 pytestmark = pytest.mark.slow  # measures real checkpoints in child processes
 

@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import open_app, uploader
 from dcsim import cli
-from dcsim.memory import verify
+from dcsim.runtime import checks
 from dcsim.ui import cache
 from dcsim.ui import checkpoint as measuring
 from dcsim.ui import compare as compare_widgets
@@ -108,14 +108,14 @@ TINY_MEMORY = ["memory", "--input-dim", "8", "--features", "16,4", "--mesh", "da
 
 def _verify_busy(monkeypatch, capsys) -> str:
     """Every slot held, as by two visitors' checks: the next check waits, then says so."""
-    monkeypatch.setattr(verify, "BUSY_WAIT_SECONDS", 0.1)
-    held = [verify._RUNNING.acquire(timeout=5) for _ in range(verify.MAX_RUNNING)]
+    monkeypatch.setattr(checks, "BUSY_WAIT_SECONDS", 0.1)
+    held = [checks._RUNNING.acquire(timeout=5) for _ in range(checks.MAX_RUNNING)]
     try:
         return _cli([*TINY_MEMORY, "--verify"], capsys, code=1)
     finally:
         for taken in held:
             if taken:
-                verify._RUNNING.release()
+                checks._RUNNING.release()
 
 
 def _compare_file(folder: Path, document, capsys) -> str:

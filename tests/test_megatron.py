@@ -19,7 +19,7 @@ from dcsim.memory.state import compute_memory
 from dcsim.memory.training import Training
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import count_params
-from dcsim.sharding import payload
+from dcsim.quantities import payload
 from dcsim.sharding.layout import LayoutError, compute_layout, partition_specs, specs_by_shape
 from dcsim.sharding.megatron import kv_heads_per_rank, pad_vocab_size, padded_vocab_size
 from dcsim.sharding.meshes import parse_mesh

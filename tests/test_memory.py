@@ -19,6 +19,7 @@ from dcsim.memory.training import PARTS, STAGES, Training, parse_parts
 from dcsim.model import optimizer
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import count_params
+from dcsim.quantities import amounts
 from dcsim.sharding import layout
 from dcsim.sharding.meshes import abstract_mesh, parse_mesh, parse_rules
 
@@ -200,8 +201,8 @@ def test_a_version_one_comparison_keeps_sgd_with_momentum():
         (lambda: parse_parts("params,weights"), r"unknown part 'weights' to shard; parts: params, grads"),
         (lambda: parse_parts(" , "), r"name the parts to shard"),
         (lambda: Training(shard=frozenset({"grads"}), zero=3), r"ZeRO stage 3 shards params,grads,master,optimizer"),
-        (lambda: search.parse_budget("80"), r"the budget needs a unit: B, KB"),
-        (lambda: search.parse_budget("80 GiBs"), r"the budget must be a number of bytes"),
+        (lambda: amounts.parse_budget("80"), r"the budget needs a unit: B, KB"),
+        (lambda: amounts.parse_budget("80 GiBs"), r"the budget must be a number of bytes"),
     ],
 )
 def test_bad_requests_name_the_rule(make, match):

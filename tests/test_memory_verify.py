@@ -17,6 +17,7 @@ from dcsim.memory.state import MemoryReport, compute_memory
 from dcsim.memory.training import Training
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import count_params
+from dcsim.runtime import checks
 from dcsim.sharding.meshes import parse_mesh, parse_rules
 
 SEED_MODEL = count_params(ModelConfig())  # one Dense(4) with bias on width 4: a 4x4 kernel and 4 biases
@@ -36,7 +37,7 @@ def no_child(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a child process was started")
 
-    monkeypatch.setattr(mv, "run_workers", refuse)
+    monkeypatch.setattr(checks, "run_workers", refuse)
 
 
 # --- golden figures and the record --------------------------------------------------------------
@@ -124,16 +125,16 @@ def test_bad_time_limits_are_refused(no_child, seconds):
 
 
 def test_a_bad_timeout_variable_is_refused_by_name(no_child, monkeypatch):
-    monkeypatch.setenv(mv.TIMEOUT_ENV, "soon")
-    with pytest.raises(ValueError, match=f"`{mv.TIMEOUT_ENV}` must be a number of seconds"):
+    monkeypatch.setenv(checks.TIMEOUT_ENV, "soon")
+    with pytest.raises(ValueError, match=f"`{checks.TIMEOUT_ENV}` must be a number of seconds"):
         mv.verify(memory_of(SEED_MODEL, "data=2"))
 
 
 def test_the_timeout_variable_sets_the_default(monkeypatch):
-    monkeypatch.delenv(mv.TIMEOUT_ENV, raising=False)
-    assert mv.default_timeout_seconds() == mv.DEFAULT_TIMEOUT_SECONDS
-    monkeypatch.setenv(mv.TIMEOUT_ENV, " 7.5 ")
-    assert mv.default_timeout_seconds() == 7.5
+    monkeypatch.delenv(checks.TIMEOUT_ENV, raising=False)
+    assert checks.default_timeout_seconds() == checks.DEFAULT_TIMEOUT_SECONDS
+    monkeypatch.setenv(checks.TIMEOUT_ENV, " 7.5 ")
+    assert checks.default_timeout_seconds() == 7.5
 
 
 # --- XLA's figure, from a child process ---------------------------------------------------------
@@ -222,7 +223,7 @@ def test_a_tiny_time_limit_ends_the_child_with_a_clear_message(monkeypatch, tmp_
     with pytest.raises(mv.VerifyFailed) as caught:
         mv.verify(memory_of(SEED_MODEL, "data=2"), timeout_seconds=0.01)
     message = str(caught.value)
-    assert "the time limit of 0.01 s passed" in message and mv.TIMEOUT_ENV in message
+    assert "the time limit of 0.01 s passed" in message and checks.TIMEOUT_ENV in message
     assert "\n" not in message
     assert list(tmp_path.iterdir()) == []  # the child's folder was removed
 

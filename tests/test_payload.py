@@ -2,7 +2,7 @@
 
 import pytest
 
-from dcsim.sharding.payload import NOT_CHECKPOINT_SIZE, RAW_DTYPES, bytes_per_value, raw_bytes, raw_payloads
+from dcsim.quantities.payload import NOT_CHECKPOINT_SIZE, RAW_DTYPES, bytes_per_value, raw_bytes, raw_payloads
 
 
 @pytest.mark.parametrize("dtype, size", [("float32", 4), ("bfloat16", 2), ("float16", 2), ("int8", 1), ("float64", 8)])

@@ -18,10 +18,11 @@ import pytest
 from flax.traverse_util import flatten_dict
 
 from conftest import ROOT, processes_mentioning
-from dcsim.checkpoint import measurement, prestart, worker, workers
+from dcsim.checkpoint import measurement, prestart, worker
 from dcsim.checkpoint.measurement import CheckpointFailed, MeasurementOptions, measure_checkpoint
 from dcsim.model import modules
 from dcsim.model.config import DenseLayer, ModelConfig
+from dcsim.runtime import workers
 
 pytestmark = pytest.mark.slow  # starts checkpoint children and the CLI
 

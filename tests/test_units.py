@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dcsim.report import units
+from dcsim.quantities import units
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ import textwrap
 
 import pytest
 
-from dcsim.checkpoint import workers
-from dcsim.checkpoint.workers import WorkerJob, run_workers
+from dcsim.runtime import workers
+from dcsim.runtime.workers import WorkerJob, run_workers
 
 WORKER = textwrap.dedent(
     """

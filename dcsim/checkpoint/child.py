@@ -22,7 +22,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from dcsim.checkpoint import prestart, worker, workers
+from dcsim.checkpoint import prestart, worker
+from dcsim.runtime import workers
 
 SINGLE, GROUP = "single", "group"
 KINDS = (SINGLE, GROUP)

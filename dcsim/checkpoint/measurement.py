@@ -3,7 +3,7 @@
 The raw payload (values x bytes per value) is an estimate; this module shows from evidence what a
 real checkpoint of the same parameters writes. The measurement runs in a child process
 (``dcsim.checkpoint.worker``, run by ``dcsim.checkpoint.child``, started through
-``dcsim.checkpoint.workers``), never in the caller's: the virtual CPU devices of a mesh must be
+``dcsim.runtime.workers``), never in the caller's: the virtual CPU devices of a mesh must be
 configured before JAX starts, a concrete initialisation costs memory that a long-lived server must
 not keep, and a child can be ended if it overruns.
 
@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
-import numbers
 import os
 import re
 import shutil
@@ -32,11 +30,12 @@ from jax.sharding import PartitionSpec
 
 from dcsim.checkpoint import prestart
 from dcsim.checkpoint.results import CheckpointFile, CheckpointReport, file_kind
-from dcsim.checkpoint.workers import WorkerFailed, WorkerJob, WorkerTimeout, cpu_worker_env, run_workers
 from dcsim.inputs import as_int, number_from_text, show
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport, count_params
-from dcsim.sharding import payload
+from dcsim.quantities import payload
+from dcsim.runtime.limits import check_timeout, timeout_from_env
+from dcsim.runtime.workers import WorkerFailed, WorkerJob, WorkerTimeout, cpu_worker_env, run_workers
 from dcsim.sharding.layout import compute_layout
 from dcsim.sharding.meshes import MeshSpec, Rule, parse_mesh, spec_text
 from dcsim.sharding.wire import mesh_json, spec_json
@@ -47,7 +46,6 @@ MAX_PARAMS_ENV = "DCSIM_CHECKPOINT_MAX_PARAMS"
 DEFAULT_MAX_PARAMS = 30_000_000
 DEFAULT_TIMEOUT_SECONDS = 120.0
 TIMEOUT_ENV = "DCSIM_CHECKPOINT_TIMEOUT_SECONDS"
-MAX_TIMEOUT_SECONDS = 3600.0
 # Each virtual device costs the child threads and memory; the page offers far fewer.
 MAX_DEVICES = 64
 
@@ -122,30 +120,6 @@ def default_max_params() -> int:
     if not text:
         return DEFAULT_MAX_PARAMS
     return parse_max_params(text, MAX_PARAMS_ENV)
-
-
-def check_timeout(value: Any, name: str = "timeout_seconds") -> float:
-    """A time limit in seconds: a real number greater than 0 and at most ``MAX_TIMEOUT_SECONDS``."""
-    rule = f"a number of seconds greater than 0 and at most {MAX_TIMEOUT_SECONDS:g}"
-    shown = value
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            raise ValueError(f"`{name}` must be {rule}, got {show(shown)}") from None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"`{name}` must be {rule}, got {type(value).__name__} {show(shown)}")
-    seconds = float(value)
-    if not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT_SECONDS):
-        raise ValueError(f"`{name}` must be {rule}, got {show(shown)}")
-    return seconds
-
-
-def timeout_from_env(name: str, default: float) -> float:
-    """The time limit an operator set in the environment variable ``name`` (``check_timeout``'s
-    rule), else ``default``."""
-    text = os.environ.get(name, "").strip()
-    return check_timeout(text, name) if text else default
 
 
 def default_timeout_seconds() -> float:

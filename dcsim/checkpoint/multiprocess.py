@@ -9,7 +9,7 @@ compares its own shards.
 
 It reuses the single-process measurement's pieces: ``dcsim.checkpoint`` plans (validation and the
 parameter ceiling, for the group's whole mesh), builds the group's totals as a ``CheckpointReport``
-and explains them; ``dcsim.checkpoint.workers`` runs the group, so a failure or a hang of any one process
+and explains them; ``dcsim.runtime.workers`` runs the group, so a failure or a hang of any one process
 ends every process at once. The temporary folder is always removed. A server wraps a group in the
 same ``MeasurementLock`` as a single measurement: one at a time, whatever its size.
 """
@@ -36,9 +36,9 @@ from dcsim.checkpoint.measurement import (
     plan_checkpoint,
 )
 from dcsim.checkpoint.results import MultiprocessReport, ProcessReport, file_process
-from dcsim.checkpoint.workers import WorkerFailed, WorkerJob, WorkerTimeout, cpu_worker_env, run_workers
 from dcsim.inputs import number_from_text, show
 from dcsim.model.config import ModelConfig
+from dcsim.runtime.workers import WorkerFailed, WorkerJob, WorkerTimeout, cpu_worker_env, run_workers
 from dcsim.sharding.meshes import MeshSpec
 from dcsim.sharding.wire import mesh_json, spec_json
 

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dcsim.checkpoint import workers
+from dcsim.runtime import workers
 
 # The child: ``python -m dcsim.checkpoint.child single --wait`` (not imported here: it imports JAX).
 WAIT_FLAG = "--wait"

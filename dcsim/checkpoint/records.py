@@ -13,7 +13,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dcsim.checkpoint.results import CheckpointReport, FileGroup, MultiprocessReport, file_place, file_process
-from dcsim.report import units
+from dcsim.quantities import units
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -85,7 +85,7 @@ class CheckpointReport(RunFigures):
         it was committed, the restore until every array was ready.
       compilation_cache: whether XLA's persistent compilation cache served the init program:
         ``hit`` (read back, not compiled), ``miss`` (compiled) or ``off`` (no cache; see
-        ``dcsim.checkpoint.workers.compilation_cache_env``). A hit is why the same measurement is faster again.
+        ``dcsim.runtime.workers.compilation_cache_env``). A hit is why the same measurement is faster again.
       restore_verified: every restored array equals the saved one bit for bit, on the same
         sharding.
       baseline_rss_bytes: the child's peak resident memory after its imports, before any work.

@@ -247,7 +247,7 @@ def _compilation_cache_events() -> Iterator[list[str]]:
 
 def _cache_status(events: list[str]) -> str:
     """``hit`` (the init program was read from the cache), ``miss`` (compiled; kept if it took a
-    second or more) or ``off`` (no cache: see ``dcsim.checkpoint.workers.compilation_cache_env``)."""
+    second or more) or ``off`` (no cache: see ``dcsim.runtime.workers.compilation_cache_env``)."""
     if not getattr(jax.config, "jax_compilation_cache_dir", None):  # a flag JAX sets up at run time
         return "off"
     return "hit" if _CACHE_HIT in events else "miss"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from dcsim.checkpoint import measurement, multiprocess, prestart, records, results
 from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, frame_text, rows_text
 from dcsim.cli.mesh import mesh_flags, strategy_from_args
-from dcsim.report import units
+from dcsim.quantities import units
 from dcsim.sharding import meshes
 
 if TYPE_CHECKING:

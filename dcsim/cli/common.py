@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from dcsim import hf, shipped
 from dcsim.model import presets, schemas
 from dcsim.model.config import DTYPES, ModelConfig, parse_int, parse_widths
-from dcsim.report import units
+from dcsim.quantities import units
 
 if TYPE_CHECKING:
     import pandas as pd

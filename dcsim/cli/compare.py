@@ -12,7 +12,7 @@ from dcsim import compare
 from dcsim.cli.common import add_command, format_flag, frame_text, read_file
 from dcsim.memory import budget
 from dcsim.model.count import count_params
-from dcsim.report import units
+from dcsim.quantities import units
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:

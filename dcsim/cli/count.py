@@ -28,7 +28,7 @@ from dcsim.cli.common import (
 from dcsim.model import presets, schemas
 from dcsim.model.config import ModelConfig
 from dcsim.model.presets import resolved_hparams
-from dcsim.report import units
+from dcsim.quantities import units
 from dcsim.sharding import shares
 
 if TYPE_CHECKING:
@@ -42,8 +42,8 @@ def render_count_table(config: ModelConfig, report: ParamReport, *, all_rows: bo
     top-level modules, a run of identical blocks as one row with its multiplicity (``all_rows``:
     every module a row; Llama 2 70B's 723 arrays are in ``--format csv`` and ``json``)."""
     from dcsim.model import breakdown
+    from dcsim.quantities import payload
     from dcsim.report import tables
-    from dcsim.sharding import payload
 
     share = shares.ideal_share(report.total_params, config.num_shards)
     per_shard = payload.bytes_per_shard(report.total_params, config.num_shards, config.dtype)

@@ -8,8 +8,9 @@ import json
 from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, frame_text
 from dcsim.cli.mesh import mesh_flags, mesh_from_args
 from dcsim.model.count import count_params
-from dcsim.report import records, tables, units
-from dcsim.sharding import layout, payload
+from dcsim.quantities import payload, units
+from dcsim.report import records, tables
+from dcsim.sharding import layout
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:

@@ -19,7 +19,7 @@ from dcsim.memory import search, training
 from dcsim.memory.state import MemoryReport, StateArray, compute_memory, trimmed
 from dcsim.model import optimizer, registry
 from dcsim.model.count import count_params
-from dcsim.report import units
+from dcsim.quantities import amounts, units
 from dcsim.sharding import meshes
 
 DEFAULT_STRATEGY = "fsdp"  # ZeRO's split is fsdp's: each array over every device of the mesh
@@ -577,7 +577,7 @@ def run(args: argparse.Namespace) -> str:
             )
     mesh, strategy, rules = mesh_from_args(args, DEFAULT_STRATEGY)
     setup = training_from_args(args)
-    amount = None if args.budget is None else search.parse_budget(args.budget)
+    amount = None if args.budget is None else amounts.parse_budget(args.budget)
     config = config_from_args(args)
     step = step_from_args(args, moe=registry.family_of(config).trains_experts)
     report = count_params(config)

@@ -12,9 +12,9 @@ from typing import Any
 from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, format_from_args, weight_flags
 from dcsim.cli.mesh import mesh_flags, mesh_from_args
 from dcsim.inputs import as_int, number_from_text
-from dcsim.memory.search import parse_budget
 from dcsim.model.count import count_params
-from dcsim.report import units
+from dcsim.quantities import units
+from dcsim.quantities.amounts import parse_budget
 from dcsim.serving import catalog, records, search
 from dcsim.serving.engine import ServingReport, compute_serving, default_context
 from dcsim.serving.request import (

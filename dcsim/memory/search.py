@@ -21,31 +21,15 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
-from dcsim.inputs import show
 from dcsim.memory import budget as budgets
 from dcsim.memory.state import compute_memory
 from dcsim.memory.training import Training
 from dcsim.model.count import ParamReport
-from dcsim.report import units
+from dcsim.quantities import units
 from dcsim.sharding import layout
 from dcsim.sharding.meshes import MeshSpec, Rule
 
 MAX_SEARCH_DEVICES = budgets.MAX_SEARCH_DEVICES
-
-
-def parse_budget(text: Any) -> int:
-    """A memory budget with its unit (``80GiB``, ``80 GB``, ``1.5 TiB``, ``96e9 B``) as exact bytes.
-
-    A bare number is refused: ``80`` could be GiB or bytes, and a device's memory is never 80
-    bytes. Raises ValueError naming what is allowed."""
-    if not isinstance(text, str):
-        raise TypeError(f"the budget must be text such as '80GiB', got {type(text).__name__}")
-    if not any(char.isalpha() for char in text.replace("e", "").replace("E", "")):
-        raise ValueError(
-            f"the budget needs a unit: B, KB, MB, GB, TB, PB (powers of 1,000) or KiB, MiB, GiB, TiB, PiB "
-            f"(powers of 1,024), e.g. 80GiB; got {show(text)}"
-        )
-    return budgets.parse_amount(text, "bytes")
 
 
 def candidate_meshes(mesh: MeshSpec, up_to: int = MAX_SEARCH_DEVICES) -> tuple[MeshSpec, ...]:

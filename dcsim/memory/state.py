@@ -37,7 +37,8 @@ from dcsim.memory.training import PARTS, Training
 from dcsim.model import optimizer as optimizers
 from dcsim.model.count import ParamReport
 from dcsim.model.optimizer import key_path
-from dcsim.sharding import layout, payload
+from dcsim.quantities import payload
+from dcsim.sharding import layout
 from dcsim.sharding.meshes import MeshSpec, Rule, abstract_mesh, shape_text, spec_text
 
 MAX_CACHED_KINDS = 4096  # distinct (optimizer, dtype, shape, spec, axes): a 70B model has six

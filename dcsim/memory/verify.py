@@ -2,7 +2,7 @@
 
 ``compute_memory`` adds up shard shapes that JAX's sharding rules give. This module asks the
 compiler instead: a child process (``dcsim.memory.verify_child``, started through
-``dcsim.checkpoint.workers``) builds a real ``jax.sharding.Mesh`` of that many virtual CPU devices,
+``dcsim.runtime.workers``) builds a real ``jax.sharding.Mesh`` of that many virtual CPU devices,
 compiles, and never runs, a program with no inputs that returns every state array with its
 ``NamedSharding``, and reads ``compiled.memory_analysis().output_size_in_bytes``. Lowering and
 compiling allocate nothing, so Llama 2 7B's state on 256 devices is checked in about two seconds.
@@ -19,75 +19,23 @@ its temporary folder is always removed.
 from __future__ import annotations
 
 import dataclasses
-import shutil
-import tempfile
-import threading
-import time
-from pathlib import Path
 from typing import Any
 
 from jax.sharding import PartitionSpec
 
-from dcsim.checkpoint.measurement import check_timeout, timeout_from_env
-from dcsim.checkpoint.workers import WorkerFailed, WorkerJob, WorkerTimeout, cpu_worker_env, run_workers
 from dcsim.memory.state import MemoryReport
+from dcsim.runtime.checks import MAX_VERIFY_DEVICES, VerifyFailed, XlaCheck, run_check
 from dcsim.sharding.wire import mesh_json, spec_json
 
-# XLA's CPU backend compiles for at most 2,048 devices in one process: from device id 2,048 on it
-# reads ids as another process's and refuses ("Multiprocess computations aren't implemented on the
-# CPU backend", jaxlib 0.10.2). Up to there the check stays quick: Llama 2 7B's 1,456 arrays
-# compiled in 2.4 s whole (0.5 GB) on 2,048 devices, against 1.9 s on 256.
-MAX_VERIFY_DEVICES = 2048
 # Compile time and memory grow faster than the number of arrays returned: 8,192 arrays took 5.7 to
 # 8.1 s and 0.9 to 1.3 GB here (8 and 2,048 devices), 16,000 took 21 s and 2.6 GB, 32,000 78 s and
 # 9 GB. 8,192 covers every preset with every optimizer and a master copy: the largest, DeepSeek-V3
 # with Adafactor, has 5,803 arrays and took 4.9 s on 2,048 devices.
 MAX_VERIFY_ARRAYS = 8192
-# About seven times the slowest check within the bounds, for a busy shared machine.
-DEFAULT_TIMEOUT_SECONDS = 60.0
-TIMEOUT_ENV = "DCSIM_VERIFY_TIMEOUT_SECONDS"
 TUPLE_ENTRY_BYTES = 8
 
 CHILD_MODULE = "dcsim.memory.verify_child"
-FOLDER_PREFIX = "dcsim-verify-"
 JOB_NAME = "XLA memory check"
-
-
-# Checks one server runs at once: each child compiles on the machine's few cores and may take up to
-# about 1.3 GB within the bounds above, so visitors pressing Verify together queue, and past
-# ``BUSY_WAIT_SECONDS`` are told the server is busy instead of waiting on a spinner.
-MAX_RUNNING = 2
-BUSY_WAIT_SECONDS = 30.0
-_RUNNING = threading.BoundedSemaphore(MAX_RUNNING)
-
-
-class VerifyFailed(RuntimeError):
-    """The child did not give XLA's figure: it failed, crashed or overran its time limit. The
-    message is one line a person can read; the child was ended and its folder removed."""
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class XlaCheck:
-    """What every XLA check gives: XLA's bytes a device beside the bytes dcsim expects there, which
-    agree to the byte or not, for the arrays compiled in the child's time. A subclass holds XLA's
-    figure among its own fields and names it ``xla_bytes_per_device``."""
-
-    expected_bytes_per_device: int
-    num_arrays: int
-    seconds: float
-
-    @property
-    def xla_bytes_per_device(self) -> int:
-        raise NotImplementedError
-
-    @property
-    def matches(self) -> bool:
-        return self.xla_bytes_per_device == self.expected_bytes_per_device
-
-    @property
-    def difference_bytes(self) -> int:
-        """XLA's figure minus the expected one (0 when they match)."""
-        return self.xla_bytes_per_device - self.expected_bytes_per_device
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -117,11 +65,6 @@ def tuple_table_bytes(num_arrays: int) -> int:
 def expected_bytes_per_device(memory: MemoryReport) -> int:
     """What XLA should report for ``memory``'s state: its bytes per device and the tuple table."""
     return memory.total_bytes_per_device + tuple_table_bytes(memory.num_arrays)
-
-
-def default_timeout_seconds() -> float:
-    """The child's time limit: ``DCSIM_VERIFY_TIMEOUT_SECONDS`` if set, else ``DEFAULT_TIMEOUT_SECONDS``."""
-    return timeout_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT_SECONDS)
 
 
 def check_verifiable(memory: MemoryReport) -> None:
@@ -185,49 +128,6 @@ def verify(memory: MemoryReport, timeout_seconds: float | None = None) -> Verifi
         num_arrays=memory.num_arrays,
         seconds=elapsed,
     )
-
-
-def run_check(
-    module: str, name: str, request: dict[str, Any], num_devices: int, timeout_seconds: float | None = None
-) -> tuple[dict[str, Any], float]:
-    """Run one XLA check: the child ``module`` on ``num_devices`` virtual CPU devices with
-    ``request``; its result and wall time. At most ``MAX_RUNNING`` checks of any kind run at once
-    per server (this one and ``dcsim.serving.verify``'s share the slots); the child runs under a
-    time limit, is ended with its process group on any failure, and its folder is always removed.
-    Raises ValueError for a bad time limit and ``VerifyFailed`` naming ``name`` otherwise."""
-    seconds = default_timeout_seconds() if timeout_seconds is None else check_timeout(timeout_seconds)
-    if not _RUNNING.acquire(timeout=BUSY_WAIT_SECONDS):
-        raise VerifyFailed(
-            f"this server is already running {MAX_RUNNING} XLA checks and none finished within "
-            f"{BUSY_WAIT_SECONDS:g} s; try again in a minute"
-        )
-    try:
-        return _run_check(module, name, request, num_devices, seconds)
-    finally:
-        _RUNNING.release()
-
-
-def _run_check(
-    module: str, name: str, request: dict[str, Any], num_devices: int, seconds: float
-) -> tuple[dict[str, Any], float]:
-    try:
-        folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
-    except OSError as err:
-        raise VerifyFailed(f"no temporary folder could be made for the {name}: {err}") from None
-    try:
-        job = WorkerJob(name=name, module=module, request=request, folder=folder, env=cpu_worker_env(num_devices))
-        started = time.monotonic()
-        try:
-            (result,) = run_workers([job], timeout_seconds=seconds)
-        except WorkerTimeout as err:
-            raise VerifyFailed(f"{err}; allow it longer ({TIMEOUT_ENV} sets the default limit, in seconds)") from None
-        except WorkerFailed as err:
-            raise VerifyFailed(str(err)) from None
-        except OSError as err:  # the request could not be written: a full disk, say
-            raise VerifyFailed(f"the {name} could not start: {err}") from None
-        return result, time.monotonic() - started
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def verify_record(verified: Verified) -> dict[str, Any]:

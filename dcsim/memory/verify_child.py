@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding
 
-from dcsim.checkpoint import workers
+from dcsim.runtime import workers
 from dcsim.sharding.wire import device_mesh, spec_from_json
 
 MODULE = "dcsim.memory.verify_child"

@@ -24,8 +24,8 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dcsim.checkpoint import workers
 from dcsim.memory import buffers
+from dcsim.runtime import workers
 from dcsim.sharding.wire import device_mesh, spec_from_json
 
 MODULE = "dcsim.memory.verify_step_child"

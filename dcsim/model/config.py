@@ -25,13 +25,13 @@ from dcsim.inputs import (
     show,
 )
 from dcsim.model import presets, schemas
+from dcsim.quantities.payload import DTYPES, MAX_SHARDS
 
 # Limits. They keep every configuration cheap to count and to draw; none is a limit of Flax.
 MAX_LAYERS = 256
 MAX_FEATURES = 1 << 20  # 1,048,576: wider than any vocabulary projection in use
 MAX_INPUT_DIM = 1 << 20
 MAX_BATCH_SIZE = 1 << 20
-MAX_SHARDS = 1 << 20
 # jax.random.PRNGKey keeps only the low 32 bits of a seed while 64-bit mode is off (dcsim never
 # turns it on: the switch is process-wide), so 2**32 would silently give the same key as 0.
 MAX_SEED = 2**32 - 1
@@ -46,9 +46,6 @@ FIELD_LIMITS: dict[str, tuple[int, int, str]] = {
     "features": (1, MAX_FEATURES, ""),
 }
 
-# Storage dtypes of the byte figures (bytes per shard, raw payloads), float32 first: Flax's default
-# parameter dtype and the headline raw estimate. ``dcsim.sharding.payload`` knows their sizes.
-DTYPES = ("float32", "bfloat16", "float16", "int8", "float64")
 DEFAULT_DTYPE = "float32"
 MAX_NAME_CHARS = 100  # a model's name from a file: a Hub id or a class name, with room to spare
 MAX_MODEL_TYPE_CHARS = 40

@@ -24,7 +24,7 @@ from flax import traverse_util
 from dcsim.inputs import show
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import count_params
-from dcsim.sharding import payload
+from dcsim.quantities import payload
 
 # Learning rates and decay constants change no shape; these are the libraries' usual defaults.
 OPTIMIZERS: MappingProxyType[str, tuple[str, Callable[[], optax.GradientTransformation]]] = MappingProxyType(

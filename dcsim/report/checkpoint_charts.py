@@ -9,7 +9,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from dcsim.report import units
+from dcsim.quantities import units
 from dcsim.report.chart_axes import BYTE_LABELS, as_layer, chart_data
 
 # The checkpoint page's bars: the two estimates, then what the disk holds.

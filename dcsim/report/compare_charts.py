@@ -9,7 +9,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from dcsim.report import units
+from dcsim.quantities import units
 from dcsim.report.chart_axes import BYTE_LABELS, SHARE_LABELS, as_layer, decades, log_baseline, log_log
 
 COMPARE_MEASURES = ("Total parameters", "Ideal share per shard")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import altair as alt
 import pandas as pd
 
-from dcsim.report import units
+from dcsim.quantities import units
 from dcsim.report.chart_axes import as_layer, chart_data, decades
 from dcsim.sharding.meshes import MeshSpec
 

@@ -13,7 +13,8 @@ from typing import Any
 from dcsim.model import breakdown
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport
-from dcsim.sharding import layout, payload, shares
+from dcsim.quantities import payload
+from dcsim.sharding import layout, shares
 
 
 def count_record(config: ModelConfig, report: ParamReport) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import altair as alt
 import pandas as pd
 
-from dcsim.report import units
+from dcsim.quantities import units
 from dcsim.report.chart_axes import chart_data
 
 if TYPE_CHECKING:

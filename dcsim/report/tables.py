@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 
 from dcsim.model.count import ParamReport
-from dcsim.report import units
-from dcsim.sharding import layout, payload, shares
+from dcsim.quantities import payload, units
+from dcsim.sharding import layout, shares
 
 
 def arrays_frame(report: ParamReport) -> pd.DataFrame:

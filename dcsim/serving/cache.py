@@ -33,7 +33,7 @@ from dcsim.model.config import ModelConfig
 from dcsim.model.count import ArrayRow
 from dcsim.model.layers import CACHE, Decode
 from dcsim.model.zoo.ssm import STATE_NAMES
-from dcsim.sharding import payload
+from dcsim.quantities import payload
 
 KINDS = ("full", "sliding", "latent", "cross", "state")
 _BLOCK = re.compile(r"(?:^|/)block_(\d+)/")

@@ -36,6 +36,7 @@ from dcsim.model.count import ArrayRow, ParamReport, count_params
 from dcsim.model.layers import Decode
 from dcsim.quant import layouts
 from dcsim.quant.tables import QuantTable
+from dcsim.quantities import payload
 from dcsim.serving import cache as caches
 from dcsim.serving.request import (
     DEFAULT_CONTEXT,
@@ -44,7 +45,7 @@ from dcsim.serving.request import (
     TENSOR_AXIS,
     Serving,
 )
-from dcsim.sharding import layout, megatron, payload
+from dcsim.sharding import layout, megatron
 from dcsim.sharding.meshes import MeshSpec, abstract_mesh
 
 KV_NAMES = frozenset({"cached_key", "cached_value", "key_scale", "value_scale"})  # (seqs, tokens, KV heads, ...)

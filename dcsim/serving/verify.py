@@ -10,7 +10,7 @@ decode workspace of a CPU compile (buffer assignment differs on GPU and TPU), sh
 Bounds, each checked before a child starts: a mesh without pipeline stages (one program cannot
 hold a stage's), at most ``MAX_VERIFY_DEVICES`` devices and ``MAX_VERIFY_ARRAYS`` arrays, and a
 layout whose padded or repeated shapes the model can be rebuilt with. The child runs under the
-memory check's time limit and shares its two slots a server (``memory.verify.run_check``).
+memory check's time limit and shares its two slots a server (``dcsim.runtime.checks.run_check``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from dcsim.memory.verify import MAX_VERIFY_ARRAYS, MAX_VERIFY_DEVICES, VerifyFailed, XlaCheck, run_check
+from dcsim.memory.verify import MAX_VERIFY_ARRAYS
+from dcsim.runtime.checks import MAX_VERIFY_DEVICES, VerifyFailed, XlaCheck, run_check
 from dcsim.serving.engine import ServingReport
 from dcsim.serving.request import REPLICA_AXES
 from dcsim.sharding.wire import mesh_json, spec_json

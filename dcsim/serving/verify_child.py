@@ -27,10 +27,10 @@ import jax.numpy as jnp
 from flax import traverse_util
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dcsim.checkpoint import workers
 from dcsim.model import families, presets
 from dcsim.model.config import ModelConfig
 from dcsim.model.layers import CACHE, Decode
+from dcsim.runtime import workers
 from dcsim.sharding.wire import device_mesh, spec_from_json
 
 MODULE = "dcsim.serving.verify_child"

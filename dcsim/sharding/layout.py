@@ -33,7 +33,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 from dcsim.model.count import ParamReport
 from dcsim.model.layers import EXPERTS as EXPERTS_MODULE
 from dcsim.model.totals import ArrayTotals
-from dcsim.sharding import megatron, payload, shares
+from dcsim.quantities import payload
+from dcsim.sharding import megatron, shares
 from dcsim.sharding.meshes import MeshSpec, Rule, abstract_mesh, axes_text, entry_names, spec_text
 from dcsim.sharding.meshes import shape_text as shape_text
 from dcsim.sharding.placement import EXPERT_AXIS as EXPERT_AXIS

@@ -31,7 +31,7 @@ from dcsim.checkpoint.multiprocess import MultiprocessPlan
 from dcsim.checkpoint.results import CheckpointReport, MultiprocessReport
 from dcsim.inputs import show
 from dcsim.model.config import ModelConfig
-from dcsim.report import units
+from dcsim.quantities import units
 from dcsim.sharding.meshes import MeshSpec, parse_mesh
 from dcsim.ui import frame
 

@@ -22,6 +22,7 @@ from dcsim.links import comparisons
 from dcsim.memory import budget
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport
+from dcsim.quantities import amounts
 from dcsim.ui import cache, state
 
 COMPARISON = "dcsim.comparison"
@@ -157,7 +158,7 @@ def set_baseline(number: int) -> None:
 
 def set_budget(amount_text: str, unit: str, training: str | None, strategy: str) -> None:
     def build():
-        amount = budget.parse_amount(amount_text, unit)
+        amount = amounts.parse_amount(amount_text, unit)
         new = budget.Budget(amount=amount, unit=unit, training=training, strategy=strategy)
         return dataclasses.replace(comparison(), budget=new), "Budget set."
 

@@ -20,7 +20,7 @@ from dcsim import hf, links
 from dcsim.model import presets
 from dcsim.model.config import MAX_CONFIG_BYTES, ModelConfig
 from dcsim.model.count import ParamReport
-from dcsim.report import units
+from dcsim.quantities import units
 from dcsim.ui import cache, state, widgets
 
 UPLOAD_DONE = "dcsim.upload_done"

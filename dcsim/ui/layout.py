@@ -23,7 +23,8 @@ import streamlit as st
 from dcsim.inputs import show
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport
-from dcsim.report import layout_charts, units
+from dcsim.quantities import units
+from dcsim.report import layout_charts
 from dcsim.sharding import layout, meshes
 from dcsim.sharding.layout import LayoutReport
 from dcsim.ui import cache, frame

@@ -38,7 +38,8 @@ from dcsim.memory import training as trainings
 from dcsim.memory.state import MemoryReport, compute_memory
 from dcsim.memory.training import PARTS, STAGES, Training
 from dcsim.model.config import ModelConfig
-from dcsim.report import memory_charts, units
+from dcsim.quantities import amounts, units
+from dcsim.report import memory_charts
 from dcsim.sharding import meshes
 from dcsim.ui import cache, frame, layout, state
 
@@ -111,7 +112,7 @@ def parse_param(text: str) -> str:
 
 def parse_budget(text: str) -> tuple[str, int]:
     """The budget box's text (stripped) and its exact bytes; raises ValueError when it has no unit."""
-    return text.strip(), search.parse_budget(text)
+    return text.strip(), amounts.parse_budget(text)
 
 
 STEP_FRAGMENT = "memory.step"  # the page's fragment: the step's settings and every figure

@@ -21,9 +21,9 @@ import pandas as pd
 import streamlit as st
 
 from dcsim.inputs import as_int, number_from_text
-from dcsim.memory.search import parse_budget
 from dcsim.model import presets, registry
 from dcsim.model.config import ModelConfig
+from dcsim.quantities.amounts import parse_budget
 from dcsim.serving import catalog, records, request, search
 from dcsim.serving.engine import ServingReport, compute_serving, default_context
 from dcsim.serving.request import Serving

@@ -22,7 +22,7 @@ from dcsim.model.config import ModelConfig
 from dcsim.quant import formats
 from dcsim.quant.formats import FORMATS, WeightFormat, check_format
 from dcsim.quant.tables import QuantTable
-from dcsim.report import units
+from dcsim.quantities import units
 from dcsim.ui import frame
 
 NONE = "none"

@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from dcsim.model.config import DTYPES, FIELD_LIMITS, ModelConfig
-from dcsim.report import units
+from dcsim.quantities import units
 from dcsim.ui import state
 
 

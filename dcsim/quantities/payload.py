@@ -13,10 +13,13 @@ from fractions import Fraction
 import jax.numpy as jnp
 
 from dcsim.inputs import as_int
-from dcsim.model.config import DTYPES, MAX_SHARDS
 
-# float32 first: it is Flax's default parameter dtype and the headline figure.
+# Storage dtypes of the byte figures (bytes per shard, raw payloads), float32 first: Flax's default
+# parameter dtype and the headline raw estimate.
+DTYPES = ("float32", "bfloat16", "float16", "int8", "float64")
 RAW_DTYPES = DTYPES
+# The most shards a figure divides by: far past any mesh, small enough to read.
+MAX_SHARDS = 1 << 20
 CHECKPOINT_DIFFERS = (
     "a real checkpoint adds metadata and often optimizer state, may compress, and may store another dtype"
 )
