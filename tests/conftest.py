@@ -328,6 +328,14 @@ def type_into(page, box, text: str, then: str = "Tab"):
     return box
 
 
+def pytest_collection_modifyitems(items) -> None:
+    """Every browser test runs on one xdist worker (``--dist loadgroup``): one Streamlit server and
+    one Chromium serve them all, and two browsers never compete for the two cores a busy run has."""
+    for item in items:
+        if item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.xdist_group("browser"))
+
+
 SLOW = pytest.mark.slow
 
 
