@@ -198,6 +198,26 @@ def real_mesh():
     child.close()
 
 
+def check_on_real_devices(real_mesh, layouts) -> int:
+    """Each array of each ``(mesh, layout)`` placed by JAX on the ``real_mesh`` child's devices: the
+    devices holding it, its shard shape (as placed and as the sharding says) and the copies of each
+    distinct shard must be dcsim's. The number of arrays checked."""
+    cases, expected = [], []
+    for mesh, layout in layouts:
+        for row in layout.arrays:
+            spec = [None if entry is None else [entry] if isinstance(entry, str) else list(entry) for entry in row.spec]
+            cases.append({"mesh": [list(axis) for axis in mesh.axes], "spec": spec, "shape": list(row.shape)})
+            expected.append((mesh.num_devices, row.shard_shape, row.replication_factor))
+    real = real_mesh(cases)
+    assert len(real) == len(expected)
+    for case, got, (devices, shard_shape, replication) in zip(cases, real, expected, strict=True):
+        assert got["num_devices"] == devices, case
+        assert got["shard_shapes"] == [list(shard_shape)], case
+        assert got["sharding_shard_shape"] == list(shard_shape), case
+        assert got["copies"] == [replication], case
+    return len(cases)
+
+
 @pytest.fixture(scope="session")
 def imports_probe():
     """Which heavy packages a command imports, as a fresh ``python -m dcsim`` would: one child that

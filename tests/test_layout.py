@@ -15,7 +15,7 @@ from arrays import param_report
 from hypothesis import given, settings
 from jax.sharding import AbstractMesh, PartitionSpec
 
-from conftest import examples
+from conftest import check_on_real_devices, examples
 from dcsim.cli import main
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import count_params
@@ -574,21 +574,12 @@ def test_agrees_with_real_devices(real_mesh):
         (dense(12, 8, 4), "data=2,model=2", "custom", ("*/kernel=model,data", "Dense_1/*=data+model")),
         (synthetic(a__w=(6, 6, 4), b__w=(5,), c__w=()), "a=2,b=2,c=2", "fsdp", ()),
     ]
-    cases, expected = [], []
-    for report, mesh_text, strategy, rule_texts in plans:
-        mesh = parse_mesh(mesh_text)
-        result = compute_layout(report, mesh, strategy, parse_rules(rule_texts))
-        for row in result.arrays:
-            spec = [None if entry is None else [entry] if isinstance(entry, str) else list(entry) for entry in row.spec]
-            cases.append({"mesh": [list(axis) for axis in mesh.axes], "spec": spec, "shape": list(row.shape)})
-            expected.append((mesh.num_devices, row.shard_shape, row.replication_factor))
-    real = real_mesh(cases)
-    assert len(real) == len(expected) > 20
-    for case, got, (devices, shard_shape, replication) in zip(cases, real, expected, strict=True):
-        assert got["num_devices"] == devices, case
-        assert got["shard_shapes"] == [list(shard_shape)], case
-        assert got["sharding_shard_shape"] == list(shard_shape), case
-        assert got["copies"] == [replication], case
+    meshes = [parse_mesh(mesh_text) for _, mesh_text, _, _ in plans]
+    layouts = [
+        (mesh, compute_layout(report, mesh, strategy, parse_rules(rule_texts)))
+        for mesh, (report, _, strategy, rule_texts) in zip(meshes, plans, strict=True)
+    ]
+    assert check_on_real_devices(real_mesh, layouts) > 20
 
 
 # --- the command line -------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from arrays import array
 from hypothesis import given, settings
 from jax.sharding import PartitionSpec
 
-from conftest import examples
+from conftest import check_on_real_devices, examples
 from dcsim.cli import main
 from dcsim.cli.layout import render_layout_table
 from dcsim.memory import budget
@@ -331,16 +331,9 @@ def test_expert_layouts_agree_with_real_devices(real_mesh):
         (moe(blocks=1), "data=3,expert=2", "fsdp"),
         (moe(blocks=1), "expert=8", "fsdp"),
     ]
-    cases, expected = [], []
-    for report, mesh_text, strategy in plans:
-        mesh = parse_mesh(mesh_text)
-        for row in compute_layout(report, mesh, strategy).arrays:
-            spec = [None if entry is None else [entry] if isinstance(entry, str) else list(entry) for entry in row.spec]
-            cases.append({"mesh": [list(axis) for axis in mesh.axes], "spec": spec, "shape": list(row.shape)})
-            expected.append((mesh.num_devices, row.shard_shape, row.replication_factor))
-    real = real_mesh(cases)
-    assert len(real) == len(expected) > 30
-    for case, got, (devices, shard_shape, replication) in zip(cases, real, expected, strict=True):
-        assert got["num_devices"] == devices, case
-        assert got["shard_shapes"] == [list(shard_shape)], case
-        assert got["copies"] == [replication], case
+    meshes = [parse_mesh(mesh_text) for _, mesh_text, _ in plans]
+    layouts = [
+        (mesh, compute_layout(report, mesh, strategy))
+        for mesh, (report, _, strategy) in zip(meshes, plans, strict=True)
+    ]
+    assert check_on_real_devices(real_mesh, layouts) > 30

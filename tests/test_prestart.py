@@ -43,10 +43,11 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _checkpoint_cli(tmp_path, *argv: str) -> subprocess.CompletedProcess:
-    """``python -m dcsim checkpoint --preset mlp-mnist ARGV`` with its temporary files in ``tmp_path``."""
+def _checkpoint_cli(tmp_path, *argv: str, start: tuple[str, ...] = ("-m", "dcsim")) -> subprocess.CompletedProcess:
+    """``python -m dcsim checkpoint --preset mlp-mnist ARGV`` with its temporary files in ``tmp_path``
+    (``start``: what follows ``python`` instead of ``-m dcsim``)."""
     return subprocess.run(
-        [sys.executable, "-m", "dcsim", "checkpoint", "--preset", "mlp-mnist", *argv],
+        [sys.executable, *start, "checkpoint", "--preset", "mlp-mnist", *argv],
         capture_output=True,
         text=True,
         env=_env(TMPDIR=str(tmp_path)),
@@ -254,26 +255,7 @@ def test_the_parent_starts_its_child_before_jax_and_never_imports_pandas(tmp_pat
     """Read from ``python -X importtime``, whose lines come in the order the imports finish: no
     JAX, Flax or pandas before the child is started, and no pandas at all (the single-process
     record and tables are built without it); the parent does import JAX later, for its plan."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-X",
-            "importtime",
-            "-c",
-            _MARKED_MAIN,
-            "checkpoint",
-            "--preset",
-            "mlp-mnist",
-            "--format",
-            output,
-        ],
-        capture_output=True,
-        text=True,
-        env=_env(TMPDIR=str(tmp_path)),
-        cwd=tmp_path,
-        timeout=300,
-        check=False,
-    )
+    done = _checkpoint_cli(tmp_path, "--format", output, start=("-X", "importtime", "-c", _MARKED_MAIN))
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("checkpoint of 669,706" if output == "table" else "{")
     lines = done.stderr.splitlines()
