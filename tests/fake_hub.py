@@ -92,7 +92,11 @@ class FakeHub:
 
         self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True, name="fake-hub").start()
+        # serve_forever checks for shutdown every poll_interval: its default half-second made every
+        # test that used a fake Hub wait that long at its end (about 100 of them).
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True, name="fake-hub"
+        ).start()
         return self
 
     def stop(self) -> None:
