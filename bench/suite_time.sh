@@ -22,7 +22,7 @@ run() {
     (cd "$clone" && /usr/bin/time -f "%e %U %S" -o "$clone.time" "$@" > "$log" 2>&1) || true
     local summary
     summary="$(grep -E '^(=+ )?[0-9]+ (passed|failed)' "$log" | tail -n 1 | tr -d '=')"
-    read -r wall user sys < "$clone.time"
+    read -r wall user sys < <(tail -n 1 "$clone.time")  # after "Command exited with non-zero status N"
     printf '| %s | %.0f s | %.0f s | %s | load before: %s |\n' "$name" "$wall" "$(awk "BEGIN {print $user + $sys}")" \
         "$summary" "$load"
     rm -rf "$(dirname "$clone")"

@@ -181,7 +181,8 @@ class LineChild:
 
     def close(self) -> None:
         if self.process.stdin is not None:
-            self.process.stdin.close()
+            with contextlib.suppress(BrokenPipeError):  # a child that already ended: ask() said why
+                self.process.stdin.close()
         try:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:

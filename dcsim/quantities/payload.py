@@ -10,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 from fractions import Fraction
 
-import jax.numpy as jnp
-
 from dcsim.inputs import as_int
 
 # Storage dtypes of the byte figures (bytes per shard, raw payloads), float32 first: Flax's default
@@ -30,6 +28,15 @@ def bytes_per_value(dtype: str) -> int:
     """Bytes one value takes in ``dtype``, as NumPy/ml_dtypes define it."""
     if dtype not in RAW_DTYPES:
         raise ValueError(f"`dtype` must be one of {', '.join(RAW_DTYPES)}, got {dtype!r}")
+    return _itemsize(dtype)
+
+
+def _itemsize(dtype: str) -> int:
+    """JAX's size of one value of ``dtype``. JAX is imported here, when a size is first asked for,
+    not with the module: ``dcsim.model.config`` reads ``DTYPES`` from it, and ``python -m dcsim
+    --help``, ``presets`` and a refused flag must start without JAX (tests/test_cli.py)."""
+    import jax.numpy as jnp
+
     return jnp.dtype(dtype).itemsize
 
 
@@ -66,7 +73,7 @@ def raw_bytes_as(num_values: int, dtype: str) -> int:
     """Raw payload of ``num_values`` in any dtype JAX knows (an optimizer's int32 step count, say),
     not only the headline ``RAW_DTYPES``."""
     try:
-        itemsize = jnp.dtype(dtype).itemsize
+        itemsize = _itemsize(dtype)
     except TypeError:
         raise ValueError(f"`dtype` must be a dtype name JAX knows, got {dtype!r}") from None
     return as_int(num_values, "num_values", minimum=0) * itemsize
