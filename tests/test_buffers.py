@@ -84,3 +84,18 @@ def test_a_compiled_programs_large_intermediate_is_found():
     assert (largest[0].shape, largest[0].dtype, largest[0].bytes) == ((128, 1024), "f32", 524_288)
     assert largest[0].source.startswith("jit(<lambda>)/")
     assert all(b.bytes <= 524_288 for b in largest)
+
+
+def test_the_memory_commands_table_lists_them_one_a_line():
+    """What ``memory --verify`` prints under XLA's ratio: the hand-written program's two largest,
+    each with its shape, its exact bytes, its instruction and the JAX op it came from, if any."""
+    from dcsim.cli.memory import _buffer_lines
+
+    lines = _buffer_lines(buffers.largest_buffers(HLO, 2))
+    assert lines[0].startswith("  XLA's largest buffers (each one the step makes;")
+    # 64 x 64 x 4 = 16,384 bytes = 16 x 1,024: 16.00 KiB
+    assert lines[1:] == [
+        "    f32[64,64]  16,384 bytes (16.00 KiB)  dot scores, from jit(f)/dot_general",
+        "    f32[64,64]  16,384 bytes (16.00 KiB)  add out",
+    ]
+    assert _buffer_lines([]) == []
