@@ -364,14 +364,11 @@ def quick_sample(cases, keep) -> list:
     """Test parameters, each case not in ``keep`` marked slow: the quick loop runs a representative
     few, the whole suite (CI=true) every one. ``cases`` is a list of values, or a dict of values by
     test id (``keep`` then names ids)."""
-    if isinstance(cases, dict):
-        missing = set(keep) - set(cases)
-        kept = [pytest.param(value, id=name, marks=() if name in keep else SLOW) for name, value in cases.items()]
-    else:
-        missing = set(keep) - set(cases)
-        kept = [case if case in keep else pytest.param(case, marks=SLOW) for case in cases]
+    missing = set(keep) - set(cases)  # a dict's ids, or the values themselves
     assert not missing, f"quick_sample keeps cases that are not swept: {sorted(missing)}"
-    return kept
+    if isinstance(cases, dict):
+        return [pytest.param(value, id=name, marks=() if name in keep else SLOW) for name, value in cases.items()]
+    return [case if case in keep else pytest.param(case, marks=SLOW) for case in cases]
 
 
 _CHILD_PROGRAMS = ("python", "streamlit", "chromium")
