@@ -44,6 +44,11 @@ _EDITOR_COLUMNS = ("features", "use_bias")
 # upload, a reset) forgets them with the widgets (``state.set_config(..., replace_widgets=True)``).
 _FORM_VALUES = state.WIDGET_PREFIX + "form.values"
 _PINNED = state.WIDGET_PREFIX + "form.pinned"
+# The values the form moved in a callback (a derived value following its source), by widget key:
+# (what the browser showed before, what the form moved it to), until that widget's next change.
+_MOVED = state.WIDGET_PREFIX + "form.moved"
+# The fields whose callbacks ran since the form was last drawn: the edits of one rerun.
+_EDITED_NOW = state.WIDGET_PREFIX + "form.edited_now"
 HUB_ERROR = "dcsim.hub_error"
 _TYPED_CHARS = 512  # what a Hub box takes: room for a pasted URL, refused with its reason, not cut short
 
@@ -56,7 +61,7 @@ def _editor_key() -> str:
     return f"{state.WIDGET_PREFIX}layers.{state.generation()}"
 
 
-def _form_prefix(base: ModelConfig) -> str:
+def form_prefix(base: ModelConfig) -> str:
     return f"h.{base.preset or OPENED}."
 
 
@@ -281,11 +286,11 @@ def _hparam_values(base: ModelConfig) -> tuple[dict[str, Any], str | None]:
     the first value or rule they break."""
     family = base.family
     assert family is not None
-    prefix, current = _form_prefix(base), presets.resolved_hparams(base)
+    prefix, current = form_prefix(base), presets.resolved_hparams(base)
     values: dict[str, Any] = {}
     error = None
     for spec in schemas.schema(family):
-        raw = st.session_state.get(_hparam_key(prefix, spec.name), _widget_value(spec, current[spec.name]))
+        raw = st.session_state.get(hparam_key(prefix, spec.name), _widget_value(spec, current[spec.name]))
         try:
             values[spec.name] = _parsed(spec, raw)
         except (TypeError, ValueError) as err:
@@ -307,44 +312,96 @@ def hparam_form(base: ModelConfig) -> None:
     """
     family = base.family
     assert family is not None
-    prefix, current = _form_prefix(base), presets.resolved_hparams(base)
+    prefix = form_prefix(base)
+    columns = st.columns(3)
+    for index, spec in enumerate(form_fields(base)):
+        key = hparam_key(prefix, spec.name)
+        with columns[index % 3]:
+            _hparam_widget(spec, key, on_change=hparam_edited, args=(family, prefix, spec.name))
+
+
+def form_fields(base: ModelConfig) -> list[schemas.HParam]:
+    """The hyperparameters the form shows for ``base``, each widget's state seeded, and the form's
+    values recorded for the callbacks (``_follow``)."""
+    family = base.family
+    assert family is not None
+    prefix, current = form_prefix(base), presets.resolved_hparams(base)
     specs = schemas.schema(family)
     for spec in specs:
         state.seed_widget(prefix + spec.name, _widget_value(spec, current[spec.name]))
     values, _ = _hparam_values(base)
     st.session_state.setdefault(_FORM_VALUES, {})[prefix] = values
+    st.session_state.pop(_EDITED_NOW, None)
     shown = schemas.applicable(family, values)
-    columns = st.columns(3)
-    for index, spec in enumerate(spec for spec in specs if spec.name in shown):
-        with columns[index % 3]:
-            _hparam_widget(
-                spec, _hparam_key(prefix, spec.name), on_change=_hparam_edited, args=(family, prefix, spec.name)
-            )
+    return [spec for spec in specs if spec.name in shown]
 
 
-def _hparam_edited(family: str, prefix: str, name: str) -> None:
-    _follow(family, prefix, name)
+def hparam_edited(family: str, prefix: str, name: str) -> None:
+    """A hyperparameter widget's callback: the values derived from it follow, then the form applies."""
+    if not _echoed(family, prefix, name):
+        _follow(family, prefix, name)
     edited()
+
+
+def _echoed(family: str, prefix: str, name: str) -> bool:
+    """Whether the browser sent back the old value of a widget the form had moved, along with
+    another edit: then put the moved value back, and say so.
+
+    A derived value moved in a callback (``_follow``) reaches the browser with the next run's
+    form. When the person edits another field before the browser has it (a busy server: the edit
+    crosses the run that draws the move), the browser's rerun carries every widget's value, the
+    moved one still at its old value, and Streamlit reports that as a change of the moved widget
+    too. That is not the person's edit, so it must not pin the old value (seen in CI: GPT-2
+    small's ``num_kv_heads`` left at 7 after ``num_heads`` went 7 then 12, then ``num_layers`` 6).
+    The same old value typed on its own is the person's, and kept."""
+    key = hparam_key(prefix, name)
+    moved_values = st.session_state.get(_MOVED, {})
+    if key not in moved_values:
+        return False
+    shown, moved = moved_values.pop(key)
+    if st.session_state[key] != shown:
+        return False  # a value the person typed
+    values = st.session_state.get(_FORM_VALUES, {}).get(prefix, {})
+    others = {other for other in st.session_state.get(_EDITED_NOW, ()) if other != name} | {
+        other
+        for other, value in values.items()
+        if other != name
+        and hparam_key(prefix, other) in st.session_state
+        and st.session_state[hparam_key(prefix, other)] != _widget_value(schemas.hparam(family, other, family), value)
+    }
+    if not others:
+        return False  # the only change: the person's
+    st.session_state[key] = moved
+    return True
 
 
 def _follow(family: str, prefix: str, name: str) -> None:
     """After ``name`` was edited, move the values that derive from it (``schemas.follow``)."""
     pinned = st.session_state.setdefault(_PINNED, {}).setdefault(prefix, set())
     pinned.add(name)
+    st.session_state.setdefault(_EDITED_NOW, set()).add(name)
     before: Mapping[str, Any] | None = st.session_state.get(_FORM_VALUES, {}).get(prefix)
     if before is None:
         return
     spec = schemas.hparam(family, name, family)
     try:
-        after = {**before, name: _parsed(spec, st.session_state[_hparam_key(prefix, name)])}
+        after = {**before, name: _parsed(spec, st.session_state[hparam_key(prefix, name)])}
     except (TypeError, ValueError):
         return
-    for moved, value in schemas.follow(family, before, after, pinned).items():
+    unsent = st.session_state.setdefault(_MOVED, {})
+    followed = schemas.follow(family, before, after, pinned)
+    # The next callback may come before this run draws the form (the person edits on while the
+    # server is busy): it moves values from these, not from the last drawn form's.
+    st.session_state[_FORM_VALUES][prefix] = followed
+    for moved, value in followed.items():
         if value != after[moved]:
-            st.session_state[_hparam_key(prefix, moved)] = _widget_value(schemas.hparam(family, moved, family), value)
+            key = hparam_key(prefix, moved)
+            unsent[key] = (st.session_state.get(key), _widget_value(schemas.hparam(family, moved, family), value))
+            st.session_state[key] = unsent[key][1]
 
 
-def _hparam_key(prefix: str, name: str) -> str:
+def hparam_key(prefix: str, name: str) -> str:
+    """The widget key of hyperparameter ``name`` in the form of ``prefix`` (``form_prefix``)."""
     return state.WIDGET_PREFIX + prefix + name
 
 
