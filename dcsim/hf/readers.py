@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping
 
 from dcsim.hf.experts import QUIRKS as EXPERT_QUIRKS
 from dcsim.hf.fields import Fields, lm_head
+from dcsim.hf.language import READ_NO_HEAD_DIM, Flag, ModelType, NoBias, Only, Same, Size
 from dcsim.hf.llama4 import QUIRKS as LLAMA4_QUIRKS
 from dcsim.hf.llama4 import multimodal as llama4_multimodal
 from dcsim.hf.multimodal import vision_language
-from dcsim.hf.table import READ_NO_HEAD_DIM, Flag, ModelType, NoBias, Only, Same, Size
 from dcsim.inputs import as_int, json_kind, show
 from dcsim.model import schemas
 
