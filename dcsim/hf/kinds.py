@@ -134,6 +134,8 @@ def mixer_biases(projections: str, conv: str) -> tuple[Flag, ...]:
 
 
 # What every entry of a family shares; an entry says only what sets its type apart.
+# Why a decoder type with biases on some projections only is refused (GPT-NeoX's rule, readers' one_bias quirk).
+ONE_BIAS = "dcsim's decoder has biases on every projection or on none"
 _CROSS = Only("add_cross_attention", False, False, "cross-attention adds weights to every block")
 ROTARY = {"position_embedding": "none"}
 _LLAMA = ROTARY | {"use_bias": False, "norm": "rmsnorm", "gated_mlp": True}

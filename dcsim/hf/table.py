@@ -23,6 +23,7 @@ from typing import Any
 
 from dcsim.hf.kinds import (
     LEARNED_GPT,
+    ONE_BIAS,
     ROTARY,
     bert,
     decoder,
@@ -43,7 +44,6 @@ from dcsim.hf.kinds import (
 from dcsim.hf.language import READ_NO_HEAD_DIM, Flag, ModelType, NoBias, Only, Same, Size
 from dcsim.hf.vision_types import CHANNELS, TOWERS, VISION_LANGUAGE
 
-_ONE_BIAS = "dcsim's decoder has biases on every projection or on none"
 _BERT_SIZES = (
     Size("vocab_size", "vocab_size", 30_522),
     *widths(768, 12, 12, 3072),
@@ -99,7 +99,7 @@ MODEL_TYPES: Mapping[str, ModelType] = MappingProxyType(
             ),
             head_dim=READ_NO_HEAD_DIM,
             fixed=ROTARY | {"use_bias": True, "norm": "layernorm", "gated_mlp": False},
-            rules=(Only("attention_bias", True, True, f"{_ONE_BIAS}, and GPT-NeoX's MLP always has them"),),
+            rules=(Only("attention_bias", True, True, f"{ONE_BIAS}, and GPT-NeoX's MLP always has them"),),
         ),
         "llama": llama(
             "LlamaForCausalLM", sizes_at(32_000, 4096, 32, 32, 11_008, positions=True), quirks=("one_bias",)
