@@ -519,3 +519,42 @@ def small_preset(preset: str, **sizes) -> ModelConfig:
     """``preset`` cut to two blocks 64 wide with four heads, ``sizes`` setting the rest: the preset's
     shape at a size a test counts, lays out or compiles in moments."""
     return ModelConfig(preset=preset, overrides={"num_layers": 2, "d_model": 64, "num_heads": 4} | sizes)
+
+
+def hand_checkpoint_report(dtype: str, disk_bytes: int):
+    """A checkpoint measurement written by hand, no child process: Dense(1024) on 1024 (1,049,600
+    values) replicated on one device, saved in ``dtype`` as ``disk_bytes`` in two files (300 bytes
+    of metadata, the rest array data)."""
+    from dcsim.checkpoint.results import CheckpointFile, CheckpointReport
+    from dcsim.model.config import DenseLayer
+
+    values = 1024 * 1024 + 1024
+    files = (
+        CheckpointFile(path="ocdbt.process_0/d/abc", kind="array data", num_bytes=disk_bytes - 300),
+        CheckpointFile(path="_METADATA", kind="metadata", num_bytes=300),
+    )
+    return CheckpointReport(
+        config=ModelConfig(input_dim=1024, layers=(DenseLayer(features=1024),)),
+        total_params=values,
+        dtype=dtype,
+        strategy="replicated",
+        mesh="data=1",
+        num_devices=1,
+        partition_specs=(("Dense_0/bias", ""), ("Dense_0/kernel", "")),
+        raw_payload_bytes=values * (2 if dtype == "bfloat16" else 4),
+        raw_float32_bytes=values * 4,
+        device_bytes=values * 4,
+        disk_bytes=disk_bytes,
+        num_files=len(files),
+        largest_file_bytes=disk_bytes - 300,
+        files=files,
+        init_seconds=0.5,
+        save_seconds=0.1,
+        restore_seconds=0.1,
+        restore_verified=True,
+        baseline_rss_bytes=1,
+        peak_rss_bytes=2,
+        peak_rss_before_stage=(),
+        jax_version="x",
+        orbax_version="y",
+    )

@@ -4,6 +4,7 @@ import dataclasses
 
 import pytest
 
+from conftest import hand_checkpoint_report
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import count_params
 from dcsim.quantities import units
@@ -85,39 +86,8 @@ def test_raw_bytes_charts_say_they_are_not_the_checkpoint_size(report):
 def checkpoint_sizes_frame(dtype, disk_bytes):
     """``checkpoint.sizes_frame`` of a hand-made report: Dense(1024) on 1024, 1,049,600 values."""
     from dcsim.checkpoint.records import sizes_frame
-    from dcsim.checkpoint.results import CheckpointFile, CheckpointReport
 
-    values = 1024 * 1024 + 1024
-    files = (
-        CheckpointFile(path="ocdbt.process_0/d/abc", kind="array data", num_bytes=disk_bytes - 300),
-        CheckpointFile(path="_METADATA", kind="metadata", num_bytes=300),
-    )
-    report = CheckpointReport(
-        config=ModelConfig(input_dim=1024, layers=(DenseLayer(features=1024),)),
-        total_params=values,
-        dtype=dtype,
-        strategy="replicated",
-        mesh="data=1",
-        num_devices=1,
-        partition_specs=(("Dense_0/bias", ""), ("Dense_0/kernel", "")),
-        raw_payload_bytes=values * (2 if dtype == "bfloat16" else 4),
-        raw_float32_bytes=values * 4,
-        device_bytes=values * 4,
-        disk_bytes=disk_bytes,
-        num_files=len(files),
-        largest_file_bytes=disk_bytes - 300,
-        files=files,
-        init_seconds=0.5,
-        save_seconds=0.1,
-        restore_seconds=0.1,
-        restore_verified=True,
-        baseline_rss_bytes=1,
-        peak_rss_bytes=2,
-        peak_rss_before_stage=(),
-        jax_version="x",
-        orbax_version="y",
-    )
-    return sizes_frame(report)
+    return sizes_frame(hand_checkpoint_report(dtype, disk_bytes))
 
 
 @pytest.mark.parametrize(

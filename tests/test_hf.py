@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from conftest import examples, open_app, quick_sample, uploader
 from dcsim import hf
 from dcsim.cli import main
-from dcsim.hf import table
+from dcsim.hf import markdown
 from dcsim.model import families, presets
 from dcsim.model.config import MAX_CONFIG_BYTES, ModelConfig
 from dcsim.model.count import count_module, count_params
@@ -157,7 +157,7 @@ def test_the_docs_list_every_model_type_from_the_readers_table():
     docs = (Path(__file__).parent.parent / "docs" / "presets.md").read_text()
     start = "<!-- model types: generated from dcsim.hf.table, do not edit by hand -->\n"
     written = docs[docs.index(start) + len(start) : docs.index("\n<!-- end of model types -->")]
-    assert written == table.markdown_table()
+    assert written == markdown.markdown_table()
     assert all(f"| `{model_type}` |" in written for model_type in hf.MODEL_TYPES)
 
 

@@ -62,29 +62,38 @@ def _percent(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}% of it" if whole else "no payload"
 
 
+# The record's keys before the files, in its order: each the report's attribute of the same name,
+# the (key, value) pairs written as JSON objects.
+_RECORD_FIELDS = (
+    "total_params",
+    "dtype",
+    "strategy",
+    "mesh",
+    "num_devices",
+    "partition_specs",
+    "raw_payload_bytes",
+    "raw_float32_bytes",
+    "device_bytes",
+    "disk_bytes",
+    "num_files",
+    "largest_file_bytes",
+    "init_seconds",
+    "save_seconds",
+    "restore_seconds",
+    "restore_verified",
+    "compilation_cache",
+    "baseline_rss_bytes",
+    "peak_rss_bytes",
+    "peak_rss_before_stage",
+)
+_RECORD_PAIRS = ("partition_specs", "peak_rss_before_stage")
+
+
 def checkpoint_record(report: CheckpointReport) -> dict[str, Any]:
     """The measurement as one JSON-ready object (keys in docs/checkpoint.md)."""
-    return {
-        "total_params": report.total_params,
-        "dtype": report.dtype,
-        "strategy": report.strategy,
-        "mesh": report.mesh,
-        "num_devices": report.num_devices,
-        "partition_specs": dict(report.partition_specs),
-        "raw_payload_bytes": report.raw_payload_bytes,
-        "raw_float32_bytes": report.raw_float32_bytes,
-        "device_bytes": report.device_bytes,
-        "disk_bytes": report.disk_bytes,
-        "num_files": report.num_files,
-        "largest_file_bytes": report.largest_file_bytes,
-        "init_seconds": report.init_seconds,
-        "save_seconds": report.save_seconds,
-        "restore_seconds": report.restore_seconds,
-        "restore_verified": report.restore_verified,
-        "compilation_cache": report.compilation_cache,
-        "baseline_rss_bytes": report.baseline_rss_bytes,
-        "peak_rss_bytes": report.peak_rss_bytes,
-        "peak_rss_before_stage": dict(report.peak_rss_before_stage),
+    record = {name: getattr(report, name) for name in _RECORD_FIELDS}
+    record |= {name: dict(record[name]) for name in _RECORD_PAIRS}  # in place: the order stays
+    return record | {
         "file_groups": [dataclasses.asdict(group) for group in report.file_groups],
         "files": [dataclasses.asdict(file) for file in report.files],
         "explanation": list(explain(report)),

@@ -14,7 +14,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dcsim.hf.fields import Fields
-from dcsim.hf.table import MODEL_TYPES, ModelType, size_table
+from dcsim.hf.kinds import size_table
+from dcsim.hf.language import ModelType
+from dcsim.hf.table import MODEL_TYPES
 from dcsim.inputs import as_int, show
 from dcsim.model import schemas
 

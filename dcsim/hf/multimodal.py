@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dcsim.hf.fields import Fields, lm_head
-from dcsim.hf.table import MODEL_TYPES, PARTS, ModelType, Nested
+from dcsim.hf.language import ModelType, Nested
+from dcsim.hf.table import MODEL_TYPES, PARTS
 from dcsim.hf.windows import serving_hparams
 from dcsim.inputs import as_int, json_kind, show
 from dcsim.model import schemas

@@ -21,14 +21,13 @@ from collections.abc import Callable, Mapping
 
 from dcsim.hf.experts import QUIRKS as EXPERT_QUIRKS
 from dcsim.hf.fields import Fields, lm_head
+from dcsim.hf.kinds import ONE_BIAS
+from dcsim.hf.language import READ_NO_HEAD_DIM, Flag, ModelType, NoBias, Only, Same, Size
 from dcsim.hf.llama4 import QUIRKS as LLAMA4_QUIRKS
 from dcsim.hf.llama4 import multimodal as llama4_multimodal
 from dcsim.hf.multimodal import vision_language
-from dcsim.hf.table import READ_NO_HEAD_DIM, Flag, ModelType, NoBias, Only, Same, Size
 from dcsim.inputs import as_int, json_kind, show
 from dcsim.model import schemas
-
-_ONE_BIAS = "dcsim's decoder has biases on every projection or on none"
 
 
 def _default(fields: Fields, value: int | Same | None) -> object:
@@ -92,7 +91,7 @@ def _one_bias(fields: Fields) -> None:
     attention_bias, mlp_bias = fields.flag("attention_bias", False), fields.flag("mlp_bias", False)
     if attention_bias != mlp_bias:
         raise ValueError(
-            f"`attention_bias` is {str(attention_bias).lower()} and `mlp_bias` is {str(mlp_bias).lower()}; {_ONE_BIAS}"
+            f"`attention_bias` is {str(attention_bias).lower()} and `mlp_bias` is {str(mlp_bias).lower()}; {ONE_BIAS}"
         )
     fields.set(use_bias=attention_bias)
 

@@ -147,28 +147,31 @@ class Family:
 
 DENSE_STACK = Family(name=None, weight_formats=False)
 
+# A causal transformer that serves with a KV cache and trains, its context capped by its position
+# table, a file's sliding windows and rope scaling read into it.
+_DECODER = Family(
+    name="decoder",
+    decodes=True,
+    trains=True,
+    caps_positions=True,
+    windows=True,
+    heads=_grouped_heads,
+    naming=_decoder_naming,
+)
+
 # In dcsim.model.schemas.FAMILIES' order (checked by the tests), so the derived name sets list the
 # families in the order the messages always have.
 FAMILIES: tuple[Family, ...] = (
     Family(name="mlp"),
-    Family(
-        name="decoder",
-        decodes=True,
-        trains=True,
-        caps_positions=True,
-        windows=True,
-        heads=_grouped_heads,
-        naming=_decoder_naming,
-    ),
-    Family(
+    _DECODER,
+    # The decoder's stack (``dcsim.model.decoders.DecoderStack``) with routed experts in its blocks and,
+    # for DeepSeek, latent attention: it decodes, trains, caps its positions and reads windows as the decoder does.
+    dataclasses.replace(
+        _DECODER,
         name="moe",
-        decodes=True,
-        trains=True,
-        caps_positions=True,
         always_rotary=True,
         experts=True,
         latent_attention=True,
-        windows=True,
         serving_notes=("Routed experts cache nothing: the cache is the attention's alone",),
         emptied_with_blocks=("dense_layers", "local_layers"),
         heads=_latent_or_grouped_heads,

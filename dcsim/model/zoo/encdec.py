@@ -1,6 +1,6 @@
 """The ``encdec`` family: the Hub's encoder-decoders with learned or audio inputs, BART and Whisper.
 
-Both are T5's shape (``dcsim.model.families.T5``: a token table the decoder and the head share, an
+Both are T5's shape (``dcsim.model.encoders.T5``: a token table the decoder and the head share, an
 encoder, a decoder whose blocks cross-attend to the encoder's output) with what sets them apart as
 hyperparameters (``dcsim.model.zoo.schemas``): position tables in each stack (BART's two rows
 longer than its positions, fairseq's offset kept), an embedding LayerNorm, post- or pre-norm

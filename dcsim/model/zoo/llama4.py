@@ -2,7 +2,7 @@
 ``Llama4ForConditionalGeneration``: a vision tower, the pixel-shuffle adapter, a projector, and the
 language model.
 
-The language model is ``dcsim.model.families.MoEDecoder`` itself (its paths at the top level), so its
+The language model is ``dcsim.model.decoders.MoEDecoder`` itself (its paths at the top level), so its
 paths, its stacked ``experts``, its active count and its expert layouts are the moe family's:
 Llama 4's dense blocks are ``dense_layers`` (every block not in transformers' ``moe_layers``), the
 shared expert is ``shared_ffn_dim`` without a gate, the router has no bias. Chunked attention,
