@@ -115,13 +115,29 @@ def test_mixture_of_experts_caches_only_its_attention():
     assert any("experts cache nothing" in note for note in mixtral.notes)
 
 
+# Llama 2 70B's parameters, by hand from its config.json (vocab 32,000, d_model 8,192, 80 layers,
+# 64 heads of 128, 8 KV heads, ffn 28,672, untied head): the embedding and the head 2 x 32,000 x
+# 8,192; a layer's query and out 2 x 8,192^2, key and value 2 x 8,192 x 1,024, MLP 3 x 8,192 x
+# 28,672 and two norms 2 x 8,192; the final norm 8,192.
+LLAMA2_70B_LAYER = 2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28_672 + 2 * 8192
+LLAMA2_70B_NORMS = 80 * 2 * 8192 + 8192  # on every tensor rank; everything else splits four ways evenly
+LLAMA2_70B_PARAMS = 2 * 32_000 * 8192 + 80 * LLAMA2_70B_LAYER + 8192
+
+
 def test_the_answers_on_four_h100s():
+    """Llama 2 70B on 4 x H100 at 4,096 tokens (docs/serving.md's worked example), by hand: the
+    weights a device from the parameter count, bfloat16, never from the report's own figure."""
     report = serve("llama2-70b", "model=4", device="h100-sxm", concurrency=32)
+    assert LLAMA2_70B_PARAMS == report.total_params == 68_976_648_192
     usable = usable_bytes(80 * GIB, Fraction(1, 10))
-    assert report.usable_bytes == usable
-    room = usable - report.weights_bytes_per_device - report.other_bytes_per_device
-    per_sequence = 327_680 // 4 * 4096
-    assert report.max_concurrency == room // per_sequence
+    assert report.usable_bytes == usable == 77_309_411_328  # floor(80 x 2^30 x 0.9)
+    weights = ((LLAMA2_70B_PARAMS - LLAMA2_70B_NORMS) // 4 + LLAMA2_70B_NORMS) * 2
+    assert weights == 34_490_302_464
+    step_indices = 80 * 4  # an int32 step index a layer
+    room = usable - weights - step_indices
+    per_sequence = 327_680 // 4 * 4096  # each rank holds 2 of the 8 KV heads
+    assert room // per_sequence == 42_819_108_544 // 335_544_320 == 127
+    assert report.max_concurrency == 127
     assert report.kv_tokens_per_replica == room // (327_680 // 4)
     assert report.fits and report.max_context == 4096 and report.max_context_limited_by == "positions"
     assert report.kv_bytes_per_device == 32 * per_sequence
@@ -261,7 +277,7 @@ def test_the_figure_is_the_same_whichever_way_the_request_is_written():
     )
 
 
-def test_the_capacity_curve_is_the_reports_own_answer_at_doubling_contexts():
+def test_the_capacity_curve_at_doubling_contexts_is_the_arithmetic_by_hand():
     from dcsim.report.serving_charts import curve_frame
     from dcsim.serving.curve import capacity_curve
 
@@ -269,7 +285,15 @@ def test_the_capacity_curve_is_the_reports_own_answer_at_doubling_contexts():
     points = capacity_curve(report)
     contexts = [point.context for point in points]
     assert contexts == [128, 256, 512, 1024, 2048, 3000, 4096, 8192]  # up to Llama 3's 8,192 positions
-    assert [point.max_concurrency for point in points] == [report.concurrency_at(c) for c in contexts]
+    # by hand: Llama 3 8B (8,030,261,248 parameters; 32 layers' two norms and the final norm, 266,240
+    # values, on both tensor ranks, the rest split in two), bfloat16, 32 int32 step indices, and
+    # 131,072 KV bytes a token halved by the two ranks' 4 of 8 KV heads
+    norms = 32 * 2 * 4096 + 4096
+    weights = ((8_030_261_248 - norms) // 2 + norms) * 2
+    room = 77_309_411_328 - weights - 32 * 4  # floor(80 GiB x 0.9) usable
+    assert room == 69_278_883_712
+    assert [point.max_concurrency for point in points] == [room // (65_536 * c) for c in contexts]
+    assert [point.max_concurrency for point in points] == [8258, 4129, 2064, 1032, 516, 352, 258, 129]
     assert [point.context for point in points if point.chosen] == [3000]
     assert points[0].max_concurrency > points[-1].max_concurrency > 0
     frame = curve_frame(points)
