@@ -22,7 +22,7 @@ from flax import traverse_util
 
 from dcsim.model import families, modules, presets
 from dcsim.model.config import ModelConfig
-from dcsim.model.layers import EXPERTS
+from dcsim.model.moe import EXPERTS
 from dcsim.model.totals import ArrayTotals
 
 PARAMS = "params"
@@ -53,7 +53,7 @@ class ArrayRow:
 
 def is_routed_expert(row: ArrayRow) -> bool:
     """Whether an array holds routed experts, stacked on dimension 0 (``block_3/moe/experts/gate``:
-    its module is ``dcsim.model.layers.EXPERTS``)."""
+    its module is ``dcsim.model.moe.EXPERTS``)."""
     return row.module.rpartition("/")[2] == EXPERTS
 
 

@@ -29,9 +29,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from dcsim.model import count, families, presets, registry
+from dcsim.model.cache import CACHE, Decode
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ArrayRow
-from dcsim.model.layers import CACHE, Decode
 from dcsim.model.zoo.ssm import STATE_NAMES
 from dcsim.quantities import payload
 

@@ -31,9 +31,9 @@ from typing import Any
 from jax.sharding import NamedSharding, PartitionSpec
 
 from dcsim.model import registry
+from dcsim.model.cache import Decode
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ArrayRow, ParamReport, count_params
-from dcsim.model.layers import Decode
 from dcsim.quant import layouts
 from dcsim.quant.tables import QuantTable
 from dcsim.quantities import payload

@@ -26,18 +26,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from dcsim.model.layers import (
-    CACHE,
-    KV_DTYPES,
-    Attention,
-    Decode,
-    FeedForward,
-    MixtureOfExperts,
-    TokenEmbeddings,
-    norm,
-    output_logits,
-    sandwich,
-)
+from dcsim.model.cache import CACHE, KV_DTYPES, Decode
+from dcsim.model.layers import Attention, FeedForward, TokenEmbeddings, norm, output_logits, sandwich
+from dcsim.model.moe import MixtureOfExperts
 from dcsim.model.zoo.schemas import JAMBA, MAMBA
 
 # The dtypes a state is kept in: the cache's when it is one of these (vLLM's mamba cache dtypes),
