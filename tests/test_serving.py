@@ -10,8 +10,11 @@ Published figures, each reproduced from the model's own cache (never typed as a 
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import re
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -310,3 +313,75 @@ def test_the_capacity_curves_ticks_are_its_own_contexts():
     frame = curve_frame(points_of(serve("gpt2-xl", budget_bytes=80 * GIB, context=1024)))
     x = capacity_curve(frame).to_dict()["layer"][0]["encoding"]["x"]
     assert x["axis"]["values"] == [128, 256, 512, 1024] and x["axis"]["format"] == ","
+
+
+def _cache_names() -> tuple[set[str], set[str]]:
+    """The names dcsim's modules give their cache variables, and the names of the modules that make
+    a cache, read from abstract decode-mode inits: grouped heads with int8 scales, DeepSeek's latent
+    with fp8 scales, T5's self- and cross-attention, a Mamba mixer's state."""
+    from test_ssm import opened
+
+    from dcsim.model.cache import Decode
+    from dcsim.serving.cache import read_cache
+
+    variables: set[str] = set()
+    modules: set[str] = set()
+    for config, kv_dtype in [
+        (ModelConfig(preset="gpt2-small"), "int8"),
+        (ModelConfig(preset="deepseek-v2-lite"), "float8_e4m3fn"),
+        (ModelConfig(preset="t5-small"), "bfloat16"),
+        (opened("mamba-130m"), "bfloat16"),
+    ]:
+        for array in read_cache(config, Decode(context=16, kv_dtype=kv_dtype, source_length=8), 2):
+            variables.add(array.path.rpartition("/")[2])
+            if array.layer is not None:
+                modules.add(array.module.rpartition("/")[2])
+    return variables, modules
+
+
+def _name_tests(source: str, variables: set[str], modules: set[str]) -> list[tuple[int, str]]:
+    """Each string in ``source`` (docstrings aside) that spells a cache variable's or a caching
+    module's name, or a piece of a variable's name (``"cached_"``, ``"_scale"``): line, string."""
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Constant) or not isinstance(node.value, str) or id(node) in docstrings:
+            continue
+        text = node.value
+        words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+        piece = re.fullmatch(r"\w*_\w*", text) is not None and len(text) >= 4
+        if words & (variables | modules) or (piece and any(text in name for name in variables)):
+            found.append((node.lineno, text))
+    return sorted(found)
+
+
+def test_serving_reads_cache_specs_never_cache_variable_names():
+    """Serving learns what a cache array is (per token, a state, which axis holds the KV heads,
+    cross or sliding) from the spec its module emits (``dcsim.model.cache``), never by testing the
+    array's or its module's name, which is how it read them before issue 43 (the probes below)."""
+    variables, modules = _cache_names()
+    assert {"cached_key", "key_scale", "cached_latent", "latent_scale", "conv_state", "ssm_state"} <= variables
+    assert {"attn", "self_attn", "cross_attn", "mixer"} <= modules
+    probes = (
+        'row.kind.startswith("cached_") or row.kind.endswith("_scale")\n'
+        'KV_NAMES = frozenset({"cached_key", "cached_value"})\n'
+        'if "cached_latent" in names:\n    kind = "latent"\n'
+        'elif path.endswith("cross_attn"):\n    kind = "cross"\n'
+    )
+    assert [line for line, _ in _name_tests(probes, variables, modules)] == [1, 1, 2, 2, 3, 5]
+    sources = sorted((Path(__file__).parents[1] / "dcsim" / "serving").glob("*.py"))
+    assert len(sources) >= 9
+    found = [
+        f"{path.name}:{line}: {text!r}"
+        for path in sources
+        for line, text in _name_tests(path.read_text(), variables, modules)
+    ]
+    assert found == []

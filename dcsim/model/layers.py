@@ -28,7 +28,16 @@ import jax
 import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 
-from dcsim.model.cache import Decode, Slots, step_slot
+from dcsim.model.cache import (
+    CrossAttentionSpec,
+    Decode,
+    FullAttentionSpec,
+    LatentAttentionSpec,
+    SlidingWindowSpec,
+    Slots,
+    emit,
+    step_slot,
+)
 from dcsim.model.flash import Extras, flash_attention
 from dcsim.model.forward import Forward
 
@@ -185,7 +194,14 @@ class Attention(nn.Module):
         batch = query.shape[0]
         length = decode.source_length if self.cross else decode.tokens(self.window)
         shape = (batch, length, self.num_kv_heads, head_dim)
-        keys, values = Slots(self, "key", shape, decode), Slots(self, "value", shape, decode)
+        keys, values = Slots(self, "key", shape, decode, head_axis=2), Slots(self, "value", shape, decode, head_axis=2)
+        arrays = keys.specs() + values.specs()
+        if self.cross:
+            emit(self, CrossAttentionSpec(arrays=arrays, window=self.window))
+        elif self.window:
+            emit(self, SlidingWindowSpec(arrays=arrays, window=self.window))
+        else:
+            emit(self, FullAttentionSpec(arrays=arrays))
         valid = None
         if key is not None and value is not None:
             slot = 0  # a cross-attention initialised on the encoder's output caches it whole
@@ -274,6 +290,7 @@ class LatentAttention(nn.Module):
         batch = query.shape[0]
         latents = Slots(self, "latent", (batch, length, self.kv_lora_rank), decode)
         rope_keys = Slots(self, "rope_key", (batch, length, self.qk_rope_head_dim), decode)
+        emit(self, LatentAttentionSpec(arrays=latents.specs() + rope_keys.specs(), window=self.window))
         slot, valid, position = step_slot(self, length)
         if self.rotary:
             query = jnp.concatenate([query[..., :nope], rotary(query[..., nope:], position[None])], axis=-1)
