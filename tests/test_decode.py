@@ -1,4 +1,4 @@
-"""Decode mode (``dcsim.model.layers.Decode``): the cache is real. Decoding a sequence one token at
+"""Decode mode (``dcsim.model.cache.Decode``): the cache is real. Decoding a sequence one token at
 a time through each family's cache gives the logits its full causal forward gives, and the cache's
 arrays have the shapes serving reads: (sequences, tokens, KV heads, head_dim) for grouped attention,
 the latent and the rotary key for DeepSeek's, a window's tokens for a local block."""
@@ -12,7 +12,7 @@ import pytest
 from flax import traverse_util
 
 from dcsim.model import families, schemas
-from dcsim.model.layers import CACHE, Decode
+from dcsim.model.cache import CACHE, Decode
 
 SEQUENCE = 6
 

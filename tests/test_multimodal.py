@@ -20,7 +20,7 @@ from dcsim.hf import hub
 from dcsim.model import breakdown, families, presets
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import count_module, count_params
-from dcsim.model.layers import Forward
+from dcsim.model.forward import Forward
 from dcsim.serving.engine import compute_serving
 from dcsim.serving.request import Serving
 from dcsim.sharding.meshes import parse_mesh

@@ -10,8 +10,11 @@ Published figures, each reproduced from the model's own cache (never typed as a 
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import re
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -115,13 +118,29 @@ def test_mixture_of_experts_caches_only_its_attention():
     assert any("experts cache nothing" in note for note in mixtral.notes)
 
 
+# Llama 2 70B's parameters, by hand from its config.json (vocab 32,000, d_model 8,192, 80 layers,
+# 64 heads of 128, 8 KV heads, ffn 28,672, untied head): the embedding and the head 2 x 32,000 x
+# 8,192; a layer's query and out 2 x 8,192^2, key and value 2 x 8,192 x 1,024, MLP 3 x 8,192 x
+# 28,672 and two norms 2 x 8,192; the final norm 8,192.
+LLAMA2_70B_LAYER = 2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28_672 + 2 * 8192
+LLAMA2_70B_NORMS = 80 * 2 * 8192 + 8192  # on every tensor rank; everything else splits four ways evenly
+LLAMA2_70B_PARAMS = 2 * 32_000 * 8192 + 80 * LLAMA2_70B_LAYER + 8192
+
+
 def test_the_answers_on_four_h100s():
+    """Llama 2 70B on 4 x H100 at 4,096 tokens (docs/serving.md's worked example), by hand: the
+    weights a device from the parameter count, bfloat16, never from the report's own figure."""
     report = serve("llama2-70b", "model=4", device="h100-sxm", concurrency=32)
+    assert LLAMA2_70B_PARAMS == report.total_params == 68_976_648_192
     usable = usable_bytes(80 * GIB, Fraction(1, 10))
-    assert report.usable_bytes == usable
-    room = usable - report.weights_bytes_per_device - report.other_bytes_per_device
-    per_sequence = 327_680 // 4 * 4096
-    assert report.max_concurrency == room // per_sequence
+    assert report.usable_bytes == usable == 77_309_411_328  # floor(80 x 2^30 x 0.9)
+    weights = ((LLAMA2_70B_PARAMS - LLAMA2_70B_NORMS) // 4 + LLAMA2_70B_NORMS) * 2
+    assert weights == 34_490_302_464
+    step_indices = 80 * 4  # an int32 step index a layer
+    room = usable - weights - step_indices
+    per_sequence = 327_680 // 4 * 4096  # each rank holds 2 of the 8 KV heads
+    assert room // per_sequence == 42_819_108_544 // 335_544_320 == 127
+    assert report.max_concurrency == 127
     assert report.kv_tokens_per_replica == room // (327_680 // 4)
     assert report.fits and report.max_context == 4096 and report.max_context_limited_by == "positions"
     assert report.kv_bytes_per_device == 32 * per_sequence
@@ -261,7 +280,7 @@ def test_the_figure_is_the_same_whichever_way_the_request_is_written():
     )
 
 
-def test_the_capacity_curve_is_the_reports_own_answer_at_doubling_contexts():
+def test_the_capacity_curve_at_doubling_contexts_is_the_arithmetic_by_hand():
     from dcsim.report.serving_charts import curve_frame
     from dcsim.serving.curve import capacity_curve
 
@@ -269,7 +288,15 @@ def test_the_capacity_curve_is_the_reports_own_answer_at_doubling_contexts():
     points = capacity_curve(report)
     contexts = [point.context for point in points]
     assert contexts == [128, 256, 512, 1024, 2048, 3000, 4096, 8192]  # up to Llama 3's 8,192 positions
-    assert [point.max_concurrency for point in points] == [report.concurrency_at(c) for c in contexts]
+    # by hand: Llama 3 8B (8,030,261,248 parameters; 32 layers' two norms and the final norm, 266,240
+    # values, on both tensor ranks, the rest split in two), bfloat16, 32 int32 step indices, and
+    # 131,072 KV bytes a token halved by the two ranks' 4 of 8 KV heads
+    norms = 32 * 2 * 4096 + 4096
+    weights = ((8_030_261_248 - norms) // 2 + norms) * 2
+    room = 77_309_411_328 - weights - 32 * 4  # floor(80 GiB x 0.9) usable
+    assert room == 69_278_883_712
+    assert [point.max_concurrency for point in points] == [room // (65_536 * c) for c in contexts]
+    assert [point.max_concurrency for point in points] == [8258, 4129, 2064, 1032, 516, 352, 258, 129]
     assert [point.context for point in points if point.chosen] == [3000]
     assert points[0].max_concurrency > points[-1].max_concurrency > 0
     frame = curve_frame(points)
@@ -286,3 +313,75 @@ def test_the_capacity_curves_ticks_are_its_own_contexts():
     frame = curve_frame(points_of(serve("gpt2-xl", budget_bytes=80 * GIB, context=1024)))
     x = capacity_curve(frame).to_dict()["layer"][0]["encoding"]["x"]
     assert x["axis"]["values"] == [128, 256, 512, 1024] and x["axis"]["format"] == ","
+
+
+def _cache_names() -> tuple[set[str], set[str]]:
+    """The names dcsim's modules give their cache variables, and the names of the modules that make
+    a cache, read from abstract decode-mode inits: grouped heads with int8 scales, DeepSeek's latent
+    with fp8 scales, T5's self- and cross-attention, a Mamba mixer's state."""
+    from test_ssm import opened
+
+    from dcsim.model.cache import Decode
+    from dcsim.serving.cache import read_cache
+
+    variables: set[str] = set()
+    modules: set[str] = set()
+    for config, kv_dtype in [
+        (ModelConfig(preset="gpt2-small"), "int8"),
+        (ModelConfig(preset="deepseek-v2-lite"), "float8_e4m3fn"),
+        (ModelConfig(preset="t5-small"), "bfloat16"),
+        (opened("mamba-130m"), "bfloat16"),
+    ]:
+        for array in read_cache(config, Decode(context=16, kv_dtype=kv_dtype, source_length=8), 2):
+            variables.add(array.path.rpartition("/")[2])
+            if array.layer is not None:
+                modules.add(array.module.rpartition("/")[2])
+    return variables, modules
+
+
+def _name_tests(source: str, variables: set[str], modules: set[str]) -> list[tuple[int, str]]:
+    """Each string in ``source`` (docstrings aside) that spells a cache variable's or a caching
+    module's name, or a piece of a variable's name (``"cached_"``, ``"_scale"``): line, string."""
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Constant) or not isinstance(node.value, str) or id(node) in docstrings:
+            continue
+        text = node.value
+        words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+        piece = re.fullmatch(r"\w*_\w*", text) is not None and len(text) >= 4
+        if words & (variables | modules) or (piece and any(text in name for name in variables)):
+            found.append((node.lineno, text))
+    return sorted(found)
+
+
+def test_serving_reads_cache_specs_never_cache_variable_names():
+    """Serving learns what a cache array is (per token, a state, which axis holds the KV heads,
+    cross or sliding) from the spec its module emits (``dcsim.model.cache``), never by testing the
+    array's or its module's name, which is how it read them before issue 43 (the probes below)."""
+    variables, modules = _cache_names()
+    assert {"cached_key", "key_scale", "cached_latent", "latent_scale", "conv_state", "ssm_state"} <= variables
+    assert {"attn", "self_attn", "cross_attn", "mixer"} <= modules
+    probes = (
+        'row.kind.startswith("cached_") or row.kind.endswith("_scale")\n'
+        'KV_NAMES = frozenset({"cached_key", "cached_value"})\n'
+        'if "cached_latent" in names:\n    kind = "latent"\n'
+        'elif path.endswith("cross_attn"):\n    kind = "cross"\n'
+    )
+    assert [line for line, _ in _name_tests(probes, variables, modules)] == [1, 1, 2, 2, 3, 5]
+    sources = sorted((Path(__file__).parents[1] / "dcsim" / "serving").glob("*.py"))
+    assert len(sources) >= 9
+    found = [
+        f"{path.name}:{line}: {text!r}"
+        for path in sources
+        for line, text in _name_tests(path.read_text(), variables, modules)
+    ]
+    assert found == []

@@ -26,9 +26,9 @@ import pytest
 from dcsim import hf
 from dcsim.cli import main
 from dcsim.model import breakdown, families, presets
+from dcsim.model.cache import CACHE, Decode
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import count_module, count_params
-from dcsim.model.layers import CACHE, Decode
 from dcsim.model.zoo import ssm
 from dcsim.serving.engine import compute_serving
 from dcsim.serving.request import Serving

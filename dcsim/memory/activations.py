@@ -54,12 +54,13 @@ from jax.extend import core as jax_core
 from dcsim.inputs import as_int, check_choice, number_from_text, show
 from dcsim.model import families, presets, registry
 from dcsim.model.config import ModelConfig
+from dcsim.model.flash import FLASH_BACKWARD, FLASH_FORWARD
+from dcsim.model.forward import ATTENTION_KINDS, REMAT_POLICIES, Forward
 from dcsim.model.hparams import MAX_POSITIONS
-from dcsim.model.layers import ATTENTION_KINDS, FLASH_BACKWARD, FLASH_FORWARD, REMAT_POLICIES, Forward
 from dcsim.sharding.megatron import TENSOR_AXIS
 from dcsim.sharding.meshes import MeshSpec
 
-# The policies, by name: ``dcsim.model.layers.REMAT_POLICIES`` (MaxText's ``minimal`` keeps the
+# The policies, by name: ``dcsim.model.forward.REMAT_POLICIES`` (MaxText's ``minimal`` keeps the
 # projections the modules name with ``checkpoint_name``).
 POLICIES: Mapping[str, Callable[..., Any] | None] = REMAT_POLICIES
 POLICY_HELP = {

@@ -55,7 +55,7 @@ def step_memory(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
     from dcsim.memory.activations import Step, cross_entropy
     from dcsim.model import families, optimizer, presets
     from dcsim.model.config import ModelConfig
-    from dcsim.model.layers import Forward
+    from dcsim.model.forward import Forward
 
     workers.write_stage(progress, STAGES[0])
     config = ModelConfig.from_json(request["config"])

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import flax.linen as nn
 import jax
@@ -22,7 +22,7 @@ from flax import traverse_util
 
 from dcsim.model import families, modules, presets
 from dcsim.model.config import ModelConfig
-from dcsim.model.layers import EXPERTS
+from dcsim.model.moe import EXPERTS
 from dcsim.model.totals import ArrayTotals
 
 PARAMS = "params"
@@ -53,7 +53,7 @@ class ArrayRow:
 
 def is_routed_expert(row: ArrayRow) -> bool:
     """Whether an array holds routed experts, stacked on dimension 0 (``block_3/moe/experts/gate``:
-    its module is ``dcsim.model.layers.EXPERTS``)."""
+    its module is ``dcsim.model.moe.EXPERTS``)."""
     return row.module.rpartition("/")[2] == EXPERTS
 
 
@@ -169,7 +169,23 @@ def count_params(config: ModelConfig) -> ParamReport:
     return ParamReport(arrays=expand_repeats(report.arrays, runs), other=expand_repeats(report.other, runs))
 
 
-def expand_repeats(rows: tuple[ArrayRow, ...], runs: tuple[families.Repeat, ...]) -> tuple[ArrayRow, ...]:
+class Placed(Protocol):
+    """A row with a path and its module's path, a frozen dataclass (``ArrayRow``, a serving cache
+    array): what ``expand_repeats`` renames."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def module(self) -> str: ...
+
+
+RowT = TypeVar("RowT", bound=Placed)
+
+
+def expand_repeats(rows: tuple[RowT, ...], runs: tuple[families.Repeat, ...]) -> tuple[RowT, ...]:
     """Rows traced with only the first ``TRACED_PER_RUN`` members of each set of blocks built alike,
     with every other member's rows added: its set's last traced block's rows, renamed. Sets that
     share a namespace (a Mixture-of-Experts model's dense and MoE blocks, both ``block_``) are laid
@@ -179,7 +195,7 @@ def expand_repeats(rows: tuple[ArrayRow, ...], runs: tuple[families.Repeat, ...]
     for run in runs:
         namespaces.setdefault(run.namespace, []).append(run)
     for namespace, group in namespaces.items():
-        blocks: dict[int, tuple[ArrayRow, ...]] = {}
+        blocks: dict[int, tuple[RowT, ...]] = {}
         positions: list[int] = []
         for run in group:
             traced = min(len(run.members), families.TRACED_PER_RUN)
@@ -203,7 +219,7 @@ def expand_repeats(rows: tuple[ArrayRow, ...], runs: tuple[families.Repeat, ...]
     return rows
 
 
-def _moved(row: ArrayRow, old: str, new: str) -> ArrayRow:
+def _moved(row: RowT, old: str, new: str) -> RowT:
     """``row`` with its path (and its module's) moved from the prefix ``old`` to ``new``."""
     module = new + row.module[len(old) :] if row.module.startswith(old) else new.rstrip("/")
     return dataclasses.replace(row, path=new + row.path[len(old) :], module=module)

@@ -14,22 +14,20 @@ from typing import Any
 import flax.linen as nn
 import jax
 
+from dcsim.model.cache import Decode, step_positions
+from dcsim.model.forward import Forward, block_class
 from dcsim.model.layers import (
     Attention,
     BlockOptions,
-    Decode,
     FeedForward,
-    Forward,
     LatentAttention,
-    MixtureOfExperts,
     TokenEmbeddings,
     TransformerBlock,
-    block_class,
     norm,
     output_logits,
     sandwich,
-    step_positions,
 )
+from dcsim.model.moe import MixtureOfExperts
 from dcsim.model.zoo import variant
 
 
@@ -38,7 +36,7 @@ class DecoderStack(nn.Module, kw_only=True):
 
     ``sliding_window`` and ``local_layers``: the blocks whose attention sees only the last
     ``sliding_window`` tokens (Mistral, Gemma 2 and 3); they change no count, only what a block
-    caches in decode mode (``decode``, see ``dcsim.model.layers.Decode``). ``rope_scaling`` changes
+    caches in decode mode (``decode``, see ``dcsim.model.cache.Decode``). ``rope_scaling`` changes
     no count either. ``built_layers`` (empty: all) builds only those blocks, under their own names:
     counting traces a few blocks of each kind and repeats their rows (see
     ``dcsim.model.families.traced_hparams``).
@@ -196,7 +194,7 @@ class MoEDecoder(DecoderStack):
 class MoEBlock(nn.Module):
     """A pre-norm block (RMSNorm, or ``norm`` LayerNorm with biases: PhiMoE): ``attn`` (grouped-query,
     or latent when ``latent``) and ``mlp`` (a dense gated MLP when ``dense``) or ``moe``
-    (``dcsim.model.layers.MixtureOfExperts``), each built from its keyword arguments."""
+    (``dcsim.model.moe.MixtureOfExperts``), each built from its keyword arguments."""
 
     latent: bool
     attention: Mapping[str, Any]

@@ -14,15 +14,14 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from dcsim.model.cache import Decode, step_positions
 from dcsim.model.layers import (
     Attention,
-    Decode,
     FeedForward,
     TokenEmbeddings,
     TransformerBlock,
     norm,
     output_logits,
-    step_positions,
 )
 
 

@@ -31,9 +31,9 @@ from typing import Any
 from jax.sharding import NamedSharding, PartitionSpec
 
 from dcsim.model import registry
+from dcsim.model.cache import Decode, SlidingWindowSpec
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ArrayRow, ParamReport, count_params
-from dcsim.model.layers import Decode
 from dcsim.quant import layouts
 from dcsim.quant.tables import QuantTable
 from dcsim.quantities import payload
@@ -48,7 +48,6 @@ from dcsim.serving.request import (
 from dcsim.sharding import layout, megatron
 from dcsim.sharding.meshes import MeshSpec, abstract_mesh
 
-KV_NAMES = frozenset({"cached_key", "cached_value", "key_scale", "value_scale"})  # (seqs, tokens, KV heads, ...)
 BLOCK_SIZE = 16  # vLLM's default KV block, in tokens: shown beside the exact answers, never instead
 
 
@@ -162,7 +161,7 @@ class ServingReport:
         """One token of one sequence in every layer that holds the context's tokens, whole model
         (cross-attention layers hold the encoder's tokens instead, and Mamba layers a state: in
         ``kv_bytes_per_sequence``)."""
-        return sum(layer.bytes_per_token for layer in self.layers if layer.kind != "cross")
+        return sum(layer.bytes_per_token for layer in self.layers if layer.spec.follows_context)
 
     @property
     def kv_bytes_per_sequence(self) -> int:
@@ -298,22 +297,35 @@ def _entry(names: tuple[str, ...]) -> Any:
     return None if not names else names[0] if len(names) == 1 else names
 
 
+def _partition(split: dict[int, Any]) -> PartitionSpec:
+    """A PartitionSpec splitting each axis in ``split`` over its mesh axes, the rest unsplit."""
+    entries = [None] * (max(split) + 1)
+    for axis, names in split.items():
+        entries[axis] = names
+    return PartitionSpec(*entries)
+
+
 def place_cache(array: caches.CacheArray, mesh: MeshSpec, copies: int, stage: int) -> PlacedCache:
-    """Lay one cache array out on a stage's ``mesh`` by the serving rules (see the module's text)."""
+    """Lay one cache array out on a stage's ``mesh`` by the serving rules (see the module's text):
+    its spec's sequence axis over the replicas, its head axis (if any) over ``model``."""
     replicas = tuple(name for name in REPLICA_AXES if name in mesh.names)
     tensor = TENSOR_AXIS if TENSOR_AXIS in mesh.names else None
     split = array.shape
-    if not array.per_sequence:
+    axes = array.axes
+    if axes is None or axes.sequence_axis is None:
         spec, note = PartitionSpec(), "whole on every device: fixed state"
-    elif array.name in KV_NAMES and tensor:
+    elif axes.head_axis is not None and tensor:
+        heads = axes.head_axis
         if copies > 1:
-            split = (*array.shape[:2], array.shape[2] * copies, *array.shape[3:])
-        spec = PartitionSpec(_entry(replicas), None, tensor)
+            split = (*array.shape[:heads], array.shape[heads] * copies, *array.shape[heads + 1 :])
+        spec = _partition({axes.sequence_axis: _entry(replicas), heads: tensor})
         note = "sequences over the replicas, KV heads over `model`" + (
-            f" (each of the {array.shape[2]:,} heads copied {copies:,} times first, one a rank)" if copies > 1 else ""
+            f" (each of the {array.shape[heads]:,} heads copied {copies:,} times first, one a rank)"
+            if copies > 1
+            else ""
         )
     else:
-        spec = PartitionSpec(_entry(replicas))
+        spec = _partition({axes.sequence_axis: _entry(replicas)})
         note = "sequences over the replicas" + (", whole on every tensor rank" if tensor else "")
     shard = tuple(int(dim) for dim in NamedSharding(abstract_mesh(mesh), spec).shard_shape(split))
     return PlacedCache(
@@ -468,7 +480,7 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
         )
         sequences = serving.sequences_per_replica * serving.num_replicas
         arrays = caches.read_cache(config, decode, sequences)
-        layers = caches.layer_caches(arrays, hparams)
+        layers = caches.layer_caches(arrays)
         for array in arrays:
             for stage in _stage_of(array.path, blocks, tied):
                 placed.append(place_cache(array, sub, copies, stage))
@@ -485,13 +497,16 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
         windows: dict[str, int] = {}
         sequences = serving.sequences_per_replica
         for item in mine:
-            if item.array.state:  # a Mamba state: a fixed size a sequence, whatever its context
-                fixed += item.bytes_per_device // item.shard_shape[0]
-            if not item.array.per_token:
+            axes, made = item.array.axes, item.array.layer
+            if axes is None or axes.sequence_axis is None or made is None:
                 continue
-            local_sequences, tokens = item.shard_shape[0], item.shard_shape[1]
+            local_sequences = item.shard_shape[axes.sequence_axis]
+            if axes.token_axis is None:  # a Mamba state: a fixed size a sequence, whatever its context
+                fixed += item.bytes_per_device // local_sequences
+                continue
+            tokens = item.shard_shape[axes.token_axis]
             share = item.bytes_per_device // (local_sequences * tokens)
-            if item.array.module.endswith("cross_attn"):
+            if not made.follows_context:  # a cross-attention's: the encoder's tokens, whatever the context
                 fixed += share * tokens
             else:
                 per_token[item.array.module] = per_token.get(item.array.module, 0) + share
@@ -510,7 +525,7 @@ def compute_serving(config: ModelConfig, serving: Serving, report: ParamReport |
             )
         )
     notes.extend(family.serving_notes)
-    local = [layer for layer in layers if layer.kind == "sliding"]
+    local = [layer for layer in layers if isinstance(layer.spec, SlidingWindowSpec)]
     if local:
         window = local[0].window
         held = (

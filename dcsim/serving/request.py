@@ -17,7 +17,7 @@ from fractions import Fraction
 from typing import Any
 
 from dcsim.inputs import as_bool, as_int, show
-from dcsim.model.layers import KV_DTYPE_ALIASES, KV_DTYPES
+from dcsim.model.cache import KV_DTYPE_ALIASES, KV_DTYPES
 from dcsim.quant.formats import FORMATS, WeightFormat, check_format
 from dcsim.serving.catalog import get_accelerator
 from dcsim.sharding.meshes import MeshSpec, Rule

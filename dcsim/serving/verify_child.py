@@ -1,6 +1,6 @@
 """The child process of ``dcsim.serving.verify``: ``python -m dcsim.serving.verify_child REQUEST RESULT PROGRESS``.
 
-It builds the model in decode mode (``dcsim.model.layers.Decode``), gives every parameter and
+It builds the model in decode mode (``dcsim.model.cache.Decode``), gives every parameter and
 cache array its ``NamedSharding`` on a real ``jax.sharding.Mesh`` of virtual CPU devices, and
 compiles, never runs, one decoding step: a new token for every sequence, against the cache at the
 context, the cache donated (a server updates it in place). It reports XLA's memory analysis per
@@ -28,8 +28,8 @@ from flax import traverse_util
 from jax.sharding import NamedSharding, PartitionSpec
 
 from dcsim.model import families, presets
+from dcsim.model.cache import CACHE, Decode
 from dcsim.model.config import ModelConfig
-from dcsim.model.layers import CACHE, Decode
 from dcsim.runtime import workers
 from dcsim.sharding.wire import device_mesh, spec_from_json
 

@@ -31,7 +31,7 @@ from typing import Any
 from jax.sharding import NamedSharding, PartitionSpec
 
 from dcsim.model.count import ParamReport
-from dcsim.model.layers import EXPERTS as EXPERTS_MODULE
+from dcsim.model.moe import EXPERTS as EXPERTS_MODULE
 from dcsim.model.totals import ArrayTotals
 from dcsim.quantities import payload
 from dcsim.sharding import megatron, shares

@@ -29,16 +29,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from dcsim.model.layers import (
-    BUFFERS,
-    Attention,
-    Decode,
-    FeedForward,
-    TokenEmbeddings,
-    norm,
-    output_logits,
-    step_positions,
-)
+from dcsim.model.cache import Decode, step_positions
+from dcsim.model.layers import BUFFERS, Attention, FeedForward, TokenEmbeddings, norm, output_logits
 
 SINUSOID_BASE = 10_000.0  # Whisper's ``sinusoids(length, channels, max_timescale=10000)``
 

@@ -12,9 +12,9 @@ module stacked on dim 0, as the moe family's, so active parameters and expert la
 Serving keeps no KV cache in a Mamba mixer: in decode mode it holds, a sequence, the last
 conv_kernel inputs of its convolution (``conv_state``: inner_dim x conv_kernel, as transformers'
 cache) and the recurrent state (``ssm_state``: inner_dim x state_size), variables of the same
-``cache`` collection the attention's keys and values are in (``dcsim.serving.cache`` reads them
-as the ``state`` kind). Paths: ``embed/token``, ``block_3/mixer/in_proj``, ``block_4/attn/query``,
-``block_1/moe/experts``, ``final_norm``, ``lm_head``.
+``cache`` collection the attention's keys and values are in; the mixer emits them as a
+``dcsim.model.cache.StateSpec``, which serving reads. Paths: ``embed/token``,
+``block_3/mixer/in_proj``, ``block_4/attn/query``, ``block_1/moe/experts``, ``final_norm``, ``lm_head``.
 """
 
 from __future__ import annotations
@@ -26,24 +26,14 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from dcsim.model.layers import (
-    CACHE,
-    KV_DTYPES,
-    Attention,
-    Decode,
-    FeedForward,
-    MixtureOfExperts,
-    TokenEmbeddings,
-    norm,
-    output_logits,
-    sandwich,
-)
+from dcsim.model.cache import CACHE, KV_DTYPES, CachedArray, Decode, StateSpec, emit
+from dcsim.model.layers import Attention, FeedForward, TokenEmbeddings, norm, output_logits, sandwich
+from dcsim.model.moe import MixtureOfExperts
 from dcsim.model.zoo.schemas import JAMBA, MAMBA
 
 # The dtypes a state is kept in: the cache's when it is one of these (vLLM's mamba cache dtypes),
 # else the model's serving dtype, bfloat16 (a recurrent state is not kept in int8 or fp8).
 STATE_DTYPES = ("bfloat16", "float16", "float32")
-STATE_NAMES = ("conv_state", "ssm_state")
 
 
 def state_dtype(decode: Decode) -> Any:
@@ -95,6 +85,8 @@ class MambaMixer(nn.Module):
         drive = (dt * hidden)[..., None] * b[..., None, :]
         if self.decode is not None:
             state = self.variable(CACHE, "ssm_state", jnp.zeros, (x.shape[0], inner, size), state_dtype(self.decode))
+            held = (CachedArray.of(window, token_axis=None), CachedArray.of(state, token_axis=None))
+            emit(self, StateSpec(arrays=held))
             step = decay[:, 0] * state.value.astype(decay.dtype) + drive[:, 0]
             state.value = step.astype(state.value.dtype)
             states = step[:, None]

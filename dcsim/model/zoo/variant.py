@@ -17,7 +17,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from dcsim.model.layers import Attention, Decode, FeedForward, TokenEmbeddings, flash_attention, step_positions
+from dcsim.model.cache import Decode, step_positions
+from dcsim.model.flash import flash_attention
+from dcsim.model.layers import Attention, FeedForward, TokenEmbeddings
 
 
 def variant_norm(kind: str, name: str, axes: tuple[int, ...] = (-1,)) -> nn.Module:
@@ -66,7 +68,7 @@ class WideNormAttention(Attention):
 class VariantBlock(nn.Module):
     """One block: ``attn`` and ``mlp`` wired as ``residual`` says, with norms of kind ``norm``
     (``attn_norm``, ``mlp_norm``; ``attn_post_norm``, ``mlp_post_norm`` for ``post_norms``);
-    ``decode`` and ``window`` go to the attention (``dcsim.model.layers.Decode``)."""
+    ``decode`` and ``window`` go to the attention (``dcsim.model.cache.Decode``)."""
 
     h: Mapping[str, Any]
     decode: Decode | None = None

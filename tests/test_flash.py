@@ -1,4 +1,4 @@
-"""The flash-attention primitive (``dcsim.model.layers.flash_attention``): its blockwise backward
+"""The flash-attention primitive (``dcsim.model.flash.flash_attention``): its blockwise backward
 gives the reference attention's gradients, with grouped KV heads, a causal mask, a bias, a sink and
 lengths no block divides, and makes no (..., heads, s, s) array outside its loop over key blocks."""
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dcsim.memory import buffers
-from dcsim.model import layers
+from dcsim.model import flash
 
 
 def _inputs(batch, queries, keys, heads=4, kv_heads=2, depth=8, bias_shape=None, sink=False):
@@ -35,15 +35,15 @@ def _inputs(batch, queries, keys, heads=4, kv_heads=2, depth=8, bias_shape=None,
 def test_flash_gradients_are_the_reference_attentions(queries, keys, causal, bias_shape, sink):
     args = _inputs(2, queries, keys, bias_shape=bias_shape, sink=sink)
 
-    def flash(*a):
-        return (layers.flash_attention(*a[:3], causal, *a[3:]) ** 2).sum()
+    def flash_loss(*a):
+        return (flash.flash_attention(*a[:3], causal, *a[3:]) ** 2).sum()
 
-    def reference(*a):
-        return (layers._grouped_reference(*a[:3], causal, *a[3:])[0] ** 2).sum()
+    def reference_loss(*a):
+        return (flash._grouped_reference(*a[:3], causal, *a[3:])[0] ** 2).sum()
 
     with jax.default_matmul_precision("highest"):
-        got = jax.jit(jax.grad(flash, argnums=(0, 1, 2, 3, 4)))(*args)
-        want = jax.jit(jax.grad(reference, argnums=(0, 1, 2, 3, 4)))(*args)
+        got = jax.jit(jax.grad(flash_loss, argnums=(0, 1, 2, 3, 4)))(*args)
+        want = jax.jit(jax.grad(reference_loss, argnums=(0, 1, 2, 3, 4)))(*args)
     for mine, theirs in zip(got, want, strict=True):
         assert (mine is None) == (theirs is None)
         if mine is not None:
@@ -52,7 +52,7 @@ def test_flash_gradients_are_the_reference_attentions(queries, keys, causal, bia
 
 
 def test_key_blocks_divide_the_length():
-    assert [layers._key_block(n) for n in (1024, 384, 100, 97, 7)] == [128, 128, 100, 97, 7]
+    assert [flash._key_block(n) for n in (1024, 384, 100, 97, 7)] == [128, 128, 100, 97, 7]
 
 
 @pytest.mark.slow  # compiles the gradient of a 512-token attention
@@ -64,7 +64,7 @@ def test_the_backward_makes_no_scores_matrix_outside_its_loop():
     query, key, value, _, _ = _inputs(1, 512, 512)
 
     def loss(q, k, v):
-        return layers.flash_attention(q, k, v, causal=True).sum()
+        return flash.flash_attention(q, k, v, causal=True).sum()
 
     compiled = jax.jit(jax.grad(loss, argnums=(0, 1, 2))).lower(query, key, value).compile()
     made = buffers.program_buffers(compiled.as_text())
