@@ -7,9 +7,9 @@ from typing import Any
 import streamlit as st
 
 from dcsim.memory import training as trainings
-from dcsim.memory.activations import ATTENTION_HELP, POLICY_HELP
 from dcsim.memory.report import TrainingReport
 from dcsim.memory.state import MemoryReport
+from dcsim.memory.step import ATTENTION_HELP, POLICY_HELP
 from dcsim.memory.training import PARTS, Training
 from dcsim.model import optimizer, registry
 from dcsim.model.config import ModelConfig
