@@ -51,6 +51,15 @@ def test_activations_count_in_the_total_and_against_the_budget():
     exact = dense_footprint(activations=100, budget=680)
     assert exact.headroom_bytes == 0 and exact.fits is True  # at most the budget fits
     assert fits.leaves_out == NOT_COUNTED
+    assert over.record() == {
+        "state_bytes": 580,
+        "activations_bytes": 100,
+        "total_bytes": 680,
+        "budget_bytes": 600,
+        "fits": False,
+        "headroom_bytes": -80,
+        "leaves_out": ["XLA's temporaries", "communication buffers", "fragmentation"],
+    }
     assert list(fits.per_device_record().items())[-3:] == [
         ("total_bytes", 680),
         ("state_bytes", 580),

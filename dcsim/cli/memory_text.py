@@ -127,11 +127,22 @@ def _verify_lines(memory: MemoryReport, verified: Any) -> list[str]:
     ]
 
 
-def _budget_lines(fit: search.Fit, given: meshes.MeshSpec) -> list[str]:
+def _verdict_line(footprint: TrainingReport, mesh: meshes.MeshSpec) -> str:
+    """What a device of the given mesh holds against the budget: fits with what is left, or over."""
+    headroom = footprint.headroom_bytes or 0
+    verdict = f"fits, {_bytes(headroom)} left" if footprint.fits else f"over by {_bytes(-headroom)}"
+    return (
+        f"  this mesh: {mesh.text}, {_bytes(footprint.total_bytes)} a device: {verdict} (not counted: "
+        f"{', '.join(footprint.leaves_out)})"
+    )
+
+
+def _budget_lines(fit: search.Fit, given: meshes.MeshSpec, footprint: TrainingReport) -> list[str]:
     lines = [
         "",
         f"budget: {_bytes(fit.amount)} a device for the state's {_bytes(fit.total_bytes)}"
         + (" and each device's activations" if any(c.activations_bytes_per_device for c in fit.candidates) else ""),
+        _verdict_line(footprint, given),
         f"  ideal share: at least {units.count(fit.min_ideal_devices)} devices (total / budget, rounded up); "
         + (
             f"smallest mesh searched: {fit.ideal.text} ({units.count(fit.ideal.num_devices)} devices)"
@@ -252,7 +263,7 @@ def render_memory_table(result: MemoryResult) -> str:
     if result.verified is not None:
         lines += _verify_lines(memory, result.verified)
     if result.fit is not None:
-        lines += _budget_lines(result.fit, memory.mesh)
+        lines += _budget_lines(result.fit, memory.mesh, result.footprint)
     if result.stepped is not None:
         lines += _step_lines(result.stepped)
     return "\n".join(lines) + "\n"

@@ -12,7 +12,7 @@ Built from the laid-out state (``dcsim.memory.state.MemoryReport``) and the trac
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dcsim.memory.training import PARTS
 
@@ -117,6 +117,20 @@ class TrainingReport:
     @property
     def leaves_out_text(self) -> str:
         return leaves_out_text(self.with_step)
+
+    def record(self) -> dict[str, Any]:
+        """The ``footprint`` JSON object (keys in docs/cli.md): the state, the activations (null
+        without a step), the total, the budget, the verdict and the headroom (null without a
+        budget), and what it leaves out."""
+        return {
+            "state_bytes": self.state_bytes,
+            "activations_bytes": self.activations_bytes,
+            "total_bytes": self.total_bytes,
+            "budget_bytes": self.budget_bytes,
+            "fits": self.fits,
+            "headroom_bytes": self.headroom_bytes,
+            "leaves_out": list(self.leaves_out),
+        }
 
     def per_device_record(self) -> dict[str, int]:
         """The ``per_device`` JSON object (keys in docs/cli.md): each of ``PARTS``' bytes and the total;

@@ -136,4 +136,5 @@ def memory_record(result: MemoryResult) -> dict[str, Any]:
             record["xla"] |= verify_step.step_record(result.stepped)
     if result.fit is not None:
         record["budget"] = search.fit_record(result.fit)
+    record["footprint"] = result.footprint.record()
     return record
