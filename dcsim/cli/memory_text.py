@@ -16,7 +16,7 @@ from dcsim.memory.report import TrainingReport
 from dcsim.memory.state import MemoryReport, StateArray
 from dcsim.quantities import units
 from dcsim.report.memory_records import EVERY_DEVICE_ALIKE, MemoryResult, spec_text, uneven_arrays
-from dcsim.report.memory_tables import state_arrays_frame
+from dcsim.report.memory_tables import state_arrays_frame, state_parts_frame
 from dcsim.sharding import meshes
 
 TOP_ARRAYS = 10  # rows of the table's largest arrays; JSON has every one (a 70B model has ~3,600)
@@ -82,20 +82,12 @@ def _headline(memory: MemoryReport) -> list[str]:
     return lines
 
 
-def parts_frame(memory: MemoryReport) -> pd.DataFrame:
-    setup = memory.training
-    parts = setup.parts
-    return pd.DataFrame(
-        {
-            "part": list(parts),
-            "dtype": [", ".join(memory.part_dtypes(part)) for part in parts],
-            "split": ["yes" if part in setup.shard else "no" for part in parts],
-            "num_arrays": [len(memory.part_arrays(part)) for part in parts],
-            "total_bytes": [memory.part_total_bytes(part) for part in parts],
-            "bytes_per_device": [memory.part_bytes(part) for part in parts],
-            "size_per_device": [units.binary_bytes(memory.part_bytes(part)) for part in parts],
-        }
-    )
+def parts_text(memory: MemoryReport) -> str:
+    """The parts' table (``dcsim.report.memory_tables``, the page's "By part"), each device's bytes read
+    in binary units too."""
+    frame = state_parts_frame(memory)
+    columns = ["part", "dtype", "split", "num_arrays", "total_bytes", "bytes_per_device"]
+    return frame_text(frame[columns].assign(size_per_device=frame["bytes_per_device"].map(units.binary_bytes)))
 
 
 def arrays_text(rows: list[StateArray]) -> str:
@@ -246,7 +238,7 @@ def render_memory_table(result: MemoryResult) -> str:
         "",
         *_headline(memory),
         "",
-        frame_text(parts_frame(memory)),
+        parts_text(memory),
         "",
     ]
     if memory.num_arrays <= ALL_ARRAYS_UP_TO:

@@ -14,33 +14,13 @@ from dcsim.memory.report import TrainingReport
 from dcsim.memory.state import MemoryReport
 from dcsim.quantities import units
 from dcsim.report import memory_tables
-from dcsim.report.memory_charts import PART_TITLES
+from dcsim.report.memory_tables import PART_TITLES
 from dcsim.sharding import meshes
 
 
 def parts_frame(memory: MemoryReport) -> pd.DataFrame:
-    """One row per part the setup holds: part, title, bytes_per_device, percent_of_device, split
-    (``split`` or ``whole``: on every device), dtype, num_arrays and total_bytes (the part once, all
-    devices together). Bytes are exact ints."""
-    training = memory.training
-    device = memory.total_bytes_per_device
-    records = []
-    for part in training.parts:
-        held = memory.part_bytes(part)
-        rows = memory.part_arrays(part)
-        records.append(
-            {
-                "part": part,
-                "title": PART_TITLES[part],
-                "bytes_per_device": held,
-                "percent_of_device": 100 * held / device if device else 0.0,
-                "split": "split" if part in training.shard else "whole",
-                "dtype": ", ".join(sorted(memory.part_dtypes(part))) or "none",
-                "num_arrays": len(rows),
-                "total_bytes": memory.part_total_bytes(part),
-            }
-        )
-    return pd.DataFrame(records)
+    """One row per part the setup holds (``dcsim.report.memory_tables``: the CLI's parts table too)."""
+    return memory_tables.state_parts_frame(memory)
 
 
 def arrays_frame(memory: MemoryReport) -> pd.DataFrame:
