@@ -24,9 +24,9 @@ import pandas as pd
 
 from dcsim import links
 from dcsim.inputs import as_int, check_choice, check_document, json_kind, load_json, reject_unknown, show
-from dcsim.memory import activations
 from dcsim.memory import budget as budgets
-from dcsim.memory.activations import Step
+from dcsim.memory import step as steps
+from dcsim.memory.step import Step
 from dcsim.model import presets, registry
 from dcsim.model.config import CONFIG_FORMAT, CONFIG_VERSION, MODEL_KEYS, ModelConfig
 from dcsim.model.count import ParamReport
@@ -75,51 +75,16 @@ def check_weights(name: Any) -> str:
     return check_format(name, names=("weights", "group", "bits", "tile", "quantize_head")).name
 
 
-# A scenario's training step (``dcsim.memory.activations.Step``): the settings a comparison carries,
+# A scenario's training step (``dcsim.memory.step.Step``): the settings a comparison carries,
 # by JSON key, each with its link token field (the Memory page's link keys). The others keep the
 # step's defaults: bfloat16 compute, no sequence parallelism, dropless experts.
 STEP_FIELDS = {"sequence": "seq", "micro_batch": "mb", "remat": "remat", "attention": "attn"}
 
 
-def _choice_of(choices: Sequence[str]) -> Any:
-    return lambda value, label: check_choice(value, tuple(choices), f"`{label}`")
-
-
-# How each field is checked: as JSON gives it (numbers as numbers), and as text (a link's field, a box).
-_FROM_JSON = {
-    "sequence": activations.check_sequence,
-    "micro_batch": activations.check_micro_batch,
-    "remat": _choice_of(tuple(activations.POLICIES)),
-    "attention": _choice_of(activations.ATTENTION_KINDS),
-}
-_FROM_TEXT = {
-    **_FROM_JSON,
-    "sequence": activations.sequence_from_text,
-    "micro_batch": activations.micro_batch_from_text,
-}
-
-
-def check_step_field(key: str, value: Any, label: str, as_text: bool = False) -> Any:
-    """One of a step's ``STEP_FIELDS``, checked as the memory command checks it, named ``label``
-    (a JSON key or a link field, without quotes) in a refusal."""
-    return (_FROM_TEXT if as_text else _FROM_JSON)[key](value, label)
-
-
-def step_of(values: dict[str, Any], label: Any = None, as_text: bool = False) -> Step | None:
-    """A scenario's step from its fields (``STEP_FIELDS``' keys; absent ones take the memory
-    command's defaults), or None without a ``sequence``. Each value is checked first, under
-    ``label(key)`` (the JSON key unless told), so a bad one is named whatever else is given; the
-    step's other settings without a sequence are refused, as ``memory`` refuses them."""
-    label = label or (lambda key: key)
-    checked = {key: check_step_field(key, value, label(key), as_text) for key, value in values.items()}
-    if "sequence" not in checked:
-        if checked:
-            raise ValueError(
-                f"{', '.join(f'`{label(key)}`' for key in checked)}: for a training step's activations; "
-                f"give `{label('sequence')}` too"
-            )
-        return None
-    return Step(**checked)
+# Each field checked as JSON gives it and as text (a link's field, a box), as ``memory`` checks it:
+# ``dcsim.memory.step``'s, which the link codec reads too.
+check_step_field = steps.check_field
+step_of = steps.from_fields
 
 
 def step_text(step: Step | None) -> str:
@@ -145,7 +110,7 @@ class Scenario:
       dtype: the storage dtype of its raw payload and of a budget in bytes.
       weights: a weight format (``dcsim.quant.formats``, its default options) whose exact bytes
         the table shows beside the raw payload, or None.
-      step: a training step (``dcsim.memory.activations.Step``: sequence, micro-batch, remat,
+      step: a training step (``dcsim.memory.step.Step``: sequence, micro-batch, remat,
         attention) whose activations a training budget counts beside the state, or None for the
         state alone. Only the families with a training forward take one.
     """
@@ -171,7 +136,7 @@ class Scenario:
         if self.step is not None:
             if not isinstance(self.step, Step):
                 raise TypeError(f"a scenario's step must be a Step, got {type(self.step).__name__}")
-            activations.check_traceable(self.config, self.step)  # a family with a training forward, the positions
+            steps.check_for_model(self.config, self.step)  # a family with a training forward, the positions
         # One dtype per scenario: its configuration carries it too, as every configuration does.
         object.__setattr__(self, "config", dataclasses.replace(self.config, dtype=self.dtype))
 
@@ -365,6 +330,8 @@ def scenario_answer(
         return budgets.answer(demand, budget, up_to)
     config, step = scenario.config.architecture(), scenario.step
     assert step is not None  # counts_activations says so
+
+    from dcsim.memory import activations  # JAX: a step is traced only when a budget counts it
 
     def per_mesh(mesh: Any) -> int:
         return activations.cached_trace(config, step, scenario.dtype, mesh).bytes_per_device

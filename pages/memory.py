@@ -7,15 +7,16 @@ from typing import Any
 import streamlit as st
 
 from dcsim.memory import training as trainings
-from dcsim.memory.activations import ATTENTION_HELP, POLICY_HELP
+from dcsim.memory.report import TrainingReport
 from dcsim.memory.state import MemoryReport
+from dcsim.memory.step import ATTENTION_HELP, POLICY_HELP
 from dcsim.memory.training import PARTS, Training
 from dcsim.model import optimizer, registry
 from dcsim.model.config import ModelConfig
 from dcsim.quantities import units
 from dcsim.report import memory_charts
 from dcsim.sharding.meshes import MAX_RULES, MeshSpec, Rule
-from dcsim.ui import frame, layout, memory, router, state, widgets
+from dcsim.ui import frame, layout, memory, memory_view, router, state, widgets
 
 router.require_router()
 
@@ -270,16 +271,17 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
             "Under JAX's even splits every device holds shards of the same shapes, so the most-loaded device holds "
             "exactly what every other one does: the figures below are each device's."
         )
+        footprint = TrainingReport.of(held, activations_bytes, budget)
         total_col, ideal_col, fits_col = st.columns(3)
         total_col.metric(
             "Total per device" if traced is None else "State + activations per device",
-            units.bytes_exact(held.total_bytes_per_device + (activations_bytes or 0)),
+            units.bytes_exact(footprint.total_bytes),
             help="Every array's bytes on one device, summed: what the most-loaded (every) device holds"
             + (
                 "."
                 if traced is None
-                else f"; the state {units.bytes_exact(held.total_bytes_per_device)}, the step's "
-                f"activations {units.bytes_exact(activations_bytes or 0)}."
+                else f"; the state {units.bytes_exact(footprint.state_bytes)}, the step's "
+                f"activations {units.bytes_exact(footprint.activations_bytes or 0)}."
             ),
         )
         ideal_col.metric(
@@ -288,9 +290,9 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
             help=f"The whole state once ({units.bytes_exact(held.total_bytes)}) over {units.count(held.num_devices)} "
             f"devices, exactly {units.share(held.ideal_bytes_per_device)} bytes: an average, not a layout.",
         )
-        fits_text, fits_help = memory.budget_delta(held, budget, activations_bytes or 0)
+        fits_text, fits_help = memory_view.budget_delta(footprint)
         fits_col.metric(f"Against the budget ({budget_text})", fits_text, help=fits_help)
-        fits_col.caption(memory.budget_leaves_out(traced is not None))
+        fits_col.caption(footprint.leaves_out_text)
         if traced is not None:
             act_col, loss_col, formula_col = st.columns(3)
             act_col.metric(
@@ -322,14 +324,14 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
                 )
             if traced.routed:
                 st.caption(frame.plain(f"Routed experts: {traced.step.dispatch_text}."))
-        for column, part in zip(st.columns(len(training.parts)), training.parts, strict=True):
+        for column, (part, held_bytes) in zip(st.columns(len(footprint.parts)), footprint.parts, strict=True):
             column.metric(
                 f"{memory.PART_TITLES[part]} per device",
-                units.bytes_exact(held.part_bytes(part)),
+                units.bytes_exact(held_bytes),
                 help=f"{'Split over the mesh' if part in training.shard else 'Whole on every device'}; "
                 f"{units.bytes_exact(held.part_total_bytes(part))} once, all devices together.",
             )
-        st.markdown(frame.plain(memory.largest_text(held)))
+        st.markdown(frame.plain(memory_view.largest_text(held)))
         if traced is None:
             st.caption(f"**{memory.CAVEAT}**")
         else:
@@ -368,8 +370,10 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
                 memory_charts.device_sweep(sweep, budget, budget_text, mesh.num_devices), width="stretch"
             )
             with answer_col:
-                st.markdown("\n".join(f"- {line}" for line in memory.fit_sentences(answer, frame.plain(budget_text))))
-                refused = memory.refused_meshes(answer)
+                st.markdown(
+                    "\n".join(f"- {line}" for line in memory_view.fit_sentences(answer, frame.plain(budget_text)))
+                )
+                refused = memory_view.refused_meshes(answer)
                 if refused:
                     st.caption(frame.plain("Meshes the layout refuses (no point drawn): " + " ".join(refused)))
                 st.caption(
@@ -380,7 +384,7 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
             if box is not None:
                 with box:
                     frame.text_table(
-                        memory.candidates_frame(answer),
+                        memory_view.candidates_frame(answer),
                         {
                             "mesh": "Mesh",
                             "devices": "Devices",
@@ -401,7 +405,7 @@ def state_sections(config: ModelConfig, setup: memory.Setup) -> None:
 
     st.subheader("By part")
     frame.text_table(
-        memory.parts_frame(held).drop(columns="part"),
+        memory_view.parts_frame(held).drop(columns="part"),
         {
             "title": "Part",
             "bytes_per_device": "Per device",
@@ -417,7 +421,7 @@ def state_sections(config: ModelConfig, setup: memory.Setup) -> None:
     )
 
     st.subheader("Every array of the state")
-    arrays = memory.arrays_frame(held)
+    arrays = memory_view.arrays_frame(held)
     filters = ("all", *setup.training.parts)
     if st.session_state.get(memory.PART_FILTER) not in filters:  # master gone with its copy, or a first visit
         st.session_state[memory.PART_FILTER] = "all"
@@ -425,7 +429,7 @@ def state_sections(config: ModelConfig, setup: memory.Setup) -> None:
         "Show the arrays of",
         filters,
         key=memory.PART_FILTER,
-        format_func=memory.part_filter_label,
+        format_func=memory_view.part_filter_label,
     )
     rows = arrays if shown_part == "all" else arrays[arrays["part"] == shown_part]
     st.dataframe(

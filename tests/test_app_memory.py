@@ -7,7 +7,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import metrics, open_app, shown
+from conftest import metrics, open_app, run_cli, shown
 from dcsim import links
 from dcsim.memory import search
 from dcsim.memory.state import compute_memory
@@ -330,6 +330,47 @@ def test_the_charts_tables_and_download():
     at.selectbox(key="memory.part_filter").set_value("optimizer").run()
     assert set(at.dataframe[-1].value["part"]) == {"optimizer"}
     assert at.get("download_button")[0].label == "Download every array (CSV)"
+
+
+def downloaded(monkeypatch) -> dict[str, str]:
+    """Every file the page offers for download, by its button's label, as handed to
+    ``st.download_button`` (AppTest keeps a button's file only in its mock runtime)."""
+    import streamlit as st
+
+    files: dict[str, str] = {}
+    offer = st.download_button
+
+    def download_button(label, data, *args, **kwargs):
+        files[label] = data
+        return offer(label, data, *args, **kwargs)
+
+    monkeypatch.setattr(st, "download_button", download_button)
+    return files
+
+
+def test_the_pages_csv_is_the_command_lines(monkeypatch, capsys):
+    files = downloaded(monkeypatch)
+    at = open_link({**DENSE, "mesh": "data=4", "zero": "1", "optim": "adafactor", "master": "float32"})
+    assert "Download every array (CSV)" in [button.label for button in at.get("download_button")]
+    page_csv = files["Download every array (CSV)"]
+    argv = ("memory", "--input-dim", "8", "--features", "8", "--mesh", "data=4", "--zero", "1")
+    code, cli_csv, err = run_cli(
+        capsys, *argv, "--optimizer", "adafactor", "--master-dtype", "float32", "--format", "csv"
+    )
+    assert code == 0, err
+    assert page_csv == cli_csv
+    lines = cli_csv.splitlines()
+    assert lines[0] == "path,part,shape,dtype,partition_spec,shard_shape,bytes_per_device,note"
+    # ZeRO-1 keeps the 8x8 bfloat16 kernel whole (128 bytes) and splits its float32 master copy four ways.
+    assert lines[1].startswith("Dense_0/kernel,params,8x8,bfloat16,P(),8x8,128,whole on every device")
+    assert "Dense_0/kernel,master,8x8,float32,\"P('data',)\",2x8,64," in cli_csv
+    assert (
+        len(lines)
+        == 1
+        + engine(
+            {**DENSE, "mesh": "data=4"}, Training.stage(1, optimizer="adafactor", master_dtype="float32")
+        ).num_arrays
+    )
 
 
 def test_every_mesh_searched_is_listed_on_request():

@@ -246,6 +246,27 @@ def test_budget_gives_both_answers(capsys):
     assert "real layout: data=8 (8 devices), 484 bytes on its most-loaded device" in out
 
 
+def test_the_footprint_on_the_given_mesh_against_the_budget(capsys):
+    # data=4 holds 852 bytes a device (params 106 + grads 106 + master 212 + optimizer 428): 2 over
+    # a budget of 850, 48 under one of 900.
+    flags = (*MLP, "--mesh", "data=4", "--master-dtype", "float32")
+    assert memory_json(capsys, *flags, "--budget", "850B")["footprint"] == {
+        "state_bytes": 852,
+        "activations_bytes": None,
+        "total_bytes": 852,
+        "budget_bytes": 850,
+        "fits": False,
+        "headroom_bytes": -2,
+        "leaves_out": ["a step's activations", "XLA's temporaries", "communication buffers", "fragmentation"],
+    }
+    without = memory_json(capsys, *flags)["footprint"]
+    assert without["budget_bytes"] is None and without["fits"] is None and without["headroom_bytes"] is None
+    _, out, _ = run(capsys, "memory", *flags, "--budget", "850B")
+    assert "  this mesh: data=4, 852 bytes a device: over by 2 bytes (not counted: a step's activations," in out
+    _, out, _ = run(capsys, "memory", *flags, "--budget", "900B")
+    assert "  this mesh: data=4, 852 bytes a device: fits, 48 bytes left (not counted:" in out
+
+
 def test_a_budget_the_whole_parts_alone_pass_says_no_count_can_fit(capsys):
     # ZeRO-1 keeps the bfloat16 params and grads whole: 2 x 424 = 848 bytes a device on any mesh.
     flags = (*MLP, "--mesh", "data=4", "--zero", "1", "--master-dtype", "float32", "--budget", "800B")

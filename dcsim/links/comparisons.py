@@ -32,7 +32,7 @@ from dcsim.compare import (
 )
 from dcsim.inputs import as_int, show
 from dcsim.memory import budget as budgets
-from dcsim.memory.activations import Step, check_traceable
+from dcsim.memory.step import Step, check_for_model
 from dcsim.model import optimizer
 from dcsim.model.config import ModelConfig
 
@@ -182,7 +182,7 @@ def _step(values: dict[str, Any], config: ModelConfig, where: str, problems: lis
     try:
         step = step_of(values, label=STEP_FIELDS.get)
         if step is not None:
-            check_traceable(config, step)  # a family with a training forward, the model's positions
+            check_for_model(config, step)  # a family with a training forward, the model's positions
         return step
     except (TypeError, ValueError) as err:
         problems.append(f"{where}: {err}; showing it without a step.")

@@ -38,9 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
-import operator
-import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -48,387 +45,46 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax.extend import core as jax_core
 
-from dcsim.inputs import as_int, check_choice, number_from_text, show
+# The step's request and its checks are JAX-free (``dcsim.memory.step``), the paper's formula too
+# (``dcsim.memory.formula``), and the jaxpr's residuals and FLOPs are ``dcsim.memory.residuals``';
+# their names stay importable from here, where the trace that uses them is.
+from dcsim.memory.formula import formula_note as formula_note
+from dcsim.memory.formula import korthikanti_bytes as korthikanti_bytes
+from dcsim.memory.residuals import Dim as Dim
+from dcsim.memory.residuals import Residual as Residual
+from dcsim.memory.residuals import Saved as Saved
+from dcsim.memory.residuals import _size as _size
+from dcsim.memory.residuals import jaxpr_flops as jaxpr_flops
+from dcsim.memory.residuals import saved_shapes as saved_shapes
+from dcsim.memory.residuals import step_flops as step_flops
+from dcsim.memory.step import ATTENTION_HELP as ATTENTION_HELP
+from dcsim.memory.step import ATTENTION_KINDS as ATTENTION_KINDS
+from dcsim.memory.step import COMPUTE_DTYPES as COMPUTE_DTYPES
+from dcsim.memory.step import MAX_MICRO_BATCH as MAX_MICRO_BATCH
+from dcsim.memory.step import POLICY_HELP as POLICY_HELP
+from dcsim.memory.step import Step as Step
+from dcsim.memory.step import check_capacity_factor as check_capacity_factor
+from dcsim.memory.step import check_choice as check_choice
+from dcsim.memory.step import check_for_model, split_hparams
+from dcsim.memory.step import check_micro_batch as check_micro_batch
+from dcsim.memory.step import check_sequence as check_sequence
+from dcsim.memory.step import micro_batch_from_text as micro_batch_from_text
+from dcsim.memory.step import sequence_from_text as sequence_from_text
 from dcsim.model import families, presets, registry
 from dcsim.model.config import ModelConfig
-from dcsim.model.flash import FLASH_BACKWARD, FLASH_FORWARD
-from dcsim.model.forward import ATTENTION_KINDS, REMAT_POLICIES, Forward
-from dcsim.model.hparams import MAX_POSITIONS
+from dcsim.model.forward import REMAT_POLICIES
 from dcsim.sharding.megatron import TENSOR_AXIS
 from dcsim.sharding.meshes import MeshSpec
 
 # The policies, by name: ``dcsim.model.forward.REMAT_POLICIES`` (MaxText's ``minimal`` keeps the
 # projections the modules name with ``checkpoint_name``).
 POLICIES: Mapping[str, Callable[..., Any] | None] = REMAT_POLICIES
-POLICY_HELP = {
-    "none": "no remat: every residual the backward pass reads is kept; no forward is recomputed",
-    "full": "nothing_saveable: each block keeps only its input and recomputes its whole forward in the backward",
-    "dots": "dots_saveable: the outputs of every matmul are kept (attention's score and value products too), "
-    "the elementwise work between them recomputed",
-    "dots-no-batch": "dots_with_no_batch_dims_saveable: the outputs of matmuls without batch dimensions (the "
-    "projections) are kept; attention's batched products and the elementwise work are recomputed",
-    "minimal": "MaxText's minimal: the named projections (query, key, value, out, the MLP's in and out) are kept; "
-    "attention and the elementwise work are recomputed",
-}
-ATTENTION_HELP = {
-    "flash": "a blockwise kernel (FlashAttention, cuDNN, Pallas splash): q, k, v, the output and the "
-    "log-sum-exp are saved, never the s x s probabilities",
-    "naive": "softmax attention as written: the s x s probabilities are saved, the term quadratic in the sequence",
-}
-COMPUTE_DTYPES = ("bfloat16", "float16", "float32")
-MAX_MICRO_BATCH = 1 << 16  # sequences a replica a step; past any real run, small enough to trace
 LOSS_DTYPE = "float32"
 
 # What runs inside Megatron's tensor-parallel regions of a block (split over ``model`` by heads or
 # by width); everything else in a block is the replicated residual stream.
 TENSOR_PARALLEL_MODULES = ("attn", "mlp", "moe", "self_attn", "cross_attn", "lm_head")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def check_sequence(value: Any, label: str = "the sequence", shown: Any = None) -> int:
-    return as_int(value, label, minimum=1, maximum=MAX_POSITIONS, why="tokens a sequence", shown=shown)
-
-
-def check_micro_batch(value: Any, label: str = "the micro-batch", shown: Any = None) -> int:
-    return as_int(
-        value, label, minimum=1, maximum=MAX_MICRO_BATCH, why="sequences a data-parallel replica a step", shown=shown
-    )
-
-
-def sequence_from_text(text: str, label: str) -> int:
-    """A sequence as typed (a flag, a link field), checked under ``label``: ``'4096'``, ``'4e3'``."""
-    return check_sequence(number_from_text(text.strip()), label, shown=text)
-
-
-def micro_batch_from_text(text: str, label: str) -> int:
-    """A micro-batch as typed (a flag, a link field), checked under ``label``."""
-    return check_micro_batch(number_from_text(text.strip()), label, shown=text)
-
-
-def check_capacity_factor(value: Any, label: str = "the capacity factor") -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{label} must be a number from 0.01 to 64 (or none: dropless), got {show(value)}")
-    if not 0.01 <= value <= 64:
-        raise ValueError(f"{label} must be a number from 0.01 to 64 (or none: dropless), got {show(value)}")
-    return float(value)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Step:
-    """One training step's shape and how it is computed.
-
-    Attributes:
-      sequence: tokens a sequence.
-      micro_batch: sequences a data-parallel replica a step (not the global batch).
-      remat: a key of ``POLICIES``, applied to every block.
-      attention: ``flash`` or ``naive`` (``ATTENTION_HELP``).
-      compute_dtype: the dtype the forward runs in, and so the residual stream's.
-      capacity_factor: routed experts: None for dropless dispatch, else GShard's capacity factor.
-      sequence_parallel: Megatron's sequence parallelism beside the ``model`` axis.
-    """
-
-    sequence: int
-    micro_batch: int = 1
-    remat: str = "none"
-    attention: str = "flash"
-    compute_dtype: str = "bfloat16"
-    capacity_factor: float | None = None
-    sequence_parallel: bool = False
-
-    def __post_init__(self) -> None:
-        check_sequence(self.sequence, "sequence")
-        check_micro_batch(self.micro_batch, "micro_batch")
-        check_choice(self.remat, tuple(POLICIES), "the remat policy")
-        check_choice(self.attention, ATTENTION_KINDS, "the attention kind")
-        check_choice(self.compute_dtype, COMPUTE_DTYPES, "the compute dtype")
-        check_capacity_factor(self.capacity_factor)
-        if not isinstance(self.sequence_parallel, bool):
-            raise TypeError(f"`sequence_parallel` must be true or false, got {show(self.sequence_parallel)}")
-
-    @property
-    def forward(self) -> Forward:
-        dispatch = "dropless" if self.capacity_factor is None else "capacity"
-        return Forward(attention=self.attention, dispatch=dispatch, capacity_factor=self.capacity_factor or 1.0)
-
-    @property
-    def dispatch_text(self) -> str:
-        if self.capacity_factor is None:
-            return "dropless (each token's chosen experts only, jax.lax.ragged_dot, as MaxText)"
-        return f"GShard capacity, factor {self.capacity_factor:g} (tokens past an expert's capacity dropped)"
-
-
-# --- the residuals of one traced function -----------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Residual:
-    """One array the backward pass reads, kept from the forward.
-
-    Attributes:
-      shape, dtype: as saved.
-      where: the module that produced it (``attn/query``, ``mlp_norm``), or ``input``.
-      bytes: the whole array's bytes.
-      bytes_per_device: what one device keeps of it (split over the sequence under sequence
-        parallelism when it sits outside the tensor-parallel modules).
-    """
-
-    shape: tuple[int, ...]
-    dtype: str
-    where: str
-    bytes: int
-    bytes_per_device: int
-
-
-def _where(eqn: Any) -> str:
-    """The module path of an equation's name stack (``jvp(TransformerBlock)/attn/query`` ->
-    ``attn/query``): transformations and einsum specs dropped."""
-    parts = [part for part in str(eqn.source_info.name_stack).split("/") if _NAME.fullmatch(part)]
-    return "/".join(parts)
-
-
-def _inner_jaxpr(eqn: Any) -> Any:
-    """The jaxpr an equation calls with its own inputs and outputs (jit, a custom derivative's
-    primal, a checkpoint), or None."""
-    for name in ("jaxpr", "call_jaxpr", "fun_jaxpr"):
-        sub = eqn.params.get(name)
-        inner = getattr(sub, "jaxpr", sub)
-        if (
-            isinstance(inner, jax_core.Jaxpr)
-            and len(inner.invars) == len(eqn.invars)
-            and len(inner.outvars) == len(eqn.outvars)
-        ):
-            return inner
-    return None
-
-
-def _depends(jaxpr: Any, marked: tuple[bool, ...], top: dict[Any, Any] | None = None) -> list[bool]:
-    """Which outputs of ``jaxpr`` depend on the inputs ``marked``; follows calls into their jaxprs,
-    so a jitted helper's output computed from the parameters alone stays unmarked. ``top``
-    collects, for the outer jaxpr, each variable's producing equation."""
-    dependent = {var for var, mark in zip(jaxpr.invars, marked, strict=True) if mark}
-    for eqn in jaxpr.eqns:
-        if top is not None:
-            for var in eqn.outvars:
-                top[var] = eqn
-        ins = tuple(not isinstance(var, jax_core.Literal) and var in dependent for var in eqn.invars)
-        if not any(ins):
-            continue
-        inner = _inner_jaxpr(eqn)
-        outs = [True] * len(eqn.outvars) if inner is None else _depends(inner, ins)
-        dependent.update(var for var, out in zip(eqn.outvars, outs, strict=True) if out)
-    return [not isinstance(var, jax_core.Literal) and var in dependent for var in jaxpr.outvars]
-
-
-def _canonical(jaxpr: Any) -> dict[Any, Any]:
-    """Each variable of the outer jaxpr mapped to the first one computed the same way (the same
-    primitive, parameters and inputs): the traced forward converts a norm's input to float32 once
-    for its statistics and once to normalise, and XLA keeps one copy; so does the count."""
-    canon: dict[Any, Any] = {}
-    seen: dict[Any, Any] = {}
-    for eqn in jaxpr.eqns:
-        if eqn.effects or any(_inner_jaxpr_of(value) for value in eqn.params.values()):
-            continue
-        try:
-            key = (
-                eqn.primitive,
-                tuple(
-                    ("literal", repr(var.val), str(var.aval))
-                    if isinstance(var, jax_core.Literal)
-                    else canon.get(var, var)
-                    for var in eqn.invars
-                ),
-                tuple(sorted((name, repr(value)) for name, value in eqn.params.items())),
-            )
-            hash(key)
-        except TypeError:
-            continue
-        if key in seen:
-            for var, first in zip(eqn.outvars, seen[key].outvars, strict=True):
-                canon[var] = canon.get(first, first)
-        else:
-            seen[key] = eqn
-    return canon
-
-
-def _inner_jaxpr_of(value: Any) -> bool:
-    return isinstance(getattr(value, "jaxpr", value), jax_core.Jaxpr)
-
-
-def _held(shape: tuple[Dim, ...], split: int, sequence: Dim, micro_batch: Dim) -> tuple[Dim, ...]:
-    """What a device holds of a residual split ``split`` ways over the sequence (a (batch,
-    sequence, ...) array, or a flattened (batch x sequence, ...) one); else the whole."""
-    if split == 1:
-        return shape
-    if len(shape) >= 2 and shape[0] == micro_batch and shape[1] == sequence:
-        return (shape[0], shape[1] // split, *shape[2:])
-    if shape and shape[0] == micro_batch * sequence:
-        return (shape[0] // split, *shape[1:])
-    return shape
-
-
-# A dimension as traced: an int, or a polynomial in the step's symbolic micro-batch and sequence.
-Dim = Any
-
-
-@dataclasses.dataclass(frozen=True)
-class Saved:
-    """A residual as traced, before its sizes are known: ``shape`` and ``held`` (what a device keeps
-    of it) may be polynomials in the symbols ``b`` and ``s`` (``jax.export.symbolic_shape``)."""
-
-    shape: tuple[Dim, ...]
-    dtype: str
-    where: str
-    held: tuple[Dim, ...]
-
-    def at(self, micro_batch: int, sequence: int) -> Residual:
-        """This residual at one micro-batch and sequence: exact ints."""
-        env = {"b": micro_batch, "s": sequence}
-        shape = tuple(_size(dim, env) for dim in self.shape)
-        held = tuple(_size(dim, env) for dim in self.held)
-        itemsize = np.dtype(self.dtype).itemsize
-        return Residual(
-            shape=shape,
-            dtype=self.dtype,
-            where=self.where,
-            bytes=math.prod(shape) * itemsize,
-            bytes_per_device=math.prod(held) * itemsize,
-        )
-
-
-def _size(dim: Dim, env: Mapping[str, int]) -> int:
-    """A traced dimension's value, exactly: an int as it is; a symbolic one evaluated at ``env`` in
-    Python ints. JAX's own evaluation (the private ``_evaluate`` its export uses) computes in int32
-    and wraps past 2**31 (a block's FLOPs at 512 tokens already do), so the polynomial is read term
-    by term: its private ``_sorted_terms``, each a product of factors (a symbol, or a floor division,
-    a remainder, a max or a min of polynomials). Tests hold every symbolic figure to a concrete
-    trace's, at sizes past int32."""
-    if isinstance(dim, int):
-        return dim
-    return sum(int(coefficient) * _term(term, env) for term, coefficient in dim._sorted_terms)
-
-
-def _term(term: Any, env: Mapping[str, int]) -> int:
-    return math.prod(_factor(factor, env) ** power for factor, power in term._factors)
-
-
-# The operations a dimension polynomial's factor may apply (``shape_poly._DimFactor``'s names).
-_OPERATIONS: Mapping[str, Callable[[int, int], int]] = {
-    "floordiv": operator.floordiv,
-    "mod": operator.mod,
-    "max": max,
-    "min": min,
-}
-
-
-def _factor(factor: Any, env: Mapping[str, int]) -> int:
-    if factor.var is not None:
-        return env[factor.var]
-    left, right = (_size(operand, env) for operand in factor.operands)
-    return _OPERATIONS[factor.operation](left, right)
-
-
-def saved_shapes(
-    fn: Callable[..., Any],
-    params: Any,
-    *inputs: jax.ShapeDtypeStruct,
-    split: Callable[[str], int] = lambda where: 1,
-    sequence: Dim = 0,
-    micro_batch: Dim = 0,
-) -> tuple[Saved, ...]:
-    """The residuals ``jax.vjp`` of ``fn(params, *inputs)`` keeps that depend on the inputs (the
-    batch): never the parameters, nor anything computed from them alone. Gradients are taken
-    with respect to the parameters and the floating-point inputs (integer inputs, token ids, are
-    data). Each residual is counted once, however many times the closure holds it. ``split(where)``:
-    how many ways a device splits a residual produced in module ``where`` over the sequence.
-
-    The sizes are left as traced: the inputs' shapes, ``sequence`` and ``micro_batch`` may be the
-    symbols ``s`` and ``b``, so that one trace serves every sequence; ``Saved.at`` evaluates a row."""
-    floating = [jnp.issubdtype(x.dtype, jnp.floating) for x in inputs]
-
-    def residual_leaves(params: Any, *args: Any) -> list[Any]:
-        def step(p: Any, *diff: Any) -> Any:
-            given = iter(diff)
-            return fn(p, *(next(given) if is_float else x for x, is_float in zip(args, floating, strict=True)))
-
-        _, pullback = jax.vjp(step, params, *(x for x, is_float in zip(args, floating, strict=True) if is_float))
-        return jax.tree_util.tree_leaves(pullback)
-
-    closed = jax.make_jaxpr(residual_leaves)(params, *inputs)
-    jaxpr = closed.jaxpr
-    num_params = len(jax.tree_util.tree_leaves(params))
-    marked = tuple(index >= num_params for index in range(len(jaxpr.invars)))
-    producers: dict[Any, Any] = {}
-    dependent = _depends(jaxpr, marked, producers)
-    canon = _canonical(jaxpr)
-    seen: set[Any] = set()
-    rows = []
-    for var, is_activation in zip(jaxpr.outvars, dependent, strict=True):
-        if not is_activation or canon.get(var, var) in seen:
-            continue
-        seen.add(canon.get(var, var))
-        shape = tuple(var.aval.shape)
-        where = _where(producers[var]) if var in producers else "input"
-        held = _held(shape, split(where), sequence, micro_batch)
-        rows.append(Saved(shape=shape, dtype=str(var.aval.dtype), where=where, held=held))
-    return tuple(rows)
-
-
-_ELEMENTWISE = frozenset(
-    {"add", "sub", "mul", "div", "exp", "log", "tanh", "logistic", "rsqrt", "sqrt", "max", "min", "neg", "integer_pow"}
-)
-
-
-def jaxpr_flops(jaxpr: Any) -> Dim:
-    """Floating-point operations of a jaxpr, counted from its equations: a matmul 2 x its output x
-    its contracted size, an elementwise op its output, a sum its input; calls followed into, a scan's
-    body once an iteration. An int, or a polynomial in the symbols of a shape-polymorphic trace."""
-    total: Dim = 0
-    for eqn in jaxpr.eqns:
-        if eqn.params.get("name") == FLASH_BACKWARD:
-            # the kernel's five products: q.k again, dv = p.do, dp = do.v, dq = ds.k, dk = ds.q
-            query, key, value = (var.aval.shape for var in eqn.invars[:3])
-            total += 2 * math.prod(query[:-1]) * key[-3] * (3 * query[-1] + 2 * value[-1])
-            continue
-        inner = [getattr(value, "jaxpr", value) for value in eqn.params.values()]
-        subs = [sub for sub in inner if isinstance(sub, jax_core.Jaxpr)]
-        if subs:
-            # a scan runs its body once an iteration (flash attention's backward, a block of keys each)
-            repeats = eqn.params["length"] if eqn.primitive.name == "scan" else 1
-            total += repeats * sum(jaxpr_flops(sub) for sub in subs[:1])
-            continue
-        name = eqn.primitive.name
-        if name == "dot_general":
-            (contract, _), _ = eqn.params["dimension_numbers"]
-            lhs = eqn.invars[0].aval.shape
-            total += 2 * math.prod(eqn.outvars[0].aval.shape) * math.prod(lhs[d] for d in contract)
-        elif name == "ragged_dot_general" or name == "ragged_dot":
-            lhs, rhs = eqn.invars[0].aval.shape, eqn.invars[1].aval.shape
-            total += 2 * math.prod(lhs) * rhs[-1]
-        elif name == FLASH_FORWARD:  # the kernel's two products: q.k and p.v
-            query, key, value = (var.aval.shape for var in eqn.invars[:3])
-            total += 2 * math.prod(query[:-1]) * key[-3] * (query[-1] + value[-1])
-        elif name in _ELEMENTWISE:
-            total += math.prod(eqn.outvars[0].aval.shape)
-        elif name == "reduce_sum":
-            total += math.prod(eqn.invars[0].aval.shape)
-    return total
-
-
-def step_flops(fn: Callable[..., Any], params: Any, x: jax.ShapeDtypeStruct) -> Dim:
-    """The floating-point operations of ``fn``'s forward and backward pass together (one vjp and
-    its pullback applied to a cotangent), from the traced jaxpr: under a remat policy the pullback
-    recomputes what was not kept, so the difference to no remat is the recomputation."""
-
-    def whole(p: Any, value: Any) -> Any:
-        out, pullback = jax.vjp(fn, p, value)
-        return pullback(jnp.ones_like(out))
-
-    return jaxpr_flops(jax.make_jaxpr(whole)(params, x).jaxpr)
 
 
 def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
@@ -499,41 +155,6 @@ def tensor_parallel_size(mesh: MeshSpec | None) -> int:
     return dict(mesh.axes).get(TENSOR_AXIS, 1)
 
 
-def _split_over(value: int, t: int, what: str) -> int:
-    if value % t:
-        raise ValueError(
-            f"the mesh's {TENSOR_AXIS} axis ({t}) must divide {what} ({value:,}) to split it as Megatron does"
-        )
-    return value // t
-
-
-def local_hparams(family: registry.Family, hparams: Mapping[str, Any], t: int) -> dict[str, Any]:
-    """The block one device of a ``model`` axis of ``t`` runs: heads, KV heads, the feed-forward
-    widths and the vocabulary divided by t (KV heads fewer than t are repeated, one a device, as
-    Megatron and vLLM do; the vocabulary is padded up to a multiple of t, as Megatron pads it)."""
-    h = dict(hparams)
-    if t == 1:
-        return h
-    heads = h["num_heads"]
-    if not family.latent(h):
-        h["head_dim"] = h.get("head_dim") or h["d_model"] // heads
-        kv = h["num_kv_heads"]
-        if kv % t == 0:
-            h["num_kv_heads"] = kv // t
-        elif t % kv == 0:
-            h["num_kv_heads"] = 1
-        else:
-            raise ValueError(
-                f"the mesh's {TENSOR_AXIS} axis ({t}) must divide the KV heads ({kv:,}) or be a multiple of them "
-                "to split attention as Megatron does"
-            )
-    h["num_heads"] = _split_over(heads, t, "the attention heads")
-    for name, what in family.tensor_widths(h):
-        h[name] = _split_over(h[name], t, what)
-    h["vocab_size"] = -(-h["vocab_size"] // t)
-    return h
-
-
 def _cast(tree: Any, dtype: Any) -> Any:
     return jax.tree_util.tree_map(lambda leaf: leaf.astype(dtype), tree)
 
@@ -543,31 +164,14 @@ def _abstract(tree: Any, dtype: str) -> Any:
 
 
 def check_traceable(config: ModelConfig, step: Step, mesh: MeshSpec | None = None) -> dict[str, Any]:
-    """The model's hyperparameters, once the step is checked against them: a family with a
-    training forward, a sequence within the positions, a sequence the sequence-parallel axis
-    divides. Raises ValueError naming the rule and the value."""
-    family = registry.family_of(config)
-    if not family.trains:
-        what = "the Dense stack" if config.family is None else f"the {config.family} family"
-        raise ValueError(
-            f"activations are traced for decoder-only language models (families "
-            f"{', '.join(families.TRAINING_FORWARDS)}); {what} has no training forward here"
-        )
-    hparams = presets.resolved_hparams(config)
-    positions = hparams.get("max_positions")
-    if positions and step.sequence > positions and not hparams.get("rope_scaling"):
-        raise ValueError(
-            f"the sequence ({step.sequence:,} tokens) must be at most the model's positions "
-            f"(max_positions {positions:,})"
-        )
-    t = tensor_parallel_size(mesh)
-    if step.sequence_parallel and step.sequence % t:
-        raise ValueError(
-            f"sequence parallelism splits the sequence over the mesh's {TENSOR_AXIS} axis ({t}), which must divide "
-            f"it; got a sequence of {step.sequence:,} tokens"
-        )
-    local_hparams(family, hparams, t)  # refuses what the model axis cannot split
-    return hparams
+    """The model's hyperparameters, once the step is checked against them and the mesh's ``model``
+    axis (``dcsim.memory.step.check_for_model``). Raises ValueError naming the rule and the value."""
+    return check_for_model(config, step, (TENSOR_AXIS, tensor_parallel_size(mesh)))
+
+
+def local_hparams(family: registry.Family, hparams: Mapping[str, Any], t: int) -> dict[str, Any]:
+    """The block one device of a ``model`` axis of ``t`` runs (``dcsim.memory.step.split_hparams``)."""
+    return split_hparams(family, hparams, TENSOR_AXIS, t)
 
 
 def trace_activations(
@@ -755,57 +359,6 @@ def _trace_step(
 
 
 # --- the paper's formula, beside it ----------------------------------------------------------------
-
-
-def korthikanti_bytes(hparams: Mapping[str, Any], step: Step, t: int = 1) -> int | None:
-    """Korthikanti et al. (2022), "Reducing Activation Recomputation in Large Transformer Models",
-    bytes for s, b, h = d_model, a = heads, L = blocks (16-bit activations, dropout masks 1 byte):
-
-    - no recomputation, naive attention: s*b*h*L*(34 + 5*a*s/h); with tensor parallelism over t
-      only: s*b*h*L*(10 + 24/t + 5*a*s/(h*t)); with tensor and sequence parallelism: the first / t;
-    - no recomputation, flash attention (their selective recomputation of the attention core):
-      34*s*b*h*L; 10 + 24/t under tensor parallelism only; / t with sequence parallelism;
-    - full recomputation: 2*s*b*h*L (each block's input), / t with sequence parallelism;
-    - None for dots, dots-no-batch and minimal: the paper has no counterpart.
-
-    Rounded down to whole bytes where t does not divide."""
-    s, b, L = step.sequence, step.micro_batch, hparams["num_layers"]
-    h, a = hparams["d_model"], hparams["num_heads"]
-    sp = step.sequence_parallel and t > 1
-    quadratic = 5 * a * s if step.attention == "naive" else 0  # per s*b*L: 5*a*s^2*b*L
-    if step.remat == "none":
-        if sp or t == 1:
-            total = s * b * L * (34 * h + quadratic)
-            return total // t
-        return (s * b * L * (10 * h * t + 24 * h + quadratic)) // t
-    if step.remat == "full":
-        return (2 * s * b * h * L) // (t if sp else 1)
-    return None
-
-
-def formula_note(family: registry.Family, hparams: Mapping[str, Any], step: Step) -> str:
-    """Why the exact figure differs from the formula for this model, in one line."""
-    h, a = hparams["d_model"], hparams["num_heads"]
-    reasons = []
-    if family.experts:
-        k, e = hparams["experts_per_token"], hparams["num_experts"]
-        reasons.append(f"routed experts ({k} of {e} a token) where the formula has one dense MLP of 4h")
-    elif hparams.get("gated_mlp"):
-        reasons.append(f"a SwiGLU MLP {hparams['ffn_dim']:,} wide (gate, up, down) where the formula has GeLU over 4h")
-    elif hparams.get("ffn_dim") != 4 * h:
-        reasons.append(f"an MLP {hparams['ffn_dim']:,} wide, not 4h = {4 * h:,}")
-    kv = hparams.get("num_kv_heads", a)
-    if family.latent(hparams):
-        reasons.append("latent attention (DeepSeek's MLA) where the formula has plain heads")
-    elif kv != a:
-        reasons.append(f"grouped-query attention ({kv} KV heads for {a} query heads)")
-    reasons.append("no dropout (the formula keeps 1-byte masks)")
-    if hparams.get("norm") == "rmsnorm":
-        reasons.append("RMSNorm with float32 statistics")
-    if step.attention == "flash":
-        reasons.append("flash attention's float32 log-sum-exp")
-    reasons.append("the embedding, output layer and float32 loss, which the formula leaves out")
-    return "The formula assumes GPT blocks; this model has " + "; ".join(reasons) + "."
 
 
 # --- records --------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from fractions import Fraction
 
 from dcsim.inputs import show
+from dcsim.memory.report import leaves_out_text
 from dcsim.memory.state import per_device_by_shape
 from dcsim.memory.training import Training
 from dcsim.model import optimizer
@@ -374,13 +375,8 @@ def summary(answer: Answer, budget: Budget) -> str:
 
 def leaves_out(with_activations: bool) -> str:
     """What a verdict against the budget does not count, said beside it (the Memory page's and the
-    Compare page's alike)."""
-    if with_activations:
-        return (
-            "Counts the state and the step's activations; not XLA's temporaries, communication buffers or "
-            "fragmentation."
-        )
-    return "Counts the training state only: a step's activations are not counted (give a sequence to add them)."
+    Compare page's alike): ``dcsim.memory.report``'s words."""
+    return leaves_out_text(with_activations)
 
 
 def _why(answer: Answer, budget: Budget, count: int) -> str:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from dcsim.quantities import units
 from dcsim.report.chart_axes import as_layer, chart_data, decades
+from dcsim.report.memory_tables import PART_TITLES as PART_TITLES
 from dcsim.sharding.meshes import MeshSpec
 
 if TYPE_CHECKING:  # the report layer draws what the memory layer answers; it never calls it
@@ -25,14 +26,6 @@ GIB = 2**30
 # One colour a part, the same in every chart (``charts.toml``); red is kept for the budget and the
 # chosen setup.
 PART_COLOURS: dict[str, str] = chart_data("memory_parts")
-PART_TITLES = {
-    "params": "Parameters",
-    "grads": "Gradients",
-    "master": "Master copy",
-    "optimizer": "Optimizer state",
-    "activations": "Activations",
-    "headroom": "Headroom to the budget",
-}
 BUDGET_COLOUR = "#d1242f"
 # GiB as people read them: 0.5, 16, 1.2k (never 500m); the axis title says GiB.
 GIB_LABELS = "datum.value >= 1000 ? format(datum.value, '.3~s') : format(datum.value, '~g')"

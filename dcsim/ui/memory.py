@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from fractions import Fraction
 from typing import Any, TypeVar
 
 import pandas as pd
@@ -35,6 +34,7 @@ import streamlit as st
 from dcsim.inputs import show
 from dcsim.memory import search
 from dcsim.memory import training as trainings
+from dcsim.memory.report import TrainingReport
 from dcsim.memory.state import MemoryReport, compute_memory
 from dcsim.memory.training import PARTS, STAGES, Training
 from dcsim.model.config import ModelConfig
@@ -527,51 +527,6 @@ def remember_verified(key: str, answer: Any) -> None:
         kept.pop(next(iter(kept)))
 
 
-# --- frames for the tables and charts --------------------------------------------------------------
-
-
-def parts_frame(memory: MemoryReport) -> pd.DataFrame:
-    """One row per part the setup holds: part, title, bytes_per_device, percent_of_device, split
-    (``split`` or ``whole``: on every device), dtype, num_arrays and total_bytes (the part once, all
-    devices together). Bytes are exact ints."""
-    training = memory.training
-    device = memory.total_bytes_per_device
-    records = []
-    for part in training.parts:
-        held = memory.part_bytes(part)
-        rows = memory.part_arrays(part)
-        records.append(
-            {
-                "part": part,
-                "title": PART_TITLES[part],
-                "bytes_per_device": held,
-                "percent_of_device": 100 * held / device if device else 0.0,
-                "split": "split" if part in training.shard else "whole",
-                "dtype": ", ".join(sorted(memory.part_dtypes(part))) or "none",
-                "num_arrays": len(rows),
-                "total_bytes": memory.part_total_bytes(part),
-            }
-        )
-    return pd.DataFrame(records)
-
-
-def arrays_frame(memory: MemoryReport) -> pd.DataFrame:
-    """One row per state array, in the engine's order: path, part, shape, dtype, partition_spec,
-    shard_shape, bytes_per_device (exact int) and note (why it is laid out so)."""
-    return pd.DataFrame(
-        {
-            "path": [row.path for row in memory.arrays],
-            "part": [row.part for row in memory.arrays],
-            "shape": [meshes.shape_text(row.shape) for row in memory.arrays],
-            "dtype": [row.dtype for row in memory.arrays],
-            "partition_spec": [row.spec_text for row in memory.arrays],
-            "shard_shape": [meshes.shape_text(row.shard_shape) for row in memory.arrays],
-            "bytes_per_device": [row.bytes_per_device for row in memory.arrays],
-            "note": [row.note for row in memory.arrays],
-        }
-    )
-
-
 def stage_frame(config: ModelConfig, setup: Setup, activations_bytes: int | None = None) -> pd.DataFrame:
     """What one device holds under each ZeRO stage (and under the parts named freely, when that is
     the setup), part by part, for ``memory_charts.stage_bars``. Stages the layout refuses are left
@@ -592,12 +547,12 @@ def stage_frame(config: ModelConfig, setup: Setup, activations_bytes: int | None
         memory = cached_memory(config, setup.with_training(candidate)).memory
         if memory is None:
             continue
-        total = memory.total_bytes_per_device
+        footprint = TrainingReport.of(memory, activations_bytes, setup.budget)
+        total = footprint.total_bytes
         chosen = candidate == training
-        shown = [(part, memory.part_bytes(part)) for part in candidate.parts]
+        shown = list(footprint.parts)
         if activations_bytes is not None:
-            total += activations_bytes
-            shown += [("activations", activations_bytes), ("headroom", max(0, setup.budget - total))]
+            shown += [("activations", activations_bytes), ("headroom", max(0, footprint.headroom_bytes or 0))]
         for order, (part, held) in enumerate(shown):
             records.append(
                 {
@@ -614,100 +569,3 @@ def stage_frame(config: ModelConfig, setup: Setup, activations_bytes: int | None
                 }
             )
     return pd.DataFrame(records)
-
-
-def candidates_frame(answer: search.Fit) -> pd.DataFrame:
-    """Every mesh searched as text for a table: mesh, devices, per_device, ideal_share, fits."""
-    return pd.DataFrame(
-        {
-            "mesh": [c.mesh.text for c in answer.candidates],
-            "devices": [units.count(c.mesh.num_devices) for c in answer.candidates],
-            "per_device": [
-                units.bytes_exact(c.total_bytes_per_device)
-                if c.total_bytes_per_device is not None
-                else "cannot be laid out"
-                for c in answer.candidates
-            ],
-            "ideal_share": [
-                units.bytes_share(Fraction(answer.total_bytes, c.mesh.num_devices)) for c in answer.candidates
-            ],
-            "fits": ["yes" if c.fits(answer.amount) else "no" for c in answer.candidates],
-        }
-    )
-
-
-def devices_text(n: int) -> str:
-    return f"{units.count(n)} device{'' if n == 1 else 's'}"
-
-
-def fit_sentences(answer: search.Fit, budget_text: str) -> list[str]:
-    """The budget's two answers in words: by the ideal share and by the real layout."""
-    least = answer.min_ideal_devices
-    searched = answer.candidates[-1].mesh.num_devices if answer.candidates else 0
-    ideal = (
-        f"**By the ideal share**: the state ({units.bytes_exact(answer.total_bytes)}) needs at least "
-        f"{units.count(least)} device{'' if least == 1 else 's'} of {budget_text}"
-    )
-    if answer.ideal is not None:
-        smallest = f"{answer.ideal.text} ({devices_text(answer.ideal.num_devices)})"
-        ideal += f"; the smallest mesh searched that reaches it is {smallest}."
-    else:
-        ideal += f"; no mesh searched (up to {units.count(searched)} devices) is that large."
-    if answer.real is not None:
-        real = (
-            f"**By the real layout**: {answer.real.mesh.text} ({devices_text(answer.real.mesh.num_devices)}) is "
-            f"the smallest mesh searched whose devices each hold at most {budget_text}: "
-            f"{units.bytes_exact(answer.real.total_bytes_per_device or 0)} a device."
-        )
-    else:
-        real = (
-            f"**By the real layout**: no mesh searched (up to {units.count(searched)} devices) fits {budget_text} "
-            "a device: "
-            + (
-                f"{answer.why_none_fits}."
-                if answer.why_none_fits
-                else "split more parts (a higher ZeRO stage), use smaller dtypes or another strategy."
-            )
-        )
-    return [ideal, real]
-
-
-def refused_meshes(answer: search.Fit) -> list[str]:
-    """The meshes searched that cannot be laid out, with the engine's reason (the first few)."""
-    refused = [c for c in answer.candidates if c.error]
-    return [f"{c.mesh.text}: {c.error}" for c in refused[:3]] + (
-        [f"… and {len(refused) - 3:,} more meshes."] if len(refused) > 3 else []
-    )
-
-
-def budget_delta(memory: MemoryReport, budget: int, activations_bytes: int = 0) -> tuple[str, str]:
-    """The metric's value and help for the budget: what is left, or by how much it is over (the
-    state, plus a step's activations when given)."""
-    held = memory.total_bytes_per_device + activations_bytes
-    if held <= budget:
-        return (
-            f"Fits: {units.binary_bytes(budget - held)} left",
-            f"{units.bytes_exact(budget - held)} left of the budget.",
-        )
-    return f"Over by {units.binary_bytes(held - budget)}", f"{units.bytes_exact(held - budget)} over the budget."
-
-
-def budget_leaves_out(with_activations: bool) -> str:
-    """What the verdict against the budget does not count, said beside it (``budget.leaves_out``)."""
-    from dcsim.memory.budget import leaves_out
-
-    return leaves_out(with_activations)
-
-
-def largest_text(memory: MemoryReport) -> str:
-    """The array that takes the most bytes on a device, and why, in one sentence."""
-    row = memory.largest
-    return (
-        f"Largest array on a device: {row.path} ({PART_TITLES[row.part].lower()}, {meshes.shape_text(row.shape)} "
-        f"{row.dtype}, {row.spec_text}, each device holds {meshes.shape_text(row.shard_shape)}): "
-        f"{units.bytes_exact(row.bytes_per_device)}. Why: {row.note}."
-    )
-
-
-def part_filter_label(choice: str) -> str:
-    return "All parts" if choice == "all" else PART_TITLES[choice]

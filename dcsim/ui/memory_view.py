@@ -1,0 +1,119 @@
+"""The Memory page's tables and sentences, from the engine's answers: what each part holds, every
+array (``dcsim.report.memory_tables``, the CSV the CLI writes too), the budget's verdict from the
+footprint (``dcsim.memory.report``), and the budget search's answers in words. Nothing here adds
+bytes: each figure is read from a report."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pandas as pd
+
+from dcsim.memory import search
+from dcsim.memory.report import TrainingReport
+from dcsim.memory.state import MemoryReport
+from dcsim.quantities import units
+from dcsim.report import memory_tables
+from dcsim.report.memory_tables import PART_TITLES
+from dcsim.sharding import meshes
+
+
+def parts_frame(memory: MemoryReport) -> pd.DataFrame:
+    """One row per part the setup holds (``dcsim.report.memory_tables``: the CLI's parts table too)."""
+    return memory_tables.state_parts_frame(memory)
+
+
+def arrays_frame(memory: MemoryReport) -> pd.DataFrame:
+    """One row per state array, in the engine's order: ``dcsim.report.memory_tables``' table, the
+    CSV ``memory --format csv`` writes."""
+    return memory_tables.state_arrays_frame(memory.arrays)
+
+
+def candidates_frame(answer: search.Fit) -> pd.DataFrame:
+    """Every mesh searched as text for a table: mesh, devices, per_device, ideal_share, fits."""
+    return pd.DataFrame(
+        {
+            "mesh": [c.mesh.text for c in answer.candidates],
+            "devices": [units.count(c.mesh.num_devices) for c in answer.candidates],
+            "per_device": [
+                units.bytes_exact(c.total_bytes_per_device)
+                if c.total_bytes_per_device is not None
+                else "cannot be laid out"
+                for c in answer.candidates
+            ],
+            "ideal_share": [
+                units.bytes_share(Fraction(answer.total_bytes, c.mesh.num_devices)) for c in answer.candidates
+            ],
+            "fits": ["yes" if c.fits(answer.amount) else "no" for c in answer.candidates],
+        }
+    )
+
+
+def devices_text(n: int) -> str:
+    return f"{units.count(n)} device{'' if n == 1 else 's'}"
+
+
+def fit_sentences(answer: search.Fit, budget_text: str) -> list[str]:
+    """The budget's two answers in words: by the ideal share and by the real layout."""
+    least = answer.min_ideal_devices
+    searched = answer.candidates[-1].mesh.num_devices if answer.candidates else 0
+    ideal = (
+        f"**By the ideal share**: the state ({units.bytes_exact(answer.total_bytes)}) needs at least "
+        f"{units.count(least)} device{'' if least == 1 else 's'} of {budget_text}"
+    )
+    if answer.ideal is not None:
+        smallest = f"{answer.ideal.text} ({devices_text(answer.ideal.num_devices)})"
+        ideal += f"; the smallest mesh searched that reaches it is {smallest}."
+    else:
+        ideal += f"; no mesh searched (up to {units.count(searched)} devices) is that large."
+    if answer.real is not None:
+        real = (
+            f"**By the real layout**: {answer.real.mesh.text} ({devices_text(answer.real.mesh.num_devices)}) is "
+            f"the smallest mesh searched whose devices each hold at most {budget_text}: "
+            f"{units.bytes_exact(answer.real.total_bytes_per_device or 0)} a device."
+        )
+    else:
+        real = (
+            f"**By the real layout**: no mesh searched (up to {units.count(searched)} devices) fits {budget_text} "
+            "a device: "
+            + (
+                f"{answer.why_none_fits}."
+                if answer.why_none_fits
+                else "split more parts (a higher ZeRO stage), use smaller dtypes or another strategy."
+            )
+        )
+    return [ideal, real]
+
+
+def refused_meshes(answer: search.Fit) -> list[str]:
+    """The meshes searched that cannot be laid out, with the engine's reason (the first few)."""
+    refused = [c for c in answer.candidates if c.error]
+    return [f"{c.mesh.text}: {c.error}" for c in refused[:3]] + (
+        [f"… and {len(refused) - 3:,} more meshes."] if len(refused) > 3 else []
+    )
+
+
+def budget_delta(footprint: TrainingReport) -> tuple[str, str]:
+    """The metric's value and help for the budget: what the footprint leaves of it, or by how much it
+    is over."""
+    headroom = footprint.headroom_bytes or 0
+    if footprint.fits:
+        return (
+            f"Fits: {units.binary_bytes(headroom)} left",
+            f"{units.bytes_exact(headroom)} left of the budget.",
+        )
+    return f"Over by {units.binary_bytes(-headroom)}", f"{units.bytes_exact(-headroom)} over the budget."
+
+
+def largest_text(memory: MemoryReport) -> str:
+    """The array that takes the most bytes on a device, and why, in one sentence."""
+    row = memory.largest
+    return (
+        f"Largest array on a device: {row.path} ({PART_TITLES[row.part].lower()}, {meshes.shape_text(row.shape)} "
+        f"{row.dtype}, {row.spec_text}, each device holds {meshes.shape_text(row.shard_shape)}): "
+        f"{units.bytes_exact(row.bytes_per_device)}. Why: {row.note}."
+    )
+
+
+def part_filter_label(choice: str) -> str:
+    return "All parts" if choice == "all" else PART_TITLES[choice]
