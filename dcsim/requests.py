@@ -5,9 +5,10 @@ Before this module one setting had three names written in three places (the Memo
 was ``devmem`` in a link, ``--budget`` on the command line and ``budget.bytes`` in JSON) and a
 parser in each face. Here a ``Field`` holds them together and the faces are built from it: the
 pages seed their widgets with ``Field.default`` and check text with ``Field.read`` (``dcsim.ui``),
-``serve`` adds its flags with ``Request.add_arguments`` and reads them with ``Request.from_flag``
-(``dcsim.cli``), a link is read and written with ``Request.decode`` and ``Request.encode``, and the
-key tables of docs/links.md are ``link_tables()``'s output (a test compares them).
+``serve`` and ``memory`` add their flags with ``Request.add_arguments`` and ``serve`` reads them
+with ``Request.from_flag`` (``dcsim.cli``), a link is read and written with ``Request.decode`` and
+``Request.encode``, and the key tables of docs/links.md are ``link_tables()``'s output (a test
+compares them).
 
 The names stay what they were: links that worked keep working, and the JSON keys are an API. What
 is new is that an on/off setting reads every spelling on every page (``true``/``false`` and
@@ -41,6 +42,14 @@ MAX_SETTING_CHARS = 64  # a page setting's text in a link, at most (the weight o
 REMATS = ("none", "full", "dots", "dots-no-batch", "minimal")  # dcsim.memory.activations.POLICIES' names
 ATTENTIONS = ("flash", "naive")
 COMPUTE_DTYPES = ("bfloat16", "float16", "float32")
+# The policies' one-line help, for --help without importing JAX (dcsim.memory.activations has the same).
+REMAT_HELP = (
+    ("none", "no remat (default)"),
+    ("full", "each block keeps only its input"),
+    ("dots", "the matmuls' outputs kept"),
+    ("dots-no-batch", "the projections' outputs kept"),
+    ("minimal", "MaxText's named projections kept"),
+)
 TRUE_WORDS = ("true", "on")
 FALSE_WORDS = ("false", "off")
 
@@ -69,6 +78,7 @@ class Field:
       limit: the most characters a link's value may have.
       help: the flag's ``--help``.
       metavar: the flag's placeholder.
+      choices: the flag's choices, where argparse itself refuses others.
     """
 
     link: str
@@ -83,6 +93,7 @@ class Field:
     limit: int = MAX_SETTING_CHARS
     help: str = ""
     metavar: str | None = None
+    choices: tuple[str, ...] | None = None
 
     def read(self, text: str, name: str | None = None) -> str:
         """A link's or a box's text as the link writes it; raises ValueError naming ``name`` (the
@@ -170,6 +181,8 @@ class Request:
                 raise ValueError(f"request {self.name}: `{link}` has no command-line flag")
             if field.switch:
                 parser.add_argument(field.flag, action="store_true", help=field.help)
+            elif field.choices is not None:
+                parser.add_argument(field.flag, choices=field.choices, default=field.flag_default, help=field.help)
             else:
                 parser.add_argument(field.flag, metavar=field.metavar, default=field.flag_default, help=field.help)
 
@@ -498,6 +511,9 @@ TRAINING = Request(
             json="zero",
             parse=_stage,
             default="3",
+            metavar="K",
+            help="ZeRO stage (default 3, what fsdp means): "
+            + "; ".join(f"{stage}: {training.STAGE_HELP[stage].split(': ', 1)[1]}" for stage in training.STAGES),
             meaning="the ZeRO stage, which parts are split over the mesh: `0` none, `1` the optimizer state and "
             "master copy, `2` the gradients too, `3` every part",
         ),
@@ -507,6 +523,9 @@ TRAINING = Request(
             json="shard",
             parse=_parts,
             default="master,optimizer",
+            metavar="PARTS",
+            help=f"the parts to split, a comma list of {', '.join(training.PARTS)} (or {training.NO_MASTER}); "
+            "the others are whole on every device",
             meaning="instead of `zero`: the parts split, named freely, as a comma list of "
             + ", ".join(f"`{part}`" for part in training.PARTS)
             + ", or `none`",
@@ -519,6 +538,8 @@ TRAINING = Request(
             parse=_optimizer,
             default="adam",
             flag_default="adam",
+            choices=OPTIMIZER_NAMES,
+            help="the optax optimizer whose state is held (default adam: two moments per parameter and a step count)",
             meaning="the optax optimizer: " + ", ".join(f"`{name}`" for name in OPTIMIZER_NAMES),
         ),
         Field(
@@ -528,6 +549,9 @@ TRAINING = Request(
             parse=_dtype("param"),
             default="bfloat16",
             flag_default="bfloat16",
+            metavar="D",
+            help=f"the parameters' dtype: {', '.join(training.DTYPES)} (default bfloat16, as mixed-precision training "
+            "keeps them)",
             meaning=f"the parameters' dtype: {_DTYPE_WORDS}",
         ),
         Field(
@@ -536,6 +560,8 @@ TRAINING = Request(
             json="grad_dtype",
             parse=_dtype_or("same", "grad", "the params' dtype"),
             default="same",
+            metavar="D",
+            help="the gradients' dtype (default: the parameters')",
             meaning="the gradients' dtype, as `param`, or `same` (the parameters')",
         ),
         Field(
@@ -545,6 +571,9 @@ TRAINING = Request(
             parse=_dtype_or(training.NO_MASTER, "master", "no master copy"),
             default=training.NO_MASTER,
             flag_default=training.NO_MASTER,
+            metavar="D",
+            help=f"the master copy's dtype, or {training.NO_MASTER} for no master copy (default {training.NO_MASTER}); "
+            "the optimizer state takes the master copy's dtype when there is one, else the parameters'",
             meaning="the master copy's dtype, as `param`, or `none` (no master copy; the optimizer state is then in "
             "the parameters' dtype)",
         ),
@@ -554,6 +583,9 @@ TRAINING = Request(
             json="budget.bytes",
             parse=_budget,
             default="80GiB",
+            metavar="SIZE",
+            help="bytes a device may hold, with a unit (80GiB, 96GB): the smallest mesh that fits, by the ideal share "
+            "and by the real layout, growing the mesh's first axis",
             meaning="one device's memory budget, with its unit: `80GiB`, `96 GB`, `1.5TiB` (GiB = 2^30 bytes, GB = "
             "10^9). A bare number is refused: 80 could be GiB or bytes",
         ),
@@ -564,6 +596,8 @@ TRAINING = Request(
             parse=_sequence,
             default="none",
             unset=("none",),
+            metavar="S",
+            help="tokens a sequence: count the activations the step keeps for the backward pass beside the state",
             meaning="a training step's tokens a sequence: its activations are counted beside the state; `none`: the "
             "state alone",
         ),
@@ -573,6 +607,8 @@ TRAINING = Request(
             json="activations.micro_batch",
             parse=_micro_batch,
             default="1",
+            metavar="B",
+            help="sequences a data-parallel replica a step (default 1); data and fsdp axes do not change it",
             meaning="the step's sequences a data-parallel replica",
         ),
         Field(
@@ -581,6 +617,9 @@ TRAINING = Request(
             json="activations.policy",
             parse=one_of(REMATS),
             default="none",
+            metavar="POLICY",
+            help="the remat policy applied to every block: "
+            + "; ".join(f"{name}: {text}" for name, text in REMAT_HELP),
             meaning="the remat policy of every block: `none`, `full`, `dots`, `dots-no-batch`, `minimal`",
         ),
         Field(
@@ -589,6 +628,8 @@ TRAINING = Request(
             json="activations.attention",
             parse=one_of(ATTENTIONS),
             default="flash",
+            metavar="KIND",
+            help="flash (default) or naive attention",
             meaning="the attention kind: `flash` or `naive`",
         ),
         Field(
@@ -597,6 +638,8 @@ TRAINING = Request(
             json="activations.compute_dtype",
             parse=one_of(COMPUTE_DTYPES),
             default="bfloat16",
+            metavar="D",
+            help="the dtype the forward runs in (default bfloat16): bfloat16, float16, float32",
             meaning="the dtype the forward runs in: `bfloat16`, `float16`, `float32`",
         ),
         Field(
@@ -606,6 +649,8 @@ TRAINING = Request(
             parse=switch("off", "on"),
             default="off",
             switch=True,
+            help="Megatron's sequence parallelism over the mesh's model axis: the residual stream and the norms split "
+            "over the sequence too",
             meaning="`on`: Megatron's sequence parallelism over the mesh's `model` axis",
         ),
         Field(
@@ -615,6 +660,9 @@ TRAINING = Request(
             parse=_capacity,
             default="none",
             unset=("none",),
+            metavar="F",
+            help="Mixture-of-Experts: GShard's capacity factor (tokens past an expert's capacity dropped); default "
+            "none: dropless dispatch, each token through its chosen experts only",
             meaning="a Mixture-of-Experts model's capacity factor, 0.01 to 64; `none`: dropless dispatch",
         ),
     ),
