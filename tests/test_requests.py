@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hostile import literal_setting_names
+from hostile import literal_setting_names, unescape
 
 from conftest import open_app
 from dcsim import links
@@ -232,3 +232,15 @@ def test_the_serving_page_writes_only_declared_and_shared_keys():
     assert set(own) <= {*SERVING.keys, "mesh", "strategy", "rules"}
     assert own["kv"] == "float8_e4m3fn" and own["fullwin"] == "true"  # `on` read, the page's word written
     assert SERVING.decode(own)[1] == []
+
+
+def test_the_memory_page_reads_true_as_on_and_writes_only_declared_keys():
+    """An old Memory link wrote sp=on|off; one written by hand with true is read as on, said so, and
+    rewritten in the page's word. Every key the page writes is declared (or the Layout page's)."""
+    at = open_app({"input_dim": "8", "layers": "8", "mesh": "data=2", "sp": "true"}, "pages/memory.py", editors=False)
+    assert not at.exception
+    own = {key: at.query_params[key] for key in at.query_params if key not in links.KEYS}
+    assert set(own) <= {*TRAINING.keys, "mesh", "strategy", "rules"}
+    assert own["sp"] == "on" and own["devmem"] == "80GiB" and own["zero"] == "3"
+    assert any(unescape(warning.value) == "Link: `sp` true is read as on." for warning in at.warning)
+    assert TRAINING.decode(own)[1] == []

@@ -329,18 +329,19 @@ class Setup:
         params = {"mesh": self.mesh.text, "strategy": self.strategy}
         if self.strategy == "custom":
             params["rules"] = layout.rules_text(self.rules)
-        if training.zero is not None:
-            params["zero"] = str(training.zero)
-        else:
-            params["parts"] = trainings.parts_text(training.shard)
-        params |= {
+        split = (
+            {"zero": str(training.zero)}
+            if training.zero is not None
+            else {"parts": trainings.parts_text(training.shard)}
+        )
+        own = split | {
             "optim": training.optimizer,
             "param": training.param_dtype,
             "grad": training.grad_dtype or SAME_AS_PARAMS,
             "master": training.master_dtype or NO_MASTER,
             "devmem": self.budget_text,
         }
-        return params | self.step_settings.params()
+        return params | TRAINING.encode(own | self.step_settings.params())  # each as the declaration writes it
 
     def with_training(self, training: Training) -> Setup:
         return dataclasses.replace(self, training=training)
