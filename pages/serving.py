@@ -10,7 +10,8 @@ import streamlit as st
 from dcsim.quantities import units
 from dcsim.quantities.amounts import parse_budget
 from dcsim.report import serving_charts
-from dcsim.requests import SERVING, switch_word
+from dcsim.requests import switch_word
+from dcsim.requests.serving import SERVING
 from dcsim.serving import catalog, curve, records
 from dcsim.serving.request import DEFAULT_STRATEGY, KV_DTYPE_NAMES, Serving, parse_reserve
 from dcsim.ui import frame, layout, router, serving, state, weights

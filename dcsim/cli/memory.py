@@ -20,7 +20,7 @@ from dcsim.memory.state import MemoryReport, StateArray, compute_memory, trimmed
 from dcsim.model import registry
 from dcsim.model.count import count_params
 from dcsim.quantities import amounts, units
-from dcsim.requests import TRAINING
+from dcsim.requests.training import TRAINING
 from dcsim.sharding import meshes
 
 DEFAULT_STRATEGY = "fsdp"  # ZeRO's split is fsdp's: each array over every device of the mesh
@@ -38,7 +38,7 @@ EVERY_DEVICE_ALIKE = (
 def add_parser(commands: argparse._SubParsersAction) -> None:
     command = add_command(commands, "memory", run)
     mesh_flags(command, "memory", metavar="AXIS=SIZE[,AXIS=SIZE...]", required=True, default_strategy=DEFAULT_STRATEGY)
-    # The request's flags, declared with their link keys and JSON keys (dcsim.requests.TRAINING).
+    # The request's flags, declared with their link keys and JSON keys (dcsim.requests.training.TRAINING).
     TRAINING.add_arguments(command, ("optim",))
     TRAINING.add_arguments(
         command.add_argument_group("which parts are split (one of; default --zero 3)"), ("zero", "parts")

@@ -14,7 +14,7 @@ from dcsim.cli.mesh import mesh_flags, mesh_from_args
 from dcsim.model.count import count_params
 from dcsim.quantities import units
 from dcsim.quantities.amounts import parse_budget
-from dcsim.requests import SERVING
+from dcsim.requests.serving import SERVING
 from dcsim.serving import catalog, records, search
 from dcsim.serving.engine import ServingReport, compute_serving, default_context
 from dcsim.serving.request import (
@@ -34,7 +34,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     command = add_command(commands, "serve", run)
     mesh_flags(command, "serve", default=DEFAULT_MESH, default_mesh=DEFAULT_MESH, default_strategy=DEFAULT_STRATEGY)
     weight_flags(command, DEFAULT_WEIGHTS)
-    # The request's own flags, declared with their link keys and JSON keys (dcsim.requests.SERVING).
+    # The request's own flags, declared with their link keys and JSON keys (dcsim.requests.serving.SERVING).
     SERVING.add_arguments(command, ("kv", "context", "concurrency", "source"))
     SERVING.add_arguments(command.add_argument_group("the budget a device has (one of)"), ("devmem", "device"))
     SERVING.add_arguments(command, ("reserve", "fullwin"))

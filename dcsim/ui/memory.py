@@ -39,7 +39,8 @@ from dcsim.memory.training import PARTS, STAGES, Training
 from dcsim.model.config import ModelConfig
 from dcsim.quantities import amounts, units
 from dcsim.report import memory_charts
-from dcsim.requests import ATTENTIONS, COMPUTE_DTYPES, REMATS, TRAINING, is_on
+from dcsim.requests import is_on
+from dcsim.requests.training import ATTENTIONS, COMPUTE_DTYPES, REMATS, TRAINING
 from dcsim.sharding import meshes
 from dcsim.ui import cache, frame, layout, state
 
@@ -78,7 +79,7 @@ CAVEAT = (
 # --- settings from a link, the session or a widget ------------------------------------------------
 
 
-# Each setting's check is its declaration's (dcsim.requests.TRAINING): a link's or a box's text as the
+# Each setting's check is its declaration's (dcsim.requests.training.TRAINING): a link's or a box's text as the
 # link writes it, or a ValueError saying what is allowed.
 parse_zero = TRAINING["zero"].read  # a ZeRO stage, as the picker holds it ("3")
 parse_parts_text = TRAINING["parts"].read  # parts, as the link writes them (grads,optimizer; none)

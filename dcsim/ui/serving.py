@@ -21,7 +21,7 @@ import streamlit as st
 
 from dcsim.model import presets, registry
 from dcsim.model.config import ModelConfig
-from dcsim.requests import SERVING
+from dcsim.requests.serving import SERVING
 from dcsim.serving import catalog, records, search
 from dcsim.serving.engine import ServingReport, compute_serving, default_context
 from dcsim.serving.request import Serving
@@ -32,7 +32,7 @@ T = TypeVar("T")
 PAGE = "serving"
 NO_DEVICE = "none"
 AUTO = "auto"
-# The page's own settings (dcsim.requests.SERVING): each one's default, as the link writes it.
+# The page's own settings (dcsim.requests.serving.SERVING): each one's default, as the link writes it.
 DEFAULTS = {field.link: field.default for field in SERVING.fields}
 MAX_CACHED = 64
 

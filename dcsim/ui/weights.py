@@ -22,7 +22,8 @@ from dcsim.quant import formats
 from dcsim.quant.formats import FORMATS, WeightFormat, check_format
 from dcsim.quant.tables import QuantTable
 from dcsim.quantities import units
-from dcsim.requests import WEIGHTS, is_on
+from dcsim.requests import is_on
+from dcsim.requests.weights import WEIGHTS
 from dcsim.ui import frame
 
 NONE = "none"
@@ -35,7 +36,7 @@ def _name_or_none(text: str) -> str:
 
 def _seeded_setting(page: str, name: str, default: str | None = None) -> str:
     """The widget key of ``page``'s weight setting ``name``, seeded and checked by its declaration
-    (``dcsim.requests.WEIGHTS``)."""
+    (``dcsim.requests.weights.WEIGHTS``)."""
     field = WEIGHTS[name]
     return frame.seeded_setting(
         page, name, field.default if default is None else default, field.read, limit=field.limit
