@@ -249,3 +249,16 @@ def test_the_memory_page_reads_true_as_on_and_writes_only_declared_keys():
     assert own["sp"] == "on" and own["devmem"] == "80GiB" and own["zero"] == "3"
     assert any(unescape(warning.value) == "Link: `sp` true is read as on." for warning in at.warning)
     assert TRAINING.decode(own)[1] == []
+
+
+def test_the_lists_declared_without_jax_are_the_engines():
+    """The step's choices and the default format are written out so that reading a request loads no
+    JAX; they must be the tracer's and the serving request's own."""
+    from dcsim.memory import activations
+    from dcsim.requests import training as declared
+    from dcsim.serving.request import DEFAULT_WEIGHTS
+
+    assert declared.REMATS == tuple(activations.POLICIES) == tuple(name for name, _ in declared.REMAT_HELP)
+    assert set(activations.ATTENTION_KINDS) == set(declared.ATTENTIONS)  # the page lists flash, its default, first
+    assert tuple(activations.COMPUTE_DTYPES) == declared.COMPUTE_DTYPES
+    assert WEIGHTS["weights"].default == DEFAULT_WEIGHTS
