@@ -10,6 +10,8 @@ import streamlit as st
 from dcsim.quantities import units
 from dcsim.quantities.amounts import parse_budget
 from dcsim.report import serving_charts
+from dcsim.requests import switch_word
+from dcsim.requests.serving import SERVING
 from dcsim.serving import catalog, curve, records
 from dcsim.serving.request import DEFAULT_STRATEGY, KV_DTYPE_NAMES, Serving, parse_reserve
 from dcsim.ui import frame, layout, router, serving, state, weights
@@ -35,35 +37,35 @@ kv_col, context_col, concurrency_col = st.columns(3)
 kv_dtype = kv_col.selectbox(
     "KV cache dtype",
     KV_DTYPE_NAMES[:-1],
-    key=serving.seeded("kv", serving.parse_kv),
+    key=serving.seeded("kv"),
     help="int8 keeps a float32 scale a token and KV head (counted a token); float8_e4m3fn (fp8) one scale a "
     "layer for keys and one for values (fixed).",
 )
 context_text = context_col.text_input(
     "Context (tokens a sequence)",
-    key=serving.seeded("context", serving.parse_context, serving.context_default(config)),
+    key=serving.seeded("context", serving.context_default(config)),
     max_chars=16,
 )
 concurrency_text = concurrency_col.text_input(
-    "Concurrency (sequences, whole mesh)", key=serving.seeded("concurrency", serving.parse_concurrency), max_chars=16
+    "Concurrency (sequences, whole mesh)", key=serving.seeded("concurrency"), max_chars=16
 )
 device_col, budget_col, reserve_col, windows_col = st.columns(4)
 device = device_col.selectbox(
     "Device",
     (serving.NO_DEVICE, *catalog.DEVICE_NAMES),
-    key=serving.seeded("device", serving.parse_device),
+    key=serving.seeded("device"),
     format_func=serving.device_label,
     help="The vendor's stated memory and the bytes dcsim uses (their GB are GiB: docs/serving.md).",
 )
 budget_text = budget_col.text_input(
     "Budget per device (used when Device is none)",
-    key=serving.seeded("devmem", serving.parse_devmem),
+    key=serving.seeded("devmem"),
     max_chars=32,
     help="With its unit: 80GiB, 96GB (GiB = 2^30 bytes, GB = 10^9). Empty: no budget, figures only.",
 )
 reserve_text = reserve_col.text_input(
     "Reserve (kept free)",
-    key=serving.seeded("reserve", serving.parse_reserve_text),
+    key=serving.seeded("reserve"),
     max_chars=16,
     help="The fraction of each device kept free for what is not counted (activations, the decode workspace): "
     "0.1 is vLLM's gpu_memory_utilization 0.9.",
@@ -72,30 +74,32 @@ full_windows = (
     windows_col.selectbox(
         "Sliding windows",
         ("false", "true"),
-        key=serving.seeded("fullwin", serving.parse_flag_text),
+        key=serving.seeded("fullwin"),
         format_func=lambda text: "allocated in full" if text == "true" else "hold at most their window",
         help="In full: every layer's cache at the whole context, as engines without window-aware allocation do.",
     )
     == "true"
 )
-context = int(serving.parsed("context", context_text, serving.parse_context, "Context"))
-concurrency = int(serving.parsed("concurrency", concurrency_text, serving.parse_concurrency, "Concurrency"))
-budget_text = serving.parsed("devmem", budget_text, serving.parse_devmem, "Budget")
-reserve_text = serving.parsed("reserve", reserve_text, serving.parse_reserve_text, "Reserve")
+context = int(serving.parsed("context", context_text, "Context"))
+concurrency = int(serving.parsed("concurrency", concurrency_text, "Concurrency"))
+budget_text = serving.parsed("devmem", budget_text, "Budget")
+reserve_text = serving.parsed("reserve", reserve_text, "Reserve")
 source: int | None = None
 source_label = serving.source_label(config)
 if source_label is not None:
     source_text = st.text_input(
         source_label,
-        key=serving.seeded("source", serving.parse_source),
+        key=serving.seeded("source"),
         max_chars=16,
     )
-    source_text = serving.parsed("source", source_text, serving.parse_source, "Source length")
+    source_text = serving.parsed("source", source_text, "Source length")
     source = None if source_text == serving.AUTO else int(source_text)
 
-params: dict[str, Any] = {"mesh": mesh.text, "strategy": strategy, **weight_params, "kv": kv_dtype}
-params |= {"context": str(context), "concurrency": str(concurrency), "device": device, "devmem": budget_text}
-params |= {"reserve": reserve_text, "fullwin": "true" if full_windows else "false"}
+params: dict[str, Any] = {"mesh": mesh.text, "strategy": strategy}
+params |= SERVING.encode(
+    {**weight_params, "kv": kv_dtype, "context": str(context), "concurrency": str(concurrency), "device": device}
+    | {"devmem": budget_text, "reserve": reserve_text, "fullwin": switch_word(SERVING["fullwin"].parse, full_windows)}
+)
 if strategy == "custom":
     params["rules"] = layout.rules_text(rules)
 if source_label is not None:

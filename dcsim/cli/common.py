@@ -141,23 +141,11 @@ def model_flags() -> Parser:
 
 def weight_flags(command: argparse.ArgumentParser, default: str | None, *, write: bool = True) -> None:
     """``--weights F`` and its options, for the commands that show bytes in a format."""
-    from dcsim.quant.formats import BNB, FP8, GGUF, GROUPED, PLAIN, QWIX
+    from dcsim.requests.weights import WEIGHTS  # pure Python: --help and count stay without JAX
 
     group = command.add_argument_group("weight format (dcsim.quant; docs/quantized.md)")
     shown = f"; default {default}" if default else "; refused with --dtype, which keeps its raw meaning"
-    group.add_argument(
-        "--weights",
-        metavar="F",
-        default=default,
-        help=f"the weights' format: {', '.join(PLAIN)} (plain); {', '.join(QWIX)} (qwix); {', '.join(GROUPED)}; "
-        f"{', '.join(BNB)}; {', '.join(FP8)}; {', '.join(GGUF)}{shown}",
-    )
-    group.add_argument("--group", metavar="G", help="gptq-int4 and awq-int4's group (default 128)")
-    group.add_argument("--bits", metavar="B", help="gptq-int4's bits a weight: 4 (default) or 8")
-    group.add_argument("--tile", metavar="N", help="qwix int4, fp8 and nf4's tile along the contraction (default 128)")
-    group.add_argument(
-        "--quantize-head", action="store_true", help="quantize the output head too (qwix, GPTQ, AWQ keep it)"
-    )
+    WEIGHTS.add_arguments(group, WEIGHTS.keys, defaults={"weights": default}, more_help={"weights": shown})
     if not write:
         return
     group.add_argument(

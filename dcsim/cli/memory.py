@@ -16,11 +16,12 @@ from dcsim.inputs import number_from_text, show
 from dcsim.memory import search, training
 from dcsim.memory.report import TrainingReport
 from dcsim.memory.state import compute_memory
-from dcsim.model import optimizer, registry
+from dcsim.model import registry
 from dcsim.model.count import count_params
 from dcsim.quantities import amounts
 from dcsim.report.memory_records import MemoryResult, memory_record
 from dcsim.report.memory_tables import state_arrays_csv
+from dcsim.requests.training import TRAINING
 from dcsim.sharding import meshes
 
 DEFAULT_STRATEGY = "fsdp"  # ZeRO's split is fsdp's: each array over every device of the mesh
@@ -31,99 +32,26 @@ DEFAULT_PARAM_DTYPE = "bfloat16"
 def add_parser(commands: argparse._SubParsersAction) -> None:
     command = add_command(commands, "memory", run)
     mesh_flags(command, "memory", metavar="AXIS=SIZE[,AXIS=SIZE...]", required=True, default_strategy=DEFAULT_STRATEGY)
-    command.add_argument(
-        "--optimizer",
-        choices=optimizer.OPTIMIZER_NAMES,
-        default="adam",
-        help="the optax optimizer whose state is held (default adam: two moments per parameter and a step count)",
+    # The request's flags, declared with their link keys and JSON keys (dcsim.requests.training.TRAINING).
+    TRAINING.add_arguments(command, ("optim",))
+    TRAINING.add_arguments(
+        command.add_argument_group("which parts are split (one of; default --zero 3)"), ("zero", "parts")
     )
-    split = command.add_argument_group("which parts are split (one of; default --zero 3)")
-    split.add_argument(
-        "--zero",
-        metavar="K",
-        help="ZeRO stage (default 3, what fsdp means): "
-        + "; ".join(f"{stage}: {training.STAGE_HELP[stage].split(': ', 1)[1]}" for stage in training.STAGES),
-    )
-    split.add_argument(
-        "--shard",
-        metavar="PARTS",
-        help=f"the parts to split, a comma list of {', '.join(training.PARTS)} (or {training.NO_MASTER}); "
-        "the others are whole on every device",
-    )
-    dtypes = ", ".join(training.DTYPES)
-    command.add_argument(
-        "--param-dtype",
-        metavar="D",
-        default=DEFAULT_PARAM_DTYPE,
-        help=f"the parameters' dtype: {dtypes} (default {DEFAULT_PARAM_DTYPE}, as mixed-precision training keeps them)",
-    )
-    command.add_argument("--grad-dtype", metavar="D", help="the gradients' dtype (default: the parameters')")
-    command.add_argument(
-        "--master-dtype",
-        metavar="D",
-        default=training.NO_MASTER,
-        help=f"the master copy's dtype, or {training.NO_MASTER} for no master copy (default {training.NO_MASTER}); "
-        "the optimizer state takes the master copy's dtype when there is one, else the parameters'",
-    )
+    TRAINING.add_arguments(command, ("param", "grad", "master"))
     command.add_argument(
         "--verify",
         action="store_true",
         help="also compile the same state with XLA on virtual CPU devices and show its per-device bytes "
         "beside dcsim's (small meshes only)",
     )
-    command.add_argument(
-        "--budget",
-        metavar="SIZE",
-        help="bytes a device may hold, with a unit (80GiB, 96GB): the smallest mesh that fits, by the ideal share "
-        "and by the real layout, growing the mesh's first axis",
-    )
+    TRAINING.add_arguments(command, ("devmem",))
     step = command.add_argument_group(
         "activations of a training step (with --sequence; traced from JAX's autodiff, per data-parallel replica)"
     )
-    step.add_argument(
-        "--sequence",
-        metavar="S",
-        help="tokens a sequence: count the activations the step keeps for the backward pass beside the state",
-    )
-    step.add_argument(
-        "--micro-batch",
-        metavar="B",
-        help="sequences a data-parallel replica a step (default 1); data and fsdp axes do not change it",
-    )
-    step.add_argument(
-        "--remat",
-        metavar="POLICY",
-        help="the remat policy applied to every block: " + "; ".join(f"{name}: {text}" for name, text in _POLICIES),
-    )
-    step.add_argument("--attention", metavar="KIND", help="flash (default) or naive attention")
-    step.add_argument(
-        "--compute-dtype",
-        metavar="D",
-        help="the dtype the forward runs in (default bfloat16): bfloat16, float16, float32",
-    )
-    step.add_argument(
-        "--capacity-factor",
-        metavar="F",
-        help="Mixture-of-Experts: GShard's capacity factor (tokens past an expert's capacity dropped); default none: "
-        "dropless dispatch, each token through its chosen experts only",
-    )
-    step.add_argument(
-        "--sequence-parallel",
-        action="store_true",
-        help="Megatron's sequence parallelism over the mesh's model axis: the residual stream and the norms split "
-        "over the sequence too",
-    )
+    TRAINING.add_arguments(step, ("seq", "mb", "remat", "attn", "cdtype", "cf", "sp"))
     format_flag(command, ("table", "json", "csv"))
 
 
-# The policies' one-line help, for --help without importing JAX (dcsim.memory.activations has the same).
-_POLICIES = (
-    ("none", "no remat (default)"),
-    ("full", "each block keeps only its input"),
-    ("dots", "the matmuls' outputs kept"),
-    ("dots-no-batch", "the projections' outputs kept"),
-    ("minimal", "MaxText's named projections kept"),
-)
 STEP_FLAGS = ("micro_batch", "remat", "attention", "compute_dtype", "capacity_factor", "sequence_parallel")
 
 

@@ -11,23 +11,17 @@ from typing import Any
 
 from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, format_from_args, weight_flags
 from dcsim.cli.mesh import mesh_flags, mesh_from_args
-from dcsim.inputs import as_int, number_from_text
 from dcsim.model.count import count_params
 from dcsim.quantities import units
 from dcsim.quantities.amounts import parse_budget
+from dcsim.requests.serving import SERVING
 from dcsim.serving import catalog, records, search
 from dcsim.serving.engine import ServingReport, compute_serving, default_context
 from dcsim.serving.request import (
-    DEFAULT_CONCURRENCY,
     DEFAULT_CONTEXT,
-    DEFAULT_KV_DTYPE,
     DEFAULT_STRATEGY,
     DEFAULT_WEIGHTS,
-    KV_DTYPE_NAMES,
-    MAX_CONCURRENCY,
-    MAX_CONTEXT,
     Serving,
-    check_kv_dtype,
     parse_reserve,
     reserve_text,
 )
@@ -40,36 +34,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     command = add_command(commands, "serve", run)
     mesh_flags(command, "serve", default=DEFAULT_MESH, default_mesh=DEFAULT_MESH, default_strategy=DEFAULT_STRATEGY)
     weight_flags(command, DEFAULT_WEIGHTS)
-    command.add_argument(
-        "--kv-dtype", metavar="D", default=DEFAULT_KV_DTYPE, help=f"the cache's dtype: {', '.join(KV_DTYPE_NAMES)}"
-    )
-    command.add_argument(
-        "--context",
-        metavar="T",
-        help=f"tokens a sequence (default {DEFAULT_CONTEXT:,}, or the model's positions when fewer: GPT-2's 1,024)",
-    )
-    command.add_argument(
-        "--concurrency",
-        metavar="N",
-        default=str(DEFAULT_CONCURRENCY),
-        help="sequences at once over the whole mesh (default 1)",
-    )
-    command.add_argument(
-        "--source-length",
-        metavar="S",
-        help="an encoder-decoder's encoder tokens a sequence (default: the context; Whisper: every encoder position)",
-    )
-    budget = command.add_argument_group("the budget a device has (one of)")
-    budget.add_argument("--budget", metavar="SIZE", help="bytes a device has, with a unit: 80GiB, 96GB")
-    budget.add_argument("--device", metavar="NAME", help=f"an accelerator: {', '.join(catalog.DEVICE_NAMES)}")
-    command.add_argument(
-        "--reserve", metavar="FRACTION", default="0.1", help="kept free of each device, 0 to below 1 (default 0.1)"
-    )
-    command.add_argument(
-        "--full-windows",
-        action="store_true",
-        help="allocate every layer's cache in full, as engines without window-aware allocation do",
-    )
+    # The request's own flags, declared with their link keys and JSON keys (dcsim.requests.serving.SERVING).
+    SERVING.add_arguments(command, ("kv", "context", "concurrency", "source"))
+    SERVING.add_arguments(command.add_argument_group("the budget a device has (one of)"), ("devmem", "device"))
+    SERVING.add_arguments(command, ("reserve", "fullwin"))
     command.add_argument(
         "--verify",
         action="store_true",
@@ -77,10 +45,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "beside dcsim's (and its temporaries, a CPU compile's decode workspace); small models, no stage axis",
     )
     format_flag(command)
-
-
-def _int(text: str, flag: str, maximum: int) -> int:
-    return as_int(number_from_text(text.strip()), flag, maximum=maximum, shown=text)
 
 
 def serving_from_args(args: argparse.Namespace) -> Serving:
@@ -95,27 +59,26 @@ def serving_from_args(args: argparse.Namespace) -> Serving:
         raise UsageError("--budget and --device both give the budget; give one (a device's memory is its budget)")
     mesh, strategy, rules = mesh_from_args(args, DEFAULT_STRATEGY)
     fmt = format_from_args(args)
-    kv_dtype = check_kv_dtype(args.kv_dtype, "--kv-dtype")
+    # Each flag as its link would write it, checked by the declaration under the flag's name.
+    given = {link: SERVING.from_flag(args, link) for link in ("kv", "context", "concurrency", "source", "reserve")}
+    given |= {link: SERVING.from_flag(args, link) for link in ("devmem", "device", "fullwin")}
     # Without --context, 4,096 until the model is read (run() lowers it to the model's positions).
-    context = DEFAULT_CONTEXT if args.context is None else _int(args.context, "--context", MAX_CONTEXT)
-    concurrency = _int(args.concurrency, "--concurrency", MAX_CONCURRENCY)
-    source = None if args.source_length is None else _int(args.source_length, "--source-length", MAX_CONTEXT)
-    reserve = parse_reserve(args.reserve, "--reserve")
-    amount = None if args.budget is None else parse_budget(args.budget)
-    device = None if args.device is None else catalog.get_accelerator(args.device).name
+    context = DEFAULT_CONTEXT if given["context"] is None else int(given["context"])
+    source = None if given["source"] is None else int(given["source"])
+    amount = None if given["devmem"] is None else parse_budget(given["devmem"])
     return Serving(
         mesh=mesh,
         strategy=strategy,
         rules=rules,
         weights=fmt,
-        kv_dtype=kv_dtype,
+        kv_dtype=str(given["kv"]),
         context=context,
-        concurrency=concurrency,
+        concurrency=int(str(given["concurrency"])),
         source_length=source,
         budget_bytes=amount,
-        device=device,
-        reserve=reserve,
-        full_windows=args.full_windows,
+        device=given["device"],
+        reserve=parse_reserve(str(given["reserve"])),
+        full_windows=given["fullwin"] is not None,
     )
 
 

@@ -35,9 +35,9 @@ import jax
 import jax.numpy as jnp
 
 from dcsim.model import registry, schemas
+from dcsim.model.cache import Decode
 from dcsim.model.decoders import Decoder, MoEDecoder
 from dcsim.model.encoders import T5, Bert
-from dcsim.model.cache import Decode
 from dcsim.model.forward import Forward
 from dcsim.model.vision import ResNet, VisionTransformer
 from dcsim.model.zoo import encdec, llama4, multimodal, ssm, variant

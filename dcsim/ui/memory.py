@@ -31,7 +31,6 @@ from typing import Any, TypeVar
 import pandas as pd
 import streamlit as st
 
-from dcsim.inputs import show
 from dcsim.memory import search
 from dcsim.memory import training as trainings
 from dcsim.memory.report import TrainingReport
@@ -40,24 +39,26 @@ from dcsim.memory.training import PARTS, STAGES, Training
 from dcsim.model.config import ModelConfig
 from dcsim.quantities import amounts, units
 from dcsim.report import memory_charts
+from dcsim.requests import is_on
+from dcsim.requests.training import ATTENTIONS, COMPUTE_DTYPES, REMATS, TRAINING
 from dcsim.sharding import meshes
 from dcsim.ui import cache, frame, layout, state
 
 T = TypeVar("T")
 
 PAGE = "memory"
-DEFAULT_ZERO = "3"
+DEFAULT_ZERO = TRAINING["zero"].default
 FREE_PARTS = "parts"  # the stage picker's choice that names the parts freely
 STAGE_CHOICES = (*(str(stage) for stage in STAGES), FREE_PARTS)
 STAGE_SHORT = {0: "nothing split", 1: "optimizer state split", 2: "optimizer + grads split", 3: "everything split"}
-DEFAULT_PARTS = "optimizer,master"
-DEFAULT_OPTIMIZER = "adam"
-DEFAULT_PARAM_DTYPE = "bfloat16"
+DEFAULT_PARTS = TRAINING["parts"].default
+DEFAULT_OPTIMIZER = TRAINING["optim"].default
+DEFAULT_PARAM_DTYPE = TRAINING["param"].default
 SAME_AS_PARAMS = "same"
-DEFAULT_GRAD_DTYPE = SAME_AS_PARAMS
+DEFAULT_GRAD_DTYPE = TRAINING["grad"].default  # SAME_AS_PARAMS
 NO_MASTER = trainings.NO_MASTER
-DEFAULT_MASTER_DTYPE = NO_MASTER
-DEFAULT_BUDGET = "80GiB"
+DEFAULT_MASTER_DTYPE = TRAINING["master"].default  # NO_MASTER
+DEFAULT_BUDGET = TRAINING["devmem"].default
 MAX_SETTING_CHARS = 64
 MAX_CACHED_MEMORY = 128
 MAX_CACHED_FITS = 32
@@ -78,41 +79,19 @@ CAVEAT = (
 # --- settings from a link, the session or a widget ------------------------------------------------
 
 
-def parse_zero(text: str) -> str:
-    """A ZeRO stage from a link, as the picker holds it (``"3"``)."""
-    return str(trainings.check_stage(text))
-
-
-def parse_parts_text(text: str) -> str:
-    """Parts from a link, as the link writes them (``grads,optimizer``, ``none``)."""
-    return trainings.parts_text(trainings.parse_parts(text))
-
-
-def _dtype_or(word: str, what: str, meaning: str) -> Callable[[str], str]:
-    """A dtype picker's check: one of the training dtypes, or ``word`` (``meaning``)."""
-
-    def parse(text: str) -> str:
-        if text == word:
-            return text
-        try:
-            return trainings.check_dtype(text, what)
-        except ValueError as err:
-            raise ValueError(f"{err}, or {word} ({meaning})") from None
-
-    return parse
-
-
-parse_grad = _dtype_or(SAME_AS_PARAMS, "grad", "the params' dtype")
-parse_master = _dtype_or(NO_MASTER, "master", "no master copy")
-
-
-def parse_param(text: str) -> str:
-    return trainings.check_dtype(text, "param")
+# Each setting's check is its declaration's (dcsim.requests.training.TRAINING): a link's or a box's text as the
+# link writes it, or a ValueError saying what is allowed.
+parse_zero = TRAINING["zero"].read  # a ZeRO stage, as the picker holds it ("3")
+parse_parts_text = TRAINING["parts"].read  # parts, as the link writes them (grads,optimizer; none)
+parse_grad = TRAINING["grad"].read
+parse_master = TRAINING["master"].read
+parse_param = TRAINING["param"].read
 
 
 def parse_budget(text: str) -> tuple[str, int]:
     """The budget box's text (stripped) and its exact bytes; raises ValueError when it has no unit."""
-    return text.strip(), amounts.parse_budget(text)
+    text = TRAINING["devmem"].read(text)
+    return text, amounts.parse_budget(text)
 
 
 STEP_FRAGMENT = "memory.step"  # the page's fragment: the step's settings and every figure
@@ -176,49 +155,28 @@ def stage_label(choice: str) -> str:
 
 # --- a training step's settings (the activations) -----------------------------------------------------
 
-NO_SEQUENCE = "none"
-DEFAULT_MICRO_BATCH = "1"
-DEFAULT_REMAT = "none"
-DEFAULT_ATTENTION = "flash"
-DEFAULT_COMPUTE_DTYPE = "bfloat16"
+NO_SEQUENCE = TRAINING["seq"].default
+DEFAULT_MICRO_BATCH = TRAINING["mb"].default
+DEFAULT_REMAT = TRAINING["remat"].default
+DEFAULT_ATTENTION = TRAINING["attn"].default
+DEFAULT_COMPUTE_DTYPE = TRAINING["cdtype"].default
 SWITCH = ("off", "on")
-DEFAULT_CAPACITY = "none"
+DEFAULT_CAPACITY = TRAINING["cf"].default
 MAX_CACHED_ACTIVATIONS = 64
-REMATS = ("none", "full", "dots", "dots-no-batch", "minimal")  # activations.POLICIES' names
-ATTENTIONS = ("flash", "naive")
-COMPUTE_DTYPES = ("bfloat16", "float16", "float32")
 
 
-def parse_sequence(text: str) -> str:
-    """``none`` (the state alone) or a sequence's tokens, as the box holds them."""
-    from dcsim.memory.activations import sequence_from_text
-
-    if text.strip().lower() == NO_SEQUENCE:
-        return NO_SEQUENCE
-    return str(sequence_from_text(text.strip(), "seq"))
+parse_sequence = TRAINING["seq"].read  # none (the state alone) or a sequence's tokens, as the box holds them
+parse_micro_batch = TRAINING["mb"].read
+parse_capacity = TRAINING["cf"].read  # none (dropless) or a capacity factor, as %g writes it
 
 
-def parse_micro_batch(text: str) -> str:
-    from dcsim.memory.activations import micro_batch_from_text
-
-    return str(micro_batch_from_text(text.strip(), "mb"))
-
-
-def _choice(choices: tuple[str, ...], name: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        if text not in choices:
-            raise ValueError(f"`{name}` must be one of {', '.join(choices)}, got {show(text)}")
-        return text
-
-    return parse
-
-
-# The step's settings picked from a list: link key -> (the choices, the default).
+# The step's settings picked from a list: link key -> (the choices, the default). Sequence parallelism
+# reads true/false as on/off too (its declaration's switch), and the link writes on/off as it always did.
 CHOICES = {
     "remat": (REMATS, DEFAULT_REMAT),
     "attn": (ATTENTIONS, DEFAULT_ATTENTION),
     "cdtype": (COMPUTE_DTYPES, DEFAULT_COMPUTE_DTYPE),
-    "sp": (SWITCH, "off"),
+    "sp": (SWITCH, TRAINING["sp"].default),
 }
 
 
@@ -228,21 +186,8 @@ def choice(column: Any, name: str, label: str, help: str | None = None, on_chang
     replaced by the default."""
     choices, default = CHOICES[name]
     return column.selectbox(
-        label, choices, key=seeded(name, default, _choice(choices, name)), help=help, on_change=on_change
+        label, choices, key=seeded(name, default, TRAINING[name].read), help=help, on_change=on_change
     )
-
-
-def parse_capacity(text: str) -> str:
-    from dcsim.inputs import number_from_text
-    from dcsim.memory.activations import check_capacity_factor
-
-    text = text.strip()
-    if text.lower() == DEFAULT_CAPACITY:
-        return DEFAULT_CAPACITY
-    value = number_from_text(text)
-    if not isinstance(value, (int, float)):
-        raise ValueError(f"`cf` must be a number from 0.01 to 64 (or none: dropless), got {show(text)}")
-    return f"{check_capacity_factor(value, '`cf`'):g}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -280,7 +225,7 @@ class StepSettings:
             remat=self.remat,
             attention=self.attention,
             compute_dtype=self.compute_dtype,
-            sequence_parallel=self.sequence_parallel == "on",
+            sequence_parallel=is_on(TRAINING["sp"], self.sequence_parallel),
             capacity_factor=None if self.capacity == DEFAULT_CAPACITY or not moe else float(self.capacity),
         )
 
@@ -385,18 +330,19 @@ class Setup:
         params = {"mesh": self.mesh.text, "strategy": self.strategy}
         if self.strategy == "custom":
             params["rules"] = layout.rules_text(self.rules)
-        if training.zero is not None:
-            params["zero"] = str(training.zero)
-        else:
-            params["parts"] = trainings.parts_text(training.shard)
-        params |= {
+        split = (
+            {"zero": str(training.zero)}
+            if training.zero is not None
+            else {"parts": trainings.parts_text(training.shard)}
+        )
+        own = split | {
             "optim": training.optimizer,
             "param": training.param_dtype,
             "grad": training.grad_dtype or SAME_AS_PARAMS,
             "master": training.master_dtype or NO_MASTER,
             "devmem": self.budget_text,
         }
-        return params | self.step_settings.params()
+        return params | TRAINING.encode(own | self.step_settings.params())  # each as the declaration writes it
 
     def with_training(self, training: Training) -> Setup:
         return dataclasses.replace(self, training=training)

@@ -14,17 +14,15 @@ The mesh and strategy are the Layout and Memory pages' settings under the same l
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pandas as pd
 import streamlit as st
 
-from dcsim.inputs import as_int, number_from_text
 from dcsim.model import presets, registry
 from dcsim.model.config import ModelConfig
-from dcsim.quantities.amounts import parse_budget
-from dcsim.serving import catalog, records, request, search
+from dcsim.requests.serving import SERVING
+from dcsim.serving import catalog, records, search
 from dcsim.serving.engine import ServingReport, compute_serving, default_context
 from dcsim.serving.request import Serving
 from dcsim.ui import frame
@@ -34,25 +32,17 @@ T = TypeVar("T")
 PAGE = "serving"
 NO_DEVICE = "none"
 AUTO = "auto"
-DEFAULTS = {
-    "kv": "bfloat16",
-    "context": "4096",
-    "concurrency": "1",
-    "source": AUTO,
-    "device": "h100-sxm",
-    "devmem": "",
-    "reserve": "0.1",
-    "fullwin": "false",
-}
-MAX_SETTING_CHARS = 64
+# The page's own settings (dcsim.requests.serving.SERVING): each one's default, as the link writes it.
+DEFAULTS = {field.link: field.default for field in SERVING.fields}
 MAX_CACHED = 64
 
 
-def seeded(name: str, parse: Callable[[str], Any], default: str | None = None) -> str:
+def seeded(name: str, default: str | None = None) -> str:
     """The widget key of the Serving page's setting ``name`` (``frame.seeded_setting``), seeded with
-    ``default`` (else ``DEFAULTS[name]``) when neither the link nor the session has a value."""
+    ``default`` (else its declared default) when neither the link nor the session has a value."""
+    field = SERVING[name]
     return frame.seeded_setting(
-        PAGE, name, DEFAULTS[name] if default is None else default, parse, limit=MAX_SETTING_CHARS
+        PAGE, name, field.default if default is None else default, field.read, limit=field.limit
     )
 
 
@@ -62,23 +52,10 @@ def context_default(config: ModelConfig) -> str:
     return str(default_context(config))
 
 
-def parsed(name: str, text: str, parse: Callable[[str], T], what: str) -> T:
-    return frame.parsed_setting(PAGE, name, text, parse, what)
-
-
-def _count(name: str, maximum: int) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        return str(as_int(number_from_text(text.strip()), name, maximum=maximum, shown=text))
-
-    return parse
-
-
-parse_context = _count("context", request.MAX_CONTEXT)
-parse_concurrency = _count("concurrency", request.MAX_CONCURRENCY)
-
-
-def parse_source(text: str) -> str:
-    return AUTO if text.strip() in ("", AUTO) else _count("source", request.MAX_CONTEXT)(text)
+def parsed(name: str, text: str, what: str) -> str:
+    """The setting ``name``'s text as the link writes it, checked by its declaration
+    (``frame.parsed_setting``: on a bad edit, the error and the last valid value)."""
+    return frame.parsed_setting(PAGE, name, text, SERVING[name].read, what)
 
 
 def source_label(config: ModelConfig) -> str | None:
@@ -91,31 +68,6 @@ def source_label(config: ModelConfig) -> str | None:
     if hparams.get("audio_bins"):
         auto = f"every encoder position, {hparams['source_positions']:,}"
     return f"Source length (encoder tokens a sequence; auto: {auto})"
-
-
-def parse_device(text: str) -> str:
-    return NO_DEVICE if text == NO_DEVICE else catalog.get_accelerator(text).name
-
-
-def parse_devmem(text: str) -> str:
-    """A budget with its unit, or empty for none."""
-    if text.strip():
-        parse_budget(text)
-    return text.strip()
-
-
-def parse_reserve_text(text: str) -> str:
-    return request.reserve_text(request.parse_reserve(text))
-
-
-def parse_kv(text: str) -> str:
-    return request.check_kv_dtype(text)
-
-
-def parse_flag_text(text: str) -> str:
-    if text not in ("true", "false"):
-        raise ValueError(f"`fullwin` must be true or false, got {text!r}")
-    return text
 
 
 def device_label(name: str) -> str:

@@ -16,43 +16,31 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dcsim.inputs import number_from_text
 from dcsim.model import breakdown
 from dcsim.model.config import ModelConfig
 from dcsim.quant import formats
 from dcsim.quant.formats import FORMATS, WeightFormat, check_format
 from dcsim.quant.tables import QuantTable
 from dcsim.quantities import units
+from dcsim.requests import is_on
+from dcsim.requests.weights import WEIGHTS
 from dcsim.ui import frame
 
 NONE = "none"
 MAX_CACHED = 32
 
 
-def _name(text: str) -> str:
-    return check_format(text).name
-
-
 def _name_or_none(text: str) -> str:
-    return NONE if text == NONE else _name(text)
+    return NONE if text == NONE else WEIGHTS["weights"].read(text)
 
 
-def _group(text: str) -> str:
-    return str(check_format("gptq-int4", group=number_from_text(text.strip())).group)
-
-
-def _tile(text: str) -> str:
-    return str(check_format("int4", tile=number_from_text(text.strip())).tile)
-
-
-def _bits(text: str) -> str:
-    return str(check_format("gptq-int4", bits=number_from_text(text.strip())).bits)
-
-
-def _flag(text: str) -> str:
-    if text not in ("true", "false"):
-        raise ValueError(f"`qhead` must be true or false, got {text!r}")
-    return text
+def _seeded_setting(page: str, name: str, default: str | None = None) -> str:
+    """The widget key of ``page``'s weight setting ``name``, seeded and checked by its declaration
+    (``dcsim.requests.weights.WEIGHTS``)."""
+    field = WEIGHTS[name]
+    return frame.seeded_setting(
+        page, name, field.default if default is None else default, field.read, limit=field.limit
+    )
 
 
 def label(name: str) -> str:
@@ -66,7 +54,9 @@ def format_inputs(page: str, default: str, *, allow_none: bool) -> tuple[WeightF
     name = st.selectbox(
         "Weights format",
         names,
-        key=frame.seeded_setting(page, "weights", default, _name_or_none if allow_none else _name, limit=32),
+        key=frame.seeded_setting(
+            page, "weights", default, _name_or_none if allow_none else WEIGHTS["weights"].read, limit=32
+        ),
         format_func=label,
         help="Plain dtypes; qwix's JAX-native quantization; GPTQ, AWQ, bitsandbytes and FP8 as their tools write "
         "them; llama.cpp's GGUF recipes. Bytes are the format's exact tensors (docs/quantized.md).",
@@ -78,30 +68,26 @@ def format_inputs(page: str, default: str, *, allow_none: bool) -> tuple[WeightF
     options: dict[str, Any] = {}
     columns = st.columns(3)
     if kind in ("gptq", "awq"):
-        text = columns[0].text_input(
-            "Group (input features a scale)", key=frame.seeded_setting(page, "group", "128", _group, limit=8)
-        )
-        params["group"] = frame.parsed_setting(page, "group", text, _group, "Group")
+        text = columns[0].text_input("Group (input features a scale)", key=_seeded_setting(page, "group"))
+        params["group"] = frame.parsed_setting(page, "group", text, WEIGHTS["group"].read, "Group")
         options["group"] = int(params["group"])
     if kind == "gptq":
-        bits = columns[1].selectbox("Bits", ("4", "8"), key=frame.seeded_setting(page, "bits", "4", _bits, limit=4))
+        bits = columns[1].selectbox("Bits", ("4", "8"), key=_seeded_setting(page, "bits"))
         params["bits"] = bits
         options["bits"] = int(bits)
     if kind == "qwix" and name != "int8":
-        text = columns[0].text_input(
-            "Tile (values along the contraction)", key=frame.seeded_setting(page, "tile", "128", _tile, limit=8)
-        )
-        params["tile"] = frame.parsed_setting(page, "tile", text, _tile, "Tile")
+        text = columns[0].text_input("Tile (values along the contraction)", key=_seeded_setting(page, "tile"))
+        params["tile"] = frame.parsed_setting(page, "tile", text, WEIGHTS["tile"].read, "Tile")
         options["tile"] = int(params["tile"])
     if kind in ("qwix", "gptq", "awq"):
         head = columns[2].selectbox(
             "Output head",
             ("false", "true"),
-            key=frame.seeded_setting(page, "qhead", "false", _flag, limit=8),
+            key=_seeded_setting(page, "qhead"),
             format_func=lambda text: "quantized too" if text == "true" else "kept unquantized (the tools' default)",
         )
         params["qhead"] = head
-        options["quantize_head"] = head == "true"
+        options["quantize_head"] = is_on(WEIGHTS["qhead"], head)
     try:
         return check_format(name, **options), params
     except ValueError as err:  # an option this format has no use for, as links can carry
