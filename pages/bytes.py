@@ -107,7 +107,8 @@ if ignored:
             f"using {', '.join(seed_names or ['adamw'])}."
         )
     )
-chosen = st.multiselect(
+chosen = state.held(
+    st.multiselect,
     "Optimizers",
     optimizer.OPTIMIZER_NAMES,
     key=state.seed_widget("opt", seed_names or ["adamw"]),

@@ -27,7 +27,7 @@ from dcsim.quantities import units
 from dcsim.report import layout_charts
 from dcsim.sharding import layout, meshes
 from dcsim.sharding.layout import LayoutReport
-from dcsim.ui import cache, frame
+from dcsim.ui import cache, frame, state
 
 RULES_SEPARATOR = "\n"
 MAX_RULES_TEXT = 4096  # a link stays well under the 4-8 KB proxies commonly allow
@@ -71,7 +71,8 @@ STATUS_COLUMN_WIDTH = 190  # pixels: "⚠ replicated (fallback)", the longest st
 
 def mesh_input(key: str) -> str:
     """The mesh's text box, its state under ``key``."""
-    return st.text_input(
+    return state.held(
+        st.text_input,
         "Mesh: AXIS=SIZE, comma separated",
         key=key,
         max_chars=meshes.MAX_MESH_CHARS,
@@ -98,7 +99,8 @@ def mesh_and_strategy(
             frame.seeded_setting(page, "mesh", default_mesh, meshes.parse_mesh, limit=meshes.MAX_MESH_CHARS)
         )
     with strategy_col:
-        strategy = st.selectbox(
+        strategy = state.held(
+            st.selectbox,
             strategy_label,
             layout.STRATEGIES,
             key=frame.seeded_setting(page, "strategy", default_strategy, parse_strategy, limit=32),
@@ -115,7 +117,8 @@ def rules_input(
     ``custom`` (no rules otherwise); after a bad edit, the last valid rules."""
     if strategy != "custom":
         return ()
-    text = st.text_area(
+    text = state.held(
+        st.text_area,
         "Custom rules: one PATTERN=SPEC a line, first match wins",
         key=frame.seeded_setting(page, "rules", DEFAULT_RULES, parse_rules_text, limit=MAX_RULES_TEXT),
         max_chars=MAX_RULES_TEXT,

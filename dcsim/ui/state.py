@@ -17,8 +17,8 @@ the id filled in, and no other model's figures are shown under that name.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
@@ -164,6 +164,30 @@ def seed_widget(key: str, value: object) -> str:
     if key not in st.session_state:
         st.session_state[key] = value
     return key
+
+
+def held(widget: Callable[..., Any], label: str, *args: Any, key: str, **kwargs: Any) -> Any:
+    """``widget(label, *args, key=key, **kwargs)`` (``st.selectbox``, a column's ``text_input``...)
+    declaring the value ``key`` holds as its default too.
+
+    Streamlit sends a value seeded through ``st.session_state`` to the browser only on the run
+    that set it. A busy browser can skip drawing that run (the next one's elements arrive before
+    it paints), and the widget then mounts from the next run's element, whose value is its
+    declared default: an unnamed default (the first option, the minimum, empty text) would come
+    back as an edit with the person's next change (seen under load: a GPT-2 small page turned
+    into the Dense stack with one shard when a hyperparameter was typed). Declaring the held
+    value as the default makes either element say the same."""
+    value = st.session_state.get(key)
+    kind = getattr(widget, "__name__", "")
+    if kind in ("selectbox", "radio"):
+        options = list(args[0] if args else kwargs["options"])
+        if value in options:
+            kwargs["index"] = options.index(value)
+    elif kind == "multiselect":
+        kwargs["default"] = value
+    elif value is not None:
+        kwargs["value"] = value
+    return widget(label, *args, key=key, **kwargs)
 
 
 def set_page_params(params: Mapping[str, str | list[str]]) -> None:
