@@ -107,8 +107,7 @@ if ignored:
             f"using {', '.join(seed_names or ['adamw'])}."
         )
     )
-chosen = state.held(
-    st.multiselect,
+chosen = state.held(st.multiselect)(
     "Optimizers",
     optimizer.OPTIMIZER_NAMES,
     key=state.seed_widget("opt", seed_names or ["adamw"]),

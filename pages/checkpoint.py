@@ -79,8 +79,7 @@ if chosen_mesh not in mesh_choices:
 dtype_col, mesh_col, strategy_col, processes_col = st.columns(4)
 with dtype_col:
     config, _ = widgets.apply(config, dtype=widgets.dtype_choice(config, page="checkpoint"))
-mesh_text = state.held(
-    mesh_col.selectbox,
+mesh_text = state.held(mesh_col.selectbox)(
     "Virtual devices (mesh)",
     mesh_choices,
     key=MESH_KEY,
@@ -91,16 +90,14 @@ mesh_text = state.held(
         f"such as data=2,model=2 (at most {measurement.MAX_DEVICES} devices)."
     ),
 )
-strategy = state.held(
-    strategy_col.selectbox,
+strategy = state.held(strategy_col.selectbox)(
     "Sharding strategy",
     checkpoint.STRATEGIES,
     key=state.WIDGET_PREFIX + "checkpoint.strategy",
     help="replicated: every device holds every array whole. fsdp: each array is split along one dimension "
     "over all the devices, where it divides (else replicated).",
 )
-processes = state.held(
-    processes_col.selectbox,
+processes = state.held(processes_col.selectbox)(
     "Processes (simulated hosts)",
     checkpoint.PROCESS_CHOICES,
     key=state.WIDGET_PREFIX + "checkpoint.processes",

@@ -42,8 +42,7 @@ rules = layout.rules_input(
 st.subheader("Training setup")
 memory.seed_split()
 stage_col, optimizer_col, budget_col = st.columns([2, 2, 1])
-stage = state.held(
-    stage_col.selectbox,
+stage = state.held(stage_col.selectbox)(
     "ZeRO stage: which parts are split over the mesh",
     memory.STAGE_CHOICES,
     key=memory.STAGE_KEY,
@@ -55,23 +54,20 @@ stage = state.held(
 parts: list[str] = []
 if stage == memory.FREE_PARTS:
     st.session_state.setdefault(memory.PARTS_KEY, sorted(trainings.STAGES[3], key=PARTS.index))
-    parts = state.held(
-        stage_col.multiselect,
+    parts = state.held(stage_col.multiselect)(
         "Parts split over the mesh (the others are whole on every device)",
         PARTS,
         key=memory.PARTS_KEY,
         format_func=memory.PART_TITLES.__getitem__,
     )
-optimizer_name = state.held(
-    optimizer_col.selectbox,
+optimizer_name = state.held(optimizer_col.selectbox)(
     "Optimizer",
     optimizer.OPTIMIZER_NAMES,
     key=memory.seeded("optim", memory.DEFAULT_OPTIMIZER, trainings.check_optimizer),
     help="A real optax optimizer, initialised abstractly: its state's every array, shape and dtype.",
 )
 optimizer_col.caption(frame.plain(optimizer.OPTIMIZERS[optimizer_name][0].capitalize()))
-budget_text = state.held(
-    budget_col.text_input,
+budget_text = state.held(budget_col.text_input)(
     "Budget per device",
     key=memory.seeded("devmem", memory.DEFAULT_BUDGET, memory.parse_budget),
     max_chars=32,
@@ -84,21 +80,18 @@ st.button(
     icon=":material/tune:",
 )
 param_col, grad_col, master_col = st.columns(3)
-param_dtype = state.held(
-    param_col.selectbox,
+param_dtype = state.held(param_col.selectbox)(
     "Parameters' dtype",
     trainings.DTYPES,
     key=memory.seeded("param", memory.DEFAULT_PARAM_DTYPE, memory.parse_param),
 )
-grad_dtype = state.held(
-    grad_col.selectbox,
+grad_dtype = state.held(grad_col.selectbox)(
     "Gradients' dtype",
     (memory.SAME_AS_PARAMS, *trainings.DTYPES),
     key=memory.seeded("grad", memory.DEFAULT_GRAD_DTYPE, memory.parse_grad),
     format_func=lambda name: f"same as the parameters ({param_dtype})" if name == memory.SAME_AS_PARAMS else name,
 )
-master_dtype = state.held(
-    master_col.selectbox,
+master_dtype = state.held(master_col.selectbox)(
     "Master copy",
     (memory.NO_MASTER, *trainings.DTYPES),
     key=memory.seeded("master", memory.DEFAULT_MASTER_DTYPE, memory.parse_master),
@@ -136,16 +129,14 @@ def step_section(config: ModelConfig) -> memory.StepSettings:
         "The micro-batch is per data-parallel replica; a `model` axis splits heads and widths as Megatron does."
     )
     seq_col, mb_col, remat_col, attn_col = st.columns([2, 2, 2, 2])
-    sequence_text = state.held(
-        seq_col.text_input,
+    sequence_text = state.held(seq_col.text_input)(
         "Sequence (tokens)",
         key=memory.seeded("seq", memory.NO_SEQUENCE, memory.parse_sequence),
         max_chars=16,
         on_change=RERUN,
         help="Tokens a sequence; none for the training state alone (no activations).",
     )
-    micro_text = state.held(
-        mb_col.text_input,
+    micro_text = state.held(mb_col.text_input)(
         "Micro-batch per replica",
         key=memory.seeded("mb", memory.DEFAULT_MICRO_BATCH, memory.parse_micro_batch),
         max_chars=16,
@@ -178,8 +169,7 @@ def step_section(config: ModelConfig) -> memory.StepSettings:
     )
     capacity_key = memory.seeded("cf", memory.DEFAULT_CAPACITY, memory.parse_capacity)
     if registry.family_of(config).trains_experts:
-        capacity_text = state.held(
-            cf_col.text_input,
+        capacity_text = state.held(cf_col.text_input)(
             "Expert capacity factor",
             key=capacity_key,
             max_chars=16,
@@ -435,8 +425,7 @@ def state_sections(config: ModelConfig, setup: memory.Setup) -> None:
     filters = ("all", *setup.training.parts)
     if st.session_state.get(memory.PART_FILTER) not in filters:  # master gone with its copy, or a first visit
         st.session_state[memory.PART_FILTER] = "all"
-    shown_part = state.held(
-        st.selectbox,
+    shown_part = state.held(st.selectbox)(
         "Show the arrays of",
         filters,
         key=memory.PART_FILTER,

@@ -158,7 +158,7 @@ if groups is not None and (box := widgets.opened(f"By group: {', '.join(groups['
             st.dataframe(widgets.text_counts(breakdown.other_frame(report), "num_values"), hide_index=True)
 if not config.is_dense and (box := widgets.opened("By module, rolled up to a depth", "model.depth_open")):
     with box:
-        depth = state.held(st.radio, "Roll up to depth", (1, 2, 3), horizontal=True, key=state.seed_widget("depth", 1))
+        depth = state.held(st.radio)("Roll up to depth", (1, 2, 3), horizontal=True, key=state.seed_widget("depth", 1))
         rolled = breakdown.depth_frame(report, depth)
         table_col, chart_col = st.columns([3, 2])
         with table_col:

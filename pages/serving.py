@@ -34,41 +34,36 @@ rules = layout.rules_input(serving.PAGE, strategy)
 fmt, weight_params = weights.format_inputs(serving.PAGE, "bfloat16", allow_none=False)
 assert fmt is not None
 kv_col, context_col, concurrency_col = st.columns(3)
-kv_dtype = state.held(
-    kv_col.selectbox,
+kv_dtype = state.held(kv_col.selectbox)(
     "KV cache dtype",
     KV_DTYPE_NAMES[:-1],
     key=serving.seeded("kv"),
     help="int8 keeps a float32 scale a token and KV head (counted a token); float8_e4m3fn (fp8) one scale a "
     "layer for keys and one for values (fixed).",
 )
-context_text = state.held(
-    context_col.text_input,
+context_text = state.held(context_col.text_input)(
     "Context (tokens a sequence)",
     key=serving.seeded("context", serving.context_default(config)),
     max_chars=16,
 )
-concurrency_text = state.held(
-    concurrency_col.text_input, "Concurrency (sequences, whole mesh)", key=serving.seeded("concurrency"), max_chars=16
+concurrency_text = state.held(concurrency_col.text_input)(
+    "Concurrency (sequences, whole mesh)", key=serving.seeded("concurrency"), max_chars=16
 )
 device_col, budget_col, reserve_col, windows_col = st.columns(4)
-device = state.held(
-    device_col.selectbox,
+device = state.held(device_col.selectbox)(
     "Device",
     (serving.NO_DEVICE, *catalog.DEVICE_NAMES),
     key=serving.seeded("device"),
     format_func=serving.device_label,
     help="The vendor's stated memory and the bytes dcsim uses (their GB are GiB: docs/serving.md).",
 )
-budget_text = state.held(
-    budget_col.text_input,
+budget_text = state.held(budget_col.text_input)(
     "Budget per device (used when Device is none)",
     key=serving.seeded("devmem"),
     max_chars=32,
     help="With its unit: 80GiB, 96GB (GiB = 2^30 bytes, GB = 10^9). Empty: no budget, figures only.",
 )
-reserve_text = state.held(
-    reserve_col.text_input,
+reserve_text = state.held(reserve_col.text_input)(
     "Reserve (kept free)",
     key=serving.seeded("reserve"),
     max_chars=16,
@@ -76,8 +71,7 @@ reserve_text = state.held(
     "0.1 is vLLM's gpu_memory_utilization 0.9.",
 )
 full_windows = (
-    state.held(
-        windows_col.selectbox,
+    state.held(windows_col.selectbox)(
         "Sliding windows",
         ("false", "true"),
         key=serving.seeded("fullwin"),
@@ -93,8 +87,7 @@ reserve_text = serving.parsed("reserve", reserve_text, "Reserve")
 source: int | None = None
 source_label = serving.source_label(config)
 if source_label is not None:
-    source_text = state.held(
-        st.text_input,
+    source_text = state.held(st.text_input)(
         source_label,
         key=serving.seeded("source"),
         max_chars=16,

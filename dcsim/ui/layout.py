@@ -71,8 +71,7 @@ STATUS_COLUMN_WIDTH = 190  # pixels: "⚠ replicated (fallback)", the longest st
 
 def mesh_input(key: str) -> str:
     """The mesh's text box, its state under ``key``."""
-    return state.held(
-        st.text_input,
+    return state.held(st.text_input)(
         "Mesh: AXIS=SIZE, comma separated",
         key=key,
         max_chars=meshes.MAX_MESH_CHARS,
@@ -99,8 +98,7 @@ def mesh_and_strategy(
             frame.seeded_setting(page, "mesh", default_mesh, meshes.parse_mesh, limit=meshes.MAX_MESH_CHARS)
         )
     with strategy_col:
-        strategy = state.held(
-            st.selectbox,
+        strategy = state.held(st.selectbox)(
             strategy_label,
             layout.STRATEGIES,
             key=frame.seeded_setting(page, "strategy", default_strategy, parse_strategy, limit=32),
@@ -117,8 +115,7 @@ def rules_input(
     ``custom`` (no rules otherwise); after a bad edit, the last valid rules."""
     if strategy != "custom":
         return ()
-    text = state.held(
-        st.text_area,
+    text = state.held(st.text_area)(
         "Custom rules: one PATTERN=SPEC a line, first match wins",
         key=frame.seeded_setting(page, "rules", DEFAULT_RULES, parse_rules_text, limit=MAX_RULES_TEXT),
         max_chars=MAX_RULES_TEXT,

@@ -185,8 +185,8 @@ def choice(column: Any, name: str, label: str, help: str | None = None, on_chang
     class is private), seeded from the link; a linked value not among the choices is named and
     replaced by the default."""
     choices, default = CHOICES[name]
-    return state.held(
-        column.selectbox, label, choices, key=seeded(name, default, TRAINING[name].read), help=help, on_change=on_change
+    return state.held(column.selectbox)(
+        label, choices, key=seeded(name, default, TRAINING[name].read), help=help, on_change=on_change
     )
 
 

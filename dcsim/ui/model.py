@@ -268,8 +268,7 @@ def model_choice(config: ModelConfig) -> str:
         return f"{row.title} · {row.family} · {row.reference_params:,} parameters"
 
     state.seed_widget("preset", choice_of(config))
-    chosen = state.held(
-        st.selectbox,
+    chosen = state.held(st.selectbox)(
         "Model",
         options,
         format_func=label,
@@ -417,8 +416,7 @@ def _widget_value(spec: schemas.HParam, value: Any) -> Any:
 def _hparam_widget(spec: schemas.HParam, key: str, **callback: Any) -> Any:
     label = spec.name
     if spec.kind == "int":
-        return state.held(
-            st.number_input,
+        return state.held(st.number_input)(
             label,
             min_value=spec.minimum,
             max_value=spec.maximum,
@@ -428,11 +426,11 @@ def _hparam_widget(spec: schemas.HParam, key: str, **callback: Any) -> Any:
             **callback,
         )
     if spec.kind == "bool":
-        return state.held(st.checkbox, label, key=key, help=spec.description, **callback)
+        return state.held(st.checkbox)(label, key=key, help=spec.description, **callback)
     if spec.kind == "choice":
-        return state.held(st.selectbox, label, spec.choices, key=key, help=spec.description, **callback)
-    return state.held(
-        st.text_input, label, key=key, help=f"{spec.description}; {spec.rule()}", max_chars=64, **callback
+        return state.held(st.selectbox)(label, spec.choices, key=key, help=spec.description, **callback)
+    return state.held(st.text_input)(
+        label, key=key, help=f"{spec.description}; {spec.rule()}", max_chars=64, **callback
     )
 
 
@@ -511,24 +509,21 @@ def hub_box() -> None:
 
     with box, st.form("hub.form", border=False):
         left, middle, right = st.columns([3, 2, 2])
-        state.held(
-            left.text_input,
+        state.held(left.text_input)(
             "Hub id",
             key=state.HUB_ID,
             placeholder="mistralai/Mixtral-8x7B-v0.1",
             max_chars=_TYPED_CHARS,
             help=f"The model's id on the Hugging Face Hub: {HUB_ID_RULE}. Only its config.json is fetched.",
         )
-        state.held(
-            middle.text_input,
+        state.held(middle.text_input)(
             "Revision (optional)",
             key=state.HUB_REVISION,
             placeholder="main",
             max_chars=_TYPED_CHARS,
             help="A branch, tag or commit of the repository; its default branch when empty.",
         )
-        state.held(
-            right.text_input,
+        state.held(right.text_input)(
             "Token (optional)",
             key=state.HUB_TOKEN,
             type="password",

@@ -166,9 +166,9 @@ def seed_widget(key: str, value: object) -> str:
     return key
 
 
-def held(widget: Callable[..., Any], label: str, *args: Any, key: str, **kwargs: Any) -> Any:
-    """``widget(label, *args, key=key, **kwargs)`` (``st.selectbox``, a column's ``text_input``...)
-    declaring the value ``key`` holds as its default too.
+def held(widget: Callable[..., Any]) -> Callable[..., Any]:
+    """``widget`` (``st.selectbox``, a column's ``text_input``...), declaring the value its ``key``
+    holds as its default too: ``held(st.selectbox)(label, options, key=key, ...)``.
 
     Streamlit sends a value seeded through ``st.session_state`` to the browser only on the run
     that set it. A busy browser can skip drawing that run (the next one's elements arrive before
@@ -177,17 +177,21 @@ def held(widget: Callable[..., Any], label: str, *args: Any, key: str, **kwargs:
     back as an edit with the person's next change (seen under load: a GPT-2 small page turned
     into the Dense stack with one shard when a hyperparameter was typed). Declaring the held
     value as the default makes either element say the same."""
-    value = st.session_state.get(key)
     kind = getattr(widget, "__name__", "")
-    if kind in ("selectbox", "radio"):
-        options = list(args[0] if args else kwargs["options"])
-        if value in options:
-            kwargs["index"] = options.index(value)
-    elif kind == "multiselect":
-        kwargs["default"] = value
-    elif value is not None:
-        kwargs["value"] = value
-    return widget(label, *args, key=key, **kwargs)
+
+    def draw(label: str, *args: Any, key: str, **kwargs: Any) -> Any:
+        value = st.session_state.get(key)
+        if kind in ("selectbox", "radio"):
+            options = list(args[0] if args else kwargs["options"])
+            if value in options:
+                kwargs["index"] = options.index(value)
+        elif kind == "multiselect":
+            kwargs["default"] = value
+        elif value is not None:
+            kwargs["value"] = value
+        return widget(label, *args, key=key, **kwargs)
+
+    return draw
 
 
 def set_page_params(params: Mapping[str, str | list[str]]) -> None:

@@ -51,8 +51,7 @@ def format_inputs(page: str, default: str, *, allow_none: bool) -> tuple[WeightF
     """The format widgets (the name, then the options the format has) and the link keys they set.
     Returns None for ``none``."""
     names = ((NONE,) if allow_none else ()) + FORMATS
-    name = state.held(
-        st.selectbox,
+    name = state.held(st.selectbox)(
         "Weights format",
         names,
         key=frame.seeded_setting(
@@ -69,22 +68,21 @@ def format_inputs(page: str, default: str, *, allow_none: bool) -> tuple[WeightF
     options: dict[str, Any] = {}
     columns = st.columns(3)
     if kind in ("gptq", "awq"):
-        text = state.held(columns[0].text_input, "Group (input features a scale)", key=_seeded_setting(page, "group"))
+        text = state.held(columns[0].text_input)("Group (input features a scale)", key=_seeded_setting(page, "group"))
         params["group"] = frame.parsed_setting(page, "group", text, WEIGHTS["group"].read, "Group")
         options["group"] = int(params["group"])
     if kind == "gptq":
-        bits = state.held(columns[1].selectbox, "Bits", ("4", "8"), key=_seeded_setting(page, "bits"))
+        bits = state.held(columns[1].selectbox)("Bits", ("4", "8"), key=_seeded_setting(page, "bits"))
         params["bits"] = bits
         options["bits"] = int(bits)
     if kind == "qwix" and name != "int8":
-        text = state.held(
-            columns[0].text_input, "Tile (values along the contraction)", key=_seeded_setting(page, "tile")
+        text = state.held(columns[0].text_input)(
+            "Tile (values along the contraction)", key=_seeded_setting(page, "tile")
         )
         params["tile"] = frame.parsed_setting(page, "tile", text, WEIGHTS["tile"].read, "Tile")
         options["tile"] = int(params["tile"])
     if kind in ("qwix", "gptq", "awq"):
-        head = state.held(
-            columns[2].selectbox,
+        head = state.held(columns[2].selectbox)(
             "Output head",
             ("false", "true"),
             key=_seeded_setting(page, "qhead"),

@@ -26,8 +26,8 @@ def number(
     inputs of one field on different pages)."""
     minimum, maximum, _why = FIELD_LIMITS[field]
     key = state.seed_widget(f"{page}.{field}", getattr(config, field))
-    return state.held(
-        st.number_input, label, min_value=minimum, max_value=maximum, step=1, key=key, help=help, on_change=on_change
+    return state.held(st.number_input)(
+        label, min_value=minimum, max_value=maximum, step=1, key=key, help=help, on_change=on_change
     )
 
 
@@ -95,8 +95,7 @@ def apply(config: ModelConfig, **changes: Any) -> tuple[ModelConfig, str | None]
 def dtype_choice(config: ModelConfig, *, page: str = "", on_change: Any = None) -> str:
     """The storage dtype of the byte figures (``page`` tells apart the boxes of different pages)."""
     key = state.seed_widget(f"{page}.dtype", config.dtype)
-    return state.held(
-        st.selectbox,
+    return state.held(st.selectbox)(
         "Storage dtype",
         DTYPES,
         key=key,
