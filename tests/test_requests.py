@@ -12,9 +12,9 @@ import pytest
 from hostile import literal_setting_names, unescape
 
 from conftest import open_app
-from dcsim import links
+from dcsim import links, shipped
 from dcsim.cli import build_parser
-from dcsim.requests import Field, Request, count, is_on, switch
+from dcsim.requests import Field, Request, bind, count, is_on, switch
 from dcsim.requests.serving import SERVING
 from dcsim.requests.tables import REQUESTS, link_tables
 from dcsim.requests.training import TRAINING
@@ -155,6 +155,45 @@ def test_a_request_refuses_a_key_declared_twice():
         Request(name="x", title="", faces="", fields=(field, field))
     with pytest.raises(KeyError, match="no link key 'b'"):
         Request(name="x", title="", faces="", fields=(field,))["b"]
+
+
+def test_fields_json_declares_each_request_and_nothing_else():
+    """The fields' words are data (dcsim/requests/fields.json); each of its requests is one the
+    package lists, and the limit of the Memory page's parts is the engine's."""
+    from dcsim.memory import training
+
+    assert set(shipped.load(str(ROOT / "dcsim" / "requests" / "x.py"), "fields.json")) == {r.name for r in REQUESTS}
+    assert TRAINING["parts"].limit == training.MAX_PARTS_CHARS
+
+
+ROW = {"link": "n", "flag": "--n", "json": "n", "default": "{most}", "meaning": "1 to {most:,}", "metavar": "N"}
+
+
+def test_a_row_is_bound_to_its_parser_and_its_words_filled():
+    (field,) = bind([ROW], "t.json", {"n": count(5000)}, words={"most": 5000})
+    assert (field.default, field.meaning, field.metavar, field.flag_default, field.limit) == (
+        "5000",
+        "1 to 5,000",
+        "N",
+        None,
+        64,
+    )
+    assert field.read("4e3") == "4000"
+
+
+@pytest.mark.parametrize(
+    "parsers, words, message",
+    [
+        ({}, {"most": 1}, r"t.json declares \['n'\]; its module reads \[\]"),
+        ({"n": count(1), "m": count(1)}, {"most": 1}, r"declares \['n'\]; its module reads \['m', 'n'\]"),
+        ({"n": count(1)}, {}, r"t.json `n`: its default names 'most', which its module lacks"),
+        ({"n": count(1)}, {"most": 1, "least": 0}, r"t.json: no text names \['least'\]"),
+    ],
+    ids=["a row without a parser", "a parser without a row", "a placeholder not given", "a word not used"],
+)
+def test_a_row_and_its_module_must_agree(parsers, words, message):
+    with pytest.raises(ValueError, match=message):
+        bind([ROW], "t.json", parsers, words=words)
 
 
 def test_a_switch_parser_writes_the_words_it_is_given():

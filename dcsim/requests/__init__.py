@@ -15,6 +15,11 @@ is new is that an on/off setting reads every spelling on every page (``true``/``
 ``on``/``off``); a page still writes the spelling its links always had (``fullwin=false``,
 ``sp=off``), so a link written before reads the same and a new link looks like an old one.
 
+The fields' words (key, flag, JSON key, default, placeholder, limit, help, meaning) are data, one
+row a setting in fields.json beside this module, read once and checked row by row
+(``dcsim.shipped``); each request module binds its parsers to them by link key and fills the
+``{placeholders}`` of their texts with the lists its engine modules own (``declared``).
+
 One module a request, each importing only what its parsers need: ``weights`` (a weight format and
 its options: the Model and Serving pages, ``count`` and ``serve``; no JAX, so ``count --help``
 stays light), ``serving`` (the Serving page and ``serve``), ``training`` (the Memory page and
@@ -29,9 +34,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import string
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from dcsim import shipped
 from dcsim.inputs import as_int, number_from_text, show
 from dcsim.quantities.amounts import parse_budget
 
@@ -44,17 +51,15 @@ MESH_KEYS = "`mesh`, `strategy` and `rules`: the Layout page's keys, same meanin
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Field:
-    """One setting of a request.
+class Words:
+    """A setting's words: all of a ``Field`` but its parser and choices, as fields.json declares
+    them (``declared``).
 
     Attributes:
       link: its key in a link (``devmem``).
       flag: its command-line flag (``--budget``), or None where the command line has none.
       json: its key in the command's JSON (``budget_bytes``; dotted inside an object:
         ``budget.bytes``), or None where the JSON does not echo it.
-      parse: ``parse(text, name)``: the text as the link writes it (``fp8`` becomes
-        ``float8_e4m3fn``); raises ValueError (or TypeError) saying what was wrong and what is
-        allowed, under ``name`` (the link key, or the flag on the command line).
       default: the page's text when a link does not give it (``""``: no value).
       meaning: what it is, with its values, for docs/links.md.
       unset: the page's words for "not set" (``none``, ``auto``, the empty text), read before
@@ -65,13 +70,11 @@ class Field:
       limit: the most characters a link's value may have.
       help: the flag's ``--help``.
       metavar: the flag's placeholder.
-      choices: the flag's choices, where argparse itself refuses others.
     """
 
     link: str
     flag: str | None
     json: str | None
-    parse: Parser
     default: str
     meaning: str
     unset: tuple[str, ...] = ()
@@ -80,6 +83,20 @@ class Field:
     limit: int = MAX_SETTING_CHARS
     help: str = ""
     metavar: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Field(Words):
+    """One setting of a request: its words and how its text is read.
+
+    Attributes:
+      parse: ``parse(text, name)``: the text as the link writes it (``fp8`` becomes
+        ``float8_e4m3fn``); raises ValueError (or TypeError) saying what was wrong and what is
+        allowed, under ``name`` (the link key, or the flag on the command line).
+      choices: the flag's choices, where argparse itself refuses others.
+    """
+
+    parse: Parser
     choices: tuple[str, ...] | None = None
 
     def read(self, text: str, name: str | None = None) -> str:
@@ -196,6 +213,61 @@ class Request:
         return None if given is None else field.parse(given, field.flag)
 
 
+# Every request's fields, in the order its link writes them: their words are data, one row a
+# setting, and each request module binds its parsers to them by link key (``declared``).
+_DECLARED = shipped.load(__file__, "fields.json")
+_TEXTS = ("default", "flag_default", "help", "meaning")  # the words that may name {placeholders}
+
+
+def declared(
+    request: str,
+    parsers: Mapping[str, Parser],
+    *,
+    words: Mapping[str, object] | None = None,
+    choices: Mapping[str, tuple[str, ...]] | None = None,
+) -> tuple[Field, ...]:
+    """The fields of ``request`` as fields.json declares them, in its order, bound as ``bind``
+    says."""
+    return bind(_DECLARED[request], f"fields.json {request}", parsers, words=words, choices=choices)
+
+
+def bind(
+    data: Any,
+    where: str,
+    parsers: Mapping[str, Parser],
+    *,
+    words: Mapping[str, object] | None = None,
+    choices: Mapping[str, tuple[str, ...]] | None = None,
+) -> tuple[Field, ...]:
+    """The rows of ``data`` (a JSON array of ``Words``; ``where`` names it) as fields, in order,
+    each read with ``parsers[link]`` and limited to ``choices[link]`` where given. The
+    ``{placeholders}`` of their texts are filled from ``words``: the lists and figures the engine
+    modules own (``{dtypes}``, ``{max_context:,}``). A row without a parser or a parser without a
+    row, a placeholder not in ``words`` or a word no text uses is refused (ValueError), naming
+    ``where`` and the key: a request module fails on import."""
+    rows = shipped.as_rows(Words, data, where)
+    words, choices = words or {}, choices or {}
+    links = [row.link for row in rows]
+    if sorted(links) != sorted(parsers) or not set(choices) <= set(links):
+        raise ValueError(f"{where} declares {links}; its module reads {sorted(parsers)} (choices {sorted(choices)})")
+    used: set[str] = set()
+    fields = []
+    for row in rows:
+        texts = {field.name: getattr(row, field.name) for field in dataclasses.fields(row)}
+        for name in _TEXTS:
+            if texts[name] is None:
+                continue
+            used |= {key for _, key, _, _ in string.Formatter().parse(texts[name]) if key}
+            try:
+                texts[name] = texts[name].format_map(words)
+            except KeyError as err:
+                raise ValueError(f"{where} `{row.link}`: its {name} names {err}, which its module lacks") from None
+        fields.append(Field(**texts, parse=parsers[row.link], choices=choices.get(row.link)))
+    if unused := sorted(set(words) - used):
+        raise ValueError(f"{where}: no text names {unused}")
+    return tuple(fields)
+
+
 # --- parsers that more than one request uses -----------------------------------------------------
 
 
@@ -234,6 +306,11 @@ def count(maximum: int) -> Parser:
         return str(as_int(number_from_text(text.strip()), name, maximum=maximum, shown=text))
 
     return parse
+
+
+def ticked(names: Iterable[str]) -> str:
+    """``names`` as docs/links.md lists values: each in backticks, comma-separated."""
+    return ", ".join(f"`{name}`" for name in names)
 
 
 def one_of(choices: tuple[str, ...]) -> Parser:
