@@ -25,6 +25,7 @@ run() {
     read -r wall user sys < <(tail -n 1 "$clone.time")  # after "Command exited with non-zero status N"
     printf '| %s | %.0f s | %.0f s | %s | load before: %s |\n' "$name" "$wall" "$(awk "BEGIN {print $user + $sys}")" \
         "$summary" "$load"
+    grep -E '^(FAILED|ERROR) ' "$log" >&2 || true  # what failed, on stderr beside the row
     rm -rf "$(dirname "$clone")"
 }
 echo "| run | wall | CPU (user + sys) | result | |"
