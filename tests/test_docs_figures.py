@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import test_limits
-from test_docs import _README_FIGURE, unique_commands
+from test_docs import unique_commands
 
 from dcsim import hf
 from dcsim.hf import markdown
@@ -109,9 +109,10 @@ def test_the_presets_page_counts_each_kind_of_reference_count():
 # What none of these holds is in UNCHECKED, with why; a figure in none of them fails.
 
 DOCS = sorted((ROOT / "docs").glob("*.md"))
-# _README_FIGURE's "N sequences" reads "65,536 sequences" as "536 sequences"; here the count keeps its
-# thousands separators. Figures of a million or more are _README_FIGURE's first alternative, unchanged.
-DOC_FIGURE = re.compile(_README_FIGURE.pattern.split("|")[0] + r"|(?<![\d,.])\d{1,3}(?:,\d{3})* sequences\b")
+# _README_FIGURE's figures, with two of its misses read: a figure a prose comma follows ("OLMo-2-7B
+# 7,298,617,344, OLMo-7B ..."), which its lookahead skips, and "65,536 sequences", which it reads as
+# "536 sequences".
+DOC_FIGURE = re.compile(r"(?<![\d,.])\d{1,3}(?:,\d{3}){2,}(?!\d|,\d)|(?<![\d,.])\d{1,3}(?:,\d{3})* sequences\b")
 
 
 def doc_figures(text: str) -> list[str]:
@@ -124,7 +125,7 @@ def formatted(value: int, figure: str) -> str:
 
 
 def in_text(figure: str, text: str) -> bool:
-    return re.search(rf"(?<![\d,.]){re.escape(figure)}(?![\d,])", text) is not None
+    return re.search(rf"(?<![\d,.]){re.escape(figure)}(?!\d|,\d)", text) is not None
 
 
 @functools.cache
@@ -328,6 +329,13 @@ def _deepseek_v3_fp8_headers() -> int:
     return 688_586_727_753 - (payload_bytes("deepseek-v3", "fp8-block") + mtp)
 
 
+def _hub_cache_count() -> int:
+    """What `count --hf meta-llama/Llama-2-7b-hf --hf-cache examples/hub-cache` counts: the cache's file."""
+    (path,) = (ROOT / "examples" / "hub-cache").glob("models--meta-llama--Llama-2-7b-hf/snapshots/*/config.json")
+    config, _ = hf.read_config_file(path.read_bytes())
+    return count_params(config).total_params
+
+
 def _latent_in_full() -> int:
     h = hparams("deepseek-v3")
     return h["num_layers"] * h["num_heads"] * (h["qk_nope_head_dim"] + h["qk_rope_head_dim"] + h["v_head_dim"]) * 2
@@ -372,6 +380,8 @@ FIGURES: dict[tuple[str, str], Computed | Published] = {
     ("cli.md", "7,255,009,280"): Computed(
         "Llama 2 13B's gptq-int4 payload", lambda: payload_bytes("llama2-13b", "gptq-int4"), slow=True
     ),
+    ("cli.md", "1,048,576"): Computed("--shards' most", _constants("dcsim.quantities.payload.MAX_SHARDS")),
+    ("cli.md", "6,738,415,616"): Computed("the count of examples/hub-cache's Llama 2 7B", _hub_cache_count, slow=True),
     # compare.md: Llama 2 13B with AdamW, the state alone and with a step; Llama 2 70B's budget answer.
     ("compare.md", "52,063,457,284"): Computed(
         "Llama 2 13B's state on data=2",
@@ -421,6 +431,11 @@ FIGURES: dict[tuple[str, str], Computed | Published] = {
     ("memory.md", "68,976,648,196"): Computed(
         "Llama 2 70B, ZeRO-3 with a float32 master copy, on data=16",
         lambda: memory_total("--preset", "llama2-70b", "--mesh", "data=16", "--zero", "3", "--master-dtype", "float32"),
+        slow=True,
+    ),
+    ("memory.md", "2,518,957,060"): Computed(
+        "GPT-2 small's state and step, ZeRO-3 without a master copy, micro-batch 2, flash, on data=2",
+        lambda: memory_total(*_GPT2_ZERO3_FLASH),
         slow=True,
     ),
     # serving.md: Mamba's state, the calculators' formula, the worked example's room, windows, GB.
@@ -479,6 +494,8 @@ FIGURES: dict[tuple[str, str], Computed | Published] = {
         "the published bytes less dcsim's payload and the MTP module", _deepseek_v3_fp8_headers, slow=True
     ),
 }
+_GPT2_ZERO3_FLASH = ("--preset", "gpt2-small", "--mesh", "data=2", "--zero", "3")  # no master copy
+_GPT2_ZERO3_FLASH += ("--sequence", "1024", "--micro-batch", "2", "--remat", "none", "--attention", "flash")
 _COMPARE_STEP = (
     "--preset",
     "llama2-13b",
@@ -512,6 +529,10 @@ _HF_FILES = (
     *("olmoe-1b-7b-0924", "granite-3.0-1b-a400m", "granite-3.0-3b-a800m", "glm-4.5-air", "glm-4.5"),
     *("gpt-oss-20b", "gpt-oss-120b", "dbrx-base", "bart-base", "bart-large", "whisper-base", "whisper-large-v3"),
     *("jamba-v0.1", "mistral-small-3.1-24b-base-2503", "mistral-7b"),
+    # the types of issue 30, listed in the prose
+    *("olmo-2-7b", "olmo-7b", "falcon-7b", "falcon-40b", "phi-2", "gpt-j-6b", "mpt-7b", "bloom-560m", "opt-125m"),
+    *("starcoder2-3b", "starcoderbase-1b", "command-r-v01", "command-r7b", "stablelm-2-1.6b", "nemotron-mini-4b"),
+    *("glm-4-9b", "glm-4-9b-0414", "granite-3.0-2b", "roberta-base", "xlm-roberta-base", "whisper-tiny"),
 )
 for _name in _HF_FILES:
     FIGURES.setdefault(
@@ -628,11 +649,8 @@ def test_the_unchecked_list_holds_only_unchecked_figures():
 
 
 def test_the_pattern_reads_the_docs_figures():
-    assert doc_figures("up to 65,536 sequences, 127 sequences, 1,048,576 and 4,096") == [
-        "1,048,576",
-        "127 sequences",
-        "65,536 sequences",
-    ]
+    text = "up to 65,536 sequences, 127 sequences, 1,048,576 and 4,096; OLMo 7,298,617,344, Falcon 1,234,567,8"
+    assert doc_figures(text) == ["1,048,576", "127 sequences", "65,536 sequences", "7,298,617,344"]
 
 
 def _computed() -> list:
