@@ -120,9 +120,25 @@ def _request_later(folder: Path, preview: str | None) -> threading.Thread:
     return thread
 
 
-def test_the_waiting_child_traces_a_previewed_init_before_its_request(tmp_path):
-    preview = json.dumps({"config": SMALL.to_dict(), "dtype": "bfloat16"})
-    thread = _request_later(tmp_path, preview)
+def test_the_waiting_child_traces_a_previewed_init_before_its_request(tmp_path, monkeypatch):
+    # The request is written once the child has begun tracing the preview, not after a fixed
+    # sleep: on a loaded machine the child may first look after 0.3 s, and a request already
+    # there is rightly served without the early trace (the request traces it then).
+    tracing, trace_init = threading.Event(), worker.trace_init
+
+    def trace_and_tell(*args):
+        tracing.set()
+        return trace_init(*args)
+
+    monkeypatch.setattr(worker, "trace_init", trace_and_tell)
+    (tmp_path / prestart.PREVIEW_FILE).write_text(json.dumps({"config": SMALL.to_dict(), "dtype": "bfloat16"}))
+
+    def request_once_tracing() -> None:
+        tracing.wait(timeout=60)
+        (tmp_path / "request.json").write_text("{}")
+
+    thread = threading.Thread(target=request_once_tracing)
+    thread.start()
     waited = worker.wait_for_request(tmp_path / "request.json", wait_seconds=60)
     thread.join()
     assert waited.requested and waited.traced is not None
