@@ -106,7 +106,7 @@ def test_the_presets_page_counts_each_kind_of_reference_count():
 #     message that tests/test_limits.py provokes and compares (its PROBES);
 # (c) in FIGURES below: the dcsim expression that computes it, which a test evaluates and compares
 #     with the figure as the doc writes it, or a published figure the doc cites beside it.
-# What none of these holds is in UNCHECKED, with why; a figure in none of them fails.
+# A figure in none of these fails.
 
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 # _README_FIGURE's figures, with two of its misses read: a figure a prose comma follows ("OLMo-2-7B
@@ -438,6 +438,11 @@ FIGURES: dict[tuple[str, str], Computed | Published] = {
         lambda: memory_total(*_GPT2_ZERO3_FLASH),
         slow=True,
     ),
+    ("memory.md", "4,156,168,040"): Computed(
+        "XLA's CPU peak of the same step a device, from memory --verify's child (about 18 s)",
+        lambda: cli_json("memory", *_GPT2_ZERO3_FLASH, "--verify")["xla"]["step_peak_bytes_per_device"],
+        slow=True,
+    ),
     # serving.md: Mamba's state, the calculators' formula, the worked example's room, windows, GB.
     ("serving.md", "1,474,560"): Computed("Mamba-130M's state a sequence", mamba_130m_sequence_bytes, slow=True),
     ("serving.md", "2,621,440"): Computed(
@@ -606,10 +611,6 @@ def quant_cells() -> dict[str, list[Computed]]:
 # Figures no test checks yet, each with why. Unchecked: a figure here fails nothing, so the list
 # is kept to what no test can recompute quickly; test_the_unchecked_list_holds_only_unchecked_figures
 # fails when one of them becomes checked, so it only shrinks.
-UNCHECKED: dict[tuple[str, str], str] = {
-    ("memory.md", "4,156,168,040"): "XLA's peak of a --verify run (a child process that compiles the step, 21 s)",
-    ("memory.md", "8,291,970,592"): "XLA's peak of the same run before 2026-12's flash backward: a past measurement",
-}
 
 
 def how_checked(doc: str, figure: str) -> str | None:
@@ -630,7 +631,7 @@ def how_checked(doc: str, figure: str) -> str | None:
 @pytest.mark.parametrize("doc", [path.name for path in DOCS])
 def test_every_figure_a_doc_states_is_checked(doc):
     figures = doc_figures(doc_text(doc))
-    unchecked = [f for f in figures if how_checked(doc, f) is None and (doc, f) not in UNCHECKED]
+    unchecked = [f for f in figures if how_checked(doc, f) is None]
     assert not unchecked, (
         f"docs/{doc} states {unchecked}, which no test checks: show the command that prints it in a console "
         "block, or add the dcsim expression that computes it to FIGURES"
@@ -640,12 +641,6 @@ def test_every_figure_a_doc_states_is_checked(doc):
 def test_the_figures_table_names_only_figures_the_docs_state():
     stale = [key for key in FIGURES if key[1] not in doc_figures(doc_text(key[0]))]
     assert not stale, f"these docs no longer state these figures (or state them otherwise): {stale}"
-
-
-def test_the_unchecked_list_holds_only_unchecked_figures():
-    for (doc, figure), why in UNCHECKED.items():
-        assert figure in doc_figures(doc_text(doc)), (doc, figure)
-        assert how_checked(doc, figure) is None, f"docs/{doc}'s {figure} is checked now: drop it from UNCHECKED ({why})"
 
 
 def test_the_pattern_reads_the_docs_figures():
