@@ -92,10 +92,10 @@ def test_the_table_shows_both(capsys):
         pytest.param(("--sequence", "ten"), "`--sequence` must be an integer from 1", id="sequence-text"),
         pytest.param(("--sequence", "8", "--micro-batch", "0"), "`--micro-batch` must be an integer from 1", id="mb-0"),
         pytest.param(("--micro-batch", "-1"), "`--micro-batch` must be an integer from 1", id="mb-negative-alone"),
-        pytest.param(("--sequence", "8", "--remat", "most"), "--remat must be one of none, full", id="remat"),
-        pytest.param(("--attention", "ring"), "--attention must be one of naive, flash", id="attention-alone"),
-        pytest.param(("--sequence", "8", "--compute-dtype", "int8"), "--compute-dtype must be one of", id="dtype"),
-        pytest.param(("--capacity-factor", "lots"), "--capacity-factor must be a number from 0.01", id="capacity"),
+        pytest.param(("--sequence", "8", "--remat", "most"), "`--remat` must be one of none, full", id="remat"),
+        pytest.param(("--attention", "ring"), "`--attention` must be one of flash, naive", id="attention-alone"),
+        pytest.param(("--sequence", "8", "--compute-dtype", "int8"), "`--compute-dtype` must be one of", id="dtype"),
+        pytest.param(("--capacity-factor", "lots"), "`--capacity-factor` must be a number from 0.01", id="capacity"),
         pytest.param(("--sequence", "8", "--batch", "4"), "--batch is the batch a model is initialised on", id="batch"),
         pytest.param(
             ("--micro-batch", "2"), "--micro-batch: for a training step's activations; give --sequence", id="mb"

@@ -247,6 +247,24 @@ def test_serve_reads_its_flags_with_the_declared_parsers(capsys):
     assert "`--context` must be" in capsys.readouterr().err
 
 
+def test_memory_reads_its_flags_with_the_declared_parsers(capsys):
+    from dcsim.cli import main
+
+    base = ["memory", "--preset", "mixtral-8x7b", "--set", "num_layers=1", "--mesh", "data=2", "--format", "json"]
+    step = ["--sequence", "4e1", "--micro-batch", "2", "--remat", "full", "--capacity-factor", "1.2345678"]
+    assert main([*base, *step, "--sequence-parallel", "--grad-dtype", "same", "--budget", " 96 GB "]) == 0
+    record = json.loads(capsys.readouterr().out)
+    activations = record["activations"]
+    assert (activations["sequence"], activations["micro_batch"], activations["policy"]) == (40, 2, "full")
+    assert activations["capacity_factor"] == 1.2345678  # as typed: no digit lost to the link's short form
+    assert record["budget"]["bytes"] == 96 * 10**9
+    # A flag given the page's word for "not set" is the flag left out, as in a link.
+    assert main([*base, "--sequence", "none"]) == 0
+    assert "activations" not in json.loads(capsys.readouterr().out)
+    assert main([*base, "--zero", "4"]) == 2
+    assert "the ZeRO stage must be 0, 1, 2 or 3" in capsys.readouterr().err
+
+
 def test_the_docs_key_tables_are_the_declarations():
     doc = LINKS_DOC.read_text()
     start = doc.index("<!-- the tables below are dcsim.requests.tables.link_tables()")

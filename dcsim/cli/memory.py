@@ -52,71 +52,59 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     format_flag(command, ("table", "json", "csv"))
 
 
-STEP_FLAGS = ("micro_batch", "remat", "attention", "compute_dtype", "capacity_factor", "sequence_parallel")
+STEP_LINKS = ("mb", "remat", "attn", "cdtype", "cf", "sp")  # a step's settings besides --sequence
 
 
 def step_from_args(args: argparse.Namespace, moe: bool) -> Any:
-    """The ``activations.Step`` the flags describe, or None without --sequence; every value is
-    checked before any rule between flags, so a bad value is named whatever else is given."""
-    from dcsim.memory import activations  # JAX: only once the flags ask for a trace
-
-    values: dict[str, Any] = {}
-    if args.sequence is not None:
-        values["sequence"] = activations.sequence_from_text(args.sequence, "--sequence")
-    if args.micro_batch is not None:
-        values["micro_batch"] = activations.micro_batch_from_text(args.micro_batch, "--micro-batch")
-    for flag, choices in (
-        ("remat", tuple(activations.POLICIES)),
-        ("attention", activations.ATTENTION_KINDS),
-        ("compute_dtype", activations.COMPUTE_DTYPES),
-    ):
-        if getattr(args, flag) is not None:
-            values[flag] = activations.check_choice(getattr(args, flag), choices, f"--{flag.replace('_', '-')}")
-    if args.capacity_factor is not None and args.capacity_factor.strip().lower() != "none":
-        factor = number_from_text(args.capacity_factor.strip())
-        if not isinstance(factor, (int, float)):
-            shown = show(args.capacity_factor)
-            raise ValueError(f"--capacity-factor must be a number from 0.01 to 64 (or none: dropless), got {shown}")
-        values["capacity_factor"] = activations.check_capacity_factor(factor, "--capacity-factor")
-    if args.sequence_parallel:
-        values["sequence_parallel"] = True
-    if "sequence" not in values:
-        given = [f"--{flag.replace('_', '-')}" for flag in STEP_FLAGS if getattr(args, flag) not in (None, False)]
-        if given:
-            raise UsageError(f"{', '.join(given)}: for a training step's activations; give --sequence S too")
+    """The ``activations.Step`` the flags describe, or None without --sequence. Each flag is read
+    by its declaration (``TRAINING``, under the flag's name) before any rule between flags, so a
+    bad value is named whatever else is given."""
+    given = {link: TRAINING.from_flag(args, link) for link in ("seq", *STEP_LINKS)}
+    if given["seq"] is None:
+        named = [TRAINING[link].flag for link in STEP_LINKS if given[link] is not None]
+        if named:
+            raise UsageError(f"{', '.join(map(str, named))}: for a training step's activations; give --sequence S too")
         return None
     if args.batch is not None:
         raise UsageError(
             "--batch is the batch a model is initialised on, which changes no count; a step's sequences a "
             "data-parallel replica are --micro-batch B"
         )
-    if "capacity_factor" in values and not moe:
+    if given["cf"] is not None and not moe:
         raise UsageError("--capacity-factor applies to Mixture-of-Experts models (the moe family)")
-    return activations.Step(**values)
+    from dcsim.memory import activations  # JAX: only once the flags ask for a trace
+
+    values: dict[str, Any] = {"sequence": int(given["seq"])}
+    values |= {
+        key: given[link] for key, link in (("remat", "remat"), ("attention", "attn"), ("compute_dtype", "cdtype"))
+    }
+    if given["mb"] is not None:
+        values["micro_batch"] = int(given["mb"])
+    if given["cf"] is not None:
+        values["capacity_factor"] = float(given["cf"])
+    if given["sp"] is not None:
+        values["sequence_parallel"] = True
+    return activations.Step(**{key: value for key, value in values.items() if value is not None})
 
 
 def training_from_args(args: argparse.Namespace) -> training.Training:
-    """The ``Training`` the flags describe; ValueError or UsageError naming the flag at fault."""
-    if args.zero is not None and args.shard is not None:
+    """The ``Training`` the flags describe, each read by its declaration (``TRAINING``); ValueError
+    or UsageError naming the flag at fault."""
+    given = {link: TRAINING.from_flag(args, link) for link in ("zero", "parts", "param", "grad", "master")}
+    if given["zero"] is not None and given["parts"] is not None:
         raise UsageError(
             "--zero and --shard both choose the parts to split; give one (--zero K splits stage K's parts, "
             "--shard PARTS names them)"
         )
-    master = None if args.master_dtype == training.NO_MASTER else args.master_dtype
-    if master is not None and master not in training.DTYPES:
-        raise ValueError(
-            f"the master dtype must be one of {', '.join(training.DTYPES)}, or {training.NO_MASTER} for no master "
-            f"copy; got {show(master)}"
-        )
     kwargs: dict[str, Any] = {
         "optimizer": args.optimizer,
-        "param_dtype": training.check_dtype(args.param_dtype, "param"),
-        "grad_dtype": None if args.grad_dtype is None else training.check_dtype(args.grad_dtype, "grad"),
-        "master_dtype": master,
+        "param_dtype": given["param"],
+        "grad_dtype": None if given["grad"] in (None, "same") else given["grad"],
+        "master_dtype": None if given["master"] == training.NO_MASTER else given["master"],
     }
-    if args.shard is not None:
-        return training.Training.sharding(training.parse_parts(args.shard), **kwargs)
-    zero = DEFAULT_ZERO if args.zero is None else training.check_stage(args.zero)
+    if given["parts"] is not None:
+        return training.Training.sharding(training.parse_parts(given["parts"]), **kwargs)
+    zero = DEFAULT_ZERO if given["zero"] is None else int(given["zero"])
     return training.Training.stage(zero, **kwargs)
 
 
@@ -129,7 +117,8 @@ def run(args: argparse.Namespace) -> str:
             )
     mesh, strategy, rules = mesh_from_args(args, DEFAULT_STRATEGY)
     setup = training_from_args(args)
-    amount = None if args.budget is None else amounts.parse_budget(args.budget)
+    budget = TRAINING.from_flag(args, "devmem")
+    amount = None if budget is None else amounts.parse_budget(budget)
     config = config_from_args(args)
     step = step_from_args(args, moe=registry.family_of(config).trains_experts)
     report = count_params(config)

@@ -204,13 +204,17 @@ class Request:
 
     def from_flag(self, args: argparse.Namespace, link: str) -> str | None:
         """The flag of ``link`` as the link would write it, checked under the flag's name; None
-        when it was not given (a switch: the page's word for on, or None when off)."""
+        when it was not given or says "not set" (``--capacity-factor none``; a switch: the page's
+        word for on, or None when off)."""
         field = self[link]
         assert field.flag is not None, f"{link} has no flag"
         given = getattr(args, field.flag.removeprefix("--").replace("-", "_"))
         if field.switch:
             return switch_word(field.parse, True) if given else None
-        return None if given is None else field.parse(given, field.flag)
+        if given is None:
+            return None
+        text = field.read(given, field.flag)
+        return None if text in field.unset else text  # a flag's "none" is the flag left out
 
 
 # Every request's fields, in the order its link writes them: their words are data, one row a

@@ -72,7 +72,9 @@ def _capacity(text: str, name: str) -> str:
     value = number_from_text(text.strip())
     if not isinstance(value, (int, float)):
         raise ValueError(f"`{name}` must be a number from 0.01 to 64 (or none: dropless), got {show(text)}")
-    return f"{check_capacity_factor(value, f'`{name}`'):g}"
+    factor = check_capacity_factor(value, f"`{name}`")
+    short = f"{factor:g}"
+    return short if float(short) == factor else repr(factor)  # 1.25 as typed, and no digit lost
 
 
 TRAINING = Request(
