@@ -234,8 +234,19 @@ def cli_json(*argv: str) -> dict:
     return json.loads(out.getvalue())
 
 
-def memory_total(*argv: str) -> int:
-    return cli_json("memory", *argv)["per_device"]["total_bytes"]
+@functools.cache
+def memory_json(*argv: str) -> dict:
+    return cli_json("memory", *argv)
+
+
+def per_device_total(record: dict) -> int:
+    return record["per_device"]["total_bytes"]
+
+
+def memory_figure(what: str, flags: str, read: Callable[[dict], int] = per_device_total) -> Computed:
+    """A figure of ``memory FLAGS --format json`` (its per-device total unless ``read`` says which),
+    slow: it counts a whole model."""
+    return Computed(what, lambda: read(memory_json(*flags.split())), slow=True)
 
 
 @functools.cache
@@ -357,6 +368,11 @@ _LIMIT_1M = (
     "dcsim.model.hparams.MAX_POSITIONS",  # a training step's sequence (memory.step)
 )
 
+_GPT2_ZERO3_FLASH = "--preset gpt2-small --mesh data=2 --zero 3"  # no master copy
+_GPT2_ZERO3_FLASH += " --sequence 1024 --micro-batch 2 --remat none --attention flash"
+_COMPARE_STEP = "--preset llama2-13b --optimizer adamw --zero 3 --mesh data=4 --sequence 4096"
+
+
 FIGURES: dict[tuple[str, str], Computed | Published] = {
     # architecture.md: the seed function's float32 rounding, against the exact count.
     ("architecture.md", "67,129,345"): Computed(
@@ -383,25 +399,15 @@ FIGURES: dict[tuple[str, str], Computed | Published] = {
     ("cli.md", "1,048,576"): Computed("--shards' most", _constants("dcsim.quantities.payload.MAX_SHARDS")),
     ("cli.md", "6,738,415,616"): Computed("the count of examples/hub-cache's Llama 2 7B", _hub_cache_count, slow=True),
     # compare.md: Llama 2 13B with AdamW, the state alone and with a step; Llama 2 70B's budget answer.
-    ("compare.md", "52,063,457,284"): Computed(
-        "Llama 2 13B's state on data=2",
-        lambda: memory_total("--preset", "llama2-13b", "--optimizer", "adamw", "--zero", "3", "--mesh", "data=2"),
-        slow=True,
+    ("compare.md", "52,063,457,284"): memory_figure(
+        "Llama 2 13B's state on data=2", "--preset llama2-13b --optimizer adamw --zero 3 --mesh data=2"
     ),
-    ("compare.md", "84,256,618,500"): Computed(
-        "the same with a step of 4,096 tokens on data=4",
-        lambda: memory_total(*_COMPARE_STEP),
-        slow=True,
+    ("compare.md", "84,256,618,500"): memory_figure("the same with a step of 4,096 tokens on data=4", _COMPARE_STEP),
+    ("compare.md", "58,224,889,856"): memory_figure(
+        "of which the step's activations", _COMPARE_STEP, read=lambda record: record["per_device"]["activations_bytes"]
     ),
-    ("compare.md", "58,224,889,856"): Computed(
-        "of which the step's activations",
-        lambda: cli_json("memory", *_COMPARE_STEP)["per_device"]["activations_bytes"],
-        slow=True,
-    ),
-    ("compare.md", "68,976,648,196"): Computed(
-        "Llama 2 70B, Adam in bfloat16, on data=8",
-        lambda: memory_total("--preset", "llama2-70b", "--mesh", "data=8"),
-        slow=True,
+    ("compare.md", "68,976,648,196"): memory_figure(
+        "Llama 2 70B, Adam in bfloat16, on data=8", "--preset llama2-70b --mesh data=8"
     ),
     # layout.md: the mesh's most devices.
     ("layout.md", "1,048,576"): Computed("a mesh's most devices", _constants("dcsim.sharding.meshes.MAX_MESH_DEVICES")),
@@ -428,20 +434,19 @@ FIGURES: dict[tuple[str, str], Computed | Published] = {
         "the whole global batch's, (4, 1,024, vocab)",
         lambda: _raw_bytes(4 * 1024 * hparams("gpt2-small")["vocab_size"], "float32"),
     ),
-    ("memory.md", "68,976,648,196"): Computed(
+    ("memory.md", "68,976,648,196"): memory_figure(
         "Llama 2 70B, ZeRO-3 with a float32 master copy, on data=16",
-        lambda: memory_total("--preset", "llama2-70b", "--mesh", "data=16", "--zero", "3", "--master-dtype", "float32"),
-        slow=True,
+        "--preset llama2-70b --mesh data=16 --zero 3 --master-dtype float32",
     ),
-    ("memory.md", "2,518,957,060"): Computed(
+    # One --verify run (18 s) gives both: dcsim's state and step, and XLA's CPU peak beside it.
+    ("memory.md", "2,518,957,060"): memory_figure(
         "GPT-2 small's state and step, ZeRO-3 without a master copy, micro-batch 2, flash, on data=2",
-        lambda: memory_total(*_GPT2_ZERO3_FLASH),
-        slow=True,
+        _GPT2_ZERO3_FLASH + " --verify",
     ),
-    ("memory.md", "4,156,168,040"): Computed(
-        "XLA's CPU peak of the same step a device, from memory --verify's child (about 18 s)",
-        lambda: cli_json("memory", *_GPT2_ZERO3_FLASH, "--verify")["xla"]["step_peak_bytes_per_device"],
-        slow=True,
+    ("memory.md", "4,156,168,040"): memory_figure(
+        "XLA's CPU peak of the same step a device",
+        _GPT2_ZERO3_FLASH + " --verify",
+        read=lambda record: record["xla"]["step_peak_bytes_per_device"],
     ),
     # serving.md: Mamba's state, the calculators' formula, the worked example's room, windows, GB.
     ("serving.md", "1,474,560"): Computed("Mamba-130M's state a sequence", mamba_130m_sequence_bytes, slow=True),
@@ -499,20 +504,6 @@ FIGURES: dict[tuple[str, str], Computed | Published] = {
         "the published bytes less dcsim's payload and the MTP module", _deepseek_v3_fp8_headers, slow=True
     ),
 }
-_GPT2_ZERO3_FLASH = ("--preset", "gpt2-small", "--mesh", "data=2", "--zero", "3")  # no master copy
-_GPT2_ZERO3_FLASH += ("--sequence", "1024", "--micro-batch", "2", "--remat", "none", "--attention", "flash")
-_COMPARE_STEP = (
-    "--preset",
-    "llama2-13b",
-    "--optimizer",
-    "adamw",
-    "--zero",
-    "3",
-    "--mesh",
-    "data=4",
-    "--sequence",
-    "4096",
-)
 
 # presets.md: the preset table's reference counts (presets.json; tests/test_presets.py holds each
 # preset's abstract count to it). The key is the count as the doc must write it: a row that drifts
