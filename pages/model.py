@@ -8,12 +8,14 @@ from dcsim.quant.formats import WeightFormat
 from dcsim.quantities import payload, units
 from dcsim.report import tables
 from dcsim.sharding import shares
-from dcsim.ui import cache, frame, model, router, state, weights, widgets
+from dcsim.ui import cache, frame, model, questions, router, state, weights, widgets
 
 router.require_router()
 
 FIGURE_WIDTH = 250  # pixels: a 15-digit count on one line; three to a row beside the sidebar on a laptop
 
+if questions.landing(state.config()):
+    questions.render()
 st.header("How big is this model, and what does it come to per shard?")
 
 

@@ -352,7 +352,11 @@ class SettingRecorder:
 ALERTS = ("warning", "error")
 # Elements whose body is markdown (st.text and st.code show their text literally).
 MARKDOWN_KINDS = ("markdown", "caption", "warning", "error", "info", "success")
-_UNESCAPED_MARKUP = re.compile(r"(?<!\\)<\s*(?:script|img)|javascript:|(?<!\\)\]\((?!https?://)", re.IGNORECASE)
+# A link dcsim writes itself is absolute (docs, sources) or relative to the app's root (the landing
+# page's questions, "./memory?..."); an echoed value's brackets are escaped, so any other is injected.
+_UNESCAPED_MARKUP = re.compile(
+    r"(?<!\\)<\s*(?:script|img)|javascript:|(?<!\\)\]\((?!https?://|\./[a-z]*\?)", re.IGNORECASE
+)
 
 
 def unescape(text: str) -> str:

@@ -168,6 +168,15 @@ def test_links_work_under_a_base_url_path(browser):
             expect(metric(page, "Ideal share per shard")).to_have_text("24")
             code = share_link(page)
             expect(code).to_contain_text("/dcsim/shards?v=2&input_dim=8&layers=8")
+            # The landing page's questions are relative links: under the base path they stay under it.
+            open_page(page, f"{url}/dcsim/")
+            with page.context.expect_page() as opened:
+                page.get_by_role("link", name=re.compile("How big is DeepSeek-V3")).click()
+            answer = opened.value
+            wait_for_app(answer)
+            expect(answer).to_have_url(re.compile(r"/dcsim/\?.*preset=deepseek-v3"))
+            expect(metric(answer, "Total parameters")).to_have_text("671,026,404,352")  # its model card's 671B
+            expect(metric(answer, "Ideal share per shard")).to_contain_text("10,484,787,568")
         finally:
             page.context.close()
 
