@@ -11,12 +11,12 @@ from dcsim.report.records import layout_record
 from dcsim.sharding import shares
 from dcsim.sharding.layout import REPLICAS_NOT_ON_DISK
 from dcsim.sharding.meshes import MAX_RULES
-from dcsim.ui import frame, layout, router, state, widgets
+from dcsim.ui import frame, layout, model, router, state, widgets
 
 router.require_router()
 
 
-config, report = frame.model_heading("What each device holds on a real mesh")
+config, report = model.heading("What each device holds on a real mesh")
 
 st.subheader("Mesh and strategy")
 mesh, strategy, mesh_col, strategy_col = layout.mesh_and_strategy(

@@ -16,11 +16,11 @@ from dcsim.model.config import ModelConfig
 from dcsim.quantities import units
 from dcsim.report import memory_charts
 from dcsim.sharding.meshes import MAX_RULES, MeshSpec, Rule
-from dcsim.ui import frame, layout, memory, memory_view, router, state, widgets
+from dcsim.ui import frame, layout, memory, memory_view, model, router, state, widgets
 
 router.require_router()
 
-config, report = frame.model_heading("Training memory per device")
+config, report = model.heading("Training memory per device")
 
 # --- settings: the Layout page's mesh, strategy and rules, then the training setup -------------------
 

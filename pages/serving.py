@@ -14,11 +14,11 @@ from dcsim.requests import switch_word
 from dcsim.requests.serving import SERVING
 from dcsim.serving import catalog, curve, records
 from dcsim.serving.request import DEFAULT_STRATEGY, KV_DTYPE_NAMES, Serving, parse_reserve
-from dcsim.ui import frame, layout, router, serving, state, weights
+from dcsim.ui import frame, layout, model, router, serving, state, weights
 
 router.require_router()
 
-config, report = frame.model_heading("Serving memory per device")
+config, report = model.heading("Serving memory per device")
 
 st.subheader("Mesh and serving setup")
 mesh, strategy, _, _ = layout.mesh_and_strategy(

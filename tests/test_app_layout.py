@@ -267,7 +267,7 @@ def test_switching_pages_keeps_the_settings():
 def test_the_model_page_is_linked():
     at = open_link({**GOLDEN, "mesh": "data=4,model=2", "strategy": "tensor"})
     links = at.get("page_link")
-    assert links[0].proto.label == "Change the model"
+    assert links[0].proto.label == "Edit its hyperparameters"
     assert links[0].proto.page_script_hash
 
 

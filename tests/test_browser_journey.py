@@ -191,3 +191,30 @@ def test_widening_gpt2_small_takes_its_mlp_along(server, browser, page):
     expect(error).to_have_count(0)
     assert_belongs_to_the_link(browser, page, "1,313,626,112")
     assert re.search(r"[?&]h\.ffn_dim=8192(&|$)", page.url)
+
+
+def test_a_model_picked_on_the_serving_page_and_back_leaves_only_that_models_figures(server, browser, page):
+    """Issue 46, item 4: the model is picked on the page that asks the question, and what the page
+    then shows is exactly what its link shows in a fresh browser, both ways."""
+
+    def belongs_to_the_link() -> list[tuple[str, str]]:
+        shown = answer_on_screen(page)
+        with fresh_page(browser, page.url) as fresh:
+            # The page's device bar comes after its figures: once it is there, they are complete.
+            expect(fresh.get_by_test_id("stMain").locator('[data-testid="stMetric"]').first).to_be_visible()
+            expect(fresh.locator('[data-testid="stVegaLiteChart"]').first).to_be_visible()
+            assert shown == answer_on_screen(fresh), "the figures on screen are not the link's"
+            assert captions(page) == captions(fresh), "the captions on screen are not the link's"
+        return shown
+
+    open_page(page, f"{server}/serving?preset=gpt2-small&mesh=model%3D2&context=512&device=h100-sxm")
+    small = belongs_to_the_link()
+    choose_model(page, "Llama 2 7B")
+    expect(page).to_have_url(re.compile(r"[?&]preset=llama2-7b(&|$)"))
+    expect(page).to_have_url(re.compile(r"[?&]context=512(&|$)"))  # the page's own settings stay
+    expect(page.get_by_text(f"Model: Llama 2 7B · {LLAMA2_7B} parameters", exact=False)).to_be_visible()
+    llama = belongs_to_the_link()
+    assert llama != small
+    choose_model(page, "GPT-2 small")
+    expect(page.get_by_text(f"Model: GPT-2 small · {GPT2_SMALL} parameters", exact=False)).to_be_visible()
+    assert belongs_to_the_link() == small, "a figure of Llama 2 7B stayed on screen"

@@ -12,7 +12,6 @@ from dcsim.cli.common import UsageError, add_command, config_from_args, format_f
 from dcsim.cli.memory_text import _buffer_lines as _buffer_lines  # tests/test_buffers.py reads it here
 from dcsim.cli.memory_text import render_memory_table
 from dcsim.cli.mesh import mesh_flags, mesh_from_args
-from dcsim.inputs import number_from_text, show
 from dcsim.memory import search, training
 from dcsim.memory.report import TrainingReport
 from dcsim.memory.state import compute_memory

@@ -19,7 +19,6 @@ import streamlit as st
 from dcsim import hf, links
 from dcsim.model import presets
 from dcsim.model.config import MAX_CONFIG_BYTES, ModelConfig
-from dcsim.model.count import ParamReport
 from dcsim.quantities import units
 from dcsim.ui import cache, state, widgets
 
@@ -55,19 +54,6 @@ def page_link(page: str, settings: Mapping[str, str] | None = None, **kwargs) ->
     such as the mesh): a link opened in a new tab (or copied) reopens the same model, where a bare
     page link would drop the whole query string."""
     st.page_link(page, query_params={**links.encode(state.config()), **(settings or {})}, **kwargs)
-
-
-def model_heading(title: str) -> tuple[ModelConfig, ParamReport]:
-    """A page's header and first line (the model it shows, its parameter count, and the way back to
-    the Model page); returns that model and its count."""
-    st.header(title)
-    config = state.config()
-    report = cache.count(config)
-    summary_col, link_col = st.columns([3, 1])
-    summary_col.caption(f"Model: {plain(describe(config))} · {units.count(report.total_params)} parameters.")
-    with link_col:
-        page_link("pages/model.py", label="Change the model", icon=":material/calculate:")
-    return config, report
 
 
 def metric_row(*cells: tuple[str, str] | tuple[str, str, str]) -> None:

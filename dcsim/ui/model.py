@@ -26,7 +26,9 @@ import streamlit as st
 
 from dcsim.model import presets, schemas
 from dcsim.model.config import FIELD_LIMITS, HUB_ID_RULE, MAX_LAYERS, DenseLayer, ModelConfig
-from dcsim.ui import frame, state, widgets
+from dcsim.model.count import ParamReport
+from dcsim.quantities import units
+from dcsim.ui import cache, frame, state, widgets
 
 DENSE = "dense"
 OPENED = "opened"  # the model opened from a file this session, under its own name
@@ -488,6 +490,30 @@ def form(config: ModelConfig, choice: str) -> None:
                 st.caption("Change any; the count follows. A value derived from another follows it until you set it.")
                 hparam_form(base)
     st.button("Reset to the seed example", icon=":material/restart_alt:", on_click=reset)
+
+
+# --- the model, picked on any page ---------------------------------------------------------------
+
+
+def heading(title: str) -> tuple[ModelConfig, ParamReport]:
+    """A page's header and its model, picked where the question is: the Model page's own model box
+    (type to search the presets; the same widget and callback, so one rule applies everywhere), the
+    Hub id box, and the sidebar's file box. A family's hyperparameters are edited on the Model page,
+    one click away. Returns the model and its count, after any change the box made."""
+    st.header(title)
+    choice_col, link_col = st.columns([3, 1], vertical_alignment="bottom")
+    with choice_col:
+        model_choice(state.config())
+    with link_col:
+        frame.page_link("pages/model.py", label="Edit its hyperparameters", icon=":material/edit:")
+    hub_box()
+    config = state.config()  # the box's callback has run: the model chosen, if one was
+    report = cache.count(config)
+    st.caption(
+        f"Model: {frame.plain(frame.describe(config))} · {units.count(report.total_params)} parameters. "
+        "Or open a config.json from the file box at the top of the sidebar."
+    )
+    return config, report
 
 
 # --- the Hub id box ------------------------------------------------------------------------------

@@ -122,6 +122,6 @@ def render() -> None:
     for index, question in enumerate(QUESTIONS):
         columns[index % 2].markdown(f"[{question.text}]({question.href()})")
     st.caption(
-        "Each opens the page that answers it in a new tab, on that model, as a link you can share. Any Hugging Face model or "
-        "config.json opens on the Model page below (Open from the Hub, or the upload in the sidebar)."
+        "Each opens the page that answers it in a new tab, on that model, as a link you can share. Any Hugging "
+        "Face model or config.json opens on the Model page below (Open from the Hub, or the upload in the sidebar)."
     )

@@ -1,0 +1,42 @@
+"""The model picked where the question is (``dcsim.ui.model.heading``): the Layout, Memory and
+Serving pages carry the Model page's own model box, and a choice there changes every figure, the
+link and the sidebar, with the page's own settings kept (issue 46, item 4)."""
+
+import pytest
+
+from conftest import metrics, open_app
+from dcsim.model.config import ModelConfig
+from dcsim.model.count import count_params
+from dcsim.quantities import units
+from dcsim.ui.model import MODEL_KEY
+
+PAGES = [
+    ("pages/layout.py", {"mesh": "data=4", "strategy": "fsdp"}),
+    ("pages/memory.py", {"mesh": "data=4", "strategy": "fsdp", "zero": "1"}),
+    ("pages/serving.py", {"mesh": "model=2", "context": "512"}),
+]
+
+
+def model_box(at):
+    (box,) = [box for box in at.selectbox if box.key == MODEL_KEY]
+    return box
+
+
+@pytest.mark.parametrize(("page", "settings"), PAGES, ids=[page for page, _ in PAGES])
+def test_a_model_picked_on_the_page_replaces_the_linked_one_everywhere(page, settings):
+    at = open_app({"preset": "gpt2-small", **settings}, page, editors=False)
+    assert model_box(at).value == "gpt2-small"
+    model_box(at).set_value("llama2-7b").run()
+    assert not at.exception
+    assert at.query_params["preset"] == "llama2-7b"
+    assert all(at.query_params[key] == value for key, value in settings.items())  # the page's own, kept
+    total = units.count(count_params(ModelConfig(preset="llama2-7b")).total_params)
+    captions = " ".join(caption.value for caption in at.caption)
+    assert f"Model: Llama 2 7B · {total} parameters." in captions
+    assert "124,439,808" not in captions + " ".join(metrics(at).values())  # nothing of GPT-2 small is left
+
+
+def test_the_page_links_to_the_model_page_for_the_hyperparameters():
+    at = open_app({"preset": "gpt2-small", "mesh": "data=2"}, "pages/layout.py", editors=False)
+    labels = [link.proto.label for link in at.get("page_link")]
+    assert "Edit its hyperparameters" in labels
