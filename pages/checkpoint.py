@@ -11,7 +11,7 @@ from dcsim.checkpoint import measurement, multiprocess, records
 from dcsim.inputs import show
 from dcsim.quantities import payload, units
 from dcsim.report import checkpoint_charts
-from dcsim.ui import cache, checkpoint, frame, router, state, widgets
+from dcsim.ui import cache, checkpoint, frame, model, router, state, widgets
 
 router.require_router()
 
@@ -38,13 +38,11 @@ STAGE_TEXT = {
     "done": "Done",
 }
 
-st.header("A real checkpoint, measured")
+config, _ = model.heading("A real checkpoint, measured")
 st.caption(
-    "Saves the configured model's parameters with Orbax in a separate process, measures what it wrote, "
-    "restores it and compares, so the difference from the raw estimate is shown from evidence."
+    "Saves the model's parameters with Orbax in a separate process, measures what it wrote, restores it "
+    "and compares, so the difference from the raw estimate is shown from evidence."
 )
-config = state.config()
-frame.page_link("pages/model.py", label="Edit the model on the Model page", icon=":material/edit:")
 
 # --- settings: seeded from the link (or this session's last visit), checked, then widgets -----------
 

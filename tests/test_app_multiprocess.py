@@ -70,7 +70,7 @@ def table(at, first_column):
 
 def test_a_two_process_measurement_shows_each_process_and_the_group(monkeypatch):
     at = open_page({**DENSE_1024, "mesh": "data=4", "strategy": "fsdp", "processes": "2"})
-    assert at.selectbox[3].value == 2
+    assert at.selectbox[4].value == 2  # after the model, the dtype, the mesh and the strategy
     assert "2 processes of 2 device(s) each" in texts(at, "success")[0]
     button(at, RUN).click().run()
     assert not at.exception and not at.error
@@ -171,5 +171,5 @@ def test_the_sweep_needs_a_mesh_every_count_divides():
     assert any("needs a mesh whose device count each of them divides" in text for text in texts(at, "info"))
     assert button(at, SWEEP).proto.disabled
     assert not button(at, RUN).proto.disabled
-    at.selectbox[1].set_value("data=4").run()
+    at.selectbox[2].set_value("data=4").run()
     assert not button(at, SWEEP).proto.disabled

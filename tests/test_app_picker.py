@@ -1,5 +1,5 @@
-"""The model picked where the question is (``dcsim.ui.model.heading``): the Layout, Memory and
-Serving pages carry the Model page's own model box, and a choice there changes every figure, the
+"""The model picked where the question is (``dcsim.ui.model.heading``): the Layout, Memory,
+Serving and Checkpoint pages carry the Model page's own model box, and a choice there changes every figure, the
 link and the sidebar, with the page's own settings kept (issue 46, item 4)."""
 
 import pytest
@@ -14,6 +14,7 @@ PAGES = [
     ("pages/layout.py", {"mesh": "data=4", "strategy": "fsdp"}),
     ("pages/memory.py", {"mesh": "data=4", "strategy": "fsdp", "zero": "1"}),
     ("pages/serving.py", {"mesh": "model=2", "context": "512"}),
+    ("pages/checkpoint.py", {"mesh": "data=2", "strategy": "fsdp"}),
 ]
 
 
