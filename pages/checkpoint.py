@@ -38,7 +38,7 @@ STAGE_TEXT = {
     "done": "Done",
 }
 
-config, _ = model.heading("A real checkpoint, measured")
+config, _counted = model.heading("A real checkpoint, measured")
 st.caption(
     "Saves the model's parameters with Orbax in a separate process, measures what it wrote, restores it "
     "and compares, so the difference from the raw estimate is shown from evidence."
