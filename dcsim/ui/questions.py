@@ -49,6 +49,9 @@ class Question:
         return f"./{self.page}?{urlencode(self.query())}"
 
 
+# The serving question's setup, which its follow-up asks again with quantized weights and cache.
+_SERVING_70B = {"mesh": "model=4", "strategy": "megatron", "context": "8192", "device": "h100-sxm"}
+
 QUESTIONS = (
     Question(
         text="Does Llama 3 8B train on 8 × H100 at 8,192 tokens, and which remat policy does it need?",
@@ -70,21 +73,14 @@ QUESTIONS = (
         text="How many 8,192-token sequences does Llama 3.1 70B serve on 4 × H100?",
         page="serving",
         config=ModelConfig(preset="llama3.1-70b"),
-        settings={"mesh": "model=4", "strategy": "megatron", "context": "8192", "device": "h100-sxm"},
+        settings=_SERVING_70B,
         request=SERVING,
     ),
     Question(
         text="And with AWQ int4 weights and an fp8 KV cache?",
         page="serving",
         config=ModelConfig(preset="llama3.1-70b"),
-        settings={
-            "mesh": "model=4",
-            "strategy": "megatron",
-            "weights": "awq-int4",
-            "kv": "fp8",
-            "context": "8192",
-            "device": "h100-sxm",
-        },
+        settings={**_SERVING_70B, "weights": "awq-int4", "kv": "fp8"},
         request=SERVING,
     ),
     Question(
