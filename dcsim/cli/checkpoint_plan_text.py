@@ -122,7 +122,7 @@ def render_plan(plan: CheckpointPlan, num_params: int) -> str:
         f"{_rate(save.per_host_bytes_per_s)} ({save.limit}) plus its files' cost",
         "speedup (estimate) "
         + ", ".join(f"{point.hosts:,} host(s) {seconds_text(point.seconds)}" for point in plan.curve),
-        f"  flattens at {plan.flat.hosts:,} host(s): {plan.flat.limit}",
+        f"  flattens at {plan.flat.hosts:,} host(s): {plan.curve[-1].limit}",
     ]
     link = request.link
     if request.asynchronous and link is not None:

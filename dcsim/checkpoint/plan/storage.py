@@ -173,6 +173,7 @@ def speedup_curve(device_bytes: np.ndarray, num_hosts: int, storage: Storage) ->
 
 
 def flattens_at(curve: Sequence[CurvePoint]) -> CurvePoint:
-    """The first point within ``FLAT_WITHIN`` of the last point's time."""
+    """The first point within ``FLAT_WITHIN`` of the last point's time; the last point's ``limit``
+    is what holds the curve there (the aggregate, or the hosts that write nothing)."""
     last = curve[-1].seconds
     return next(point for point in curve if point.seconds <= last * (1 + FLAT_WITHIN))
