@@ -11,12 +11,11 @@ from typing import Any
 from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag
 from dcsim.cli.memory import DEFAULT_STRATEGY, training_from_args
 from dcsim.cli.mesh import mesh_flags, mesh_from_args
-from dcsim.inputs import number_from_text, show
 from dcsim.requests.training import TRAINING
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    from dcsim.checkpoint.plan import interval, placement, storage, writers
+    from dcsim.requests.checkpoint_plan import CHECKPOINT_PLAN
 
     command = add_command(commands, "checkpoint-plan", run)
     mesh_flags(command, "checkpoint-plan", required=True, default_strategy=DEFAULT_STRATEGY)
@@ -25,104 +24,53 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         command.add_argument_group("which parts are split (one of; default --zero 3)"), ("zero", "parts")
     )
     TRAINING.add_arguments(command, ("param", "grad", "master"))
-    hosts = command.add_argument_group("hosts and writers")
-    hosts.add_argument(
-        "--devices-per-host",
-        metavar="N",
-        default=str(placement.DEFAULT_DEVICES_PER_HOST),
-        help=f"devices a host, in mesh order (default {placement.DEFAULT_DEVICES_PER_HOST}); must divide the mesh",
+    # The plan's flags, declared with their link keys (dcsim.requests.checkpoint_plan.CHECKPOINT_PLAN).
+    groups = (
+        ("hosts and writers", ("perhost", "pdevice", "policy", "minslice", "maxrep")),
+        ("storage and time (estimates)", ("storage", "wbw", "sbw", "async", "mttf", "restart", "keep")),
+        ("restore onto another mesh", ("rmesh", "rstrategy")),
     )
-    hosts.add_argument(
-        "--device",
-        metavar="NAME",
-        help="the accelerator (the serving catalog's name): its host link times an async save's copy and its "
-        "platform picks Orbax's default policy",
-    )
-    hosts.add_argument(
-        "--policy",
-        metavar="POLICY",
-        help="who writes a replicated shard: "
-        + "; ".join(f"{name}: {text}" for name, text in writers.POLICY_HELP.items())
-        + " (default: Orbax's for the device: single-replica on CUDA GPUs, else replica-parallel)",
-    )
-    hosts.add_argument("--min-slice-bytes", metavar="B", help="Orbax's min_slice_bytes_for_replica_parallel")
-    hosts.add_argument("--max-replicas", metavar="R", help="Orbax's max_replicas_for_replica_parallel")
-    store = command.add_argument_group("storage and time (estimates)")
-    store.add_argument(
-        "--storage",
-        metavar="NAME",
-        default=storage.DEFAULT_STORAGE,
-        help=f"the storage: {', '.join(storage.STORAGE_NAMES)} (default {storage.DEFAULT_STORAGE})",
-    )
-    store.add_argument("--write-bandwidth", metavar="BW", help="a host's write bandwidth, e.g. 25GB/s or 200Gb/s")
-    store.add_argument("--storage-bandwidth", metavar="BW", help="the storage's aggregate bandwidth, e.g. 65GB/s")
-    store.add_argument(
-        "--async", dest="asynchronous", action="store_true", help="an async save: only the device-to-host copy blocks"
-    )
-    store.add_argument(
-        "--mttf-hours",
-        metavar="H",
-        default=str(interval.DEFAULT_MTTF_HOURS),
-        help=f"an accelerator's mean time to failure (default {interval.DEFAULT_MTTF_HOURS:,}: {interval.MTTF_SOURCE})",
-    )
-    store.add_argument("--restart-seconds", metavar="S", default="0", help="a restart's overhead beside the restore")
-    store.add_argument("--keep", metavar="N", default="1", help="checkpoints kept (max_to_keep; default 1)")
-    restore = command.add_argument_group("restore onto another mesh")
-    restore.add_argument("--restore-mesh", metavar="AXIS=SIZE[,...]", help="the mesh to restore onto")
-    restore.add_argument("--restore-strategy", metavar="STRATEGY", help="its strategy (default the training's)")
+    for title, links in groups:
+        CHECKPOINT_PLAN.add_arguments(command.add_argument_group(title), links)
     format_flag(command, ("table", "json"))
 
 
-def _number(text: str, field: str, unit: str) -> float:
-    value = number_from_text(text.strip()) if isinstance(text, str) else text
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{field} must be a number of {unit}, got {show(text)}")
-    return float(value)
-
-
-def _whole(text: str | None, field: str, minimum: int) -> int | None:
-    if text is None:
-        return None
-    value = number_from_text(text.strip())
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{field} must be a whole number of at least {minimum:,}, got {show(text)}")
-    return value
-
-
-def request_from_args(args: argparse.Namespace, strategy: str) -> Any:
+def request_from_args(args: argparse.Namespace) -> Any:
+    """The ``PlanRequest`` the flags describe, each read by its declared parser under its flag."""
     from dcsim.checkpoint.plan import storage
     from dcsim.checkpoint.plan.plan import PlanRequest
-    from dcsim.checkpoint.plan.writers import check_policy
-    from dcsim.sharding import layout, meshes
+    from dcsim.requests.checkpoint_plan import CHECKPOINT_PLAN
+    from dcsim.sharding import meshes
 
-    per_host = _whole(args.devices_per_host, "--devices-per-host", 1)
-    base = storage.get_storage(args.storage)
-    write = None if args.write_bandwidth is None else storage.parse_bandwidth(args.write_bandwidth, "--write-bandwidth")
-    aggregate = (
-        None
-        if args.storage_bandwidth is None
-        else storage.parse_bandwidth(args.storage_bandwidth, "--storage-bandwidth")
+    given = {field.link: CHECKPOINT_PLAN.from_flag(args, field.link) for field in CHECKPOINT_PLAN.fields}
+    if given["rstrategy"] is not None and given["rmesh"] is None:
+        raise UsageError("--restore-strategy needs --restore-mesh: the mesh to restore onto")
+
+    def text(link: str) -> str:
+        found = given[link]
+        return CHECKPOINT_PLAN[link].default if found is None else found
+
+    def optional(link: str) -> int | None:
+        found = given[link]
+        return None if found is None else int(found)
+
+    write, aggregate = (
+        None if given[link] is None else storage.parse_bandwidth(given[link], field)
+        for link, field in (("wbw", "--write-bandwidth"), ("sbw", "--storage-bandwidth"))
     )
-    restore_mesh = None if args.restore_mesh is None else meshes.parse_mesh(args.restore_mesh)
-    if args.restore_strategy is not None:
-        if restore_mesh is None:
-            raise UsageError("--restore-strategy needs --restore-mesh: the mesh to restore onto")
-        if args.restore_strategy not in layout.STRATEGIES or args.restore_strategy == "custom":
-            allowed = ", ".join(name for name in layout.STRATEGIES if name != "custom")
-            raise ValueError(f"--restore-strategy must be one of {allowed}, got {show(args.restore_strategy)}")
     return PlanRequest(
-        devices_per_host=per_host if per_host is not None else 8,
-        device=args.device,
-        policy=None if args.policy is None else check_policy(args.policy),
-        storage=storage.typed_storage(base, write, aggregate),
-        asynchronous=args.asynchronous,
-        restore_mesh=restore_mesh,
-        restore_strategy=args.restore_strategy,
-        mttf_hours=_number(args.mttf_hours, "--mttf-hours", "hours"),
-        restart_seconds=_number(args.restart_seconds, "--restart-seconds", "seconds"),
-        keep=_whole(args.keep, "--keep", 1) or 1,
-        min_slice_bytes=_whole(args.min_slice_bytes, "--min-slice-bytes", 0),
-        max_replicas=_whole(args.max_replicas, "--max-replicas", 1),
+        devices_per_host=int(text("perhost")),
+        device=given["pdevice"],
+        policy=given["policy"],
+        storage=storage.typed_storage(storage.get_storage(text("storage")), write, aggregate),
+        asynchronous=given["async"] == "on",
+        restore_mesh=None if given["rmesh"] is None else meshes.parse_mesh(given["rmesh"]),
+        restore_strategy=given["rstrategy"],
+        mttf_hours=float(text("mttf")),
+        restart_seconds=float(text("restart")),
+        keep=int(text("keep")),
+        min_slice_bytes=optional("minslice"),
+        max_replicas=optional("maxrep"),
     )
 
 
@@ -135,7 +83,7 @@ def run(args: argparse.Namespace) -> str:
             )
     mesh, strategy, rules = mesh_from_args(args, DEFAULT_STRATEGY)
     setup = training_from_args(args)
-    request = request_from_args(args, strategy)
+    request = request_from_args(args)
     from dcsim.checkpoint.plan.placement import check_devices_per_host
 
     check_devices_per_host(request.devices_per_host, mesh)  # before any model is counted

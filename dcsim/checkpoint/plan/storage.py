@@ -63,9 +63,9 @@ _UNITS = {"b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "ki": 2**10, 
 _BANDWIDTH = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:(k|m|g|t|ki|mi|gi|ti)?(b)(?:/s|ps))\s*$", re.IGNORECASE)
 
 
-def get_storage(name: object) -> Storage:
+def get_storage(name: object, field: str = "--storage") -> Storage:
     if not isinstance(name, str) or name not in STORAGES:
-        raise ValueError(f"--storage must be one of {', '.join(STORAGE_NAMES)}, got {show(name)}")
+        raise ValueError(f"{field} must be one of {', '.join(STORAGE_NAMES)}, got {show(name)}")
     return STORAGES[name]
 
 
