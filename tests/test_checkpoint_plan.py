@@ -361,3 +361,15 @@ def test_the_numbering_is_per_spec_not_per_device():
     arrays = [row((16384, 128), P(("data", "model")), mesh, path=f"w{index}") for index in range(200)]
     writes = writers.plan_writes(arrays, mesh, "replica-parallel")
     assert np.all(writes.device_bytes == 200 * 128 * 4)
+
+
+def test_an_async_save_is_not_planned_more_often_than_its_background_write():
+    """llama3.1-405b-sized arithmetic at small scale: a tiny blocking copy gives Daly an interval
+    shorter than the background write, so the plan saves no more often than the write takes."""
+    memory = state("data=16")
+    slow = storages.Storage(name="t", title="t", host_bytes_per_s=1)  # a byte a second: minutes of writing
+    plan = plan_checkpoint(MLP, memory, PlanRequest(device="h100-sxm", asynchronous=True, storage=slow))
+    assert plan.interval.daly < plan.save.seconds == plan.save_every
+    assert "the background write; Daly's" in plan.verdict
+    synchronous = plan_checkpoint(MLP, memory, PlanRequest(storage=slow))
+    assert synchronous.save_every == synchronous.interval.daly

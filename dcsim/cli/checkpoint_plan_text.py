@@ -160,7 +160,7 @@ def render_plan(plan: CheckpointPlan, num_params: int) -> str:
         f"{seconds_text(interval.daly)}; goodput at Daly's {interval.goodput_at_optimum:.4%}; work lost a failure "
         f"about {seconds_text(interval.lost_per_failure)}",
     ]
-    if request.asynchronous and interval.daly < plan.save.seconds:
+    if plan.save_every > interval.daly:
         lines.append(
             f"  an async save's background write ({seconds_text(plan.save.seconds)}) outlasts Daly's interval: save "
             "no more often than it"

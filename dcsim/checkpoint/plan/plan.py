@@ -157,6 +157,22 @@ class CheckpointPlan:
     def keep_bytes(self) -> int:
         return self.request.keep * self.content.total_bytes
 
+    @property
+    def save_every(self) -> float:
+        """Daly's interval, or an async save's background write when that is longer: a save cannot
+        start before the last one is written."""
+        background = self.background_seconds
+        return max(self.interval.daly, background) if background is not None else self.interval.daly
+
+    @property
+    def every_text(self) -> str:
+        if self.save_every > self.interval.daly:
+            return (
+                f"{_seconds(self.save_every)} (the background write; Daly's {_seconds(self.interval.daly)} is "
+                "shorter than a save)"
+            )
+        return f"{_seconds(self.save_every)} (Daly)"
+
     @functools.cached_property
     def verdict(self) -> str:
         idle = len(self.idle_hosts)
@@ -166,7 +182,7 @@ class CheckpointPlan:
             f"{units.decimal_bytes(self.content.total_bytes)} checkpoint, {self.save.writing_hosts:,} of {hosts:,} "
             f"host(s) write under {self.policy}{f' ({idle:,} write nothing)' if idle else ''}, the busiest "
             f"{ratio_text(self.imbalance)}x an even split; {mode} about {_seconds(self.blocking_seconds)} on "
-            f"{self.request.storage.name}, save every {_seconds(self.interval.daly)} (Daly). Estimates for times; "
+            f"{self.request.storage.name}, save every {self.every_text}. Estimates for times; "
             f"not counted: {'; '.join(LEAVES_OUT)}."
         )
 
