@@ -9,6 +9,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from jax.sharding import PartitionSpec as P
 
 from dcsim.checkpoint.plan import content as contents
@@ -373,3 +375,50 @@ def test_an_async_save_is_not_planned_more_often_than_its_background_write():
     assert "the background write; Daly's" in plan.verdict
     synchronous = plan_checkpoint(MLP, memory, PlanRequest(storage=slow))
     assert synchronous.save_every == synchronous.interval.daly
+
+
+@st.composite
+def laid_out_arrays(draw):
+    """A mesh of up to three axes and a few arrays, each dimension split over axes that divide it."""
+    names = ["data", "model", "pipe"][: draw(st.integers(1, 3))]
+    sizes = [draw(st.sampled_from([1, 2, 3, 4])) for _ in names]
+    mesh = parse_mesh(",".join(f"{name}={size}" for name, size in zip(names, sizes, strict=True)))
+    arrays = []
+    for index in range(draw(st.integers(1, 4))):
+        free = list(names)
+        shape, spec = [], []
+        for _ in range(draw(st.integers(0, 3))):
+            axes = [name for name in free if draw(st.booleans())]
+            free = [name for name in free if name not in axes]
+            pieces = math.prod(dict(mesh.axes)[name] for name in axes)
+            shape.append(pieces * draw(st.integers(1, 6)))
+            spec.append(tuple(axes) if axes else None)
+        arrays.append(row(tuple(shape), P(*spec), mesh, path=f"a{index}"))
+    return mesh, arrays, draw(st.sampled_from([1, 2, 3, 4]))
+
+
+@given(laid_out_arrays(), st.sampled_from(writers.POLICIES))
+def test_every_policy_writes_each_shard_once_whatever_the_layout(case, policy):
+    mesh, arrays, max_replicas = case
+    writes = writers.plan_writes(arrays, mesh, policy, max_replicas=max_replicas)
+    expected = sum(write.shard_bytes * write.num_shards for write in writes.arrays)
+    assert int(writes.device_bytes.sum()) == expected == sum(math.prod(a.shape) * 4 for a in arrays)
+    # a device writes only what it holds: never more than its own shards' bytes
+    assert int(writes.device_bytes.max()) <= sum(writers.shard_bytes(array) for array in arrays)
+
+
+@given(laid_out_arrays(), st.sampled_from(writers.POLICIES), st.data())
+def test_a_host_reads_at_least_what_it_holds_and_exactly_that_on_the_saving_mesh(case, policy, data):
+    mesh, arrays, _ = case
+    writes = writers.plan_writes(arrays, mesh, policy)
+    per_host = data.draw(st.sampled_from([n for n in range(1, mesh.num_devices + 1) if mesh.num_devices % n == 0]))
+    same = plan_restore(writes.arrays, arrays, Hosts(mesh, per_host))
+    assert same.bytes_read == same.bytes_held
+    # onto one axis over all the devices, each array along its first dimension where it divides
+    flat = parse_mesh(f"data={mesh.num_devices}")
+    moved = [
+        row(a.shape, P("data") if a.shape and a.shape[0] % mesh.num_devices == 0 else P(), flat, path=a.path)
+        for a in arrays
+    ]
+    restore = plan_restore(writes.arrays, moved, Hosts(flat, per_host))
+    assert all(read >= held for read, held in zip(restore.bytes_read, restore.bytes_held, strict=True))
