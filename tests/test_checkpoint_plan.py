@@ -173,7 +173,28 @@ ORBAX_CASES = [
     ("data=2,model=2,pipe=2", [["model"], None], [4, 12], "float32", {"max_replicas": 2}),
     ("data=8", [None], [16], "float32", {"min_slice_bytes": 16}),  # 2-value slices, 8 bytes: refused
     ("data=2,model=4", [["data", "model"], None], [8, 3], "float32", {}),
+    ("data=2,model=4", [["model", "data"], None], [8, 3], "float32", {}),  # model major: pieces in the spec's order
+    ("data=2,model=2,pipe=2", [["pipe"], ["data"]], [4, 6], "float32", {}),  # 2 copies along model: dim 0 cut
 ]
+
+
+def expected_slices(where, shape, cut):
+    """Each device's written slices, ``[[start, stop], ...]`` a dimension: its shard's piece, cut
+    along Orbax's axis at its copy's slice when ``cut`` is given; [] for a device that writes nothing."""
+    widths = [size // pieces for size, pieces in zip(shape, where.pieces, strict=True)]
+    copies = cut.writers if cut else 1
+    found = []
+    for device in range(len(where.shard)):
+        replica = int(where.replica[device])
+        if replica >= copies:
+            found.append([])
+            continue
+        box = [[int(where.piece[d][device]) * w, (int(where.piece[d][device]) + 1) * w] for d, w in enumerate(widths)]
+        if cut:
+            start = box[cut.axis][0] + replica * cut.local_shape[cut.axis]
+            box[cut.axis] = [start, start + cut.local_shape[cut.axis]]
+        found.append([box])
+    return found
 
 
 @pytest.mark.slow  # the session's real-mesh child (eight virtual CPU devices) and an Orbax import
@@ -202,6 +223,8 @@ def test_the_writers_are_orbax_s_own_on_real_arrays(real_mesh, replica_parallel)
         assert where.replica.tolist() == [device["replica_id"] for device in devices], mesh_text
         writes = writers.plan_writes([array], mesh, policy, options.get("min_slice_bytes"), options.get("max_replicas"))
         assert writes.device_bytes.tolist() == [device["bytes"] for device in devices], (mesh_text, spec, options)
+        slices = expected_slices(where, shape, writes.arrays[0].cut)
+        assert slices == [device["slices"] for device in devices], (mesh_text, spec, options)
 
 
 # --- restore, loss ---------------------------------------------------------------------------------
