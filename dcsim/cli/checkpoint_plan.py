@@ -42,7 +42,7 @@ def request_from_args(args: argparse.Namespace) -> Any:
     from dcsim.requests.checkpoint_plan import CHECKPOINT_PLAN
     from dcsim.sharding import meshes
 
-    given = {field.link: CHECKPOINT_PLAN.from_flag(args, field.link) for field in CHECKPOINT_PLAN.fields}
+    given = {field.link: CHECKPOINT_PLAN.from_flag(args, field.link) for field in CHECKPOINT_PLAN.fields if field.flag}
     if given["rstrategy"] is not None and given["rmesh"] is None:
         raise UsageError("--restore-strategy needs --restore-mesh: the mesh to restore onto")
 

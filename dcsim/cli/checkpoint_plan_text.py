@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from dcsim.checkpoint.plan import content as contents
 from dcsim.checkpoint.plan import interval as intervals
-from dcsim.checkpoint.plan.plan import LEAVES_OUT, ratio_text, seconds_text
+from dcsim.checkpoint.plan.plan import LEAVES_OUT, host_runs, hosts_label, ratio_text, seconds_text
 from dcsim.quantities import units
 
 if TYPE_CHECKING:
@@ -26,32 +26,17 @@ def _rate(value: float) -> str:
     return f"{value / 1e9:.3g} GB/s"
 
 
-def _runs(values: Sequence[tuple[int, ...]]) -> list[tuple[int, int, tuple[int, ...]]]:
-    """Consecutive hosts with equal values as ``(first, last, values)``."""
-    runs: list[tuple[int, int, tuple[int, ...]]] = []
-    for host, value in enumerate(values):
-        if runs and runs[-1][2] == value:
-            runs[-1] = (runs[-1][0], host, value)
-        else:
-            runs.append((host, host, value))
-    return runs
-
-
-def _hosts_label(first: int, last: int) -> str:
-    return f"host {first}" if first == last else f"hosts {first}-{last}"
-
-
 def _idle_text(idle: Sequence[int]) -> str:
     """``hosts 1-7`` for a run, else the first few by number."""
     if idle[-1] - idle[0] == len(idle) - 1:
-        return _hosts_label(idle[0], idle[-1])
+        return hosts_label(idle[0], idle[-1])
     return ", ".join(map(str, idle[:8])) + (", ..." if len(idle) > 8 else "")
 
 
 def _host_lines(plan: CheckpointPlan) -> list[str]:
-    runs = _runs(list(zip(plan.host_bytes, plan.files, strict=True)))
+    runs = host_runs(list(zip(plan.host_bytes, plan.files, strict=True)))
     lines = [
-        f"  {_hosts_label(first, last):<16} {size:>22,} bytes  {files:,} files" + (" each" if last > first else "")
+        f"  {hosts_label(first, last):<16} {size:>22,} bytes  {files:,} files" + (" each" if last > first else "")
         for first, last, (size, files) in runs[:MAX_HOST_ROWS]
     ]
     if len(runs) > MAX_HOST_ROWS:

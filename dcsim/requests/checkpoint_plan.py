@@ -15,6 +15,10 @@ from dcsim.serving import catalog
 from dcsim.sharding import layout, meshes
 
 RESTORE_STRATEGIES = tuple(name for name in layout.STRATEGIES if name != "custom")
+PLAN_MESH = "data=64"  # the page's default training mesh: 8 hosts of 8
+# The page plans meshes of at most this many devices (llama3.1-405b's 16,384 in well under a second,
+# with room); the command line takes any mesh dcsim can lay out.
+MAX_PLAN_DEVICES = 65_536
 
 
 def _device(text: str, name: str) -> str:
@@ -43,6 +47,23 @@ def _mesh(text: str, name: str) -> str:
     except (TypeError, ValueError) as err:
         raise ValueError(f"`{name}`: {err}") from None
     return ",".join(f"{axis}={size}" for axis, size in mesh.axes)
+
+
+def _plan_mesh(text: str, name: str) -> str:
+    shown = _mesh(text, name)
+    devices = meshes.parse_mesh(shown).num_devices
+    if devices > MAX_PLAN_DEVICES:
+        raise ValueError(f"`{name}` may have at most {MAX_PLAN_DEVICES:,} devices on the page, got {devices:,}")
+    return shown
+
+
+def _stage(text: str, name: str) -> str:
+    from dcsim.memory import training
+
+    try:
+        return str(training.check_stage(text))
+    except ValueError as err:
+        raise ValueError(f"`{name}`: {err}") from None
 
 
 def _strategy(text: str, name: str) -> str:
@@ -76,11 +97,13 @@ def _min_slice(text: str, name: str) -> str:
 CHECKPOINT_PLAN = Request(
     name="checkpoint_plan",
     title="The checkpoint plan's keys",
-    faces="`checkpoint-plan` (the Checkpoint page's plan will read them)",
+    faces="the Checkpoint page's plan (`/checkpoint`) and `checkpoint-plan`",
     shared=MESH_KEYS + ", and the Memory page's training keys above (`zero`, `parts`, `optim`, the dtypes)",
     fields=declared(
         "checkpoint_plan",
         {
+            "pmesh": _plan_mesh,
+            "pzero": _stage,
             "perhost": count(meshes.MAX_MESH_DEVICES),
             "pdevice": _device,
             "policy": _policy,
@@ -109,6 +132,8 @@ CHECKPOINT_PLAN = Request(
             "mttf": interval.DEFAULT_MTTF_HOURS,
             "mttf_source": interval.MTTF_SOURCE,
             "max_keep": MAX_KEEP,
+            "plan_mesh": PLAN_MESH,
+            "max_plan_devices": MAX_PLAN_DEVICES,
         },
     ),
     notes="`rstrategy` applies with `rmesh` only; `async` needs a `pdevice` whose host link the catalog states.",

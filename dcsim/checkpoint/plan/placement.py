@@ -29,7 +29,7 @@ from dcsim.inputs import show
 from dcsim.sharding.meshes import MeshSpec, entry_names
 
 DEFAULT_DEVICES_PER_HOST = 8  # an HGX/DGX node's GPUs; a TPU v4/v5p host has 4 chips
-MAX_CACHED = 256
+MAX_CACHED = 32  # distinct (mesh, spec, rank); a model has a handful, and 65,536 devices take about 2.5 MB each
 
 
 def check_devices_per_host(value: Any, mesh: MeshSpec, field: str = "--devices-per-host") -> int:
