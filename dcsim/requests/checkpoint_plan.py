@@ -136,5 +136,7 @@ CHECKPOINT_PLAN = Request(
             "max_plan_devices": MAX_PLAN_DEVICES,
         },
     ),
-    notes="`rstrategy` applies with `rmesh` only; `async` needs a `pdevice` whose host link the catalog states.",
+    notes="`rstrategy` applies with `rmesh` only; `async` needs a `pdevice` whose host link the catalog states. The "
+    "page reads `pmesh`, `pzero`, `perhost`, `pdevice`, `policy`, `storage`, `async` and `rmesh` (with `optim` and "
+    "`master`); the other keys are the command line's for now.",
 )
