@@ -12,6 +12,7 @@ from dcsim.inputs import show
 from dcsim.quantities import payload, units
 from dcsim.report import checkpoint_charts
 from dcsim.ui import cache, checkpoint, frame, model, router, state, widgets
+from dcsim.ui import plan as plan_view
 
 router.require_router()
 
@@ -414,3 +415,8 @@ if kept_sweep:
         json.dumps({"sweep": [records.multiprocess_record(r) for r in reports]}, indent=2),
         "dcsim-checkpoint-sweep.json",
     )
+
+# --- the plan at cluster scale: nothing runs, every setting in the link ------------------------------
+
+st.divider()
+plan_view.render(config)

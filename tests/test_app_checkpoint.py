@@ -70,7 +70,13 @@ def test_the_plan_for_the_default_configuration_shows_before_anything_runs():
     assert "ceiling of 30,000,000 values" in texts(at, "success")[0]
     assert not at.error
     assert button(at).label == RUN and not button(at).proto.disabled
-    assert not at.get("vega_lite_chart")  # nothing measured yet
+    # nothing measured yet: the only charts are the plan at cluster scale's (hosts, speedup, goodput)
+    titles = [json.loads(chart.proto.spec)["title"]["text"] for chart in at.get("vega_lite_chart")]
+    assert titles == [
+        "Bytes each host writes (replica-parallel)",
+        "Save time against hosts (estimate)",
+        "Expected goodput against the interval (estimate)",
+    ]
     assert (at.query_params["dtype"], at.query_params["mesh"], at.query_params["strategy"]) == (
         "float32",
         "data=1",

@@ -54,7 +54,7 @@ def test_a_sweep_draws_three_charts(server, page):
     assert not failed.count(), failed.first.inner_text()
     wait_for_app(page)
     charts = page.locator('[data-testid="stVegaLiteChart"]')
-    expect(charts).to_have_count(3)
+    expect(charts).to_have_count(6)  # the sweep's three, then the plan at cluster scale's three
     for index in range(3):
         expect(charts.nth(index).locator("canvas, svg").first).to_be_visible()
     expect(page.get_by_text("What it cannot show", exact=False)).to_be_visible()

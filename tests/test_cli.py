@@ -225,7 +225,9 @@ def test_every_command_is_listed_with_its_help_and_parses_alone(capsys):
     assert code == 2 and "unrecognized arguments: --bogus" in err
 
 
-@pytest.mark.parametrize("name", ["count", "presets", "layout", "memory", "serve", "checkpoint", "compare"])
+@pytest.mark.parametrize(
+    "name", ["count", "presets", "layout", "memory", "serve", "checkpoint", "checkpoint-plan", "compare"]
+)
 def test_each_commands_help_opens_with_its_description_and_fills_every_default(capsys, name):
     from dcsim.cli.common import COMMAND_TEXTS, MESH_HELP
 

@@ -80,7 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return done.code if isinstance(done.code, int) else EXIT_USAGE
         if args.command is None:
             raise UsageError(
-                f"choose a command: count, presets, layout, memory, serve, checkpoint, compare (see `{PROG} --help`)"
+                "choose a command: count, presets, layout, memory, serve, checkpoint, checkpoint-plan, compare "
+                f"(see `{PROG} --help`)"
             )
         output = args.run(args)
     except _verify_failures() as err:  # before ValueError: XLA could not check, the input was fine

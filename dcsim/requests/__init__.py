@@ -23,8 +23,9 @@ row a setting in fields.json beside this module, read once and checked row by ro
 One module a request, each importing only what its parsers need: ``weights`` (a weight format and
 its options: the Model and Serving pages, ``count`` and ``serve``; no JAX, so ``count --help``
 stays light), ``serving`` (the Serving page and ``serve``), ``training`` (the Memory page and
-``memory``: the training state and the step's activations); ``tables`` lists them (``REQUESTS``,
-where the checkpoint plan's request joins when it lands) and writes docs/links.md's tables. Parsers
+``memory``: the training state and the step's activations), ``checkpoint_plan`` (``checkpoint-plan``:
+hosts, writers, storage, restore and interval); ``tables`` lists them (``REQUESTS``) and writes
+docs/links.md's tables. Parsers
 come from the engine modules that own each value (budgets from ``dcsim.quantities.amounts``, dtypes
 from ``dcsim.memory.training``, formats from ``dcsim.quant.formats``...); the step's, which need
 JAX's tracer module, import it only when called.

@@ -1,14 +1,15 @@
-"""Every request (``REQUESTS``; the checkpoint plan's joins when it lands) and docs/links.md's key
+"""Every request (``REQUESTS``) and docs/links.md's key
 tables written from them, which tests/test_requests.py compares with the file."""
 
 from __future__ import annotations
 
 from dcsim.requests import Request
+from dcsim.requests.checkpoint_plan import CHECKPOINT_PLAN
 from dcsim.requests.serving import SERVING
 from dcsim.requests.training import TRAINING
 from dcsim.requests.weights import WEIGHTS
 
-REQUESTS: tuple[Request, ...] = (TRAINING, SERVING, WEIGHTS)
+REQUESTS: tuple[Request, ...] = (TRAINING, SERVING, WEIGHTS, CHECKPOINT_PLAN)
 
 
 def _cell(text: str) -> str:

@@ -4,7 +4,9 @@ Started once by the ``real_mesh`` fixture (conftest) with ``XLA_FLAGS`` asking f
 devices: each line on stdin is a JSON list of cases (a mesh, a partition spec, a shape), answered
 by one JSON line on stdout with what JAX itself made of each: the devices holding a shard, the
 shard shapes, the sharding's own shard shape and the copies of each distinct shard. One JAX import
-serves every layout test that checks dcsim's arithmetic against real devices.
+serves every layout test that checks dcsim's arithmetic against real devices. A line that is a JSON
+object ``{"slices": [cases]}`` asks instead what Orbax's own replica-slice rule has each device
+write of a real array (tests/test_checkpoint_plan.py checks dcsim's port against it).
 """
 
 import json
@@ -36,5 +38,44 @@ def place(case):
     }
 
 
+def slices(case):
+    """What Orbax's own ``replica_slices.get_replica_slices`` has each device write of a real array
+    (replica_id 0, as ``ArrayHandler`` passes it), in the mesh's flat device order: its bytes, the
+    global slices and JAX's ``replica_id`` of its shard."""
+    from orbax.checkpoint._src.serialization import replica_slices
+
+    names = [name for name, _ in case["mesh"]]
+    sizes = [size for _, size in case["mesh"]]
+    mesh = jax.make_mesh(sizes, names, devices=jax.devices()[: int(np.prod(sizes))])
+    order = {device.id: flat for flat, device in enumerate(mesh.devices.flat)}
+    spec = PartitionSpec(*(entry if entry is None else tuple(entry) for entry in case["spec"]))
+    array = jax.device_put(np.zeros(case["shape"], case["dtype"]), NamedSharding(mesh, spec))
+    found = replica_slices.get_replica_slices(
+        array,
+        replica_id=0,
+        use_replica_parallel=case["replica_parallel"],
+        min_slice_bytes_for_replica_parallel=case.get("min_slice_bytes"),
+        max_replicas_for_replica_parallel=case.get("max_replicas"),
+    )
+    devices = [{"bytes": 0, "slices": [], "replica_id": None} for _ in order]
+    for shard in array.addressable_shards:
+        devices[order[shard.device.id]]["replica_id"] = shard.replica_id
+    itemsize = np.dtype(case["dtype"]).itemsize
+    for piece in found.replica_slices:
+        (device,) = piece.unsliced_data.sharding.device_set
+        index = [
+            [part.start or 0, part.stop if part.stop is not None else dim]
+            for part, dim in zip(piece.index, case["shape"], strict=True)
+        ]
+        entry = devices[order[device.id]]
+        entry["slices"].append(index)
+        entry["bytes"] += int(np.prod([stop - start for start, stop in index])) * itemsize
+    return devices
+
+
 for line in sys.stdin:
-    print(json.dumps([place(case) for case in json.loads(line)]), flush=True)
+    request = json.loads(line)
+    if isinstance(request, dict):  # {"slices": [cases]}: Orbax's writers
+        print(json.dumps([slices(case) for case in request["slices"]]), flush=True)
+    else:
+        print(json.dumps([place(case) for case in request]), flush=True)

@@ -1,0 +1,68 @@
+"""What a lost host costs, under two tiers.
+
+- ``persistent``: the checkpoint on shared storage. Each host wrote its part there, so a host that
+  dies takes no checkpoint data with it; only the storage itself can lose it.
+- ``local``: each host keeps its own addressable shards, replicas included, in a folder of its own,
+  as Orbax's emergency checkpointing does (``replica_id=None``, ``use_replica_parallel=False``,
+  ``primary_host=None``). A shard survives a host's loss only where another host holds a copy, so
+  a host loses the shards whose every copy sits on its own devices, and the fewest hosts whose
+  loss loses data are the fewest hosts holding any one shard.
+
+Counted once a distinct spec on the save mesh (``placement``), per array only its shard's bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from dcsim.checkpoint.plan.placement import Hosts, add_scaled, placement, spec_key
+from dcsim.checkpoint.plan.writers import ArrayWrite
+
+TIERS = ("persistent", "local")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Loss:
+    """Each host's bytes whose every copy dies with it, and the fewest hosts whose loss loses data
+    (None: no number of hosts, only the storage)."""
+
+    tier: str
+    bytes_lost: tuple[int, ...]
+    arrays_lost: tuple[int, ...]
+    min_hosts_to_lose_data: int | None
+
+    def record(self) -> dict[str, object]:
+        return {
+            "hosts": [{"host": host, "bytes_lost": size} for host, size in enumerate(self.bytes_lost)],
+            "min_hosts_to_lose_data": self.min_hosts_to_lose_data,
+        }
+
+
+def persistent_loss(hosts: Hosts) -> Loss:
+    zeros = (0,) * hosts.num_hosts
+    return Loss(tier="persistent", bytes_lost=zeros, arrays_lost=zeros, min_hosts_to_lose_data=None)
+
+
+def local_loss(saved: Sequence[ArrayWrite], hosts: Hosts) -> Loss:
+    lost = np.zeros(hosts.num_hosts, dtype=np.int64)
+    arrays = np.zeros(hosts.num_hosts, dtype=np.int64)
+    kinds: dict[tuple[object, int], tuple[np.ndarray, int]] = {}
+    fewest = None
+    for write in saved:
+        row = write.array
+        key = (spec_key(row.spec), len(row.stored_shape))
+        if key not in kinds:
+            kinds[key] = hosts.only_copies(placement(hosts.mesh, row.spec, len(row.stored_shape)))
+        alone, holders = kinds[key]
+        add_scaled(lost, alone, write.shard_bytes)
+        arrays += alone > 0
+        fewest = holders if fewest is None else min(fewest, holders)
+    return Loss(
+        tier="local",
+        bytes_lost=tuple(int(size) for size in lost.tolist()),
+        arrays_lost=tuple(int(count) for count in arrays.tolist()),
+        min_hosts_to_lose_data=fewest,
+    )

@@ -1,0 +1,123 @@
+"""``python -m dcsim checkpoint-plan``: the verdict first, the JSON keys, exact bytes by hand, and
+one-line refusals of bad input.
+
+The model is the Dense stack 8 -> 16 -> 4 (212 values): bfloat16 params 424 bytes, Adam's float32
+moments 2 x 424 x 2 and its int32 step count, no master copy unless asked."""
+
+import json
+import re
+
+import pytest
+
+from conftest import refused_in_one_line
+from conftest import run_cli as run
+
+MLP = ("--input-dim", "8", "--features", "16,4")
+KEYS = [
+    "total_bytes", "parts", "hosts", "writing_hosts", "max_host_bytes", "policy", "save_seconds",
+    "blocking_seconds", "host_staging_bytes", "mtbi_seconds", "young_interval_seconds",
+    "daly_interval_seconds", "goodput_at_optimum", "restore", "loss",
+]  # fmt: skip
+
+
+def plan_json(capsys, *argv):
+    code, out, err = run(capsys, "checkpoint-plan", *MLP, *argv, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_json_has_exactly_the_issue_s_keys_and_exact_bytes(capsys):
+    record = plan_json(capsys, "--mesh", "data=16", "--master-dtype", "float32")
+    assert list(record) == KEYS
+    assert record["parts"] == {"params": 424, "master": 848, "optimizer": 2 * 848 + 4}
+    assert record["total_bytes"] == 424 + 848 + 2 * 848 + 4
+    assert [host["host"] for host in record["hosts"]] == [0, 1]
+    assert sum(host["bytes_written"] for host in record["hosts"]) == record["total_bytes"]
+    assert record["policy"] == "replica-parallel"  # no --device: Orbax's default off CUDA
+    assert record["mtbi_seconds"] == 50_000 * 3600 / 16
+
+
+def test_ddp_on_gpus_writes_from_host_0_and_says_so_first(capsys):
+    code, out, err = run(capsys, "checkpoint-plan", *MLP, "--mesh", "data=64", "--zero", "0", "--device", "h100-sxm")
+    assert code == 0, err
+    first = out.splitlines()[0]
+    assert "1 of 8 host(s) write under single-replica (7 write nothing), the busiest 8x an even split" in first
+    assert "not counted:" in first and "Estimates for times" in first
+    assert "7 write nothing (hosts 1-7)" in out
+    assert "Orbax's default when JAX_PLATFORMS names cuda (h100-sxm)" in out
+
+
+def test_a_restore_onto_another_mesh_and_the_dcp_policy(capsys):
+    record = plan_json(
+        capsys, "--mesh", "data=4", "--policy", "dcp", "--restore-mesh", "data=2", "--devices-per-host", "2"
+    )
+    assert record["policy"] == "dcp"
+    restore = record["restore"]
+    assert [host["bytes_held"] for host in restore["hosts"]] == [record["total_bytes"]]
+    assert restore["read_amplification"] == 1
+
+
+def test_async_needs_a_device_with_a_host_link(capsys):
+    err = refused_in_one_line(capsys, "checkpoint-plan", *MLP, "--mesh", "data=8", "--async")
+    assert "--async needs --device with a host link figure" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--mesh", "data=8", "--devices-per-host", "3"), "--devices-per-host must divide the mesh's 8 devices"),
+        (("--mesh", "data=8", "--write-bandwidth", "0GB/s"), "`--write-bandwidth` must be above 0 bytes a second"),
+        (("--mesh", "data=8", "--storage-bandwidth=-5GB/s"), "`--storage-bandwidth` must be a bandwidth"),
+        (("--mesh", "data=8", "--mttf-hours", "0"), "`--mttf-hours` must be a number of hours above 0, got '0'"),
+        (("--mesh", "data=8", "--mttf-hours=-3"), "`--mttf-hours` must be a number of hours above 0"),
+        (("--mesh", "data=8", "--mttf-hours", "nan"), "`--mttf-hours` must be a number of hours above 0"),
+        (("--mesh", "data=8", "--restart-seconds=-1"), "`--restart-seconds` must be a number of seconds 0 or more"),
+        (("--mesh", "data=8", "--policy", "fast"), "`--policy` must be one of single-replica, replica-parallel, dcp"),
+        (("--mesh", "data=8", "--storage", "tape"), "`--storage` must be one of local-nvme, parallel-fs"),
+        (("--mesh", "data=8", "--keep", "0"), "`--keep` must be an integer from 1 to 10,000, got '0'"),
+        (("--mesh", "data=4", "--restore-mesh", "data=3"), "--restore-mesh: the restore cannot lay the checkpoint out"),
+        (("--mesh", "data=8", "--restore-strategy", "tensor"), "--restore-strategy needs --restore-mesh"),
+        (("--mesh", "data=8", "--device", "abacus"), "unknown device 'abacus'"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else " ".join(value),
+)
+def test_bad_input_is_refused_in_one_line(capsys, flags, message):
+    err = refused_in_one_line(capsys, "checkpoint-plan", *MLP, "--devices-per-host", "2", *flags)
+    assert message in err
+
+
+HOSTILE = ("", " ", "0", "-1", "1e400", "nan", "inf", "9" * 70, "<script>x</script>", "💥", "data=0", "8,", "none ")
+
+
+def test_hostile_link_values_are_named_and_replaced_by_the_default():
+    """Every key of the plan's request with hostile values: decode never raises, names each refused
+    key, keeps the default, and what it keeps reads back as itself."""
+    from dcsim.requests.checkpoint_plan import CHECKPOINT_PLAN
+
+    for field in CHECKPOINT_PLAN.fields:
+        for text in HOSTILE:
+            values, problems = CHECKPOINT_PLAN.decode({field.link: text})
+            assert all(problem.startswith(f"`{field.link}`") for problem in problems), (field.link, text, problems)
+            if problems:
+                assert values[field.link] == field.default
+            assert CHECKPOINT_PLAN.decode(CHECKPOINT_PLAN.encode(values)) == (values, [])
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "message"),
+    [
+        ("perhost", "0", "`perhost` must be an integer from 1"),
+        ("policy", "fast", "`policy` must be one of single-replica, replica-parallel, dcp, got 'fast'"),
+        ("wbw", "0GB/s", "`wbw` must be above 0 bytes a second"),
+        ("sbw", "-5GB/s", "`sbw` must be a bandwidth"),
+        ("mttf", "0", "`mttf` must be a number of hours above 0, got '0'"),
+        ("rmesh", "data=0", "`rmesh`: "),
+        ("rstrategy", "custom", "`rstrategy` must be one of replicated, fsdp, tensor, megatron"),
+        ("pdevice", "abacus", "`pdevice`: unknown device 'abacus'"),
+    ],
+)
+def test_a_bad_link_value_names_its_key_and_the_rule(key, text, message):
+    from dcsim.requests.checkpoint_plan import CHECKPOINT_PLAN
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        CHECKPOINT_PLAN[key].read(text)
