@@ -15,10 +15,16 @@ MLP = {"v": "1", "input_dim": "8", "layers": "16_4"}
 DDP = {**MLP, "pmesh": "data=32", "pzero": "0", "pdevice": "h100-sxm"}
 
 
+PLAN_METRICS = ("Checkpoint", "Hosts that write", "Busiest host", "Save (estimate)", "Save every (estimate)")
+
+
 def plan_figures(at) -> dict[str, str]:
-    """The plan's figures, from its list: ``- Label: value``."""
-    text = next(shown(element) for element in at.markdown if "- Hosts that write:" in shown(element))
-    return dict(line.removeprefix("- ").split(": ", 1) for line in text.splitlines())
+    """The plan's figures, from its row of metrics: the exact bytes where the help gives them."""
+    return {
+        m.label: m.help if m.label in ("Checkpoint", "Busiest host") else m.value
+        for m in at.metric
+        if m.label in PLAN_METRICS
+    }
 
 
 def test_a_replicated_state_on_gpus_has_host_0_write_everything():
@@ -31,7 +37,7 @@ def test_a_replicated_state_on_gpus_has_host_0_write_everything():
     loss = at.table[-1].value
     assert list(loss.index) == ["hosts 0-3"]  # every host holds a copy: a local tier loses nothing
     assert loss.iloc[0, 0] == units.bytes_exact(0)
-    verdict = next(shown(info) for info in at.info if "checkpoint, 1 of 4 host(s) write" in shown(info))
+    verdict = next(shown(info) for info in at.info if "checkpoint, 1 of 4 hosts write" in shown(info))
     assert "under single-replica (3 write nothing)" in verdict
     assert len(at.get("vega_lite_chart")) >= 3  # hosts, speedup, goodput (and the page's own charts)
     for key, value in {"pmesh": "data=32", "pzero": "0", "pdevice": "h100-sxm", "policy": "auto"}.items():

@@ -41,7 +41,7 @@ def test_ddp_on_gpus_writes_from_host_0_and_says_so_first(capsys):
     code, out, err = run(capsys, "checkpoint-plan", *MLP, "--mesh", "data=64", "--zero", "0", "--device", "h100-sxm")
     assert code == 0, err
     first = out.splitlines()[0]
-    assert "1 of 8 host(s) write under single-replica (7 write nothing), the busiest 8x an even split" in first
+    assert "1 of 8 hosts write under single-replica (7 write nothing), the busiest 8x an even split" in first
     assert "not counted:" in first and "Estimates for times" in first
     assert "7 write nothing (hosts 1-7)" in out
     assert "Orbax's default when JAX_PLATFORMS names cuda (h100-sxm)" in out

@@ -60,8 +60,8 @@ def _loss_line(plan: CheckpointPlan) -> list[str]:
     if lost:
         lines.append(
             f"  local tier: host {worst} alone holds {_bytes(lost)}, {ratio_text(Fraction(lost, total))} "
-            f"of the checkpoint, in {local.arrays_lost[worst]:,} array(s); "
-            f"{sum(1 for size in local.bytes_lost if size):,} host(s) hold data no other host has"
+            f"of the checkpoint, in {units.many(local.arrays_lost[worst], 'array')}; "
+            f"{units.many(sum(1 for size in local.bytes_lost if size), 'host')} hold data no other host has"
         )
     else:
         lines.append("  local tier: no host holds a shard alone: every shard has a copy on another host")
@@ -106,8 +106,8 @@ def render_plan(plan: CheckpointPlan, num_params: int) -> str:
         + f": host {save.slowest_host}'s {plan.host_bytes[save.slowest_host]:,} bytes at "
         f"{_rate(save.per_host_bytes_per_s)} ({save.limit}) plus its files' cost",
         "speedup (estimate) "
-        + ", ".join(f"{point.hosts:,} host(s) {seconds_text(point.seconds)}" for point in plan.curve),
-        f"  flattens at {plan.flat.hosts:,} host(s): {plan.curve[-1].limit}",
+        + ", ".join(f"{units.many(point.hosts, 'host')} {seconds_text(point.seconds)}" for point in plan.curve),
+        f"  flattens at {units.many(plan.flat.hosts, 'host')}: {plan.curve[-1].limit}",
     ]
     link = request.link
     if request.asynchronous and link is not None:
@@ -127,7 +127,7 @@ def render_plan(plan: CheckpointPlan, num_params: int) -> str:
         "the same mesh" if request.restore_mesh is None else ",".join(f"{n}={s}" for n, s in request.restore_mesh.axes)
     )
     lines += [
-        f"restore onto {target}: {restore.hosts.num_hosts:,} host(s)",
+        f"restore onto {target}: {units.many(restore.hosts.num_hosts, 'host')}",
         f"  a host holds up to {max(restore.bytes_held):,} bytes and reads up to {max(restore.bytes_read):,}; "
         f"read amplification {ratio_text(restore.read_amplification)} (stored bytes read / bytes held; 1 "
         f"on the saving mesh); about {seconds_text(plan.restore_save.seconds)} at the storage's figures (an estimate)",

@@ -85,7 +85,8 @@ def speedup(plan: CheckpointPlan) -> alt.LayerChart:
     it flattens drawn larger and named in the subtitle."""
     data = curve_frame(plan)
     title = alt.Title(
-        "Save time against hosts (estimate)", subtitle=f"Flattens at {plan.flat.hosts:,} hosts: {plan.curve[-1].limit}"
+        "Save time against hosts (estimate)",
+        subtitle=f"Flattens at {units.many(plan.flat.hosts, 'host')}: {plan.curve[-1].limit}",
     )
     base = alt.Chart(data).encode(
         x=alt.X("hosts:O", title="Hosts"),
@@ -118,7 +119,7 @@ def goodput(plan: CheckpointPlan) -> alt.LayerChart:
     data = goodput_frame(plan)
     title = alt.Title(
         "Expected goodput against the interval (estimate)",
-        subtitle=f"Daly's interval {plan.interval.daly:.3g} s: goodput {plan.interval.goodput_at_optimum:.4%}",
+        subtitle=f"Daly's interval {plan.daly_text}: goodput {plan.interval.goodput_at_optimum:.4%}",
     )
     line = (
         alt.Chart(data)

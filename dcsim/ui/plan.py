@@ -106,14 +106,16 @@ def render(config: ModelConfig) -> None:
         st.error(frame.plain(f"This plan cannot be made: {err}."), icon=":material/error:")
         return
     st.info(frame.plain(plan.verdict), icon=":material/save:")
-    st.markdown(
-        frame.plain(
-            f"- Checkpoint: {units.bytes_exact(plan.content.total_bytes)}\n"
-            f"- Hosts that write: {plan.save.writing_hosts:,} of {plan.hosts.num_hosts:,}\n"
-            f"- Busiest host: {units.bytes_exact(plan.max_host_bytes)}\n"
-            f"- Save (estimate): {seconds_text(plan.save.seconds)}; blocks {seconds_text(plan.blocking_seconds)}\n"
-            f"- Save every (estimate): {seconds_text(plan.save_every)}"
-        )
+    frame.metric_row(
+        ("Checkpoint", units.decimal_bytes(plan.content.total_bytes), units.bytes_exact(plan.content.total_bytes)),
+        ("Hosts that write", f"{plan.save.writing_hosts:,} of {plan.hosts.num_hosts:,}"),
+        ("Busiest host", units.decimal_bytes(plan.max_host_bytes), units.bytes_exact(plan.max_host_bytes)),
+        (
+            "Save (estimate)",
+            seconds_text(plan.save.seconds),
+            f"It blocks training {seconds_text(plan.blocking_seconds)}.",
+        ),
+        ("Save every (estimate)", seconds_text(plan.save_every)),
     )
     st.altair_chart(plan_charts.host_bytes(plan), width="stretch")
     curve_col, goodput_col = st.columns(2)
@@ -122,7 +124,7 @@ def render(config: ModelConfig) -> None:
     restore = plan.restore
     st.markdown(
         frame.plain(
-            f"**Restore** onto {values['rmesh'] if values['rmesh'] != 'none' else 'the saving mesh'}: read "
+            f"Restore onto {values['rmesh'] if values['rmesh'] != 'none' else 'the saving mesh'}: read "
             f"amplification {float(restore.read_amplification):.4g} (stored bytes read over bytes held)."
         )
     )

@@ -165,6 +165,11 @@ class CheckpointPlan:
         return max(self.interval.daly, background) if background is not None else self.interval.daly
 
     @property
+    def daly_text(self) -> str:
+        """Daly's interval in the unit a reader expects (``2.57 h``), for the charts' words."""
+        return _seconds(self.interval.daly)
+
+    @property
     def every_text(self) -> str:
         if self.save_every > self.interval.daly:
             return (
@@ -179,8 +184,9 @@ class CheckpointPlan:
         hosts = self.hosts.num_hosts
         mode = "an async save blocks" if self.request.asynchronous else "a save blocks"
         return (
-            f"{units.decimal_bytes(self.content.total_bytes)} checkpoint, {self.save.writing_hosts:,} of {hosts:,} "
-            f"host(s) write under {self.policy}{f' ({idle:,} write nothing)' if idle else ''}, the busiest "
+            f"{units.decimal_bytes(self.content.total_bytes)} checkpoint, {self.save.writing_hosts:,} of "
+            f"{units.many(hosts, 'host')} write under {self.policy}"
+            f"{f' ({idle:,} write nothing)' if idle else ''}, the busiest "
             f"{ratio_text(self.imbalance)}x an even split; {mode} about {_seconds(self.blocking_seconds)} on "
             f"{self.request.storage.name}, save every {self.every_text}. Estimates for times; "
             f"not counted: {'; '.join(LEAVES_OUT)}."
