@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dcsim.requests import Request
 from dcsim.requests.serving import SERVING
+from dcsim.requests.timing import TIMING
 from dcsim.requests.training import TRAINING
 from dcsim.requests.weights import WEIGHTS
 
-REQUESTS: tuple[Request, ...] = (TRAINING, SERVING, WEIGHTS)
+REQUESTS: tuple[Request, ...] = (TRAINING, SERVING, WEIGHTS, TIMING)
 
 
 def _cell(text: str) -> str:
