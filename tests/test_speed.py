@@ -158,3 +158,13 @@ def test_serve_writes_the_decode_speed(capsys):
     assert time["memory_seconds"] > time["compute_seconds"]
     assert time["tokens_per_second_per_sequence"] == pytest.approx(1 / time["decode_step_seconds"], rel=1e-5)
     assert time["time_to_first_token_seconds"] > 0 and time["prompt"] == 128
+
+
+def test_serve_keeps_a_devices_budget_when_its_speed_lacks_a_figure(capsys):
+    """An L4 has no NVLink: serve on model=2 still answers with its memory, as before the speeds, and
+    says why there is no decode speed instead of refusing."""
+    flags = ("--mesh", "model=2", "--device", "l4", "--format", "json")
+    code, out, _ = run_cli(capsys, "serve", "--preset", "llama3.1-8b", *flags)
+    record = json.loads(out)
+    assert code == 0 and record["budget_bytes"] == catalog.get_accelerator("l4").bytes
+    assert record["time"] is None and "l4 has no scale up bytes per second figure" in record["time_note"]

@@ -177,11 +177,15 @@ def run(args: argparse.Namespace) -> str:
         verified = verify.verify(served)
     found = search.smallest_mesh(config, serving, report)
     speed = None
+    no_speed = None  # why a device's budget comes without its speed (a figure the catalog lacks)
     if serving.device is not None:
         from dcsim.speed import serving as speeds  # the decode speed: only with a device's speeds
 
         prompt, dph = (int(str(TIMING.from_flag(args, link))) for link in ("prompt", "dph"))
-        speed = speeds.decode_speed(served, config, report, catalog.get_accelerator(serving.device), prompt, dph)
+        try:
+            speed = speeds.decode_speed(served, config, report, catalog.get_accelerator(serving.device), prompt, dph)
+        except ValueError as err:  # the budget stands as before; the speed says what it lacks
+            no_speed = f"no decode speed: {err}"
     elif args.prompt != TIMING["prompt"].flag_default or args.devices_per_host != TIMING["dph"].flag_default:
         raise UsageError("--prompt and --devices-per-host: for the decode speed; give --device too")
     written = None
@@ -195,12 +199,14 @@ def run(args: argparse.Namespace) -> str:
             record["xla"] = verify.verify_record(verified)
         if written is not None:
             record["written"] = written.to_dict()
-        if speed is not None:
-            record["time"] = speeds.speed_record(speed)
+        if serving.device is not None:
+            record["time"] = None if speed is None else speeds.speed_record(speed)
+            if no_speed is not None:
+                record["time_note"] = no_speed
         return json.dumps(record, indent=2) + "\n"
     text = render_table(served, found, verified)
-    if speed is not None:
-        text += speed.text + "\n"
+    if speed is not None or no_speed is not None:
+        text += f"{speed.text if speed is not None else no_speed}\n"
     if written is not None:
         text += written_text(written)
     return text
