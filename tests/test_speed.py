@@ -168,3 +168,29 @@ def test_serve_keeps_a_devices_budget_when_its_speed_lacks_a_figure(capsys):
     record = json.loads(out)
     assert code == 0 and record["budget_bytes"] == catalog.get_accelerator("l4").bytes
     assert record["time"] is None and "l4 has no scale up bytes per second figure" in record["time_note"]
+
+
+def test_the_throughput_latency_curve_up_to_the_memory_limit():
+    """Llama 2 7B in bfloat16 on one H100 at 4,096 tokens: doubling sequences up to serve's own most
+    (29), each step slower and each device faster; a point at the report's own concurrency reads the
+    engine's cache bytes exactly."""
+    import dataclasses
+
+    from dcsim.serving.engine import compute_serving
+    from dcsim.serving.request import Serving
+    from dcsim.speed import serving as speeds
+
+    config = ModelConfig(preset="llama2-7b")
+    params = count_params(config)
+    request = Serving(mesh=MeshSpec((("data", 1),)), device="h100-sxm", context=4096)
+    report = compute_serving(config, request, params)
+    curve = speeds.speed_curve(report, config, params, H100, 128)
+    assert [point.concurrency for point in curve] == [1, 2, 4, 8, 16, report.max_concurrency] == [1, 2, 4, 8, 16, 29]
+    latencies = [point.inter_token_latency_seconds for point in curve]
+    throughputs = [point.tokens_per_second_per_device for point in curve]
+    assert latencies == sorted(latencies) and throughputs == sorted(throughputs)
+    at_most = compute_serving(config, dataclasses.replace(request, concurrency=29), params)
+    engine = speeds.decode_speed(at_most, config, params, H100, 128)
+    scaled = speeds.decode_speed(report, config, params, H100, 128, sequences=29)
+    assert engine.bytes_read_per_device == scaled.bytes_read_per_device
+    assert engine.decode_step_seconds == scaled.decode_step_seconds

@@ -177,13 +177,16 @@ def run(args: argparse.Namespace) -> str:
         verified = verify.verify(served)
     found = search.smallest_mesh(config, serving, report)
     speed = None
+    curve: list[Any] = []
     no_speed = None  # why a device's budget comes without its speed (a figure the catalog lacks)
     if serving.device is not None:
         from dcsim.speed import serving as speeds  # the decode speed: only with a device's speeds
 
         prompt, dph = (int(str(TIMING.from_flag(args, link))) for link in ("prompt", "dph"))
         try:
-            speed = speeds.decode_speed(served, config, report, catalog.get_accelerator(serving.device), prompt, dph)
+            accelerator = catalog.get_accelerator(serving.device)
+            speed = speeds.decode_speed(served, config, report, accelerator, prompt, dph)
+            curve = speeds.speed_curve(served, config, report, accelerator, prompt, dph)
         except ValueError as err:  # the budget stands as before; the speed says what it lacks
             no_speed = f"no decode speed: {err}"
     elif args.prompt != TIMING["prompt"].flag_default or args.devices_per_host != TIMING["dph"].flag_default:
@@ -201,6 +204,8 @@ def run(args: argparse.Namespace) -> str:
             record["written"] = written.to_dict()
         if serving.device is not None:
             record["time"] = None if speed is None else speeds.speed_record(speed)
+            if speed is not None:
+                record["time"]["curve"] = [dataclasses.asdict(point) for point in curve]
             if no_speed is not None:
                 record["time_note"] = no_speed
         return json.dumps(record, indent=2) + "\n"

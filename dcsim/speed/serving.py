@@ -108,8 +108,11 @@ def decode_speed(
     device: Accelerator,
     prompt: int,
     devices_per_host: int = system.DEFAULT_DEVICES_PER_HOST,
+    sequences: int | None = None,
 ) -> DecodeSpeed:
-    """The decode step and the time to first token of ``report``'s replica on ``device``."""
+    """The decode step and the time to first token of ``report``'s replica on ``device``; with
+    ``sequences``, of a replica decoding that many at the report's context instead (the busiest
+    device's cache is then ``sequences`` times one sequence's, exactly as the engine holds it)."""
     serving = report.serving
     inside = "model" not in serving.mesh.names or system.inside_host(serving.mesh.axes, ["model"], devices_per_host)
     hparams = presets.resolved_hparams(config)
@@ -124,10 +127,14 @@ def decode_speed(
     layers = int(hparams["num_layers"])
     width = int(hparams["num_heads"]) * int(hparams.get("head_dim") or hparams["d_model"] // hparams["num_heads"])
     d = int(hparams["d_model"])
-    sequences = serving.sequences_per_replica
+    kv_bytes = report.kv_bytes_per_device
+    if sequences is None:
+        sequences = serving.sequences_per_replica
+    else:
+        kv_bytes = sequences * report.busiest.kv_bytes_per_sequence(serving.context, serving.full_windows)
     per_token = 2 * n + 4 * layers * serving.context * width
     flops = sequences * per_token // (t * stages)
-    bytes_read = report.weights_bytes_per_device + report.kv_bytes_per_device
+    bytes_read = report.weights_bytes_per_device + kv_bytes
     hbm = device.speed("hbm_bytes_per_second")
     memory = bytes_read / (hbm * system.hbm_efficiency(report.weights_bytes_per_device // max(layers // stages, 1)))
     ffn = int(hparams.get("ffn_dim") or hparams.get("expert_ffn_dim") or 4 * d)
@@ -209,3 +216,49 @@ def batch_throughput(speed: DecodeSpeed, report: ServingReport, config: ModelCon
         raise ValueError(f"the context ({serving.context:,}) must be longer than the prompt ({speed.prompt:,})")
     seconds = max(compute, weights) + output * speed.decode_step_seconds
     return speed.sequences_per_replica * output / seconds / speed.devices_per_replica
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CurvePoint:
+    """A replica decoding ``sequences`` at once: each sequence's tokens a second (one over the
+    inter-token latency) against each device's."""
+
+    concurrency: int
+    inter_token_latency_seconds: float
+    tokens_per_second_per_sequence: float
+    tokens_per_second_per_device: float
+
+
+def speed_curve(
+    report: ServingReport,
+    config: ModelConfig,
+    params: ParamReport,
+    device: Accelerator,
+    prompt: int,
+    devices_per_host: int = system.DEFAULT_DEVICES_PER_HOST,
+) -> list[CurvePoint]:
+    """Throughput against latency over the concurrency: doubling from one sequence a replica up to
+    the most the budget holds at the context (``ServingReport.max_concurrency``), that most
+    included; the concurrency is the whole mesh's (replicas x a replica's). Empty without a budget
+    or a cache."""
+    most = report.max_concurrency
+    replicas = report.serving.num_replicas
+    if not most or most < replicas:
+        return []
+    top = most // replicas
+    counts, count = {top}, 1
+    while count < top:
+        counts.add(count)
+        count *= 2
+    points = []
+    for each in sorted(counts):
+        speed = decode_speed(report, config, params, device, prompt, devices_per_host, sequences=each)
+        points.append(
+            CurvePoint(
+                concurrency=each * replicas,
+                inter_token_latency_seconds=_seconds(speed.decode_step_seconds),
+                tokens_per_second_per_sequence=_seconds(speed.tokens_per_second_per_sequence),
+                tokens_per_second_per_device=_seconds(speed.tokens_per_second_per_device),
+            )
+        )
+    return points
