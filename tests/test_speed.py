@@ -129,6 +129,7 @@ def test_memory_writes_the_time_object_with_the_issues_keys(capsys):
         (["--device", "tpu-v9"], "unknown device 'tpu-v9'"),
         (["--devices-per-host", "0"], "`--devices-per-host` must be an integer from 1 to 65,536, got '0'"),
         (["--budget", "80GiB"], "--budget and --device both give the budget"),
+        (["--mesh", "data=2,stage=2"], "the step's time does not model training pipeline stages yet"),
     ],
 )
 def test_memory_refuses_bad_time_flags_in_one_line(capsys, flags, message):

@@ -57,6 +57,13 @@ def training_time(
     step = traced.step
     hparams = presets.resolved_hparams(config)
     mesh: MeshSpec = memory.mesh
+    stages = dict(mesh.axes).get(collectives.STAGE_AXIS, 1)
+    if stages > 1:
+        raise ValueError(
+            f"the step's time does not model training pipeline stages yet: the mesh {mesh.text} has "
+            f"`{collectives.STAGE_AXIS}`={stages}; time the step without it (the memory figures are "
+            f"those of `{collectives.STAGE_AXIS}` as a plain data axis)"
+        )
     rows = collectives.training_collectives(report, hparams, mesh, memory.training, step, devices_per_host)
     state = sum(memory.part_bytes(part) for part in memory.training.parts)
     hbm = training.hbm_bytes(report, mesh, memory.training, step, traced.bytes_per_device, state)
