@@ -33,8 +33,8 @@ def step_flops(config, mesh=None, **step):
 def test_xla_cost_analysis_of_the_compiled_step_agrees_within_two_percent():
     """XLA counts a ``while``/``scan`` body once, so it is given the model unrolled (dcsim's families
     build their blocks unrolled); dcsim traces one block of each set alike and counts it once a
-    block. Naive attention: XLA's CPU build lowers the flash kernel's custom derivative its own way
-    (docs/time.md: 2.6% apart at this size), the plain softmax the same way as the jaxpr."""
+    block. Naive attention: the flash backward is a ``scan`` over key blocks, whose body XLA counts
+    once (docs/time.md: 2.6% lower at this size)."""
     counted = step_flops(WIDE, sequence=256, micro_batch=2, attention="naive")
     hparams = presets.resolved_hparams(WIDE)
     module, inputs = families.build_family("decoder", hparams, 1, forward=Forward(attention="naive"))

@@ -199,7 +199,10 @@ def run(args: argparse.Namespace) -> str:
     if args.verify:
         verified = verify.verify(memory)
         if step is not None and traced is not None:
-            stepped = verify_step.verify_step(memory, config.to_json(), step, traced.bytes_per_device)
+            counted = None if traced.flops is None else traced.flops.hardware
+            stepped = verify_step.verify_step(
+                memory, config.to_json(), step, traced.bytes_per_device, dcsim_flops=counted
+            )
     if args.format == "csv":
         return state_arrays_csv(memory.arrays)
     footprint = TrainingReport.of(memory, None if traced is None else traced.bytes_per_device, amount)

@@ -288,6 +288,12 @@ def _xla_work_lines(stepped: Any) -> list[str]:
             f"  XLA's FLOPs a device        {stepped.flops:,}  (cost_analysis of the compiled step, the optimizer's "
             "update included)"
         )
+    if stepped.dcsim_flops is not None and stepped.flops:
+        lines.append(
+            f"  dcsim's FLOPs a device      {stepped.dcsim_flops:,}  "
+            f"({stepped.dcsim_flops / stepped.flops:.3f}x XLA's: dcsim counts the forward, backward and recompute, "
+            "not the optimizer's update; XLA counts a scan's body once, flash attention's backward loop included)"
+        )
     counts = collective_counts(stepped.collectives)
     if counts:
         lines.append("  XLA's collectives (ops, kind, mesh axes, result shapes; CPU compiles promote bf16 to f32):")

@@ -48,6 +48,7 @@ class StepVerified:
     # ``cost_analysis()``'s FLOPs of one device's program (the optimizer's update included), and the
     # collectives of its optimised HLO on the mesh's axes (``dcsim.memory.hlo_collectives``)
     flops: int | None = None
+    dcsim_flops: int | None = None  # dcsim's hardware FLOPs of the same step on a device, when counted
     collectives: tuple[hlo_collectives.HloCollective, ...] = ()
 
     @property
@@ -108,6 +109,7 @@ def verify_step(
     step: Any,
     activations_bytes: int,
     timeout_seconds: float | None = None,
+    dcsim_flops: int | None = None,
 ) -> StepVerified:
     """Compile the training step in a child and read XLA's bytes a device; raises ValueError (a
     bound) or ``verify.VerifyFailed`` (the child failed or overran)."""
@@ -134,6 +136,7 @@ def verify_step(
         **sizes,
         largest_buffers=largest,
         flops=flops if isinstance(flops, int) and flops >= 0 else None,
+        dcsim_flops=dcsim_flops,
         collectives=found,
         dcsim_bytes=memory.total_bytes_per_device + activations_bytes,
         seconds=elapsed,
@@ -153,6 +156,7 @@ def step_record(verified: StepVerified) -> dict[str, Any]:
         "step_compile": "CPU (virtual devices): buffer assignment and rematerialisation differ on TPU and GPU",
         "step_largest_buffers": [buffers.buffer_record(buffer) for buffer in verified.largest_buffers],
         "step_flops_per_device": verified.flops,
+        "dcsim_flops_per_device": verified.dcsim_flops,
         "step_collectives": collective_counts(verified.collectives),
     }
 
