@@ -61,31 +61,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     format_flag(command, ("table", "json", "csv"))
 
 
-def timing_from_args(args: argparse.Namespace, step: Any) -> dict[str, Any] | None:
-    """The time's settings (device, devices a host, tokens, price), or None without --device; refuses
-    --budget with --device, and the run's flags without a device and a step to time."""
-    device = SERVING.from_flag(args, "device")
-    given = {link: TIMING.from_flag(args, link) for link in ("dph", "tokens", "price")}
-    if device is not None and args.budget is not None:
-        raise UsageError("--budget and --device both give the budget; give one (a device's memory is its budget)")
-    if device is None or step is None:
-        extra = [TIMING[link].flag for link in ("tokens", "price") if given[link] is not None]
-        if extra:
-            raise UsageError(
-                f"{', '.join(str(flag) for flag in extra)}: for a run's time; give --sequence and --device too"
-            )
-        if device is None:
-            return None
-    if given["price"] is not None and given["tokens"] is None:
-        raise UsageError("--price prices a run: give its --tokens too")
-    return {
-        "device": device,
-        "devices_per_host": int(str(given["dph"])),
-        "tokens": None if given["tokens"] is None else int(given["tokens"]),
-        "price": None if given["price"] is None else float(given["price"]),
-    }
-
-
 STEP_FLAGS = ("micro_batch", "remat", "attention", "compute_dtype", "capacity_factor", "sequence_parallel")
 
 
@@ -152,6 +127,31 @@ def training_from_args(args: argparse.Namespace) -> training.Training:
         return training.Training.sharding(training.parse_parts(args.shard), **kwargs)
     zero = DEFAULT_ZERO if args.zero is None else training.check_stage(args.zero)
     return training.Training.stage(zero, **kwargs)
+
+
+def timing_from_args(args: argparse.Namespace, step: Any) -> dict[str, Any] | None:
+    """The time's settings (device, devices a host, tokens, price), or None without --device; refuses
+    --budget with --device, and the run's flags without a device and a step to time."""
+    device = SERVING.from_flag(args, "device")
+    given = {link: TIMING.from_flag(args, link) for link in ("dph", "tokens", "price")}
+    if device is not None and args.budget is not None:
+        raise UsageError("--budget and --device both give the budget; give one (a device's memory is its budget)")
+    if device is None or step is None:
+        extra = [TIMING[link].flag for link in ("tokens", "price") if given[link] is not None]
+        if extra:
+            raise UsageError(
+                f"{', '.join(str(flag) for flag in extra)}: for a run's time; give --sequence and --device too"
+            )
+        if device is None:
+            return None
+    if given["price"] is not None and given["tokens"] is None:
+        raise UsageError("--price prices a run: give its --tokens too")
+    return {
+        "device": device,
+        "devices_per_host": int(str(given["dph"])),
+        "tokens": None if given["tokens"] is None else int(given["tokens"]),
+        "price": None if given["price"] is None else float(given["price"]),
+    }
 
 
 def run(args: argparse.Namespace) -> str:
