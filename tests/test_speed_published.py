@@ -23,9 +23,9 @@ from dcsim.sharding.meshes import MeshSpec
 from dcsim.speed import estimate
 from dcsim.speed.serving import batch_throughput, decode_speed
 
-# Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", Table 3
-# (the 22B model: 48 blocks, hidden 6,144, 64 heads, sequence 2,048, vocabulary 51,200 as their GPT
-# runs pad it) and Table 5 (sequence parallelism with selective recompute: 1.10 s a step on 8 A100s,
+# Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models": its
+# configurations table (the 22B model: 48 blocks, hidden 6,144, 64 heads, sequence 2,048, vocabulary
+# 51,200 as their GPT runs pad it) and Table 5 (sequence parallelism with selective recompute: 1.10 s a step on 8 A100s,
 # TP8, global batch 4).
 GPT_22B = ModelConfig(
     preset="gpt2-small",
