@@ -125,7 +125,7 @@ def test_memory_writes_the_time_object_with_the_issues_keys(capsys):
     ("flags", "message"),
     [
         (["--tokens", "0"], "`--tokens` must be an integer from 1 to 1,000,000,000,000,000,000"),
-        (["--tokens", "1e9", "--price", "-1"], "--price must be a price a device-hour, a number at least 0, got -1"),
+        (["--tokens", "1e9", "--price", "-1"], "`--price` must be a price a device-hour, a number at least 0, got -1"),
         (["--device", "tpu-v9"], "unknown device 'tpu-v9'"),
         (["--devices-per-host", "0"], "`--devices-per-host` must be an integer from 1 to 65,536, got '0'"),
         (["--budget", "80GiB"], "--budget and --device both give the budget"),
@@ -195,3 +195,31 @@ def test_the_throughput_latency_curve_up_to_the_memory_limit():
     scaled = speeds.decode_speed(report, config, params, H100, 128, sequences=29)
     assert engine.bytes_read_per_device == scaled.bytes_read_per_device
     assert engine.decode_step_seconds == scaled.decode_step_seconds
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "message"),
+    [
+        ("tokens", "0", "`tokens` must be an integer from 1"),
+        ("tokens", "1e400", "`tokens` must be"),
+        ("tokens", "many", "`tokens` must be"),
+        ("price", "nan", "`price` must be a price a device-hour, a number at least 0"),
+        ("price", "-inf", "`price` must be a price a device-hour, a number at least 0"),
+        ("dph", "1e9", "`dph` must be an integer from 1 to 65,536"),
+        ("prompt", "2.5", "`prompt` must be"),
+    ],
+)
+def test_a_hostile_timing_link_value_is_named_and_the_default_kept(key, text, message):
+    from dcsim.requests.timing import TIMING
+
+    values, problems = TIMING.decode({key: text})
+    assert values[key] == TIMING[key].default
+    assert len(problems) == 1 and problems[0].startswith(f"`{key}`") and message in problems[0]
+
+
+def test_timing_link_values_read_as_the_flags_do():
+    from dcsim.requests.timing import TIMING
+
+    values, problems = TIMING.decode({"tokens": "15.6e12", "price": "2.50", "dph": "4", "prompt": "1e3"})
+    assert problems == []
+    assert values == {"dph": "4", "tokens": "15600000000000", "price": "2.5", "prompt": "1000"}

@@ -80,5 +80,5 @@ def check_tokens(value: Any, label: str = "--tokens") -> int:
 def check_price(value: Any, label: str = "--price") -> float:
     """A price a device-hour: a finite number at least 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{label} must be a price a device-hour, a number at least 0, got {show(value)}")
+        raise ValueError(f"`{label}` must be a price a device-hour, a number at least 0, got {show(value)}")
     return float(value)
