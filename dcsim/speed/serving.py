@@ -72,7 +72,8 @@ class DecodeSpeed:
     @property
     def text(self) -> str:
         return (
-            f"decode (estimate) on {self.device.name}: a step {1000 * self.decode_step_seconds:.3g} ms "
+            f"decode (estimate) on {self.device.name}, matmuls in {self.matmul_dtype}: a step "
+            f"{1000 * self.decode_step_seconds:.3g} ms "
             f"(memory {1000 * self.memory_seconds:.3g}, compute {1000 * self.compute_seconds:.3g}, all-reduces "
             f"{1000 * self.comm_seconds:.3g}), {self.tokens_per_second_per_sequence:,.1f} tokens/s a sequence, "
             f"{self.tokens_per_second_per_device:,.0f} a device; first token after {self.prompt:,} prompt tokens "
