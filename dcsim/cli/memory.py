@@ -20,6 +20,8 @@ from dcsim.model.count import count_params
 from dcsim.quantities import amounts
 from dcsim.report.memory_records import MemoryResult, memory_record
 from dcsim.report.memory_tables import state_arrays_csv
+from dcsim.requests.serving import SERVING
+from dcsim.requests.timing import TIMING
 from dcsim.requests.training import TRAINING
 from dcsim.sharding import meshes
 
@@ -48,6 +50,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "activations of a training step (with --sequence; traced from JAX's autodiff, per data-parallel replica)"
     )
     TRAINING.add_arguments(step, ("seq", "mb", "remat", "attn", "cdtype", "cf", "sp"))
+    timing = command.add_argument_group("the step's time (an estimate, with --sequence and --device; docs/time.md)")
+    SERVING.add_arguments(
+        timing,
+        ("device",),
+        more_help={"device": ": its speeds give the step's time, its memory the budget (not with --budget)"},
+    )
+    TIMING.add_arguments(timing, ("dph", "tokens", "price"))
     format_flag(command, ("table", "json", "csv"))
 
 
@@ -107,6 +116,31 @@ def training_from_args(args: argparse.Namespace) -> training.Training:
     return training.Training.stage(zero, **kwargs)
 
 
+def timing_from_args(args: argparse.Namespace, step: Any) -> dict[str, Any] | None:
+    """The time's settings (device, devices a host, tokens, price), or None without --device; refuses
+    --budget with --device, and the run's flags without a device and a step to time."""
+    device = SERVING.from_flag(args, "device")
+    given = {link: TIMING.from_flag(args, link) for link in ("dph", "tokens", "price")}
+    if device is not None and args.budget is not None:
+        raise UsageError("--budget and --device both give the budget; give one (a device's memory is its budget)")
+    if device is None or step is None:
+        extra = [TIMING[link].flag for link in ("tokens", "price") if given[link] is not None]
+        if extra:
+            raise UsageError(
+                f"{', '.join(str(flag) for flag in extra)}: for a run's time; give --sequence and --device too"
+            )
+        if device is None:
+            return None
+    if given["price"] is not None and given["tokens"] is None:
+        raise UsageError("--price prices a run: give its --tokens too")
+    return {
+        "device": device,
+        "devices_per_host": int(str(given["dph"])),
+        "tokens": None if given["tokens"] is None else int(given["tokens"]),
+        "price": None if given["price"] is None else float(given["price"]),
+    }
+
+
 def run(args: argparse.Namespace) -> str:
     for flag, name in (("shards", "--shards"), ("dtype", "--dtype")):
         if getattr(args, flag) is not None:
@@ -120,6 +154,13 @@ def run(args: argparse.Namespace) -> str:
     amount = None if budget is None else amounts.parse_budget(budget)
     config = config_from_args(args)
     step = step_from_args(args, moe=registry.family_of(config).trains_experts)
+    timing = timing_from_args(args, step)
+    device = None
+    if timing is not None:
+        from dcsim.serving import catalog
+
+        device = catalog.get_accelerator(timing["device"])
+        amount = device.bytes
     report = count_params(config)
     memory = compute_memory(report, mesh, strategy, rules, setup)
     traced = None
@@ -146,7 +187,10 @@ def run(args: argparse.Namespace) -> str:
     if args.verify:
         verified = verify.verify(memory)
         if step is not None and traced is not None:
-            stepped = verify_step.verify_step(memory, config.to_json(), step, traced.bytes_per_device)
+            counted = None if traced.flops is None else traced.flops.hardware
+            stepped = verify_step.verify_step(
+                memory, config.to_json(), step, traced.bytes_per_device, dcsim_flops=counted
+            )
     if args.format == "csv":
         return state_arrays_csv(memory.arrays)
     footprint = TrainingReport.of(memory, None if traced is None else traced.bytes_per_device, amount)
@@ -159,6 +203,55 @@ def run(args: argparse.Namespace) -> str:
         traced=traced,
         stepped=stepped,
     )
+    time = None
+    if device is not None and traced is not None and timing is not None:
+        from dcsim.speed import estimate
+
+        time = estimate.training_time(
+            config,
+            report,
+            memory,
+            traced,
+            device,
+            devices_per_host=timing["devices_per_host"],
+            tokens=timing["tokens"],
+            price=timing["price"],
+        )
     if args.format == "json":
-        return json.dumps(memory_record(result), indent=2) + "\n"
-    return render_memory_table(result)
+        record = memory_record(result)
+        if device is not None:
+            record["time"] = None if time is None or step is None else estimate.record(time, config, report, step)
+        return json.dumps(record, indent=2) + "\n"
+    text = render_memory_table(result)
+    if device is not None:
+        text += _time_lines(time)
+    return text
+
+
+def _time_lines(time: Any) -> str:
+    """The step's time under the table: the point, its band, what it leaves out; the collectives a
+    device runs; a run's days, device-hours and cost."""
+    if time is None:
+        return "step time: give --sequence to time a step (the device's memory is the budget)\n"
+    from dcsim.speed.collectives import comm_record
+
+    lines = [
+        "",
+        time.text,
+        f"  compute {time.compute_seconds:.3g} s ({time.flops.hardware:,} FLOPs a device, matmul efficiency "
+        f"{time.matmul_efficiency:g}), memory {time.memory_seconds:.3g} s ({time.hbm_bytes:,} bytes), communication "
+        f"{time.comm_seconds:.3g} s ({time.exposed_comm_seconds:.3g} s exposed)",
+    ]
+    for row in comm_record(time.collectives):
+        where = "inside a host" if row["inside_host"] else "across hosts"
+        lines.append(
+            f"  {row['kind']:<15} over {row['axis']:<14} {row['calls']:>5} calls  {row['bytes']:,} bytes ({where})"
+        )
+    if time.run is not None:
+        run = time.run
+        cost = "" if run.cost is None else f", cost {run.cost:.4g} at {run.price_per_device_hour:g} a device-hour"
+        lines.append(
+            f"run (estimate): {run.tokens:,} tokens in {run.steps:,} steps: {run.seconds / 86400:.3g} days, "
+            f"{run.device_hours:.4g} device-hours{cost}"
+        )
+    return "\n".join(lines) + "\n"

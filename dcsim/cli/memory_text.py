@@ -274,7 +274,34 @@ def _step_lines(stepped: Any) -> list[str]:
         "  A CPU compile keeps transients of the backward that are not residuals (the float32 logits' gradient, "
         "each layer's temporaries); TPU and GPU compiles assign buffers and rematerialise differently.",
         *_buffer_lines(stepped.largest_buffers),
+        *_xla_work_lines(stepped),
     ]
+
+
+def _xla_work_lines(stepped: Any) -> list[str]:
+    """XLA's FLOPs a device and its collectives by kind, axis and shapes (``--verify``)."""
+    from dcsim.memory.verify_step import collective_counts
+
+    lines = []
+    if stepped.flops is not None:
+        lines.append(
+            f"  XLA's FLOPs a device        {stepped.flops:,}  (cost_analysis of the compiled step, the optimizer's "
+            "update included)"
+        )
+    if stepped.dcsim_flops is not None and stepped.flops:
+        lines.append(
+            f"  dcsim's FLOPs a device      {stepped.dcsim_flops:,}  "
+            f"({stepped.dcsim_flops / stepped.flops:.3f}x XLA's: dcsim counts the forward, backward and recompute, "
+            "not the optimizer's update; XLA counts a scan's body once, flash attention's backward loop included)"
+        )
+    counts = collective_counts(stepped.collectives)
+    if counts:
+        lines.append("  XLA's collectives (ops, kind, mesh axes, result shapes; CPU compiles promote bf16 to f32):")
+        lines += [
+            f"    {row['ops']:>4}  {row['kind']:<18} {row['axis'] or '-':<14} {', '.join(row['shapes'])[:90]}"
+            for row in counts
+        ]
+    return lines
 
 
 def _buffer_lines(largest: Any) -> list[str]:

@@ -15,6 +15,7 @@ from dcsim.model.count import count_params
 from dcsim.quantities import units
 from dcsim.quantities.amounts import parse_budget
 from dcsim.requests.serving import SERVING
+from dcsim.requests.timing import TIMING
 from dcsim.serving import catalog, records, search
 from dcsim.serving.engine import ServingReport, compute_serving, default_context
 from dcsim.serving.request import (
@@ -38,6 +39,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     SERVING.add_arguments(command, ("kv", "context", "concurrency", "source"))
     SERVING.add_arguments(command.add_argument_group("the budget a device has (one of)"), ("devmem", "device"))
     SERVING.add_arguments(command, ("reserve", "fullwin"))
+    TIMING.add_arguments(
+        command.add_argument_group("the decode speed (an estimate, with --device; docs/time.md)"), ("prompt", "dph")
+    )
     command.add_argument(
         "--verify",
         action="store_true",
@@ -172,6 +176,21 @@ def run(args: argparse.Namespace) -> str:
         verify.check_verifiable(served)
         verified = verify.verify(served)
     found = search.smallest_mesh(config, serving, report)
+    speed = None
+    curve: list[Any] = []
+    no_speed = None  # why a device's budget comes without its speed (a figure the catalog lacks)
+    if serving.device is not None:
+        from dcsim.speed import serving as speeds  # the decode speed: only with a device's speeds
+
+        prompt, dph = (int(str(TIMING.from_flag(args, link))) for link in ("prompt", "dph"))
+        try:
+            accelerator = catalog.get_accelerator(serving.device)
+            speed = speeds.decode_speed(served, config, report, accelerator, prompt, dph)
+            curve = speeds.speed_curve(served, config, report, accelerator, prompt, dph)
+        except ValueError as err:  # the budget stands as before; the speed says what it lacks
+            no_speed = f"no decode speed: {err}"
+    elif args.prompt != TIMING["prompt"].flag_default or args.devices_per_host != TIMING["dph"].flag_default:
+        raise UsageError("--prompt and --devices-per-host: for the decode speed; give --device too")
     written = None
     if args.write is not None:
         from dcsim.quant import write
@@ -183,8 +202,16 @@ def run(args: argparse.Namespace) -> str:
             record["xla"] = verify.verify_record(verified)
         if written is not None:
             record["written"] = written.to_dict()
+        if serving.device is not None:
+            record["time"] = None if speed is None else speeds.speed_record(speed)
+            if speed is not None:
+                record["time"]["curve"] = [dataclasses.asdict(point) for point in curve]
+            if no_speed is not None:
+                record["time_note"] = no_speed
         return json.dumps(record, indent=2) + "\n"
     text = render_table(served, found, verified)
+    if speed is not None or no_speed is not None:
+        text += f"{speed.text if speed is not None else no_speed}\n"
     if written is not None:
         text += written_text(written)
     return text

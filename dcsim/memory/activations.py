@@ -49,6 +49,7 @@ import jax.numpy as jnp
 # The step's request and its checks are JAX-free (``dcsim.memory.step``), the paper's formula too
 # (``dcsim.memory.formula``), and the jaxpr's residuals and FLOPs are ``dcsim.memory.residuals``';
 # their names stay importable from here, where the trace that uses them is.
+from dcsim.memory.flops import StepFlops
 from dcsim.memory.formula import formula_note as formula_note
 from dcsim.memory.formula import korthikanti_bytes as korthikanti_bytes
 from dcsim.memory.residuals import Dim as Dim
@@ -137,6 +138,7 @@ class ActivationReport:
     seconds: float
     routed: bool = False  # the model has routed experts (dispatched as ``step.dispatch_text`` says)
     recompute_fraction: float | None = None  # the policy's extra block FLOPs over the no-remat step's
+    flops: StepFlops | None = None  # the device's step by part (``with_recompute``)
 
     @property
     def blocks_bytes(self) -> int:
@@ -227,6 +229,7 @@ def trace_activations(
         seconds=time.perf_counter() - start,
         routed=registry.family_of(config).trains_experts,
         recompute_fraction=traced.recompute_at(b, s),
+        flops=traced.flops_at(b, s),
     )
 
 
@@ -240,6 +243,32 @@ class _StepTrace:
     outside_names: str
     loss: tuple[Saved, ...]
     recompute_flops: tuple[Dim, Dim] | None  # a block's step FLOPs without and with the policy, if asked
+    # Each traced block's (forward, step without remat, step with the policy) FLOPs, and the part
+    # outside the blocks with the loss (forward, step), if asked; the policy applies to blocks only.
+    block_flops: Mapping[str, tuple[Dim, Dim, Dim]] | None = None
+    outside_flops: tuple[Dim, Dim] | None = None
+    tensor_parallel: int = 1
+
+    def flops_at(self, micro_batch: int, sequence: int) -> StepFlops | None:
+        """The whole step's FLOPs on a device, every block counted (each repeats its traced one)."""
+        if self.block_flops is None or self.outside_flops is None:
+            return None
+        env = {"b": micro_batch, "s": sequence}
+        forward, plain, remat = (_size(flops, env) for flops in self.outside_flops + self.outside_flops[1:])
+        for run in self.runs:
+            last = min(len(run.members), families.TRACED_PER_RUN) - 1
+            for index in range(len(run.members)):
+                block = self.block_flops[run.path(min(index, last))]
+                forward, plain, remat = (
+                    total + _size(flops, env) for total, flops in zip((forward, plain, remat), block, strict=True)
+                )
+        return StepFlops(
+            forward=forward,
+            backward=plain - forward,
+            recompute=remat - plain,
+            tokens=micro_batch * sequence,
+            tensor_parallel=self.tensor_parallel,
+        )
 
     def recompute_at(self, micro_batch: int, sequence: int) -> float | None:
         """What the policy recomputes, as a fraction of a block's step FLOPs without remat."""
@@ -311,11 +340,17 @@ def _trace_step(
     # Members built the same (equal modules on equal inputs: a decoder's first block and its
     # second) are traced once; counting's rule traces both in case the first differs.
     alike: dict[Any, tuple[Saved, ...]] = {}
+    alike_of: dict[str, Any] = {}
+    block_flops: dict[str, tuple[Dim, Dim, Dim]] = {}
     for path, (block, args) in found.items():
         same = (block, tuple((arg.shape, str(arg.dtype)) for arg in args), jax.tree_util.tree_structure(params[path]))
         if same in alike:
             traced[path] = alike[same]
+            if with_recompute:
+                block_flops[path] = next(block_flops[other] for other in block_flops if alike_of[other] == same)
+            alike_of[path] = same
             continue
+        alike_of[path] = same
 
         def apply(p: Any, x: Any, block: nn.Module = block) -> Any:
             return block.apply({**p[1], "params": _cast(p[0], compute)}, x)
@@ -324,10 +359,12 @@ def _trace_step(
         fn = apply if policy is None else jax.checkpoint(apply, policy=policy)
         held = (params[path], {name: tree[path] for name, tree in others.items() if path in tree})
         traced[path] = alike[same] = saved_shapes(fn, held, x, split=block_split, sequence=s, micro_batch=b)
-        if with_recompute and recompute is None:
-            recompute = (0, 0)  # no policy: nothing recomputed
-            if policy is not None:
-                recompute = (step_flops(apply, held, x), step_flops(fn, held, x))
+        if with_recompute:
+            plain = step_flops(apply, held, x)
+            remat = plain if policy is None else step_flops(fn, held, x)
+            block_flops[path] = (jaxpr_flops(jax.make_jaxpr(apply)(held, x).jaxpr), plain, remat)
+            if recompute is None:
+                recompute = (0, 0) if policy is None else (plain, remat)
     # Outside the blocks: the same model with none (the embedding, the final norm, the output layer).
     bare = registry.get(family).without_blocks(local)
     outer, _ = families.build_family(family, bare, 1, forward=forward)
@@ -348,6 +385,20 @@ def _trace_step(
         micro_batch=b,
     )
     names = ", ".join(name for name in ("embed", "final_norm", "lm_head") if name in outer_params)
+    outside_flops = None
+    if with_recompute:
+
+        def head_loss(p: Any, ids: Any) -> Any:
+            return cross_entropy(logits_of(p, ids), ids)
+
+        def head_step(p: Any, ids: Any) -> Any:
+            loss_value, pullback = jax.vjp(lambda q: head_loss(q, ids), p)
+            return pullback(jnp.ones_like(loss_value))
+
+        outside_flops = (
+            jaxpr_flops(jax.make_jaxpr(head_loss)(outer_params, tokens).jaxpr),
+            jaxpr_flops(jax.make_jaxpr(head_step)(outer_params, tokens).jaxpr),
+        )
     return _StepTrace(
         runs=tuple(runs),
         blocks=traced,
@@ -355,6 +406,9 @@ def _trace_step(
         outside_names=names,
         loss=loss,
         recompute_flops=recompute,
+        block_flops=block_flops if with_recompute else None,
+        outside_flops=outside_flops,
+        tensor_parallel=t,
     )
 
 

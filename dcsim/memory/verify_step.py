@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from dcsim.memory import buffers, verify
+from dcsim.memory import buffers, hlo_collectives, verify
 from dcsim.memory.state import MemoryReport
 from dcsim.sharding.wire import mesh_json, spec_json
 
@@ -45,6 +45,11 @@ class StepVerified:
     # the largest arrays the compiled step makes (``dcsim.memory.buffers``), largest first: what
     # XLA keeps that dcsim does not count shows here first
     largest_buffers: tuple[buffers.XlaBuffer, ...] = ()
+    # ``cost_analysis()``'s FLOPs of one device's program (the optimizer's update included), and the
+    # collectives of its optimised HLO on the mesh's axes (``dcsim.memory.hlo_collectives``)
+    flops: int | None = None
+    dcsim_flops: int | None = None  # dcsim's hardware FLOPs of the same step on a device, when counted
+    collectives: tuple[hlo_collectives.HloCollective, ...] = ()
 
     @property
     def peak_bytes(self) -> int:
@@ -104,6 +109,7 @@ def verify_step(
     step: Any,
     activations_bytes: int,
     timeout_seconds: float | None = None,
+    dcsim_flops: int | None = None,
 ) -> StepVerified:
     """Compile the training step in a child and read XLA's bytes a device; raises ValueError (a
     bound) or ``verify.VerifyFailed`` (the child failed or overran)."""
@@ -121,9 +127,17 @@ def verify_step(
         largest = tuple(buffers.buffer_from_record(record) for record in records)
     except ValueError as err:
         raise verify.VerifyFailed(f"the {JOB_NAME} answered no largest buffers XLA assigns: {err}") from None
+    flops = result.get("flops")
+    try:
+        found = tuple(hlo_collectives.collective_from_record(record) for record in result.get("collectives") or [])
+    except ValueError as err:
+        raise verify.VerifyFailed(f"the {JOB_NAME} answered no collectives: {err}") from None
     return StepVerified(
         **sizes,
         largest_buffers=largest,
+        flops=flops if isinstance(flops, int) and flops >= 0 else None,
+        dcsim_flops=dcsim_flops,
+        collectives=found,
         dcsim_bytes=memory.total_bytes_per_device + activations_bytes,
         seconds=elapsed,
     )
@@ -141,4 +155,17 @@ def step_record(verified: StepVerified) -> dict[str, Any]:
         "step_seconds": round(verified.seconds, 3),
         "step_compile": "CPU (virtual devices): buffer assignment and rematerialisation differ on TPU and GPU",
         "step_largest_buffers": [buffers.buffer_record(buffer) for buffer in verified.largest_buffers],
+        "step_flops_per_device": verified.flops,
+        "dcsim_flops_per_device": verified.dcsim_flops,
+        "step_collectives": collective_counts(verified.collectives),
     }
+
+
+def collective_counts(found: tuple[hlo_collectives.HloCollective, ...]) -> list[dict[str, Any]]:
+    """XLA's collectives by kind, axis and shapes, with how many ops have them, most first."""
+    counted: dict[tuple[str, str, tuple[str, ...]], int] = {}
+    for row in found:
+        key = (row.kind, row.axis, row.shapes)
+        counted[key] = counted.get(key, 0) + 1
+    ordered = sorted(counted.items(), key=lambda item: (-item[1], item[0]))
+    return [{"kind": k, "axis": a, "shapes": list(s), "ops": n} for (k, a, s), n in ordered]

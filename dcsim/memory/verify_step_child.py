@@ -6,7 +6,8 @@ update, a master copy when the setup keeps one) on a real ``jax.sharding.Mesh`` 
 devices, with the state's shardings from dcsim's layout and the batch split over the data axes,
 the state donated; it lowers and compiles the step, never runs it, and reports
 ``compiled.memory_analysis()``'s argument, output, temporary and aliased bytes of one device, with
-the largest buffers of its optimised HLO (``dcsim.memory.buffers``).
+the largest buffers of its optimised HLO (``dcsim.memory.buffers``), its ``cost_analysis()``
+FLOPs (one device's program) and its collectives (``dcsim.memory.hlo_collectives``).
 
 The request: ``config`` (the configuration's JSON), ``step`` (``dcsim.memory.activations.Step``'s
 fields), ``training`` (optimizer, param, grad and master dtypes), ``mesh`` ``[[axis, size], ...]``
@@ -24,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 
-from dcsim.memory import buffers
+from dcsim.memory import buffers, hlo_collectives
 from dcsim.runtime import workers
 from dcsim.sharding.wire import device_mesh, spec_from_json
 
@@ -143,10 +144,15 @@ def step_memory(request: dict[str, Any], progress: TextIO) -> dict[str, Any]:
         params, master, state, tokens
     )
     analysis, compiled = workers.compiled_memory_analysis(lowered, progress, "the compiled step")
-    largest = buffers.largest_buffers(compiled.as_text() or "")
+    text = compiled.as_text() or ""
+    largest = buffers.largest_buffers(text)
+    cost = compiled.cost_analysis() or {}
+    found = hlo_collectives.collectives(text, [(name, int(mesh.shape[name])) for name in mesh.axis_names])
     return {
         **analysis,
         "largest_buffers": [buffers.buffer_record(buffer) for buffer in largest],
+        "flops": int(cost.get("flops", -1)),
+        "collectives": [hlo_collectives.collective_record(row) for row in found],
         "num_devices": mesh.size,
         "global_batch": batch,
     }

@@ -6,10 +6,11 @@ from __future__ import annotations
 from dcsim.requests import Request
 from dcsim.requests.checkpoint_plan import CHECKPOINT_PLAN
 from dcsim.requests.serving import SERVING
+from dcsim.requests.timing import TIMING
 from dcsim.requests.training import TRAINING
 from dcsim.requests.weights import WEIGHTS
 
-REQUESTS: tuple[Request, ...] = (TRAINING, SERVING, WEIGHTS, CHECKPOINT_PLAN)
+REQUESTS: tuple[Request, ...] = (TRAINING, SERVING, WEIGHTS, CHECKPOINT_PLAN, TIMING)
 
 
 def _cell(text: str) -> str:

@@ -7,6 +7,12 @@ rest held by firmware and the driver; the reserve is for that). Each row says wh
 wrote, which unit it means, the bytes dcsim takes and where the figure comes from, so a reader can
 disagree with a row rather than with an unnamed constant. Google states TPU memory in GiB outright.
 The rows are data, in ``catalog.json`` beside this module, each checked as it is read.
+
+Speeds (``dcsim.speed`` reads them) are dense peaks, never the "with sparsity" figures vendors print
+first, in decimal units (TB/s is 10**12 bytes a second), each device's link rate one way: a
+vendor's "NVLink 900GB/s" counts both directions, so 450 GB/s each way. A row without a figure
+(no FP8 on an A100, no scale-out link stated for a PCIe card) has null, and a time that needs it
+is refused by name.
 """
 
 from __future__ import annotations
@@ -29,6 +35,14 @@ class Accelerator:
       unit: what the vendor's unit means here (``GiB``: 2**30 bytes).
       bytes: the bytes dcsim uses, an exact int.
       source: where the figure comes from.
+      bf16_flops_per_second, fp8_flops_per_second, int8_ops_per_second: dense peaks (null where
+        the device has no such unit).
+      hbm_bytes_per_second: the memory's bandwidth.
+      scale_up_bytes_per_second: a device's link inside its host or pod slice (NVLink, Infinity
+        Fabric, ICI), one direction.
+      scale_out_bytes_per_second: a device's share of its host's network (InfiniBand, DCN), one
+        direction.
+      speed_source: where the speeds come from.
     """
 
     name: str
@@ -37,6 +51,33 @@ class Accelerator:
     unit: str
     bytes: int
     source: str
+    bf16_flops_per_second: int | None = None
+    fp8_flops_per_second: int | None = None
+    int8_ops_per_second: int | None = None
+    hbm_bytes_per_second: int | None = None
+    scale_up_bytes_per_second: int | None = None
+    scale_out_bytes_per_second: int | None = None
+    speed_source: str | None = None
+
+    def peak_flops(self, dtype: str) -> int:
+        """The dense peak for a matmul's dtype (``bfloat16``/``float16``: bf16's; ``float8``;
+        ``int8``); ValueError naming the device and the dtype where the row has none."""
+        column = {"bfloat16": "bf16_flops_per_second", "float16": "bf16_flops_per_second"}.get(dtype)
+        column = column or {"float8": "fp8_flops_per_second", "int8": "int8_ops_per_second"}.get(dtype)
+        value = None if column is None else getattr(self, column)
+        if value is None:
+            raise ValueError(f"the device {self.name} has no dense peak for {dtype} in dcsim's catalog")
+        return int(value)
+
+    def speed(self, column: str) -> int:
+        """A speed column's figure; ValueError naming the device and the figure where it is null."""
+        value = getattr(self, column)
+        if value is None:
+            raise ValueError(
+                f"the device {self.name} has no {column.replace('_', ' ')} figure in dcsim's catalog; "
+                "choose another --device"
+            )
+        return int(value)
 
 
 _ROWS = shipped.as_rows(Accelerator, shipped.load(__file__, "catalog.json"), "dcsim/serving/catalog.json")

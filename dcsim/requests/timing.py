@@ -1,0 +1,42 @@
+"""The step time's request (``memory`` and ``serve``): which mesh axes run inside a host, a training
+run's tokens and price, a serving request's prompt. The accelerator is ``serve``'s ``--device``
+(the Serving page's ``device`` key), which ``memory`` takes too: its speeds and its memory."""
+
+from __future__ import annotations
+
+from dcsim.inputs import number_from_text
+from dcsim.requests import Request, count, declared
+from dcsim.speed import system
+
+DEFAULT_PROMPT = 128
+
+
+def _tokens(text: str, name: str) -> str:
+    return str(system.check_tokens(number_from_text(text.strip()), name))
+
+
+def _price(text: str, name: str) -> str:
+    return f"{system.check_price(number_from_text(text.strip()), name):g}"
+
+
+TIMING = Request(
+    name="timing",
+    title="The step time's keys",
+    faces="`memory` (`dph`, `tokens`, `price`) and `serve` (`dph`, `prompt`); the pages do not read them yet",
+    fields=declared(
+        "timing",
+        {
+            "dph": count(system.MAX_DEVICES_PER_HOST),
+            "tokens": _tokens,
+            "price": _price,
+            "prompt": count(system.MAX_PROMPT),
+        },
+        words={
+            "default_dph": system.DEFAULT_DEVICES_PER_HOST,
+            "max_dph": system.MAX_DEVICES_PER_HOST,
+            "default_prompt": DEFAULT_PROMPT,
+            "max_prompt": system.MAX_PROMPT,
+        },
+    ),
+    notes="`memory` takes `--device` as `serve` does: a catalog accelerator, its speeds and its memory as the budget.",
+)

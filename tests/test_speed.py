@@ -1,0 +1,225 @@
+"""A training step's time and a serving replica's speed (``dcsim.speed``): the efficiencies' steps,
+which axes run inside a host, the band's order, a run's arithmetic, the decode step's bounds, and
+the command line's ``time`` object and refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import refused_in_one_line, run_cli
+from dcsim.memory import activations as act
+from dcsim.memory import training
+from dcsim.memory.state import compute_memory
+from dcsim.model.config import ModelConfig
+from dcsim.model.count import count_params
+from dcsim.serving import catalog
+from dcsim.sharding.meshes import MeshSpec
+from dcsim.speed import estimate, system
+
+GPT2 = ModelConfig(preset="gpt2-small", overrides={"vocab_size": 50304})
+H100 = catalog.get_accelerator("h100-sxm")
+
+
+def test_calculons_efficiencies_by_size():
+    assert system.matmul_efficiency(200 * 10**9) == 0.95
+    assert system.matmul_efficiency(16 * 10**9) == 0.90
+    assert system.matmul_efficiency(10**9) == 0.60
+    assert system.matmul_efficiency(10**6) == 0.10
+    assert system.hbm_efficiency(10**8) == 0.90 and system.hbm_efficiency(5 * 10**6) == 0.60
+
+
+@pytest.mark.parametrize(
+    ("axes", "names", "per_host", "inside"),
+    [
+        ((("data", 64), ("model", 8)), ["model"], 8, True),
+        ((("data", 64), ("model", 8)), ["data"], 8, False),
+        ((("data", 2), ("model", 4)), ["data"], 8, True),
+        ((("model", 8), ("data", 2)), ["model"], 8, False),  # model=8 x the 2 after it: 16 devices
+    ],
+)
+def test_an_axis_runs_inside_a_host_when_it_and_the_axes_after_it_fit(axes, names, per_host, inside):
+    assert system.inside_host(axes, names, per_host) is inside
+
+
+DP_TP = MeshSpec((("data", 2), ("model", 2)))
+
+
+def timed(mesh=DP_TP, zero=3, tokens=None, price=None, **step):
+    report = count_params(GPT2)
+    strategy = "megatron" if "model" in mesh.names else "fsdp"
+    memory = compute_memory(report, mesh, strategy, (), training.Training.stage(zero))
+    traced = act.cached_trace(GPT2, act.Step(**({"sequence": 1024} | step)), "bfloat16", mesh, with_recompute=True)
+    return estimate.training_time(GPT2, report, memory, traced, H100, tokens=tokens, price=price)
+
+
+@pytest.mark.parametrize("zero", [0, 3])
+@pytest.mark.parametrize("remat", ["none", "full"])
+def test_the_roofline_the_band_and_the_point_in_order(zero, remat):
+    time = timed(zero=zero, remat=remat, micro_batch=2)
+    assert 0 < time.roofline_seconds <= time.step_seconds_low <= time.step_seconds <= time.step_seconds_high
+    assert time.step_seconds_high == pytest.approx(time.compute_seconds + time.memory_seconds + time.comm_seconds)
+    assert time.step_seconds_low == max(time.compute_seconds, time.memory_seconds, time.comm_seconds)
+    assert 0 < time.mfu <= time.hfu < 1
+
+
+def test_mfu_is_the_models_flops_over_the_time_and_the_peak():
+    """MFU by hand from the record's own figures: the model's FLOPs a token x the step's tokens, a
+    device's share, over the step time and the peak."""
+    time = timed(micro_batch=2)
+    by_hand = time.model_flops_per_token * (2 * 2 * 1024) / 4 / time.step_seconds / 989_400_000_000_000
+    assert time.global_tokens == 2 * 2 * 1024  # two replicas of two sequences
+    assert time.mfu == pytest.approx(by_hand)
+
+
+def test_a_run_in_steps_days_and_device_hours():
+    time = timed(tokens=10**9, price=2.0)
+    run = time.run
+    assert run.steps == -(-(10**9) // (2 * 1024))
+    assert run.seconds == pytest.approx(run.steps * time.step_seconds)
+    assert run.device_hours == pytest.approx(run.seconds * 4 / 3600)
+    assert run.cost == pytest.approx(2 * run.device_hours)
+
+
+def test_tensor_parallel_communication_is_exposed_and_data_parallel_hidden():
+    """At one data-parallel replica nothing hides; the tensor axis's all-reduces show in full."""
+    tp = timed(mesh=MeshSpec((("model", 4),)))
+    assert tp.exposed_comm_seconds == pytest.approx(tp.comm_seconds)
+    dp = timed(mesh=MeshSpec((("data", 4),)), micro_batch=4)
+    assert dp.comm_seconds > 0 and dp.exposed_comm_seconds < dp.comm_seconds
+
+
+def test_memory_writes_the_time_object_with_the_issues_keys(capsys):
+    flags = ("--mesh", "data=4", "--sequence", "1024", "--device", "h100-sxm", "--tokens", "1e9")
+    code, out, _ = run_cli(capsys, "memory", "--preset", "gpt2-small", "--format", "json", *flags)
+    assert code == 0
+    record = json.loads(out)
+    time = record["time"]
+    for key in (
+        "flops_per_step_per_device",
+        "model_flops_per_token",
+        "comm_bytes_per_device",
+        "compute_seconds",
+        "memory_seconds",
+        "comm_seconds",
+        "step_seconds",
+        "step_seconds_low",
+        "step_seconds_high",
+        "roofline_seconds",
+        "mfu",
+        "tokens_per_second",
+        "run_seconds",
+        "device_hours",
+    ):
+        assert key in time, key
+    assert {(row["kind"], row["axis"]) for row in time["comm_bytes_per_device"]} == {
+        ("all-gather", "data"),
+        ("reduce-scatter", "data"),
+    }
+    assert record["footprint"]["budget_bytes"] == H100.bytes  # the device's memory is the budget
+    assert time["approximations_per_token"]["matmul_params"] == 123_653_376
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--tokens", "0"], "`--tokens` must be an integer from 1 to 1,000,000,000,000,000,000"),
+        (["--tokens", "1e9", "--price", "-1"], "`--price` must be a price a device-hour, a number at least 0, got -1"),
+        (["--device", "tpu-v9"], "unknown device 'tpu-v9'"),
+        (["--devices-per-host", "0"], "`--devices-per-host` must be an integer from 1 to 65,536, got '0'"),
+        (["--budget", "80GiB"], "--budget and --device both give the budget"),
+        (["--mesh", "data=2,stage=2"], "the step's time does not model training pipeline stages yet"),
+    ],
+)
+def test_memory_refuses_bad_time_flags_in_one_line(capsys, flags, message):
+    base = ["memory", "--preset", "gpt2-small", "--mesh", "data=2", "--sequence", "512", "--device", "h100-sxm"]
+    assert message in refused_in_one_line(capsys, *base, *flags)
+
+
+def test_a_run_needs_a_step_and_a_device(capsys):
+    line = refused_in_one_line(capsys, "memory", "--preset", "gpt2-small", "--mesh", "data=2", "--tokens", "1e9")
+    assert "--tokens: for a run's time; give --sequence and --device too" in line
+
+
+def test_a_device_without_a_link_figure_is_refused_by_name(capsys):
+    flags = ("--mesh", "data=2,model=2", "--sequence", "512", "--device", "l4")
+    line = refused_in_one_line(capsys, "memory", "--preset", "gpt2-small", *flags)
+    assert "the device l4 has no scale up bytes per second figure" in line
+
+
+def test_serve_writes_the_decode_speed(capsys):
+    """Llama 3.1 8B in bfloat16 on one H100 at one sequence: a decode step reads the 16 GB of weights
+    and the cache, memory-bound, so the step is at least the weights over 3.35 TB/s."""
+    flags = ("--device", "h100-sxm", "--context", "256", "--format", "json")
+    record = json.loads(run_cli(capsys, "serve", "--preset", "llama3.1-8b", *flags)[1])
+    time = record["time"]
+    weights = record["weights_bytes_per_device"]
+    assert time["decode_step_seconds"] >= weights / 3.35e12
+    assert time["memory_seconds"] > time["compute_seconds"]
+    assert time["tokens_per_second_per_sequence"] == pytest.approx(1 / time["decode_step_seconds"], rel=1e-5)
+    assert time["time_to_first_token_seconds"] > 0 and time["prompt"] == 128
+
+
+def test_serve_keeps_a_devices_budget_when_its_speed_lacks_a_figure(capsys):
+    """An L4 has no NVLink: serve on model=2 still answers with its memory, as before the speeds, and
+    says why there is no decode speed instead of refusing."""
+    flags = ("--mesh", "model=2", "--device", "l4", "--format", "json")
+    code, out, _ = run_cli(capsys, "serve", "--preset", "llama3.1-8b", *flags)
+    record = json.loads(out)
+    assert code == 0 and record["budget_bytes"] == catalog.get_accelerator("l4").bytes
+    assert record["time"] is None and "l4 has no scale up bytes per second figure" in record["time_note"]
+
+
+def test_the_throughput_latency_curve_up_to_the_memory_limit():
+    """Llama 2 7B in bfloat16 on one H100 at 4,096 tokens: doubling sequences up to serve's own most
+    (29), each step slower and each device faster; a point at the report's own concurrency reads the
+    engine's cache bytes exactly."""
+    import dataclasses
+
+    from dcsim.serving.engine import compute_serving
+    from dcsim.serving.request import Serving
+    from dcsim.speed import serving as speeds
+
+    config = ModelConfig(preset="llama2-7b")
+    params = count_params(config)
+    request = Serving(mesh=MeshSpec((("data", 1),)), device="h100-sxm", context=4096)
+    report = compute_serving(config, request, params)
+    curve = speeds.speed_curve(report, config, params, H100, 128)
+    assert [point.concurrency for point in curve] == [1, 2, 4, 8, 16, report.max_concurrency] == [1, 2, 4, 8, 16, 29]
+    latencies = [point.inter_token_latency_seconds for point in curve]
+    throughputs = [point.tokens_per_second_per_device for point in curve]
+    assert latencies == sorted(latencies) and throughputs == sorted(throughputs)
+    at_most = compute_serving(config, dataclasses.replace(request, concurrency=29), params)
+    engine = speeds.decode_speed(at_most, config, params, H100, 128)
+    scaled = speeds.decode_speed(report, config, params, H100, 128, sequences=29)
+    assert engine.bytes_read_per_device == scaled.bytes_read_per_device
+    assert engine.decode_step_seconds == scaled.decode_step_seconds
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "message"),
+    [
+        ("tokens", "0", "`tokens` must be an integer from 1"),
+        ("tokens", "1e400", "`tokens` must be"),
+        ("tokens", "many", "`tokens` must be"),
+        ("price", "nan", "`price` must be a price a device-hour, a number at least 0"),
+        ("price", "-inf", "`price` must be a price a device-hour, a number at least 0"),
+        ("dph", "1e9", "`dph` must be an integer from 1 to 65,536"),
+        ("prompt", "2.5", "`prompt` must be"),
+    ],
+)
+def test_a_hostile_timing_link_value_is_named_and_the_default_kept(key, text, message):
+    from dcsim.requests.timing import TIMING
+
+    values, problems = TIMING.decode({key: text})
+    assert values[key] == TIMING[key].default
+    assert len(problems) == 1 and problems[0].startswith(f"`{key}`") and message in problems[0]
+
+
+def test_timing_link_values_read_as_the_flags_do():
+    from dcsim.requests.timing import TIMING
+
+    values, problems = TIMING.decode({"tokens": "15.6e12", "price": "2.50", "dph": "4", "prompt": "1e3"})
+    assert problems == []
+    assert values == {"dph": "4", "tokens": "15600000000000", "price": "2.5", "prompt": "1000"}
