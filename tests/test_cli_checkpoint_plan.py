@@ -106,7 +106,7 @@ def test_hostile_link_values_are_named_and_replaced_by_the_default():
 @pytest.mark.parametrize(
     ("key", "text", "message"),
     [
-        ("perhost", "0", "`perhost` must be an integer from 1"),
+        ("dph", "0", "`dph` must be an integer from 1"),
         ("policy", "fast", "`policy` must be one of single-replica, replica-parallel, dcp, got 'fast'"),
         ("wbw", "0GB/s", "`wbw` must be above 0 bytes a second"),
         ("sbw", "-5GB/s", "`sbw` must be a bandwidth"),

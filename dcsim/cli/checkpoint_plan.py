@@ -26,7 +26,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     TRAINING.add_arguments(command, ("param", "grad", "master"))
     # The plan's flags, declared with their link keys (dcsim.requests.checkpoint_plan.CHECKPOINT_PLAN).
     groups = (
-        ("hosts and writers", ("perhost", "pdevice", "policy", "minslice", "maxrep")),
+        ("hosts and writers", ("dph", "pdevice", "policy", "minslice", "maxrep")),
         ("storage and time (estimates)", ("storage", "wbw", "sbw", "async", "mttf", "restart", "keep")),
         ("restore onto another mesh", ("rmesh", "rstrategy")),
     )
@@ -59,7 +59,7 @@ def request_from_args(args: argparse.Namespace) -> Any:
         for link, field in (("wbw", "--write-bandwidth"), ("sbw", "--storage-bandwidth"))
     )
     return PlanRequest(
-        devices_per_host=int(text("perhost")),
+        devices_per_host=int(text("dph")),
         device=given["pdevice"],
         policy=given["policy"],
         storage=storage.typed_storage(storage.get_storage(text("storage")), write, aggregate),

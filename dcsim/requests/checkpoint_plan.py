@@ -13,6 +13,7 @@ from dcsim.inputs import as_int, number_from_text, show
 from dcsim.requests import MESH_KEYS, Request, count, declared, switch, ticked
 from dcsim.serving import catalog
 from dcsim.sharding import layout, meshes
+from dcsim.speed import system
 
 RESTORE_STRATEGIES = tuple(name for name in layout.STRATEGIES if name != "custom")
 PLAN_MESH = "data=64"  # the page's default training mesh: 8 hosts of 8
@@ -104,7 +105,7 @@ CHECKPOINT_PLAN = Request(
         {
             "pmesh": _plan_mesh,
             "pzero": _stage,
-            "perhost": count(meshes.MAX_MESH_DEVICES),
+            "dph": count(system.MAX_DEVICES_PER_HOST),  # the Memory page's `dph`: one key, one limit
             "pdevice": _device,
             "policy": _policy,
             "storage": _storage,
@@ -137,6 +138,6 @@ CHECKPOINT_PLAN = Request(
         },
     ),
     notes="`rstrategy` applies with `rmesh` only; `async` needs a `pdevice` whose host link the catalog states. The "
-    "page reads `pmesh`, `pzero`, `perhost`, `pdevice`, `policy`, `storage`, `async` and `rmesh` (with `optim` and "
+    "page reads `pmesh`, `pzero`, `dph`, `pdevice`, `policy`, `storage`, `async` and `rmesh` (with `optim` and "
     "`master`); the other keys are the command line's for now.",
 )

@@ -166,10 +166,6 @@ def decode_speed(
     )
 
 
-def _seconds(value: float) -> float:
-    return float(f"{value:.6g}")
-
-
 def speed_record(speed: DecodeSpeed) -> dict[str, Any]:
     """The ``time`` JSON object of ``serve`` (keys in docs/time.md)."""
     return {
@@ -179,15 +175,15 @@ def speed_record(speed: DecodeSpeed) -> dict[str, Any]:
         "matmul_dtype": speed.matmul_dtype,
         "bytes_read_per_device": speed.bytes_read_per_device,
         "flops_per_device": speed.flops_per_device,
-        "memory_seconds": _seconds(speed.memory_seconds),
-        "compute_seconds": _seconds(speed.compute_seconds),
-        "comm_seconds": _seconds(speed.comm_seconds),
-        "decode_step_seconds": _seconds(speed.decode_step_seconds),
-        "inter_token_latency_seconds": _seconds(speed.decode_step_seconds),
-        "tokens_per_second_per_sequence": _seconds(speed.tokens_per_second_per_sequence),
-        "tokens_per_second_per_device": _seconds(speed.tokens_per_second_per_device),
+        "memory_seconds": system.json_seconds(speed.memory_seconds),
+        "compute_seconds": system.json_seconds(speed.compute_seconds),
+        "comm_seconds": system.json_seconds(speed.comm_seconds),
+        "decode_step_seconds": system.json_seconds(speed.decode_step_seconds),
+        "inter_token_latency_seconds": system.json_seconds(speed.decode_step_seconds),
+        "tokens_per_second_per_sequence": system.json_seconds(speed.tokens_per_second_per_sequence),
+        "tokens_per_second_per_device": system.json_seconds(speed.tokens_per_second_per_device),
         "prompt": speed.prompt,
-        "time_to_first_token_seconds": _seconds(speed.time_to_first_token_seconds),
+        "time_to_first_token_seconds": system.json_seconds(speed.time_to_first_token_seconds),
         "leaves_out": list(LEAVES_OUT),
     }
 
@@ -257,9 +253,9 @@ def speed_curve(
         points.append(
             CurvePoint(
                 concurrency=each * replicas,
-                inter_token_latency_seconds=_seconds(speed.decode_step_seconds),
-                tokens_per_second_per_sequence=_seconds(speed.tokens_per_second_per_sequence),
-                tokens_per_second_per_device=_seconds(speed.tokens_per_second_per_device),
+                inter_token_latency_seconds=system.json_seconds(speed.decode_step_seconds),
+                tokens_per_second_per_sequence=system.json_seconds(speed.tokens_per_second_per_sequence),
+                tokens_per_second_per_device=system.json_seconds(speed.tokens_per_second_per_device),
             )
         )
     return points

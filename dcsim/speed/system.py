@@ -55,6 +55,11 @@ def hbm_efficiency(num_bytes: int) -> float:
     return _stepped(HBM_EFFICIENCY, num_bytes / 1e6)
 
 
+def json_seconds(value: float) -> float:
+    """A time as the JSON writes it: six significant figures, as much as an estimate carries."""
+    return float(f"{value:.6g}")
+
+
 def check_devices_per_host(value: object, label: str = "--devices-per-host") -> int:
     return as_int(value, label, minimum=1, maximum=MAX_DEVICES_PER_HOST, why="devices a host")
 

@@ -246,10 +246,6 @@ def step_time(
     )
 
 
-def _seconds(value: float) -> float:
-    return float(f"{value:.6g}")
-
-
 def time_record(time: StepTime) -> dict[str, Any]:
     """The ``time`` JSON object of ``memory`` (keys in docs/time.md)."""
     record: dict[str, Any] = {
@@ -268,27 +264,27 @@ def time_record(time: StepTime) -> dict[str, Any]:
         "peak_flops_per_second": time.peak_flops,
         "matmul_efficiency": time.matmul_efficiency,
         "hbm_efficiency": time.hbm_efficiency,
-        "compute_seconds": _seconds(time.compute_seconds),
-        "memory_seconds": _seconds(time.memory_seconds),
-        "comm_seconds": _seconds(time.comm_seconds),
-        "exposed_comm_seconds": _seconds(time.exposed_comm_seconds),
-        "step_seconds": _seconds(time.step_seconds),
-        "step_seconds_low": _seconds(time.step_seconds_low),
-        "step_seconds_high": _seconds(time.step_seconds_high),
-        "roofline_seconds": _seconds(time.roofline_seconds),
+        "compute_seconds": system.json_seconds(time.compute_seconds),
+        "memory_seconds": system.json_seconds(time.memory_seconds),
+        "comm_seconds": system.json_seconds(time.comm_seconds),
+        "exposed_comm_seconds": system.json_seconds(time.exposed_comm_seconds),
+        "step_seconds": system.json_seconds(time.step_seconds),
+        "step_seconds_low": system.json_seconds(time.step_seconds_low),
+        "step_seconds_high": system.json_seconds(time.step_seconds_high),
+        "roofline_seconds": system.json_seconds(time.roofline_seconds),
         "mfu": round(time.mfu, 4),
         "hfu": round(time.hfu, 4),
-        "tokens_per_second": _seconds(time.tokens_per_second),
+        "tokens_per_second": system.json_seconds(time.tokens_per_second),
         "leaves_out": list(LEAVES_OUT),
     }
     if time.run is not None:
         record |= {
             "tokens": time.run.tokens,
             "steps": time.run.steps,
-            "run_seconds": _seconds(time.run.seconds),
-            "run_days": _seconds(time.run.seconds / 86400),
-            "device_hours": _seconds(time.run.device_hours),
+            "run_seconds": system.json_seconds(time.run.seconds),
+            "run_days": system.json_seconds(time.run.seconds / 86400),
+            "device_hours": system.json_seconds(time.run.device_hours),
             "price_per_device_hour": time.run.price_per_device_hour,
-            "cost": None if time.run.cost is None else _seconds(time.run.cost),
+            "cost": None if time.run.cost is None else system.json_seconds(time.run.cost),
         }
     return record

@@ -30,7 +30,7 @@ SETTINGS = (
     (CHECKPOINT_PLAN, "pzero", "ZeRO stage"),
     (TRAINING, "optim", "Optimizer"),
     (TRAINING, "master", "Master copy"),
-    (CHECKPOINT_PLAN, "perhost", "Devices a host"),
+    (CHECKPOINT_PLAN, "dph", "Devices a host"),
     (CHECKPOINT_PLAN, "pdevice", "Accelerator"),
     (CHECKPOINT_PLAN, "policy", "Who writes"),
     (CHECKPOINT_PLAN, "storage", "Storage"),
@@ -81,7 +81,7 @@ def _plan(config_json: str, values: tuple[tuple[str, str], ...]) -> Any:
     mesh = meshes.parse_mesh(given["pmesh"])
     memory = compute_memory(report, mesh, "fsdp", (), setup)
     request = PlanRequest(
-        devices_per_host=int(given["perhost"]),
+        devices_per_host=int(given["dph"]),
         device=None if given["pdevice"] == "none" else given["pdevice"],
         policy=None if given["policy"] == "auto" else given["policy"],
         storage=storage.get_storage(given["storage"]),
