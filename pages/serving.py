@@ -13,12 +13,15 @@ from dcsim.report import serving_charts
 from dcsim.requests import switch_word
 from dcsim.requests.serving import SERVING
 from dcsim.serving import catalog, curve, records
+from dcsim.serving.engine import context_limit
 from dcsim.serving.request import DEFAULT_STRATEGY, KV_DTYPE_NAMES, Serving, parse_reserve
 from dcsim.ui import frame, layout, router, serving, state, weights
 
 router.require_router()
 
 config, report = frame.model_heading("Serving memory per device")
+# The answer for the mesh asked about leads the page: filled once the request is read below.
+verdict_box = st.container()
 
 st.subheader("Mesh and serving setup")
 mesh, strategy, _, _ = layout.mesh_and_strategy(
@@ -126,8 +129,40 @@ except (TypeError, ValueError) as err:
     served, found, refusal = None, None, str(err)
 
 if served is None:
-    st.error(frame.plain(f"This setup cannot be served as asked: {refusal}"), icon=":material/error:")
+    verdict_box.error(
+        frame.plain(f"No verdict for {mesh.text}: this setup cannot be served as asked: {refusal}"),
+        icon=":material/block:",
+    )
+    try:
+        limit = context_limit(config)
+    except (TypeError, ValueError):  # a model that is not served has no context to offer
+        limit = None
+    if limit is not None and context > limit:
+        context_key = serving.seeded("context", serving.context_default(config))
+
+        def use_limit() -> None:
+            st.session_state[context_key] = str(limit)
+
+        verdict_box.button(
+            f"Use {units.many(limit, 'token')}, this model's positions",
+            on_click=use_limit,
+            icon=":material/straighten:",
+            help=f"A context of {units.many(context, 'token')} is past the model's {units.count(limit)} positions.",
+        )
     frame.stop_page()
+
+answer_first = serving.verdict(config, request)
+if answer_first is None:
+    verdict_box.info(
+        frame.plain(f"{mesh.text}: no budget, so no verdict; give a device or a budget per device below."),
+        icon=":material/info:",
+    )
+elif isinstance(answer_first, str):
+    verdict_box.warning(frame.plain(f"No verdict for {mesh.text}: {answer_first}"), icon=":material/block:")
+elif answer_first.serves:
+    verdict_box.success(frame.plain(answer_first.text), icon=":material/check_circle:")
+else:
+    verdict_box.error(frame.plain(answer_first.text), icon=":material/cancel:")
 
 # --- the answer for one device ---------------------------------------------------------------------
 
