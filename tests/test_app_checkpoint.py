@@ -264,7 +264,7 @@ def test_settings_from_a_link_and_a_typed_mesh():
     at = open_page({**DENSE_1024, "mesh": "data=2,model=2", "strategy": "fsdp", "dtype": "bfloat16"})
     assert not at.warning
     assert [box.value for box in at.selectbox] == ["bfloat16", "data=2,model=2", "fsdp", 1]
-    assert "4 virtual device(s) (data=2,model=2, fsdp)" in texts(at, "success")[0]
+    assert "4 virtual devices (data=2,model=2, fsdp)" in texts(at, "success")[0]
     at.selectbox[1].set_value("data=4").run()
     assert at.query_params["mesh"] == "data=4"
 

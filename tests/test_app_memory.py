@@ -321,7 +321,7 @@ def test_the_charts_tables_and_download():
     assert "needs at least 3 devices of 200B; the smallest mesh searched that reaches it is data=4 (4 devices)" in (
         sentences
     )
-    assert "**By the real layout**: no mesh searched (up to 4,096 devices) fits 200B a device" in sentences
+    assert "**By the real layout**: no mesh searched, up to 4,096 devices, fits 200B a device" in sentences
     by_part = at.dataframe[0].value
     assert list(by_part["title"]) == ["Parameters", "Gradients", "Optimizer state"]
     assert list(by_part["bytes_per_device"]) == [units.bytes_exact(memory.part_bytes(p)) for p in memory.training.parts]

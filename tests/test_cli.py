@@ -470,3 +470,11 @@ def test_module_entry_point_counts_a_preset():
     result = subprocess_run("count", "--preset", "llama2-70b", "--format", "json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["total_params"] == 68_976_648_192
+
+
+def test_count_shows_the_head_width_a_config_file_says(capsys):
+    # Llama 3.2 1B's config.json says head_dim 64: 2,048 / 32 heads, which dcsim builds as "0, d_model
+    # / num_heads"; the line shows the width, never head_dim=0 (issue 46).
+    code, out, _ = run(capsys, "count", "--config", str(Path(__file__).parent / "data/hf/llama-3.2-1b.json"))
+    line = next(line for line in out.splitlines() if line.startswith("hyperparameters: "))
+    assert code == 0 and "head_dim=64 (d_model / num_heads)" in line and "head_dim=0" not in line

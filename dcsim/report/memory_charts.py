@@ -205,7 +205,7 @@ def device_sweep(sweep: pd.DataFrame, budget_bytes: int, budget_text: str, num_d
                 "Per device as the mesh grows (log-log)",
                 subtitle=[
                     f"Red dashes: the budget, {budget_text}",
-                    f"Red diamond: this mesh ({num_devices:,} devices)",
+                    f"Red diamond: this mesh ({units.many(num_devices, 'device')})",
                 ],
             ),
             description="Line chart of the bytes the most-loaded device holds as the mesh's first axis doubles, "

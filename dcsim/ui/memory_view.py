@@ -65,7 +65,7 @@ def fit_sentences(answer: search.Fit, budget_text: str) -> list[str]:
         smallest = f"{answer.ideal.text} ({devices_text(answer.ideal.num_devices)})"
         ideal += f"; the smallest mesh searched that reaches it is {smallest}."
     else:
-        ideal += f"; no mesh searched (up to {units.count(searched)} devices) is that large."
+        ideal += f"; no mesh searched, up to {units.many(searched, 'device')}, reaches it."
     if answer.real is not None:
         real = (
             f"**By the real layout**: {answer.real.mesh.text} ({devices_text(answer.real.mesh.num_devices)}) is "
@@ -74,7 +74,7 @@ def fit_sentences(answer: search.Fit, budget_text: str) -> list[str]:
         )
     else:
         real = (
-            f"**By the real layout**: no mesh searched (up to {units.count(searched)} devices) fits {budget_text} "
+            f"**By the real layout**: no mesh searched, up to {units.many(searched, 'device')}, fits {budget_text} "
             "a device: "
             + (
                 f"{answer.why_none_fits}."
