@@ -76,7 +76,7 @@ budget_text = state.held(budget_col.text_input)(
     help="One device's memory, with its unit: 80GiB, 96 GB, 1.5 TiB (GiB = 2^30 bytes, GB = 10^9).",
 )
 st.button(
-    "Use the usual mixed-precision recipe: bf16 params, fp32 master copy and moments",
+    f"Use the usual mixed-precision recipe: {trainings.RECIPE_TEXT}",
     key="memory.recipe",
     on_click=memory.use_recipe,
     icon=":material/tune:",

@@ -7,6 +7,7 @@ from typing import Any
 
 import streamlit as st
 
+from dcsim.model.cache import kv_dtype_label
 from dcsim.quantities import units
 from dcsim.quantities.amounts import parse_budget
 from dcsim.report import serving_charts
@@ -41,6 +42,7 @@ kv_dtype = state.held(kv_col.selectbox)(
     "KV cache dtype",
     KV_DTYPE_NAMES[:-1],
     key=serving.seeded("kv"),
+    format_func=kv_dtype_label,
     help="int8 keeps a float32 scale a token and KV head (counted a token); float8_e4m3fn (fp8) one scale a "
     "layer for keys and one for values (fixed).",
 )

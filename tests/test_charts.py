@@ -83,6 +83,15 @@ def test_raw_bytes_charts_say_they_are_not_the_checkpoint_size(report):
     assert spec["encoding"]["y"]["sort"][0] == "float32"
 
 
+def test_the_layer_chart_is_titled_and_drawn_in_the_dtype_the_page_shows(report):
+    # issue 46: /bytes?dtype=bfloat16 titled its chart "Raw float32 payload per layer"
+    spec = model_charts.raw_bytes_by_layer(tables.layer_bytes_frame(report), "bfloat16").to_dict()
+    assert spec["title"]["text"] == "Raw bfloat16 payload per layer (bytes)"
+    assert spec["title"]["subtitle"] == "2 bytes a value; not the checkpoint size"
+    assert spec["encoding"]["x"]["field"] == "bfloat16"
+    assert spec["encoding"]["tooltip"][1]["field"] == "bfloat16_text"
+
+
 def checkpoint_sizes_frame(dtype, disk_bytes):
     """``checkpoint.sizes_frame`` of a hand-made report: Dense(1024) on 1024, 1,049,600 values."""
     from dcsim.checkpoint.records import sizes_frame

@@ -11,6 +11,7 @@ from typing import Any
 
 from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, format_from_args, weight_flags
 from dcsim.cli.mesh import mesh_flags, mesh_from_args
+from dcsim.model.cache import kv_dtype_label
 from dcsim.model.count import count_params
 from dcsim.quantities import units
 from dcsim.quantities.amounts import parse_budget
@@ -110,7 +111,7 @@ def render_table(
     lines = [
         *_verdict_lines(verdict),
         f"mesh: {serving.mesh.text} ({units.many(serving.mesh.num_devices, 'device')}), strategy: {serving.strategy}; "
-        f"weights {serving.weight_format.label}, KV cache {serving.kv_dtype}",
+        f"weights {serving.weight_format.label}, KV cache {kv_dtype_label(serving.kv_dtype)}",
         f"context {units.many(serving.context, 'token')}, {units.many(serving.concurrency, 'sequence')} "
         f"({units.count(serving.sequences_per_replica)} on the most-loaded of "
         f"{units.many(serving.num_replicas, 'replica')})",

@@ -283,7 +283,7 @@ def sequence_frame(config: ModelConfig, step: Any, param_dtype: str, mesh: meshe
     return pd.DataFrame(records, columns=["sequence", "policy", "gib", "bytes_text"])
 
 
-RECIPE = {"param": "bfloat16", "master": "float32"}  # the usual mixed precision: bf16 params, fp32 master and moments
+RECIPE = trainings.RECIPE  # the usual mixed precision: bf16 params, fp32 master and moments
 
 
 def use_recipe() -> None:
