@@ -222,9 +222,24 @@ else:
 for note in served.notes:
     st.caption(frame.plain(note + "."))
 
-st.altair_chart(serving_charts.device_bar(serving_charts.device_frame(serving.device_parts(served))), width="stretch")
+st.altair_chart(
+    serving_charts.device_bar(
+        serving_charts.device_frame(serving.device_parts(served)), served.budget_bytes, served.usable_bytes
+    ),
+    width="stretch",
+)
 points = curve.capacity_curve(served)
-if points:
+if points and not any(point.max_concurrency for point in points):
+    fixed = served.weights_bytes_per_device + served.other_bytes_per_device
+    st.info(
+        frame.plain(
+            f"No capacity curve: the weights and fixed state alone ({units.bytes_exact(fixed)}) pass the usable "
+            f"{units.bytes_exact(served.usable_bytes or 0)} a device, so no context serves even one sequence on "
+            f"this mesh. The sentence at the top names what would."
+        ),
+        icon=":material/info:",
+    )
+elif points:
     st.altair_chart(serving_charts.capacity_curve(serving_charts.curve_frame(points)), width="stretch")
     st.caption("Max sequences at once against the context, the chosen context in red: an exact floor at each point.")
 

@@ -149,3 +149,13 @@ def test_a_context_the_model_refuses_is_offered_back_at_its_limit():
     assert not at.exception and not at.error
     assert _context_box(at).value == "1024"
     assert shown_text(at.success[0]).startswith("data=1 serves 1 sequence of 1,024 tokens: ")
+
+
+def test_a_model_no_context_serves_gets_a_sentence_not_an_all_zero_curve():
+    # Llama 3.1 70B's 131.42 GiB of bfloat16 weights on one H100 (72 GiB usable): issue 46's repro
+    at = open_link({"preset": "llama3.1-70b", "device": "h100-sxm"})
+    assert len(at.get("vega_lite_chart")) == 1  # the device bar alone
+    said = " ".join(shown_text(box) for box in at.info)
+    assert "No capacity curve: the weights and fixed state alone (141,107,413,312 bytes (131.42 GiB)) pass" in said
+    assert shown_text(at.error[0]).startswith("data=1 does not serve")  # and the answer leads, naming model=2
+    assert "data=1,model=2 (2 devices)" in shown_text(at.error[0])

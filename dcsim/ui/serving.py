@@ -150,7 +150,9 @@ def device_parts(report: ServingReport) -> dict[str, int]:
         "KV cache": report.kv_bytes_per_device,
         "Other (step index, buffers)": report.other_bytes_per_device,
     }
-    if report.budget_bytes is not None and report.usable_bytes is not None:
+    if report.budget_bytes is not None and report.usable_bytes is not None and report.fits:
+        # when it does not fit, the parts run past the device's line (the chart draws that overflow):
+        # stacking the reserve after them would draw memory the device does not have
+        parts["Free"] = report.usable_bytes - report.total_bytes_per_device
         parts["Reserve"] = report.budget_bytes - report.usable_bytes
-        parts["Free"] = max(report.usable_bytes - report.total_bytes_per_device, 0)
     return parts
