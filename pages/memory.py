@@ -400,14 +400,22 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
             )
 
         if traced is not None and step is not None:
-            box = widgets.opened("Activations against sequence length, every remat policy", "memory.sequence_open")
+            box = widgets.opened(
+                "State + activations against sequence length, every remat policy, against the budget",
+                "memory.sequence_open",
+            )
             if box is not None:
                 with box:
                     points = memory.sequence_frame(config, step, training.param_dtype, mesh)
-                    st.altair_chart(memory_charts.activations_by_sequence(points), width="stretch")
+                    st.altair_chart(
+                        memory_charts.activations_by_sequence(points, footprint.state_bytes, budget), width="stretch"
+                    )
                     st.caption(
-                        "Each point traced as the figure above is (a quarter to twice this sequence). Flash attention "
-                        "grows linearly; naive attention's s x s probabilities bend the none and dots lines upward."
+                        f"Each point is this device's state ({units.bytes_exact(footprint.state_bytes)}, the same at "
+                        "every sequence) and the step's activations, traced as the figure above is (a quarter to "
+                        f"twice this sequence); the dashed line is the budget ({budget_text}). Policies that keep "
+                        "the same bytes share one line. Flash attention grows linearly; naive attention's s x s "
+                        "probabilities bend the none and dots lines upward."
                     )
 
         st.subheader("By ZeRO stage")

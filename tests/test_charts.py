@@ -2,13 +2,22 @@
 
 import dataclasses
 
+import pandas as pd
 import pytest
 
 from conftest import hand_checkpoint_report
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import count_params
 from dcsim.quantities import units
-from dcsim.report import chart_axes, checkpoint_charts, compare_charts, layout_charts, model_charts, tables
+from dcsim.report import (
+    chart_axes,
+    checkpoint_charts,
+    compare_charts,
+    layout_charts,
+    memory_charts,
+    model_charts,
+    tables,
+)
 
 MNIST = ModelConfig(input_dim=784, layers=(DenseLayer(features=512), DenseLayer(features=512), DenseLayer(features=10)))
 
@@ -419,3 +428,28 @@ def test_every_title_subtitle_and_legend_label_starts_in_upper_case(report, comp
         "Save",
         "Restore",
     ]
+
+
+def test_log_ticks_are_the_ones_a_reader_expects():
+    # issue 46: Vega-Lite's own pick on the remat chart read 1, 5, 9, 40, 80
+    assert chart_axes.one_two_five(1.3, 80) == pytest.approx([1, 2, 5, 10, 20, 50, 100])
+    assert chart_axes.one_two_five(20, 20) == pytest.approx([20])
+
+
+def test_policies_that_keep_the_same_bytes_share_one_line():
+    points = pd.DataFrame(
+        {
+            "sequence": [1024, 2048] * 4,
+            "policy": ["none"] * 2 + ["dots"] * 2 + ["minimal"] * 2 + ["full"] * 2,
+            "bytes": [400, 800, 200, 400, 200, 400, 50, 100],
+        }
+    )
+    lines = memory_charts.policy_lines(points)
+    assert sorted(set(lines["policy"])) == ["dots = minimal", "full", "none"]
+    spec = memory_charts.activations_by_sequence(points, state_bytes=2**30, budget_bytes=2 * 2**30).to_dict()
+    curves, budget = spec["layer"]
+    rows = spec["datasets"][curves["data"]["name"]]
+    assert len(rows) == 6 and min(row["gib"] for row in rows) == 1 + 50 / 2**30  # the state is added
+    assert curves["encoding"]["y"]["axis"]["values"] == [1.0, 2.0]
+    assert curves["encoding"]["x"]["axis"]["values"] == [1024, 2048]
+    assert spec["datasets"][budget["data"]["name"]][0]["gib"] == 2.0

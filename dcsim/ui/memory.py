@@ -276,11 +276,12 @@ def sequence_frame(config: ModelConfig, step: Any, param_dtype: str, mesh: meshe
                 {
                     "sequence": sequence,
                     "policy": policy,
+                    "bytes": traced.bytes_per_device,
                     "gib": traced.bytes_per_device / memory_charts.GIB,
                     "bytes_text": units.bytes_exact(traced.bytes_per_device),
                 }
             )
-    return pd.DataFrame(records, columns=["sequence", "policy", "gib", "bytes_text"])
+    return pd.DataFrame(records, columns=["sequence", "policy", "bytes", "gib", "bytes_text"])
 
 
 RECIPE = trainings.RECIPE  # the usual mixed precision: bf16 params, fp32 master and moments
