@@ -440,7 +440,12 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
             )
             with answer_col:
                 st.markdown(
-                    "\n".join(f"- {line}" for line in memory_view.fit_sentences(answer, frame.plain(budget_text)))
+                    "\n".join(
+                        f"- {line}"
+                        for line in memory_view.fit_sentences(
+                            answer, frame.plain(budget_text), memory.cached_verdict(config, setup)
+                        )
+                    )
                 )
                 refused = memory_view.refused_meshes(answer)
                 if refused:

@@ -543,3 +543,23 @@ def test_a_sequence_the_model_refuses_gives_no_verdict_and_is_offered_back_at_it
     verdict = shown((at.success or at.error)[0])
     assert verdict.startswith("data=8 fits: ") or verdict.startswith("data=8 does not fit: ")
     assert not any(b.label.startswith("Use 1,024 tokens") for b in at.button)
+
+
+@pytest.mark.slow  # traces Llama 3 8B's step under every remat policy and tensor size
+def test_a_search_no_data_axis_can_satisfy_says_why_and_what_would():
+    # issue 46 at 72 GiB: the activations (79.39 GiB a device) alone pass it on any number of devices
+    at = open_link(
+        {
+            "preset": "llama3-8b",
+            "mesh": "data=8",
+            "optim": "adamw",
+            "master": "float32",
+            "seq": "8192",
+            "remat": "none",
+            "devmem": "72GiB",
+        }
+    )
+    text = " ".join(block.value for block in at.markdown).replace("\\", "")
+    assert "the step's activations (79.39 GiB a device) do not shrink with data parallelism" in text
+    assert "On data=8 it fits with remat dots, dots-no-batch or minimal (40.31 GiB) or full (21.31 GiB)" in text
+    assert "higher ZeRO stage" not in text
