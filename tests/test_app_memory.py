@@ -498,13 +498,13 @@ def test_the_page_opens_with_the_verdict_for_its_mesh():
     # 364 bytes a device, over 200. ZeRO-3 splits all of it: 148 bytes (the golden figures above).
     at = open_link({**DENSE, "mesh": "data=4", "zero": "1", "devmem": "200B"})
     first = shown(at.error[0])
-    assert first.startswith("data=4 does not fit: 364 bytes a device (the training state; no step's activations")
+    assert first.startswith("Mesh data=4 does not fit: 364 bytes a device (the training state; no step's activations")
     assert first.endswith("Fits with ZeRO-3 (148 bytes).")
     order = [node.type for node in _in_order(at.main)]
     assert order.index("error") < order.index("subheader")  # the verdict comes before the settings
     at = open_link({**DENSE, "mesh": "data=4", "zero": "3", "devmem": "200B"})
     assert shown(at.success[0]) == (
-        "data=4 fits: 148 bytes a device (the training state; no step's activations counted) of a budget of "
+        "Mesh data=4 fits: 148 bytes a device (the training state; no step's activations counted) of a budget of "
         "200 bytes, 52 bytes left."
     )
 
@@ -541,7 +541,7 @@ def test_a_sequence_the_model_refuses_gives_no_verdict_and_is_offered_back_at_it
     assert not at.exception
     assert at.session_state["w.memory.seq"] == "1024"
     verdict = shown((at.success or at.error)[0])
-    assert verdict.startswith("data=8 fits: ") or verdict.startswith("data=8 does not fit: ")
+    assert verdict.startswith("Mesh data=8 fits: ") or verdict.startswith("Mesh data=8 does not fit: ")
     assert not any(b.label.startswith("Use 1,024 tokens") for b in at.button)
 
 

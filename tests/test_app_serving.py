@@ -32,7 +32,7 @@ def test_the_figures_are_the_engines_exactly():
     assert shown["Max concurrency at the context"] == f"{expected.max_concurrency:,} sequences"
     assert shown["Max context at the concurrency"] == f"{expected.max_context:,} tokens"
     # the answer first (issue 46), then the device's line in full
-    assert shown_text(at.success[0]).startswith("model=4 serves 32 sequences of 4,096 tokens: 42.12 GiB a device")
+    assert shown_text(at.success[0]).startswith("Mesh model=4 serves 32 sequences of 4,096 tokens: 42.12 GiB a device")
     verdict = at.success[1].value
     assert verdict.startswith("Fits") and "activations and the decode workspace are not counted" in verdict
     assert len(at.get("vega_lite_chart")) == 2  # the device bar and the capacity curve
@@ -135,7 +135,7 @@ def test_a_mesh_that_does_not_serve_says_so_first_with_what_would():
     # does 4-bit AWQ; an fp8 cache halves only the KV's 1.25 GiB.
     at = open_link({"preset": "llama2-70b", "mesh": "data=1", "device": "h100-sxm"})
     first = shown_text(at.error[0])
-    assert first.startswith("data=1 does not serve 1 sequence of 4,096 tokens: ")
+    assert first.startswith("Mesh data=1 does not serve 1 sequence of 4,096 tokens: ")
     assert "most of it the weights. Serves with data=1,model=2 (2 devices);" in first
     assert "weights awq-int4" in first and "KV cache fp8" not in first
 
@@ -148,7 +148,7 @@ def test_a_context_the_model_refuses_is_offered_back_at_its_limit():
     button.click().run()
     assert not at.exception and not at.error
     assert _context_box(at).value == "1024"
-    assert shown_text(at.success[0]).startswith("data=1 serves 1 sequence of 1,024 tokens: ")
+    assert shown_text(at.success[0]).startswith("Mesh data=1 serves 1 sequence of 1,024 tokens: ")
 
 
 def test_a_model_no_context_serves_gets_a_sentence_not_an_all_zero_curve():
@@ -157,5 +157,5 @@ def test_a_model_no_context_serves_gets_a_sentence_not_an_all_zero_curve():
     assert len(at.get("vega_lite_chart")) == 1  # the device bar alone
     said = " ".join(shown_text(box) for box in at.info)
     assert "No capacity curve: the weights and fixed state alone (141,107,413,312 bytes (131.42 GiB)) pass" in said
-    assert shown_text(at.error[0]).startswith("data=1 does not serve")  # and the answer leads, naming model=2
+    assert shown_text(at.error[0]).startswith("Mesh data=1 does not serve")  # and the answer leads, naming model=2
     assert "data=1,model=2 (2 devices)" in shown_text(at.error[0])

@@ -344,7 +344,7 @@ def test_the_first_line_answers_for_the_asked_mesh_and_names_the_remedy_that_fit
     code, out, _ = run(capsys, "memory", *flags)
     assert code == 0
     assert out.splitlines()[0] == (
-        "data=4 does not fit: 1.45 KiB a device (the training state; no step's activations counted) against a "
+        "Mesh data=4 does not fit: 1.45 KiB a device (the training state; no step's activations counted) against a "
         "budget of 900 bytes, over by 588 bytes, most of it the state. Fits with ZeRO-3 (852 bytes)."
     )
     verdict = memory_json(capsys, *flags)["verdict"]
@@ -363,7 +363,7 @@ def test_a_verdict_with_no_single_remedy_that_fits_names_the_closest(capsys):
     flags = (*MLP, "--mesh", "data=4", "--zero", "1", "--master-dtype", "float32", "--budget", "800B")
     _, out, _ = run(capsys, "memory", *flags)
     first = out.splitlines()[0]
-    assert first.startswith("data=4 does not fit: 1.45 KiB a device")
+    assert first.startswith("Mesh data=4 does not fit: 1.45 KiB a device")
     # 848 bytes of whole params and grads pass 800 on any number of devices
     assert "More data-parallel devices cannot help: the parts kept whole on every device do not shrink" in first
     assert first.endswith(
@@ -375,7 +375,7 @@ def test_a_verdict_with_no_single_remedy_that_fits_names_the_closest(capsys):
 def test_a_mesh_that_fits_says_so_first(capsys):
     _, out, _ = run(capsys, "memory", *MLP, "--mesh", "data=4", "--master-dtype", "float32", "--budget", "900B")
     assert out.splitlines()[0] == (
-        "data=4 fits: 852 bytes a device (the training state; no step's activations counted) of a budget of "
+        "Mesh data=4 fits: 852 bytes a device (the training state; no step's activations counted) of a budget of "
         "900 bytes, 48 bytes left."
     )
     assert out.splitlines()[2].startswith("mesh: data=4 (4 devices)")
@@ -394,7 +394,7 @@ def test_the_issue_repro_answers_for_data_8_and_says_why_more_devices_cannot_hel
     _, out, _ = run(capsys, "memory", *LLAMA3_8B_AT_8K, "--budget", "72GiB")
     first = out.splitlines()[0]
     assert first.startswith(
-        "data=8 does not fit: 94.34 GiB a device (state 14.96 GiB, activations 79.39 GiB) against a budget of "
+        "Mesh data=8 does not fit: 94.34 GiB a device (state 14.96 GiB, activations 79.39 GiB) against a budget of "
         "72.00 GiB, over by 22.34 GiB, most of it the activations. More data-parallel devices cannot help: the "
         "step's activations do not shrink with them. Fits with remat dots, dots-no-batch or minimal (40.31 GiB) "
         "or full (21.31 GiB); or tensor parallelism data=4,model=2 (68.87 GiB)"

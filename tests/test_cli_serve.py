@@ -139,8 +139,8 @@ def test_the_first_line_answers_for_the_asked_mesh(capsys):
     )
     assert code == 0
     assert out.splitlines()[0] == (
-        "model=4 serves 64 sequences of 4,096 tokens: 52.12 GiB a device (weights 32.12 GiB, KV cache 20.00 GiB) of "
-        "72.00 GiB usable (80.00 GiB less a reserve of 0.1), 19.88 GiB left; at most 127 sequences at this context."
+        "Mesh model=4 serves 64 sequences of 4,096 tokens: 52.12 GiB a device (weights 32.12 GiB, KV cache 20.00 GiB) "
+        "of 72.00 GiB usable (80.00 GiB less a reserve of 0.1), 19.88 GiB left; at most 127 sequences at this context."
     )
 
 
@@ -149,7 +149,7 @@ def test_a_mesh_that_does_not_serve_names_the_changes_that_do(capsys):
     argv = ("--preset", "llama3.1-70b", "--device", "h100-sxm")
     _, out, _ = run(capsys, "serve", *argv)
     assert out.splitlines()[0].startswith(
-        "data=1 does not serve 1 sequence of 4,096 tokens: 132.67 GiB a device (weights 131.42 GiB, KV cache "
+        "Mesh data=1 does not serve 1 sequence of 4,096 tokens: 132.67 GiB a device (weights 131.42 GiB, KV cache "
         "1.25 GiB) against 72.00 GiB usable (80.00 GiB less a reserve of 0.1), over by 60.67 GiB, most of it the "
         "weights. Serves with data=1,model=2 (2 devices);"
     )

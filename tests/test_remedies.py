@@ -64,8 +64,8 @@ def test_each_single_change_is_measured_and_only_those_that_fit_are_named():
         "micro-batch 1": 550,
     }
     assert verdict.text == (
-        "data=4 does not fit: 1,000 bytes a device (state 100 bytes, activations 900 bytes) against a budget of 600 "
-        "bytes, over by 400 bytes, most of it the activations. More data-parallel devices cannot help: the step's "
+        "Mesh data=4 does not fit: 1,000 bytes a device (state 100 bytes, activations 900 bytes) against a budget of "
+        "600 bytes, over by 400 bytes, most of it the activations. More data-parallel devices cannot help: the step's "
         "activations do not shrink with them. Fits with remat dots or dots-no-batch (550 bytes) or full (200 bytes); "
         "tensor parallelism data=2,model=2 (550 bytes); or micro-batch 1 (550 bytes)."
     )

@@ -149,11 +149,11 @@ class Verdict:
         budget = units.binary_bytes(self.amount)
         if self.fits:
             left = units.binary_bytes(footprint.headroom_bytes or 0)
-            return f"{self.mesh.text} fits: {total} a device{parts} of a budget of {budget}, {left} left."
+            return f"Mesh {self.mesh.text} fits: {total} a device{parts} of a budget of {budget}, {left} left."
         over = units.binary_bytes(-(footprint.headroom_bytes or 0))
         head = (
-            f"{self.mesh.text} does not fit: {total} a device{parts} against a budget of {budget}, over by {over}, "
-            f"most of it the {self.over_part}."
+            f"Mesh {self.mesh.text} does not fit: {total} a device{parts} against a budget of {budget}, over by "
+            f"{over}, most of it the {self.over_part}."
         )
         named = self.fitting_phrases()
         if self.more_devices is not None:
