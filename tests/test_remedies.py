@@ -15,6 +15,7 @@ from dcsim.sharding.meshes import parse_mesh
     "mesh, tried",
     [
         ("data=8", ["data=4,model=2", "data=2,model=4", "model=8"]),
+        ("data=64", ["data=32,model=2", "data=16,model=4", "data=8,model=8"]),  # within a node's 8 GPUs
         ("data=6", ["data=3,model=2"]),  # 4 does not divide 6
         ("data=4,model=2", ["data=2,model=4", "model=8"]),  # the model axis grows
         ("fsdp=4,expert=2", ["fsdp=2,expert=2,model=2", "expert=2,model=4"]),

@@ -30,7 +30,9 @@ if TYPE_CHECKING:
     from dcsim.memory.search import Fit
 
 TENSOR_AXIS = "model"
-MAX_TENSOR = 64  # tensor sizes tried: 2, 4, ... while the data axis holds them (no deployment splits further)
+# Tensor sizes tried: 2, 4, 8 while the data axis holds them. Megatron-LM keeps its tensor-parallel group
+# inside one node's NVLink domain (8 GPUs), where its per-layer all-reduces stay fast.
+MAX_TENSOR = 8
 KINDS = ("remat", "zero", "tensor", "micro-batch")  # the order remedies are tried and named in
 KIND_WORDS = {
     "remat": "a remat policy",
@@ -278,8 +280,12 @@ def engine_measure(config: Any, report: Any, strategy: str, rules: Sequence[Any]
     from dcsim.memory import activations  # JAX: only when a step is traced
     from dcsim.memory.state import compute_memory
 
+    states: dict[tuple[MeshSpec, Training], int] = {}  # remat and micro-batch changes keep the state's layout
+
     def measure(mesh: MeshSpec, setup: Training, step: steps.Step | None) -> tuple[int, int | None]:
-        state = compute_memory(report, mesh, strategy, rules, setup).total_bytes_per_device
+        if (mesh, setup) not in states:
+            states[mesh, setup] = compute_memory(report, mesh, strategy, rules, setup).total_bytes_per_device
+        state = states[mesh, setup]
         if step is None:
             return state, None
         return state, activations.cached_trace(config, step, setup.param_dtype, mesh).bytes_per_device
