@@ -4,6 +4,8 @@ length (T5's, BART's, Whisper's)."""
 
 from pathlib import Path
 
+import pytest
+
 from conftest import metrics, open_app, uploader
 from conftest import shown as shown_text
 from dcsim.model.config import ModelConfig
@@ -130,6 +132,7 @@ def test_a_typed_context_stays_when_the_model_changes():
     assert _context_box(at).value == "512" and not at.error
 
 
+@pytest.mark.slow  # Llama 2 70B laid out in four weight formats
 def test_a_mesh_that_does_not_serve_says_so_first_with_what_would():
     # Llama 2 70B's bfloat16 weights (128.48 GiB) on one H100: the search's model=2 serves, and so
     # does 4-bit AWQ; an fp8 cache halves only the KV's 1.25 GiB.
