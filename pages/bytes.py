@@ -4,6 +4,7 @@ checkpoint size."""
 import streamlit as st
 
 from dcsim.inputs import show
+from dcsim.memory import training as trainings
 from dcsim.model import breakdown, optimizer
 from dcsim.quantities import payload, units
 from dcsim.report import model_charts, tables
@@ -84,7 +85,7 @@ with table_col:
     widgets.download("Download bytes per layer (CSV)", layer_bytes.drop(columns=["float32_text"]), "dcsim-bytes.csv")
 with chart_col:
     if len(layer_bytes) <= 120:
-        st.altair_chart(model_charts.raw_bytes_by_layer(layer_bytes), width="stretch")
+        st.altair_chart(model_charts.raw_bytes_by_layer(layer_bytes, config.dtype), width="stretch")
 
 st.subheader("Optimizer state a training checkpoint may hold")
 st.caption(
@@ -124,6 +125,10 @@ if chosen:
         ],
         raw_bytes=states_table["raw_bytes"].map(units.bytes_exact),
         with_float32_params=states_table["raw_bytes_with_float32_params"].map(units.bytes_exact),
+        with_recipe=[
+            units.bytes_exact(trainings.recipe_checkpoint_bytes(report.total_params, int(state_bytes)))
+            for state_bytes in states_table["raw_bytes"]
+        ],
     ).drop(columns=["values_per_param", "num_scalars", "raw_bytes_with_float32_params"])
     st.dataframe(
         widgets.text_counts(optimizer_table, "num_values"),
@@ -136,6 +141,11 @@ if chosen:
             ),
             "raw_bytes": st.column_config.TextColumn("Raw state bytes"),
             "with_float32_params": st.column_config.TextColumn("With the float32 parameters"),
+            "with_recipe": st.column_config.TextColumn(
+                "With the usual mixed-precision recipe",
+                help=f"The Memory page's recipe ({trainings.RECIPE_TEXT}): bfloat16 parameters, their float32 "
+                "master copy and this state.",
+            ),
         },
     )
     st.caption(NOT_CHECKPOINT)

@@ -143,8 +143,10 @@ if refusal:
     st.caption(
         "The ceiling keeps this server's measurement under about 1 GB of memory. Whoever runs this server can "
         f"raise it with the environment variable `{measurement.MAX_PARAMS_ENV}` (see docs/checkpoint.md "
-        "in the repository); the plan, the ideal share and the layout above need no measurement."
+        "in the repository). The count and the raw payload above need no measurement, nor do the bytes each "
+        "device holds, on the Layout page:"
     )
+    frame.page_link("pages/layout.py", label="What each device holds: the Layout page", icon=":material/grid_on:")
 elif plan is not None and settings is not None:
     single_plan = plan.checkpoint if isinstance(plan, multiprocess.MultiprocessPlan) else plan
     held = (
@@ -153,14 +155,14 @@ elif plan is not None and settings is not None:
         else f" ({units.count(single_plan.stored_values)} held by the devices together, replicas included)"
     )
     group_text = (
-        f", {plan.num_processes} processes of {plan.devices_per_process:,} device(s) each"
+        f", {plan.num_processes} processes of {units.many(plan.devices_per_process, 'device')} each"
         if isinstance(plan, multiprocess.MultiprocessPlan)
         else ""
     )
     st.success(
         frame.plain(
             f"Within this server's ceiling of {units.count(single_plan.max_params)} values{held}: "
-            f"ready to measure on {settings.mesh.num_devices:,} virtual device(s) ({settings.mesh.text}, "
+            f"ready to measure on {units.many(settings.mesh.num_devices, 'virtual device')} ({settings.mesh.text}, "
             f"{settings.strategy}{group_text})."
         ),
         icon=":material/check_circle:",
@@ -335,7 +337,7 @@ if kept and kept.group is not None:
     group = kept.group
     st.subheader(f"Across {group.num_processes} processes")
     st.caption(
-        f"{group.num_processes} processes of {group.devices_per_process} virtual device(s) each, joined by "
+        f"{group.num_processes} processes of {units.many(group.devices_per_process, 'virtual device')} each, joined by "
         "JAX's distributed runtime on 127.0.0.1; the times above are the group's wall time, from the first "
         "process starting to the last finishing."
     )

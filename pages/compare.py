@@ -261,6 +261,7 @@ with st.expander("Open a comparison file", icon=":material/upload_file:"):
         help=f"A file saved with “Download the comparison” (at most {MAX_COMPARISON_BYTES // 1024} KiB); "
         "it replaces the scenarios on this page.",
     )
+    st.caption(f"At most {MAX_COMPARISON_BYTES // 1024} KiB: the box's 1MB is only the upload's own cap.")
     if uploaded is not None and st.session_state.get(compare.IMPORT_DONE) != uploaded.file_id:
         st.session_state[compare.IMPORT_DONE] = uploaded.file_id
         compare.import_json(uploaded.getvalue())

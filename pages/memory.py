@@ -9,7 +9,7 @@ import streamlit as st
 from dcsim.memory import training as trainings
 from dcsim.memory.report import TrainingReport
 from dcsim.memory.state import MemoryReport
-from dcsim.memory.step import ATTENTION_HELP, POLICY_HELP
+from dcsim.memory.step import ATTENTION_HELP, POLICY_HELP, sequence_limit
 from dcsim.memory.training import PARTS, Training
 from dcsim.model import optimizer, registry
 from dcsim.model.config import ModelConfig
@@ -21,6 +21,8 @@ from dcsim.ui import frame, layout, memory, memory_view, model, router, state, w
 router.require_router()
 
 config, report = model.heading("Training memory per device")
+# The answer for the mesh asked about leads the page: filled once the figures below are drawn.
+verdict_box = st.container()
 
 # --- settings: the Layout page's mesh, strategy and rules, then the training setup -------------------
 
@@ -74,7 +76,7 @@ budget_text = state.held(budget_col.text_input)(
     help="One device's memory, with its unit: 80GiB, 96 GB, 1.5 TiB (GiB = 2^30 bytes, GB = 10^9).",
 )
 st.button(
-    "Use the usual mixed-precision recipe: bf16 params, fp32 master copy and moments",
+    f"Use the usual mixed-precision recipe: {trainings.RECIPE_TEXT}",
     key="memory.recipe",
     on_click=memory.use_recipe,
     icon=":material/tune:",
@@ -246,6 +248,47 @@ def verify_section(config: ModelConfig, setup: memory.Setup, held: MemoryReport)
         )
 
 
+def show_verdict(config: ModelConfig, setup: memory.Setup, refused: str | None) -> None:
+    """The answer for the page's mesh, first on the page: fits or not, by how much, and the remedies
+    that fit, each computed (``dcsim.memory.remedies``); no verdict when the step was refused."""
+    if refused is not None:
+        verdict_box.warning(
+            frame.plain(
+                f"No verdict for {setup.mesh.text}: the step cannot be counted ({refused}), and without its "
+                "activations nothing can be said against the budget."
+            ),
+            icon=":material/block:",
+        )
+        return
+    verdict = memory.cached_verdict(config, setup)
+    if isinstance(verdict, str):
+        verdict_box.error(frame.plain(f"No verdict for {setup.mesh.text}: {verdict}"), icon=":material/error:")
+    elif verdict.fits:
+        verdict_box.success(frame.plain(verdict.text), icon=":material/check_circle:")
+    else:
+        verdict_box.error(frame.plain(verdict.text), icon=":material/cancel:")
+
+
+def offer_sequence_limit(config: ModelConfig, step: Any) -> None:
+    """A sequence the model refuses (past its positions, after a switch of model) offered back at the
+    model's limit in one click."""
+    limit = sequence_limit(config) if registry.family_of(config).trains else None
+    if limit is None or step.sequence <= limit:
+        return
+    key = memory.seeded("seq", memory.NO_SEQUENCE, memory.parse_sequence)
+
+    def use_limit() -> None:
+        st.session_state[key] = str(limit)
+        RERUN()  # the fragment and the link, as a typed sequence does
+
+    st.button(
+        f"Use {units.many(limit, 'token')}, this model's positions",
+        on_click=use_limit,
+        icon=":material/straighten:",
+        help=f"{units.many(step.sequence, 'token')} is past the model's {units.count(limit)} positions.",
+    )
+
+
 def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
     """What each device holds under ``setup``, the stage and mesh sweeps, XLA's check and the tables."""
     mesh, training, budget, budget_text, step = setup.mesh, setup.training, setup.budget, setup.budget_text, setup.step
@@ -257,10 +300,18 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
         if isinstance(traced, str):
             st.error(frame.plain(f"The step's activations cannot be traced: {traced}"), icon=":material/error:")
             traced = None
+    refused = None
+    if step is not None and traced is None:
+        refused = memory.cached_activations(config, step, training.param_dtype, mesh)
+        offer_sequence_limit(config, step)
     activations_bytes = None if traced is None else traced.bytes_per_device
 
     st.subheader("What each device holds")
     if held is None:
+        verdict_box.warning(
+            frame.plain(f"No verdict for {mesh.text}: the layout is impossible (below), so nothing can be counted."),
+            icon=":material/block:",
+        )
         st.error(frame.plain(f"This layout is impossible: {outcome.error}"), icon=":material/error:")
         st.caption(
             "Fix the mesh, the strategy or the rules (the Layout page shows which arrays cannot be placed), or pick "
@@ -272,6 +323,7 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
             "exactly what every other one does: the figures below are each device's."
         )
         footprint = TrainingReport.of(held, activations_bytes, budget)
+        show_verdict(config, setup, refused)
         total_col, ideal_col, fits_col = st.columns(3)
         total_col.metric(
             "Total per device" if traced is None else "State + activations per device",
@@ -290,9 +342,16 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
             help=f"The whole state once ({units.bytes_exact(held.total_bytes)}) over {units.count(held.num_devices)} "
             f"devices, exactly {units.share(held.ideal_bytes_per_device)} bytes: an average, not a layout.",
         )
-        fits_text, fits_help = memory_view.budget_delta(footprint)
-        fits_col.metric(f"Against the budget ({budget_text})", fits_text, help=fits_help)
-        fits_col.caption(footprint.leaves_out_text)
+        if refused is None:
+            fits_text, fits_help = memory_view.budget_delta(footprint)
+            fits_col.metric(f"Against the budget ({budget_text})", fits_text, help=fits_help)
+            fits_col.caption(footprint.leaves_out_text)
+        else:
+            fits_col.metric(
+                f"Against the budget ({budget_text})",
+                "No verdict",
+                help="The step was refused, so its activations cannot be counted: see the sentence above.",
+            )
         if traced is not None:
             act_col, loss_col, formula_col = st.columns(3)
             act_col.metric(
@@ -341,14 +400,22 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
             )
 
         if traced is not None and step is not None:
-            box = widgets.opened("Activations against sequence length, every remat policy", "memory.sequence_open")
+            box = widgets.opened(
+                "State + activations against sequence length, every remat policy, against the budget",
+                "memory.sequence_open",
+            )
             if box is not None:
                 with box:
                     points = memory.sequence_frame(config, step, training.param_dtype, mesh)
-                    st.altair_chart(memory_charts.activations_by_sequence(points), width="stretch")
+                    st.altair_chart(
+                        memory_charts.activations_by_sequence(points, footprint.state_bytes, budget), width="stretch"
+                    )
                     st.caption(
-                        "Each point traced as the figure above is (a quarter to twice this sequence). Flash attention "
-                        "grows linearly; naive attention's s x s probabilities bend the none and dots lines upward."
+                        f"Each point is this device's state ({units.bytes_exact(footprint.state_bytes)}, the same at "
+                        "every sequence) and the step's activations, traced as the figure above is (a quarter to "
+                        f"twice this sequence); the dashed line is the budget ({budget_text}). Policies that keep "
+                        "the same bytes share one line. Flash attention grows linearly; naive attention's s x s "
+                        "probabilities bend the none and dots lines upward."
                     )
 
         st.subheader("By ZeRO stage")
@@ -361,7 +428,9 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
 
         st.subheader("Against the budget as the mesh grows")
         answer = memory.cached_fit(config, setup)
-        if isinstance(answer, str):
+        if refused is not None:
+            st.info(frame.plain(f"No search: the step is refused on every mesh ({refused})."))
+        elif isinstance(answer, str):
             st.error(frame.plain(f"The sweep over device counts failed: {answer}"), icon=":material/error:")
         else:
             sweep_col, answer_col = st.columns([3, 2])
@@ -371,7 +440,12 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
             )
             with answer_col:
                 st.markdown(
-                    "\n".join(f"- {line}" for line in memory_view.fit_sentences(answer, frame.plain(budget_text)))
+                    "\n".join(
+                        f"- {line}"
+                        for line in memory_view.fit_sentences(
+                            answer, frame.plain(budget_text), memory.cached_verdict(config, setup)
+                        )
+                    )
                 )
                 refused = memory_view.refused_meshes(answer)
                 if refused:

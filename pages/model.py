@@ -73,16 +73,18 @@ def show_answer(config: ModelConfig, error: str | None = None, fmt: WeightFormat
             help=f"Exactly {units.share(share.exact)}: total / shards, an average, not a layout. "
             "No shard holds a fraction of a value.",
         )
-        figure(
-            row,
-            f"Bytes per shard ({config.dtype})",
-            units.bytes_share(per_shard),
-            help=f"Exactly {units.share(per_shard)} bytes: total x {value_bytes} bytes / {config.num_shards:,} shards.",
-            caption=f"An average ({value_bytes} bytes a value, total / shards), not a layout; "
-            "**not the checkpoint size**.",
-        )
+        table, refusal = (None, None) if fmt is None else weights.table(config, fmt)
+        if table is None:  # one bytes-per-shard figure: the weights format's when one is chosen
+            figure(
+                row,
+                f"Bytes per shard ({config.dtype})",
+                units.bytes_share(per_shard),
+                help=f"Exactly {units.share(per_shard)} bytes: total x {value_bytes} bytes / {config.num_shards:,} "
+                "shards.",
+                caption=f"An average ({value_bytes} bytes a value, total / shards), not a layout; "
+                "**not the checkpoint size**.",
+            )
         if fmt is not None:
-            table, refusal = weights.table(config, fmt)
             if table is None:
                 st.error(frame.plain(f"Storage format {fmt.name}: {refusal}"), icon=":material/error:")
             else:
@@ -95,7 +97,8 @@ def show_answer(config: ModelConfig, error: str | None = None, fmt: WeightFormat
                     f"{units.bytes_exact(table.payload_bytes)} with their scales and what stays unquantized, "
                     f"/ {config.num_shards:,} shards; {float(table.bits_per_weight):.3f} bits a weight.",
                     caption=f"An average of {fmt.label}'s tensors (total / shards), not a layout; "
-                    "**not the file size** (the file adds its header).",
+                    f"**not the file size** (the file adds its header). The weights format sets the bytes here; the "
+                    f"storage dtype ({config.dtype}) those of the Shards, Bytes and Checkpoint pages.",
                 )
         figure(
             row,

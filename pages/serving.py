@@ -7,18 +7,22 @@ from typing import Any
 
 import streamlit as st
 
+from dcsim.model.cache import kv_dtype_label
 from dcsim.quantities import units
 from dcsim.quantities.amounts import parse_budget
 from dcsim.report import serving_charts
 from dcsim.requests import switch_word
 from dcsim.requests.serving import SERVING
 from dcsim.serving import catalog, curve, records
+from dcsim.serving.engine import context_limit
 from dcsim.serving.request import DEFAULT_STRATEGY, KV_DTYPE_NAMES, Serving, parse_reserve
 from dcsim.ui import frame, layout, model, router, serving, state, weights
 
 router.require_router()
 
 config, report = model.heading("Serving memory per device")
+# The answer for the mesh asked about leads the page: filled once the request is read below.
+verdict_box = st.container()
 
 st.subheader("Mesh and serving setup")
 mesh, strategy, _, _ = layout.mesh_and_strategy(
@@ -38,6 +42,7 @@ kv_dtype = state.held(kv_col.selectbox)(
     "KV cache dtype",
     KV_DTYPE_NAMES[:-1],
     key=serving.seeded("kv"),
+    format_func=kv_dtype_label,
     help="int8 keeps a float32 scale a token and KV head (counted a token); float8_e4m3fn (fp8) one scale a "
     "layer for keys and one for values (fixed).",
 )
@@ -126,8 +131,40 @@ except (TypeError, ValueError) as err:
     served, found, refusal = None, None, str(err)
 
 if served is None:
-    st.error(frame.plain(f"This setup cannot be served as asked: {refusal}"), icon=":material/error:")
+    verdict_box.error(
+        frame.plain(f"No verdict for {mesh.text}: this setup cannot be served as asked: {refusal}"),
+        icon=":material/block:",
+    )
+    try:
+        limit = context_limit(config)
+    except (TypeError, ValueError):  # a model that is not served has no context to offer
+        limit = None
+    if limit is not None and context > limit:
+        context_key = serving.seeded("context", serving.context_default(config))
+
+        def use_limit() -> None:
+            st.session_state[context_key] = str(limit)
+
+        verdict_box.button(
+            f"Use {units.many(limit, 'token')}, this model's positions",
+            on_click=use_limit,
+            icon=":material/straighten:",
+            help=f"A context of {units.many(context, 'token')} is past the model's {units.count(limit)} positions.",
+        )
     frame.stop_page()
+
+answer_first = serving.verdict(config, request)
+if answer_first is None:
+    verdict_box.info(
+        frame.plain(f"{mesh.text}: no budget, so no verdict; give a device or a budget per device below."),
+        icon=":material/info:",
+    )
+elif isinstance(answer_first, str):
+    verdict_box.warning(frame.plain(f"No verdict for {mesh.text}: {answer_first}"), icon=":material/block:")
+elif answer_first.serves:
+    verdict_box.success(frame.plain(answer_first.text), icon=":material/check_circle:")
+else:
+    verdict_box.error(frame.plain(answer_first.text), icon=":material/cancel:")
 
 # --- the answer for one device ---------------------------------------------------------------------
 
@@ -185,9 +222,24 @@ else:
 for note in served.notes:
     st.caption(frame.plain(note + "."))
 
-st.altair_chart(serving_charts.device_bar(serving_charts.device_frame(serving.device_parts(served))), width="stretch")
+st.altair_chart(
+    serving_charts.device_bar(
+        serving_charts.device_frame(serving.device_parts(served)), served.budget_bytes, served.usable_bytes
+    ),
+    width="stretch",
+)
 points = curve.capacity_curve(served)
-if points:
+if points and not any(point.max_concurrency for point in points):
+    fixed = served.weights_bytes_per_device + served.other_bytes_per_device
+    st.info(
+        frame.plain(
+            f"No capacity curve: the weights and fixed state alone ({units.bytes_exact(fixed)}) pass the usable "
+            f"{units.bytes_exact(served.usable_bytes or 0)} a device, so no context serves even one sequence on "
+            f"this mesh. The sentence at the top names what would."
+        ),
+        icon=":material/info:",
+    )
+elif points:
     st.altair_chart(serving_charts.capacity_curve(serving_charts.curve_frame(points)), width="stretch")
     st.caption("Max sequences at once against the context, the chosen context in red: an exact floor at each point.")
 

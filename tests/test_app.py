@@ -316,6 +316,20 @@ def test_bytes_page_shows_optimizer_state_apart_from_the_parameters():
     }
     assert "not part of the parameter total" in all_text(at)
     assert at.query_params["opt"] == "adam,momentum,sgd"
+    # The Memory page's recipe too (issue 46): 669,706 bfloat16 parameters (1,339,412 bytes), their
+    # float32 master copy (2,678,824) and the float32 state (Adam 1,339,412 x 4 + a 4-byte count).
+    assert dict(zip(table["optimizer"], table["with_recipe"], strict=True)) == {
+        "adam": "9,375,888 bytes (8.94 MiB)",
+        "momentum": "6,697,060 bytes (6.39 MiB)",
+        "sgd": "4,018,236 bytes (3.83 MiB)",
+    }
+
+
+def test_bytes_page_layer_chart_follows_the_dtype():
+    at = open_app({"input_dim": "1024", "layers": "1024", "dtype": "bfloat16"}, "pages/bytes.py")
+    titles = [chart.proto.spec for chart in at.get("vega_lite_chart")]
+    assert any('"Raw bfloat16 payload per layer (bytes)"' in spec for spec in titles)
+    assert not any("Raw float32 payload per layer" in spec for spec in titles)
 
 
 def test_links_between_pages_carry_the_configuration():

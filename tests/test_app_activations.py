@@ -154,8 +154,10 @@ def test_activations_against_the_sequence_are_drawn_on_request():
     at.run()
     assert not at.exception
     specs = [json.loads(chart.proto.spec) for chart in at.get("vega_lite_chart")]
-    (spec,) = [spec for spec in specs if "Sequence (tokens)" in json.dumps(spec)]
-    assert spec["encoding"]["y"]["scale"]["type"] == "log"
+    (spec,) = [spec for spec in specs if "Sequence (tokens" in json.dumps(spec)]
+    # state + activations against the budget (issue 46): the curves, then the budget's line
+    curves, budget = spec["layer"]
+    assert curves["encoding"]["y"]["scale"]["type"] == "log" and budget["mark"]["type"] == "rule"
     config = links.decode({key: [value] for key, value in SMALL.items()}).config
     rows = memory_ui.sequence_frame(
         config, activations.Step(sequence=32, attention="naive"), "bfloat16", parse_mesh("data=2")

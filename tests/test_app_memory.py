@@ -321,7 +321,7 @@ def test_the_charts_tables_and_download():
     assert "needs at least 3 devices of 200B; the smallest mesh searched that reaches it is data=4 (4 devices)" in (
         sentences
     )
-    assert "**By the real layout**: no mesh searched (up to 4,096 devices) fits 200B a device" in sentences
+    assert "**By the real layout**: no mesh searched, up to 4,096 devices, fits 200B a device" in sentences
     by_part = at.dataframe[0].value
     assert list(by_part["title"]) == ["Parameters", "Gradients", "Optimizer state"]
     assert list(by_part["bytes_per_device"]) == [units.bytes_exact(memory.part_bytes(p)) for p in memory.training.parts]
@@ -488,3 +488,78 @@ def test_a_tensor_parallel_strategy_below_zero_3_says_which_parts_stay_whole():
         count_params(ModelConfig(preset="llama2-7b")), parse_mesh("model=2"), "megatron", (), Training.stage(3)
     )
     assert held.total_bytes_per_device == alone.total_bytes_per_device  # the data axis splits nothing
+
+
+# --- the answer first (issue 46) -------------------------------------------------------------------
+
+
+def test_the_page_opens_with_the_verdict_for_its_mesh():
+    # ZeRO-1 on data=4: params 144 + grads 144 whole, Adam's moments 288 / 4 + a 4-byte count whole:
+    # 364 bytes a device, over 200. ZeRO-3 splits all of it: 148 bytes (the golden figures above).
+    at = open_link({**DENSE, "mesh": "data=4", "zero": "1", "devmem": "200B"})
+    first = shown(at.error[0])
+    assert first.startswith("Mesh data=4 does not fit: 364 bytes a device (the training state; no step's activations")
+    assert first.endswith("Fits with ZeRO-3 (148 bytes).")
+    order = [node.type for node in _in_order(at.main)]
+    assert order.index("error") < order.index("subheader")  # the verdict comes before the settings
+    at = open_link({**DENSE, "mesh": "data=4", "zero": "3", "devmem": "200B"})
+    assert shown(at.success[0]) == (
+        "Mesh data=4 fits: 148 bytes a device (the training state; no step's activations counted) of a budget of "
+        "200 bytes, 52 bytes left."
+    )
+
+
+def _in_order(node):
+    """Every element under ``node``, in the order the page draws them."""
+    children = getattr(node, "children", None)
+    if children is None:
+        yield node
+        return
+    for key in sorted(children):
+        yield from _in_order(children[key])
+
+
+GPT2_PAST_ITS_POSITIONS = {
+    "preset": "gpt2-small",
+    "mesh": "data=8",
+    "optim": "adamw",
+    "master": "float32",
+    "seq": "8192",
+    "remat": "full",
+}  # issue 46's Llama 3 8B link, its model switched to GPT-2 small (1,024 positions)
+
+
+def test_a_sequence_the_model_refuses_gives_no_verdict_and_is_offered_back_at_its_limit():
+    at = open_link(GPT2_PAST_ITS_POSITIONS)
+    said = " ".join(alerts(at))
+    assert "fits" not in said.lower()
+    assert "No verdict for data=8: the step cannot be counted (the sequence (8,192 tokens) must be at most the " in said
+    assert metrics(at)["Against the budget (80GiB)"] == "No verdict"
+    assert "blames" not in said and not any("ZeRO" in line for line in said.split(". ") if "search" in line)
+    button = next(b for b in at.button if b.label == "Use 1,024 tokens, this model's positions")
+    button.click().run()
+    assert not at.exception
+    assert at.session_state["w.memory.seq"] == "1024"
+    verdict = shown((at.success or at.error)[0])
+    assert verdict.startswith("Mesh data=8 fits: ") or verdict.startswith("Mesh data=8 does not fit: ")
+    assert not any(b.label.startswith("Use 1,024 tokens") for b in at.button)
+
+
+@pytest.mark.slow  # traces Llama 3 8B's step under every remat policy and tensor size
+def test_a_search_no_data_axis_can_satisfy_says_why_and_what_would():
+    # issue 46 at 72 GiB: the activations (79.39 GiB a device) alone pass it on any number of devices
+    at = open_link(
+        {
+            "preset": "llama3-8b",
+            "mesh": "data=8",
+            "optim": "adamw",
+            "master": "float32",
+            "seq": "8192",
+            "remat": "none",
+            "devmem": "72GiB",
+        }
+    )
+    text = " ".join(block.value for block in at.markdown).replace("\\", "")
+    assert "the step's activations (79.39 GiB a device) do not shrink with data parallelism" in text
+    assert "On data=8 it fits with remat dots, dots-no-batch or minimal (40.31 GiB) or full (21.31 GiB)" in text
+    assert "higher ZeRO stage" not in text

@@ -71,7 +71,7 @@ def table(at, first_column):
 def test_a_two_process_measurement_shows_each_process_and_the_group(monkeypatch):
     at = open_page({**DENSE_1024, "mesh": "data=4", "strategy": "fsdp", "processes": "2"})
     assert at.selectbox[4].value == 2  # after the model, the dtype, the mesh and the strategy
-    assert "2 processes of 2 device(s) each" in texts(at, "success")[0]
+    assert "2 processes of 2 devices each" in texts(at, "success")[0]
     button(at, RUN).click().run()
     assert not at.exception and not at.error
     values = metrics(at)

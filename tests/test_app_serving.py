@@ -4,7 +4,10 @@ length (T5's, BART's, Whisper's)."""
 
 from pathlib import Path
 
+import pytest
+
 from conftest import metrics, open_app, uploader
+from conftest import shown as shown_text
 from dcsim.model.config import ModelConfig
 from dcsim.quantities import units
 from dcsim.serving.engine import compute_serving
@@ -30,7 +33,9 @@ def test_the_figures_are_the_engines_exactly():
     assert shown["Total"] == units.bytes_exact(expected.total_bytes_per_device)
     assert shown["Max concurrency at the context"] == f"{expected.max_concurrency:,} sequences"
     assert shown["Max context at the concurrency"] == f"{expected.max_context:,} tokens"
-    verdict = at.success[0].value
+    # the answer first (issue 46), then the device's line in full
+    assert shown_text(at.success[0]).startswith("Mesh model=4 serves 32 sequences of 4,096 tokens: 42.12 GiB a device")
+    verdict = at.success[1].value
     assert verdict.startswith("Fits") and "activations and the decode workspace are not counted" in verdict
     assert len(at.get("vega_lite_chart")) == 2  # the device bar and the capacity curve
 
@@ -125,3 +130,35 @@ def test_a_typed_context_stays_when_the_model_changes():
     _context_box(at).set_value("512").run()
     _open_gpt2_on_the_page(at)
     assert _context_box(at).value == "512" and not at.error
+
+
+@pytest.mark.slow  # Llama 2 70B laid out in four weight formats
+def test_a_mesh_that_does_not_serve_says_so_first_with_what_would():
+    # Llama 2 70B's bfloat16 weights (128.48 GiB) on one H100: the search's model=2 serves, and so
+    # does 4-bit AWQ; an fp8 cache halves only the KV's 1.25 GiB.
+    at = open_link({"preset": "llama2-70b", "mesh": "data=1", "device": "h100-sxm"})
+    first = shown_text(at.error[0])
+    assert first.startswith("Mesh data=1 does not serve 1 sequence of 4,096 tokens: ")
+    assert "most of it the weights. Serves with data=1,model=2 (2 devices);" in first
+    assert "weights awq-int4" in first and "KV cache fp8" not in first
+
+
+def test_a_context_the_model_refuses_is_offered_back_at_its_limit():
+    at = open_link({"preset": "gpt2-small", "context": "8192", "device": "h100-sxm"})
+    assert shown_text(at.error[0]).startswith("No verdict for data=1: this setup cannot be served as asked: ")
+    assert not at.success
+    button = next(b for b in at.button if b.label == "Use 1,024 tokens, this model's positions")
+    button.click().run()
+    assert not at.exception and not at.error
+    assert _context_box(at).value == "1024"
+    assert shown_text(at.success[0]).startswith("Mesh data=1 serves 1 sequence of 1,024 tokens: ")
+
+
+def test_a_model_no_context_serves_gets_a_sentence_not_an_all_zero_curve():
+    # Llama 3.1 70B's 131.42 GiB of bfloat16 weights on one H100 (72 GiB usable): issue 46's repro
+    at = open_link({"preset": "llama3.1-70b", "device": "h100-sxm"})
+    assert len(at.get("vega_lite_chart")) == 1  # the device bar alone
+    said = " ".join(shown_text(box) for box in at.info)
+    assert "No capacity curve: the weights and fixed state alone (141,107,413,312 bytes (131.42 GiB)) pass" in said
+    assert shown_text(at.error[0]).startswith("Mesh data=1 does not serve")  # and the answer leads, naming model=2
+    assert "data=1,model=2 (2 devices)" in shown_text(at.error[0])

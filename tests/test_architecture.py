@@ -87,10 +87,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hf", "sharding", "quant"),  # Hugging Face files, layouts, quantised formats: each over model
     ("memory", "checkpoint", "simulate"),
     ("serving", "links"),  # serving reads the memory check's bounds; links, the configuration's codec
-    (
-        "checkpoint.plan",
-        "speed",
-    ),  # the checkpoint at cluster scale (memory's state, serving's accelerators); step time and serving speed (FLOPs, bytes, collectives over the catalog's speeds)
+    # The checkpoint at cluster scale (memory's state, serving's accelerators); step time and serving
+    # speed (FLOPs, bytes, collectives over the catalog's speeds).
+    ("checkpoint.plan", "speed"),
     ("compare", "report", "requests"),  # scenarios, tables; each page's settings declared (flags, keys, parsers)
     ("links.comparisons",),
     ("cli", "ui"),

@@ -87,7 +87,7 @@ def type_mesh(page, text):
 def test_a_typed_mesh_is_used_when_it_parses_and_explained_when_not(server, page):
     open_checkpoint(page, server, {"v": "1"})
     mesh = type_mesh(page, "data=2,model=2")
-    expect(page.get_by_text("4 virtual device(s)", exact=False)).to_be_visible()
+    expect(page.get_by_text("4 virtual devices", exact=False)).to_be_visible()
     expect(page).to_have_url(re.compile(r"[?&]mesh=data%3D2%2Cmodel%3D2(&|$)"))
     type_mesh(page, "data")
     expect(page.get_by_text("Mesh 'data' was not used", exact=False)).to_be_visible()

@@ -69,3 +69,24 @@ def test_verify_with_xla_on_a_small_mesh_shows_the_match(server, page):
     expect(metric(page, "XLA: output bytes per device")).to_have_text(expected)
     expect(metric(page, "Expected by dcsim")).to_have_text(expected)
     expect(page.locator('[data-testid="stException"]')).to_have_count(0)
+
+
+def test_after_a_switch_to_gpt2_the_refused_sequence_gives_no_verdict_and_comes_back_at_its_limit(server, page):
+    """Issue 46's switch: Llama 3 8B at 8,192 tokens, then GPT-2 small (1,024 positions) on the Model
+    page, then back to Memory: no "fits" while the sequence is refused; one click takes 1,024 tokens,
+    and the verdict and the link follow."""
+    open_page(page, f"{server}/memory?preset=llama3-8b&mesh=data%3D8&optim=adamw&master=float32&seq=8192&remat=full")
+    expect(page.get_by_text("Mesh data=8 fits:", exact=False)).to_be_visible()
+    page.get_by_test_id("stSidebarNavItems").get_by_role("link", name="Model").click()
+    wait_for_app(page)
+    page.get_by_role("combobox", name="Model").click()
+    page.keyboard.type("GPT-2 small")
+    page.get_by_role("option").filter(has_text="GPT-2 small").first.click()
+    wait_for_app(page)
+    page.get_by_test_id("stSidebarNavItems").get_by_role("link", name="Memory").click()
+    wait_for_app(page)
+    expect(page.get_by_text("No verdict for data=8: the step cannot be counted", exact=False)).to_be_visible()
+    expect(page.get_by_text("Mesh data=8 fits:", exact=False)).to_have_count(0)
+    page.get_by_role("button", name="Use 1,024 tokens, this model's positions").click()
+    expect(page.get_by_text("Mesh data=8 fits:", exact=False)).to_be_visible()
+    expect(page).to_have_url(re.compile(r"[?&]seq=1024(&|$)"))

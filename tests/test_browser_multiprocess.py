@@ -19,7 +19,7 @@ def test_two_processes_from_the_select_measure_and_stay_in_the_link(server, page
     wait_for_app(page)
     choose(page, "Processes (simulated hosts)", "2")
     expect(page).to_have_url(re.compile(r"[?&]processes=2(&|$)"))
-    expect(page.get_by_text("2 processes of 2 device(s) each", exact=False)).to_be_visible()
+    expect(page.get_by_text("2 processes of 2 devices each", exact=False)).to_be_visible()
     page.get_by_role("button", name="Save, measure and restore").click()
     expect(metric(page, "Restored bit for bit")).to_have_text("Yes", timeout=120_000)
     wait_for_app(page)

@@ -2,13 +2,22 @@
 
 import dataclasses
 
+import pandas as pd
 import pytest
 
 from conftest import hand_checkpoint_report
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import count_params
 from dcsim.quantities import units
-from dcsim.report import chart_axes, checkpoint_charts, compare_charts, layout_charts, model_charts, tables
+from dcsim.report import (
+    chart_axes,
+    checkpoint_charts,
+    compare_charts,
+    layout_charts,
+    memory_charts,
+    model_charts,
+    tables,
+)
 
 MNIST = ModelConfig(input_dim=784, layers=(DenseLayer(features=512), DenseLayer(features=512), DenseLayer(features=10)))
 
@@ -81,6 +90,15 @@ def test_raw_bytes_charts_say_they_are_not_the_checkpoint_size(report):
         assert spec["encoding"]["x"]["axis"]["labelExpr"] == chart_axes.BYTE_LABELS
     spec = model_charts.raw_bytes_by_dtype(payloads).to_dict()
     assert spec["encoding"]["y"]["sort"][0] == "float32"
+
+
+def test_the_layer_chart_is_titled_and_drawn_in_the_dtype_the_page_shows(report):
+    # issue 46: /bytes?dtype=bfloat16 titled its chart "Raw float32 payload per layer"
+    spec = model_charts.raw_bytes_by_layer(tables.layer_bytes_frame(report), "bfloat16").to_dict()
+    assert spec["title"]["text"] == "Raw bfloat16 payload per layer (bytes)"
+    assert spec["title"]["subtitle"] == "2 bytes a value; not the checkpoint size"
+    assert spec["encoding"]["x"]["field"] == "bfloat16"
+    assert spec["encoding"]["tooltip"][1]["field"] == "bfloat16_text"
 
 
 def checkpoint_sizes_frame(dtype, disk_bytes):
@@ -410,3 +428,28 @@ def test_every_title_subtitle_and_legend_label_starts_in_upper_case(report, comp
         "Save",
         "Restore",
     ]
+
+
+def test_log_ticks_are_the_ones_a_reader_expects():
+    # issue 46: Vega-Lite's own pick on the remat chart read 1, 5, 9, 40, 80
+    assert chart_axes.one_two_five(1.3, 80) == pytest.approx([1, 2, 5, 10, 20, 50, 100])
+    assert chart_axes.one_two_five(20, 20) == pytest.approx([20])
+
+
+def test_policies_that_keep_the_same_bytes_share_one_line():
+    points = pd.DataFrame(
+        {
+            "sequence": [1024, 2048] * 4,
+            "policy": ["none"] * 2 + ["dots"] * 2 + ["minimal"] * 2 + ["full"] * 2,
+            "bytes": [400, 800, 200, 400, 200, 400, 50, 100],
+        }
+    )
+    lines = memory_charts.policy_lines(points)
+    assert sorted(set(lines["policy"])) == ["dots = minimal", "full", "none"]
+    spec = memory_charts.activations_by_sequence(points, state_bytes=2**30, budget_bytes=2 * 2**30).to_dict()
+    curves, budget = spec["layer"]
+    rows = spec["datasets"][curves["data"]["name"]]
+    assert len(rows) == 6 and min(row["gib"] for row in rows) == 1 + 50 / 2**30  # the state is added
+    assert curves["encoding"]["y"]["axis"]["values"] == [1.0, 2.0]
+    assert curves["encoding"]["x"]["axis"]["values"] == [1024, 2048]
+    assert spec["datasets"][budget["data"]["name"]][0]["gib"] == 2.0

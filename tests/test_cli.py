@@ -308,6 +308,33 @@ def test_set_changes_hyperparameters_and_reaches_pythia_70m(capsys):
     assert record["config"]["overrides"]["tied_embeddings"] is False
 
 
+def test_set_moves_derived_values_with_their_source_as_the_model_page_does(capsys):
+    # Issue 46: GPT-2 small's 12 heads are all KV heads, so 16 query heads bring 16 KV heads (the
+    # count is unchanged: the projections stay d_model x d_model), not a refusal over 12.
+    code, out, _ = run(capsys, "count", "--preset", "gpt2-small", "--set", "num_heads=16", "--format", "json")
+    assert code == 0
+    record = json.loads(out)
+    assert record["total_params"] == 124_439_808
+    assert record["config"]["overrides"] == {"num_heads": 16, "num_kv_heads": 16}
+    # Llama 2 7B stays a multi-head model at 64 heads: its own 6,738,415,616, not a grouped-query
+    # model of 6,201,544,704 with 32 KV heads left behind.
+    _, out, _ = run(capsys, "count", "--preset", "llama2-7b", "--set", "num_heads=64", "--format", "json")
+    assert json.loads(out)["total_params"] == 6_738_415_616
+    # a derived value given too is the person's, and stays
+    _, out, _ = run(
+        capsys, "count", "--preset", "llama2-7b", "--set", "num_heads=64", "--set", "num_kv_heads=8", "--format", "json"
+    )
+    assert json.loads(out)["config"]["overrides"] == {"num_heads": 64, "num_kv_heads": 8}
+    # ffn_dim keeps its 4x ratio: d_model 1,536 gives 6,144. By hand: embeddings (50,257 + 1,024) x
+    # 1,536 = 78,767,616; a block 1,536 x 4,608 + 4,608 (qkv) + 1,536^2 + 1,536 (out) + 1,536 x 6,144
+    # + 6,144 + 6,144 x 1,536 + 1,536 (MLP) + 4 x 1,536 (two LayerNorms) = 28,331,520, 12 of them
+    # 339,978,240; the final LayerNorm 3,072: 418,748,928.
+    _, out, _ = run(capsys, "count", "--preset", "gpt2-small", "--set", "d_model=1536", "--format", "json")
+    record = json.loads(out)
+    assert record["total_params"] == 418_748_928
+    assert record["config"]["overrides"] == {"d_model": 1536, "ffn_dim": 6144}
+
+
 def test_a_run_of_identical_blocks_is_one_row_with_its_multiplicity(capsys):
     code, out, _ = run(capsys, "count", "--preset", "llama2-7b")
     block = 4 * 4096 * 4096 + 3 * 4096 * 11_008 + 2 * 4096  # attention, gated MLP, two RMSNorms
@@ -445,3 +472,11 @@ def test_module_entry_point_counts_a_preset():
     result = subprocess_run("count", "--preset", "llama2-70b", "--format", "json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["total_params"] == 68_976_648_192
+
+
+def test_count_shows_the_head_width_a_config_file_says(capsys):
+    # Llama 3.2 1B's config.json says head_dim 64: 2,048 / 32 heads, which dcsim builds as "0, d_model
+    # / num_heads"; the line shows the width, never head_dim=0 (issue 46).
+    code, out, _ = run(capsys, "count", "--config", str(Path(__file__).parent / "data/hf/llama-3.2-1b.json"))
+    line = next(line for line in out.splitlines() if line.startswith("hyperparameters: "))
+    assert code == 0 and "head_dim=64 (d_model / num_heads)" in line and "head_dim=0" not in line

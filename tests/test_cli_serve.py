@@ -129,3 +129,36 @@ def test_verify_matches_xla_to_the_byte(capsys):
     assert xla["matches"] is True
     assert xla["argument_bytes_per_device"] == record["total_bytes_per_device"] + xla["token_bytes_per_device"]
     assert xla["temp_bytes_per_device"] > 0
+
+
+def test_the_first_line_answers_for_the_asked_mesh(capsys):
+    # 64 sequences of 4,096 tokens on four H100s: weights 32.12 GiB + KV 20.00 GiB (64 x 1.25 GiB / 4
+    # ranks) of 72 GiB usable (80 GiB less 0.1); the room left holds 127 sequences (see serving.md).
+    code, out, _ = run(
+        capsys, "serve", "--preset", "llama2-70b", "--mesh", "model=4", "--device", "h100-sxm", "--concurrency", "64"
+    )
+    assert code == 0
+    assert out.splitlines()[0] == (
+        "Mesh model=4 serves 64 sequences of 4,096 tokens: 52.12 GiB a device (weights 32.12 GiB, KV cache 20.00 GiB) "
+        "of 72.00 GiB usable (80.00 GiB less a reserve of 0.1), 19.88 GiB left; at most 127 sequences at this context."
+    )
+
+
+@pytest.mark.slow  # lays Llama 3.1 70B out in four weight formats
+def test_a_mesh_that_does_not_serve_names_the_changes_that_do(capsys):
+    argv = ("--preset", "llama3.1-70b", "--device", "h100-sxm")
+    _, out, _ = run(capsys, "serve", *argv)
+    assert out.splitlines()[0].startswith(
+        "Mesh data=1 does not serve 1 sequence of 4,096 tokens: 132.67 GiB a device (weights 131.42 GiB, KV cache "
+        "1.25 GiB) against 72.00 GiB usable (80.00 GiB less a reserve of 0.1), over by 60.67 GiB, most of it the "
+        "weights. Serves with data=1,model=2 (2 devices);"
+    )
+    verdict = serve_json(capsys, *argv)["verdict"]
+    assert verdict["serves"] is False and verdict["over_part"] == "weights"
+    tried = {remedy["flags"]: remedy for remedy in verdict["remedies"]}
+    # an 8-bit cache halves 1.25 GiB, far from the 60.67 GiB over: named as tried, not as a remedy
+    assert tried["--kv-dtype fp8"]["serves"] is False
+    awq = tried["--weights awq-int4"]
+    assert awq["serves"] is True
+    assert awq["total_bytes"] == serve_json(capsys, *argv, "--weights", "awq-int4")["total_bytes_per_device"]
+    assert all(label in verdict["text"] for label in verdict["serving"])

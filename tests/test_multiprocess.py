@@ -256,10 +256,10 @@ def test_a_coordinator_port_taken_after_the_probe_is_retried_on_a_fresh_one(own_
         (
             {"processes": 2, "mesh": "data=3"},
             ValueError,
-            r"device count must be a multiple of the number of processes, .*: mesh data=3 has 3 device\(s\), "
+            r"device count must be a multiple of the number of processes, .*: mesh data=3 has 3 devices, "
             r"not a multiple of 2 processes",
         ),
-        ({"processes": 4, "mesh": "data=2"}, ValueError, r"mesh data=2 has 2 device\(s\), not a multiple of 4"),
+        ({"processes": 4, "mesh": "data=2"}, ValueError, r"mesh data=2 has 2 devices, not a multiple of 4"),
         ({"processes": 0}, ValueError, r"`processes` must be an integer from 1 to 8, got 0"),
         ({"processes": 9, "mesh": "data=9"}, ValueError, r"`processes` must be an integer from 1 to 8, got 9"),
         ({"processes": 2.5}, ValueError, r"`processes` must be an integer from 1 to 8, got 2.5"),
@@ -292,7 +292,7 @@ def test_the_ceiling_is_the_whole_groups():
 
 
 def test_a_sweep_is_planned_whole_before_any_process_starts(own_tmp):
-    with pytest.raises(ValueError, match=r"mesh data=2 has 2 device\(s\), not a multiple of 4 processes"):
+    with pytest.raises(ValueError, match=r"mesh data=2 has 2 devices, not a multiple of 4 processes"):
         plan_sweep(DENSE_1024, MeasurementOptions(mesh="data=2"), processes=(1, 2, 4))
     plans = plan_sweep(DENSE_1024, MeasurementOptions(mesh="data=4", strategy="fsdp"))
     assert [plan.num_processes for plan in plans] == [1, 2, 4]
@@ -362,7 +362,7 @@ def test_cli_sweep_json_and_table(own_tmp, capsys):
 
     assert main([*argv, "--processes", "2"]) == 0
     out, _ = capsys.readouterr()
-    assert "2 processes x 1 device(s)" in out
+    assert "2 processes x 1 device" in out
     assert "ocdbt.process_0/" in out and "ocdbt.process_1/" in out
     assert "cannot show" in out
 
@@ -372,7 +372,7 @@ def test_cli_sweep_json_and_table(own_tmp, capsys):
     [
         (["--processes", "2", "--mesh", "data=3"], "not a multiple of 2 processes"),
         (["--processes", "9"], "`--processes` must be an integer from 1 to 8, got '9'"),
-        (["--processes-sweep", "1,2,4", "--mesh", "data=2"], "mesh data=2 has 2 device(s), not a multiple of 4"),
+        (["--processes-sweep", "1,2,4", "--mesh", "data=2"], "mesh data=2 has 2 devices, not a multiple of 4"),
         (["--processes", "2", "--processes-sweep", "1,2"], "--processes and --processes-sweep: choose one"),
         (["--processes-sweep", "1,x"], "`--processes-sweep` must be an integer from 1 to 8, got 'x'"),
     ],

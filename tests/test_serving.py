@@ -385,3 +385,26 @@ def test_serving_reads_cache_specs_never_cache_variable_names():
         for line, text in _name_tests(path.read_text(), variables, modules)
     ]
     assert found == []
+
+
+def test_the_device_bar_draws_the_budget_as_a_line_and_what_passes_it_as_overflow():
+    from dcsim.report.serving_charts import OVER_COLOUR, device_bar, device_frame
+    from dcsim.ui.serving import device_parts
+
+    # Llama 2 70B's bfloat16 weights on one 80 GiB device: over, so no reserve is stacked after them
+    over = serve("llama2-70b", budget_bytes=80 * GIB)
+    parts = device_parts(over)
+    assert set(parts) == {"Weights", "KV cache", "Other (step index, buffers)"}
+    spec = device_bar(device_frame(parts), over.budget_bytes, over.usable_bytes).to_dict()
+    rules = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "rule")
+    lines = spec["datasets"][rules["data"]["name"]]
+    assert [line["gib"] for line in lines] == [80.0, over.usable_bytes / GIB]
+    band = next(layer for layer in spec["layer"] if layer["mark"].get("color") == OVER_COLOUR)
+    (row,) = spec["datasets"][band["data"]["name"]]
+    assert row["start"] == 80.0 and row["end"] == over.total_bytes_per_device / GIB
+    # on 4 devices it fits: free space, then the reserve up to the device's line, no overflow band
+    fits = serve("llama2-70b", "model=4", budget_bytes=80 * GIB)
+    parts = device_parts(fits)
+    assert list(parts)[-2:] == ["Free", "Reserve"] and sum(parts.values()) == 80 * GIB
+    spec = device_bar(device_frame(parts), fits.budget_bytes, fits.usable_bytes).to_dict()
+    assert not any(layer["mark"].get("color") == OVER_COLOUR for layer in spec["layer"])

@@ -38,6 +38,7 @@ from dcsim.checkpoint.measurement import (
 from dcsim.checkpoint.results import MultiprocessReport, ProcessReport, file_process
 from dcsim.inputs import number_from_text, show
 from dcsim.model.config import ModelConfig
+from dcsim.quantities import units
 from dcsim.runtime.workers import WorkerFailed, WorkerJob, WorkerTimeout, cpu_worker_env, run_workers
 from dcsim.sharding.meshes import MeshSpec
 from dcsim.sharding.wire import mesh_json, spec_json
@@ -109,7 +110,7 @@ def check_divides(mesh: MeshSpec, num_processes: int) -> None:
     if mesh.num_devices % num_processes:
         raise ValueError(
             f"the mesh's device count must be a multiple of the number of processes, so that each process "
-            f"holds the same number of devices: mesh {mesh.text} has {mesh.num_devices:,} device(s), "
+            f"holds the same number of devices: mesh {mesh.text} has {units.many(mesh.num_devices, 'device')}, "
             f"not a multiple of {num_processes} processes"
         )
 

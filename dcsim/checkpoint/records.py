@@ -40,7 +40,7 @@ def explain(report: CheckpointReport) -> tuple[str, ...]:
         "format compresses chunks (zstd), and freshly initialised random values compress little.",
         f"Metadata: {report.num_files - data.num_files} more files ({rest:,} bytes) describe the tree, dtypes "
         "and shardings, index the data and mark the save as committed.",
-        f"File layout: the {report.num_devices} device(s) held {report.num_device_shards} array shards; "
+        f"File layout: the {units.many(report.num_devices, 'device')} held {report.num_device_shards} array shards; "
         f"the checkpoint wrote {report.num_files} files, {data.num_files} of them array data: OCDBT packs chunks "
         "into a few files per process, not one file per device shard.",
     ]
@@ -121,7 +121,11 @@ def sizes_columns(report: CheckpointReport) -> dict[str, list[Any]]:
     rows = [
         ("raw_float32_bytes", report.raw_float32_bytes, "estimate: values x 4 bytes"),
         ("raw_payload_bytes", report.raw_payload_bytes, f"estimate: values x bytes per {report.dtype} value"),
-        ("device_bytes", report.device_bytes, f"held by {report.num_devices} device(s) together, replicas included"),
+        (
+            "device_bytes",
+            report.device_bytes,
+            f"held by {units.many(report.num_devices, 'device')} together, replicas included",
+        ),
         ("disk_bytes", report.disk_bytes, f"measured: {report.num_files} files on disk"),
         ("largest_file_bytes", report.largest_file_bytes, "measured: the largest file"),
     ]

@@ -64,7 +64,7 @@ def render_checkpoint_table(report: results.CheckpointReport) -> str:
         "what": sizes["what"],
     }
     lines = [
-        _heading(report, f" ({report.num_devices} device(s))"),
+        _heading(report, f" ({units.many(report.num_devices, 'device')})"),
         "",
         rows_text(sizes, records.SIZES_COUNTS),
         "",
@@ -155,7 +155,7 @@ def render_processes_table(report: results.MultiprocessReport) -> str:
     processes = _for_people(records.processes_frame(report))
     processes["peak_rss"] = [units.binary_bytes(n) for n in processes["peak_rss_bytes"]]
     lines = [
-        _heading(totals, f", {report.num_processes} processes x {report.devices_per_process} device(s)"),
+        _heading(totals, f", {report.num_processes} processes x {units.many(report.devices_per_process, 'device')}"),
         "",
         f"raw payload        {units.bytes_exact(totals.raw_payload_bytes)}",
         f"on disk            {units.bytes_exact(totals.disk_bytes)} in {units.count(totals.num_files)} files",

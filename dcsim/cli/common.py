@@ -271,6 +271,7 @@ def _preset_changes(args: argparse.Namespace, config: ModelConfig) -> dict[str, 
             overrides = {}
         preset, origin = args.preset, None
     family = presets.get_preset(preset).family if preset is not None else origin.family if origin else None
+    edits: dict[str, Any] = {}
     for item in args.set:
         if family is None:
             raise UsageError("`--set` changes a preset's hyperparameters; choose a preset with --preset NAME")
@@ -278,7 +279,10 @@ def _preset_changes(args: argparse.Namespace, config: ModelConfig) -> dict[str, 
         if not equals:
             raise UsageError(f"`--set` takes KEY=VALUE, e.g. num_layers=6, got {item!r}")
         spec = schemas.hparam(family, name.strip(), preset or family)
-        overrides[spec.name] = spec.parse(text)
+        edits[spec.name] = spec.parse(text)
+    if edits and family is not None:  # derived values follow their sources, as on the Model page
+        base = presets.get_preset(preset).hparams if preset is not None else schemas.family_defaults(family)
+        overrides = schemas.edit(family, base, overrides, edits)
     if origin is not None and args.set:
         origin = dataclasses.replace(origin, edited=True)
     if family is not None:

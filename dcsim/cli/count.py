@@ -95,6 +95,15 @@ def _reading(value: Fraction) -> str:
     return f" ({units.binary_bytes(int(value))})" if value >= 1024 else ""
 
 
+def _hparam_text(name: str, resolved: dict[str, Any]) -> str:
+    """``name=value``; a head width of 0 (each head d_model / num_heads wide, as the modules build
+    it) is shown as the width it comes to, so a file that says 64 reads 64."""
+    value = resolved[name]
+    if name == "head_dim" and value == 0 and resolved.get("num_heads"):
+        return f"head_dim={resolved['d_model'] // resolved['num_heads']} (d_model / num_heads)"
+    return f"{name}={presets.value_text(value)}"
+
+
 def _percent(value: float) -> str:
     return f"{value:.2f}%"
 
@@ -114,7 +123,7 @@ def _model_lines(config: ModelConfig, report: ParamReport) -> list[str]:
     assert family is not None
     resolved = resolved_hparams(config)
     shown = schemas.applicable(family, resolved)  # what changes this model's count, as the page's form shows
-    hparams = ", ".join(f"{name}={presets.value_text(resolved[name])}" for name in shown)
+    hparams = ", ".join(_hparam_text(name, resolved) for name in shown)
     groups = breakdown.breakdown_frame(report)
     groups["percent_of_total"] = groups["percent_of_total"].map(_percent)
     if config.origin is not None:

@@ -31,7 +31,7 @@ def render_layout_table(layout_report: layout.LayoutReport, dtype: str = "float3
     per_device = layout_report.values_per_device
     rules = "".join(f"\n  rule {rule.text}" for rule in layout_report.rules)
     lines = [
-        f"mesh: {layout_report.mesh.text} ({units.count(layout_report.num_devices)} devices), "
+        f"mesh: {layout_report.mesh.text} ({units.many(layout_report.num_devices, 'device')}), "
         f"strategy: {layout_report.strategy}{rules}",
         "",
         frame_text(frame),

@@ -12,7 +12,7 @@ from dcsim.cli.common import UsageError, add_command, config_from_args, format_f
 from dcsim.cli.memory_text import _buffer_lines as _buffer_lines  # tests/test_buffers.py reads it here
 from dcsim.cli.memory_text import render_memory_table
 from dcsim.cli.mesh import mesh_flags, mesh_from_args
-from dcsim.memory import search, training
+from dcsim.memory import remedies, search, training
 from dcsim.memory.report import TrainingReport
 from dcsim.memory.state import compute_memory
 from dcsim.model import registry
@@ -194,6 +194,10 @@ def run(args: argparse.Namespace) -> str:
     if args.format == "csv":
         return state_arrays_csv(memory.arrays)
     footprint = TrainingReport.of(memory, None if traced is None else traced.bytes_per_device, amount)
+    verdict = None
+    if amount is not None:
+        measure = remedies.engine_measure(config, report, strategy, rules)
+        verdict = remedies.verdict(footprint, mesh, setup, step, measure, fit)
     result = MemoryResult(
         memory=memory,
         footprint=footprint,
@@ -202,6 +206,7 @@ def run(args: argparse.Namespace) -> str:
         verified=verified,
         traced=traced,
         stepped=stepped,
+        verdict=verdict,
     )
     time = None
     if device is not None and traced is not None and timing is not None:

@@ -57,7 +57,7 @@ def _headline(memory: MemoryReport) -> list[str]:
     lines += [
         f"{'total':<{width}}{_bytes(total)}",
         f"{'ideal':<{width}}{units.bytes_share(ideal)}  (all {units.count(memory.total_bytes)} state bytes / "
-        f"{units.count(memory.num_devices)} devices: an average, not a layout)",
+        f"{units.many(memory.num_devices, 'device')}: an average, not a layout)",
         f"{'over the ideal':<{width}}{units.share_short(gap)} byte{'s' * (gap != 1)}{against}",
     ]
     largest = memory.largest
@@ -110,7 +110,7 @@ def _verify_lines(memory: MemoryReport, verified: Any) -> list[str]:
     return [
         "",
         f"XLA's check: the {units.count(verified.num_arrays)} state arrays compiled, never run, on "
-        f"{units.count(memory.num_devices)} virtual CPU devices ({verified.seconds:.1f} s); XLA's memory analysis:",
+        f"{units.many(memory.num_devices, 'virtual CPU device')} ({verified.seconds:.1f} s); XLA's memory analysis:",
         f"  XLA's output bytes per device  {_bytes(verified.output_bytes_per_device)}",
         f"  dcsim's figure                 {_bytes(verified.expected_bytes_per_device)}  (the state's "
         f"{units.count(memory.total_bytes_per_device)} bytes and {units.count(table)} bytes of the table of "
@@ -129,24 +129,34 @@ def _verdict_line(footprint: TrainingReport, mesh: meshes.MeshSpec) -> str:
     )
 
 
-def _budget_lines(fit: search.Fit, given: meshes.MeshSpec, footprint: TrainingReport) -> list[str]:
+def _none_fits(fit: search.Fit, verdict: Any) -> str:
+    """Why no mesh of the search fits, and which remedy would (``dcsim.memory.remedies``)."""
+    why = fit.why_none_fits or (None if verdict is None else verdict.why_data_cannot)
+    text = "no mesh searched fits" + (f": {why}" if why else "")
+    fitting = [] if verdict is None else verdict.fitting_phrases()
+    if fitting:
+        text += f"; on {verdict.mesh.text} it fits with {'; or '.join(fitting)}"
+    return text
+
+
+def _budget_lines(fit: search.Fit, given: meshes.MeshSpec, footprint: TrainingReport, verdict: Any = None) -> list[str]:
     lines = [
         "",
         f"budget: {_bytes(fit.amount)} a device for the state's {_bytes(fit.total_bytes)}"
         + (" and each device's activations" if any(c.activations_bytes_per_device for c in fit.candidates) else ""),
         _verdict_line(footprint, given),
-        f"  ideal share: at least {units.count(fit.min_ideal_devices)} devices (total / budget, rounded up); "
+        f"  ideal share: at least {units.many(fit.min_ideal_devices, 'device')} (total / budget, rounded up); "
         + (
-            f"smallest mesh searched: {fit.ideal.text} ({units.count(fit.ideal.num_devices)} devices)"
+            f"smallest mesh searched: {fit.ideal.text} ({units.many(fit.ideal.num_devices, 'device')})"
             if fit.ideal is not None
-            else "no mesh searched is that large"
+            else "no mesh searched fits, even by the ideal share"
         ),
         "  real layout: "
         + (
-            f"{fit.real.mesh.text} ({units.count(fit.real.mesh.num_devices)} devices), "
+            f"{fit.real.mesh.text} ({units.many(fit.real.mesh.num_devices, 'device')}), "
             f"{_bytes(fit.real.total_bytes_per_device or 0)} on its most-loaded device"
             if fit.real is not None
-            else "no mesh searched fits" + (f": {fit.why_none_fits}" if fit.why_none_fits else "")
+            else _none_fits(fit, verdict)
         ),
         "",
         f"meshes searched (the first axis of {given.text} grows, the others stay; the layout is not monotone, "
@@ -220,6 +230,31 @@ def _activation_lines(footprint: TrainingReport, traced: Any) -> list[str]:
     return lines
 
 
+def _verdict_lines(verdict: Any) -> list[str]:
+    """The answer for the asked mesh first (``dcsim.memory.remedies``), then every remedy tried with
+    the bytes a device would hold."""
+    lines = [verdict.text]
+    if verdict.remedies:
+        lines.append("remedies tried on this mesh, one change at a time, each laid out and traced as the request is:")
+        sized = [r.total_bytes for r in verdict.remedies]
+        frame = pd.DataFrame(
+            {
+                "change": [remedy.label for remedy in verdict.remedies],
+                "flags": [remedy.flags for remedy in verdict.remedies],
+                "bytes_per_device": ["-" if size is None else units.count(size) for size in sized],
+                "size": ["-" if size is None else units.binary_bytes(size) for size in sized],
+                "fits": [
+                    "yes" if r.fits(verdict.amount) else ("no" if r.error is None else "cannot run")
+                    for r in verdict.remedies
+                ],
+            }
+        )
+        lines.append(frame_text(frame))
+        failed = [remedy for remedy in verdict.remedies if remedy.error is not None]
+        lines += [f"  {remedy.label}: {remedy.error}" for remedy in failed[:MAX_UNEVEN_NAMED]]
+    return [*lines, ""]
+
+
 def render_memory_table(result: MemoryResult) -> str:
     """The ``memory`` result for people: the most-loaded device first (each part against the ideal,
     the largest array and why), then the parts, the largest arrays, the step's activations, XLA's
@@ -227,7 +262,8 @@ def render_memory_table(result: MemoryResult) -> str:
     memory = result.memory
     rules = "".join(f"\n  rule {rule.text}" for rule in memory.rules)
     lines = [
-        f"mesh: {memory.mesh.text} ({units.count(memory.num_devices)} devices), strategy: {memory.strategy}{rules}",
+        *([] if result.verdict is None else _verdict_lines(result.verdict)),
+        f"mesh: {memory.mesh.text} ({units.many(memory.num_devices, 'device')}), strategy: {memory.strategy}{rules}",
         f"training: {memory.training.text}",
         *(
             f"note: {text}"
@@ -255,7 +291,7 @@ def render_memory_table(result: MemoryResult) -> str:
     if result.verified is not None:
         lines += _verify_lines(memory, result.verified)
     if result.fit is not None:
-        lines += _budget_lines(result.fit, memory.mesh, result.footprint)
+        lines += _budget_lines(result.fit, memory.mesh, result.footprint, result.verdict)
     if result.stepped is not None:
         lines += _step_lines(result.stepped)
     return "\n".join(lines) + "\n"

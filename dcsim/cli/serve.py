@@ -11,12 +11,13 @@ from typing import Any
 
 from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, format_from_args, weight_flags
 from dcsim.cli.mesh import mesh_flags, mesh_from_args
+from dcsim.model.cache import kv_dtype_label
 from dcsim.model.count import count_params
 from dcsim.quantities import units
 from dcsim.quantities.amounts import parse_budget
 from dcsim.requests.serving import SERVING
 from dcsim.requests.timing import TIMING
-from dcsim.serving import catalog, records, search
+from dcsim.serving import catalog, records, remedies, search
 from dcsim.serving.engine import ServingReport, compute_serving, default_context
 from dcsim.serving.request import (
     DEFAULT_CONTEXT,
@@ -90,11 +91,31 @@ def _bytes(n: int | None) -> str:
     return "-" if n is None else units.bytes_exact(n)
 
 
-def render_table(report: ServingReport, found: search.MeshSearch | None, verified: Any = None) -> str:
+def _verdict_lines(verdict: remedies.Verdict | None) -> list[str]:
+    """The answer for the asked mesh first, then every change tried with its figure."""
+    if verdict is None:
+        return []
+    lines = [verdict.text]
+    if verdict.remedies:
+        lines.append("changes tried, one at a time, each computed as the asked request is:")
+        width = max(len(remedy.label) for remedy in verdict.remedies)
+        for remedy in verdict.remedies:
+            said = "serves" if remedy.serves else ("cannot run: " + remedy.error if remedy.error else "does not serve")
+            lines.append(f"  {remedy.label:<{width}}  {remedy.flags:<28}  {said}")
+    return [*lines, ""]
+
+
+def render_table(
+    report: ServingReport,
+    found: search.MeshSearch | None,
+    verified: Any = None,
+    verdict: remedies.Verdict | None = None,
+) -> str:
     serving = report.serving
     lines = [
+        *_verdict_lines(verdict),
         f"mesh: {serving.mesh.text} ({units.many(serving.mesh.num_devices, 'device')}), strategy: {serving.strategy}; "
-        f"weights {serving.weight_format.label}, KV cache {serving.kv_dtype}",
+        f"weights {serving.weight_format.label}, KV cache {kv_dtype_label(serving.kv_dtype)}",
         f"context {units.many(serving.context, 'token')}, {units.many(serving.concurrency, 'sequence')} "
         f"({units.count(serving.sequences_per_replica)} on the most-loaded of "
         f"{units.many(serving.num_replicas, 'replica')})",
@@ -135,7 +156,7 @@ def render_table(report: ServingReport, found: search.MeshSearch | None, verifie
             served = (
                 "none of those tried"
                 if answer is None
-                else f"{answer.mesh.text} ({units.count(answer.num_devices)} devices)"
+                else f"{answer.mesh.text} ({units.many(answer.num_devices, 'device')})"
             )
             lines += [f"smallest mesh serving the target  {served}", f"  tried: {tried}"]
     if report.layers:
@@ -191,6 +212,7 @@ def run(args: argparse.Namespace) -> str:
             no_speed = f"no decode speed: {err}"
     elif args.prompt != TIMING["prompt"].flag_default or args.devices_per_host != TIMING["dph"].flag_default:
         raise UsageError("--prompt and --devices-per-host: for the decode speed; give --device too")
+    verdict = remedies.verdict(config, served, report, found)
     written = None
     if args.write is not None:
         from dcsim.quant import write
@@ -198,6 +220,8 @@ def run(args: argparse.Namespace) -> str:
         written = write.write(served.table, args.write)
     if args.format == "json":
         record: dict[str, Any] = records.serving_record(served, found)
+        if verdict is not None:
+            record["verdict"] = verdict.record()
         if verified is not None:
             record["xla"] = verify.verify_record(verified)
         if written is not None:
@@ -209,7 +233,7 @@ def run(args: argparse.Namespace) -> str:
             if no_speed is not None:
                 record["time_note"] = no_speed
         return json.dumps(record, indent=2) + "\n"
-    text = render_table(served, found, verified)
+    text = render_table(served, found, verified, verdict)
     if speed is not None or no_speed is not None:
         text += f"{speed.text if speed is not None else no_speed}\n"
     if written is not None:

@@ -157,6 +157,14 @@ def split_hparams(family: registry.Family, hparams: Mapping[str, Any], axis: str
     return h
 
 
+def sequence_limit(config: ModelConfig) -> int | None:
+    """The longest sequence the model takes: its positions, or None when any length is taken (no
+    position table, or rotary positions scaled past it)."""
+    hparams = presets.resolved_hparams(config)
+    positions = hparams.get("max_positions")
+    return positions if positions and not hparams.get("rope_scaling") else None
+
+
 def check_for_model(config: ModelConfig, step: Step, tensor_parallel: tuple[str, int] | None = None) -> dict[str, Any]:
     """The model's hyperparameters, once the step is checked against them: a family with a
     training forward, a sequence within the positions; with ``tensor_parallel`` (a mesh axis's name
@@ -170,8 +178,8 @@ def check_for_model(config: ModelConfig, step: Step, tensor_parallel: tuple[str,
             f"{', '.join(registry.names(lambda family: family.trains))}); {what} has no training forward here"
         )
     hparams = presets.resolved_hparams(config)
-    positions = hparams.get("max_positions")
-    if positions and step.sequence > positions and not hparams.get("rope_scaling"):
+    positions = sequence_limit(config)
+    if positions is not None and step.sequence > positions:
         raise ValueError(
             f"the sequence ({step.sequence:,} tokens) must be at most the model's positions "
             f"(max_positions {positions:,})"

@@ -28,6 +28,7 @@ from typing import Any
 from dcsim.inputs import check_choice, show
 from dcsim.model.config import DTYPES as RAW_DTYPES
 from dcsim.model.optimizer import check_optimizer
+from dcsim.quantities import payload
 
 PARTS = ("params", "grads", "master", "optimizer")
 STAGES: dict[int, frozenset[str]] = {
@@ -48,6 +49,23 @@ STAGE_HELP = {
 # make it float32.
 DTYPES = RAW_DTYPES
 NO_MASTER = "none"
+# The usual mixed-precision recipe, one definition for the Memory page's button and the Bytes page's
+# column: bfloat16 parameters, a float32 master copy, the optimizer's moments in float32 (optax keeps
+# them in the dtype of the parameters it updates: the master copy's).
+RECIPE = {"param": "bfloat16", "master": "float32"}
+RECIPE_TEXT = "bf16 params, fp32 master copy and moments"
+
+
+def recipe_checkpoint_bytes(total_params: int, float32_state_bytes: int) -> int:
+    """What a training checkpoint's arrays come to under ``RECIPE``: the bfloat16 parameters, their
+    float32 master copy and the optimizer state initialised on float32 parameters (its raw bytes)."""
+    return (
+        payload.raw_bytes(total_params, RECIPE["param"])
+        + payload.raw_bytes(total_params, RECIPE["master"])
+        + (float32_state_bytes)
+    )
+
+
 MAX_PARTS_CHARS = 64
 
 

@@ -42,6 +42,15 @@ KV_DTYPES: dict[str, Any] = {
     "int8": jnp.int8,
 }
 KV_DTYPE_ALIASES = {"fp8": "float8_e4m3fn"}
+
+
+def kv_dtype_label(name: str) -> str:
+    """A KV dtype as every face names it: ``fp8 (float8_e4m3fn)`` (vLLM's name, then JAX's), the
+    others as they are."""
+    short = next((alias for alias, full in KV_DTYPE_ALIASES.items() if full == name), None)
+    return name if short is None else f"{short} ({name})"
+
+
 SCALED_PER_TOKEN = "int8"  # vLLM's int8_per_token_head: a float32 scale per token and head
 SCALED_PER_LAYER = "float8_e4m3fn"  # one float32 scale a layer for keys, one for values (vLLM's k_scale, v_scale)
 

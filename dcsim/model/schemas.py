@@ -369,6 +369,21 @@ def follow(family: str, before: Mapping[str, Any], after: Mapping[str, Any], pin
     return result
 
 
+def edit(
+    family: str, base: Mapping[str, Any], overrides: Mapping[str, Any], edits: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A model's overrides once ``edits`` are applied as the Model page applies a person's edits:
+    each derived value follows its source (``follow``) unless it is edited too. ``base``: the
+    preset's hyperparameters (or the family's defaults for a file's model), ``overrides`` the
+    changes already made from it. ``count --set`` and the page share this one rule, so
+    ``--set num_heads=16`` on GPT-2 small moves ``num_kv_heads`` with it, as the page does."""
+    merged = {**base, **overrides}
+    before = {spec.name: merged[spec.name] for spec in schema(family) if spec.name in merged}
+    after = {**before, **edits}
+    followed = follow(family, before, after, pinned=set(edits))
+    return {**overrides, **edits, **{name: value for name, value in followed.items() if value != before.get(name)}}
+
+
 _MLA_ONLY = frozenset({"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"})
 _GQA_ONLY = frozenset(
     {"num_kv_heads", "head_dim", "qkv_bias", "qk_norm", "attn_bias", "wide_qk_norm", "attention_sinks"}

@@ -22,8 +22,11 @@ import altair as alt
 
 from dcsim import shipped
 
-# Counts on axes read 1.2B, not 1.2G (d3's SI prefix for 10**9 is G).
-COUNT_LABELS = "replace(format(datum.value, '~s'), 'G', 'B')"
+# Counts on axes read 1.2 bn, 10 M, 20 k: not 1.2G (d3's SI prefix for 10**9), and not 1.2B, which beside
+# the byte axes (10GB) reads as bytes.
+COUNT_LABELS = (
+    "replace(replace(replace(replace(format(datum.value, '~s'), 'T', ' tn'), 'G', ' bn'), 'M', ' M'), 'k', ' k')"
+)
 BYTE_LABELS = "format(datum.value, '~s') + 'B'"
 # Shares fall below 1 value on many shards: small numbers as decimals, never 500m (milli).
 SHARE_LABELS = f"datum.value >= 1000 ? {COUNT_LABELS} : format(datum.value, '~g')"
@@ -43,6 +46,18 @@ def decades(low: float, high: float) -> list[float]:
     first = math.floor(math.log10(low))
     last = math.ceil(math.log10(high))
     return [10.0**power for power in range(first, last + 1)]
+
+
+def one_two_five(low: float, high: float) -> list[float]:
+    """Ticks a reader expects on a log axis: 1, 2, 5, 10, 20, 50 ... from the last at or below
+    ``low`` to the first at or above ``high`` (Vega-Lite's own pick read 1, 5, 9, 40, 80)."""
+    ticks = []
+    for power in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1):
+        ticks += [mantissa * 10.0**power for mantissa in (1, 2, 5)]
+    below = [tick for tick in ticks if tick <= low]
+    above = [tick for tick in ticks if tick >= high]
+    first, last = (below[-1] if below else ticks[0]), (above[0] if above else ticks[-1])
+    return [tick for tick in ticks if first <= tick <= last]
 
 
 def log_log(x: str, x_title: str, y: str, y_title: str, figures: Sequence[float]) -> dict[str, Any]:

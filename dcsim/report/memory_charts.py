@@ -9,13 +9,13 @@ carries the exact byte count.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import altair as alt
 import pandas as pd
 
 from dcsim.quantities import units
-from dcsim.report.chart_axes import as_layer, chart_data, decades
+from dcsim.report.chart_axes import as_layer, chart_data, decades, one_two_five
 from dcsim.report.memory_tables import PART_TITLES as PART_TITLES
 from dcsim.sharding.meshes import MeshSpec
 
@@ -205,7 +205,7 @@ def device_sweep(sweep: pd.DataFrame, budget_bytes: int, budget_text: str, num_d
                 "Per device as the mesh grows (log-log)",
                 subtitle=[
                     f"Red dashes: the budget, {budget_text}",
-                    f"Red diamond: this mesh ({num_devices:,} devices)",
+                    f"Red diamond: this mesh ({units.many(num_devices, 'device')})",
                 ],
             ),
             description="Line chart of the bytes the most-loaded device holds as the mesh's first axis doubles, "
@@ -214,28 +214,61 @@ def device_sweep(sweep: pd.DataFrame, budget_bytes: int, budget_text: str, num_d
     )
 
 
-def activations_by_sequence(points: pd.DataFrame) -> alt.Chart:
-    """Activations a device keeps against the sequence length, one line a remat policy.
+def policy_lines(points: pd.DataFrame) -> pd.DataFrame:
+    """``points`` (``sequence``, ``policy``, ``bytes``) with the policies that keep the same bytes at
+    every sequence joined into one line (``dots = dots-no-batch = minimal``): one mark a policy that
+    can be told apart, never a line hidden under another."""
+    series: dict[tuple[tuple[int, int], ...], list[str]] = {}
+    for policy in dict.fromkeys(points["policy"]):
+        rows = points[points["policy"] == policy]
+        key = tuple(sorted(zip(rows["sequence"], rows["bytes"], strict=True)))
+        series.setdefault(key, []).append(policy)
+    names = {policy: " = ".join(group) for group in series.values() for policy in group}
+    first = {group[0] for group in series.values()}
+    kept = points[points["policy"].isin(first)]
+    return kept.assign(policy=kept["policy"].map(names))
 
-    ``points`` has ``sequence``, ``policy``, ``gib`` (position) and ``bytes_text`` (exact)
-    (``dcsim.ui.memory.sequence_frame``). Both axes are logarithmic: a line linear in the sequence
-    has slope 1, and naive attention's quadratic term bends upward."""
-    return (
-        alt.Chart(points)
+
+def activations_by_sequence(points: pd.DataFrame, state_bytes: int = 0, budget_bytes: int | None = None) -> Any:
+    """What a device holds (the state and the step's activations) against the sequence length, one
+    line a remat policy that can be told apart, against the budget.
+
+    ``points`` has ``sequence``, ``policy`` and ``bytes`` (the activations, exact)
+    (``dcsim.ui.memory.sequence_frame``); ``state_bytes`` (the same at every sequence) is added. Both
+    axes are logarithmic: activations linear in the sequence rise with slope 1, naive attention's
+    quadratic term bends upward. Ticks: the sequences traced, and 1-2-5 GiB steps."""
+    lines = policy_lines(points)
+    totals = [state_bytes + int(size) for size in lines["bytes"]]
+    frame = lines.assign(
+        gib=[total / GIB for total in totals], total_text=[units.bytes_exact(total) for total in totals]
+    )
+    figures = [*frame["gib"], *([] if budget_bytes is None else [budget_bytes / GIB])]
+    curves = (
+        alt.Chart(frame)
         .mark_line(point=True)
         .encode(
-            x=alt.X("sequence:Q", title="Sequence (tokens)", scale=alt.Scale(type="log", base=2)),
+            x=alt.X(
+                "sequence:Q",
+                title="Sequence (tokens, log scale)",
+                scale=alt.Scale(type="log", base=2),
+                axis=alt.Axis(values=sorted({int(s) for s in frame["sequence"]}), format=","),
+            ),
             y=alt.Y(
                 "gib:Q",
-                title="Activations per device, GiB (2^30 bytes)",
+                title="State + activations per device, GiB (2^30 bytes, log scale)",
                 scale=alt.Scale(type="log"),
-                axis=alt.Axis(labelExpr=GIB_LABELS),
+                axis=alt.Axis(labelExpr=GIB_LABELS, values=one_two_five(min(figures), max(figures))),
             ),
-            color=alt.Color("policy:N", title="Remat policy", legend=alt.Legend(orient="top")),
+            color=alt.Color("policy:N", title="Remat policy", legend=alt.Legend(orient="top", labelLimit=0)),
             tooltip=[
                 alt.Tooltip("policy:N", title="Remat"),
                 alt.Tooltip("sequence:Q", title="Sequence", format=","),
-                alt.Tooltip("bytes_text:N", title="Activations per device (exact)"),
+                alt.Tooltip("total_text:N", title="State + activations per device (exact)"),
             ],
         )
     )
+    if budget_bytes is None:
+        return curves
+    budget = pd.DataFrame({"gib": [budget_bytes / GIB], "text": [f"budget {units.binary_bytes(budget_bytes)}"]})
+    rule = alt.Chart(budget).mark_rule(color=BUDGET_COLOUR, strokeDash=[6, 3]).encode(y="gib:Q", tooltip="text:N")
+    return alt.layer(curves, rule)

@@ -34,6 +34,7 @@ class MemoryResult:
       verified: with --verify, XLA's figure for the state (``dcsim.memory.verify``).
       traced: with --sequence, the step's activations (``dcsim.memory.activations``).
       stepped: with both, XLA's compiled training step (``dcsim.memory.verify_step``).
+      verdict: with --budget, the asked mesh's answer and the remedies tried (``dcsim.memory.remedies``).
     """
 
     memory: MemoryReport
@@ -43,6 +44,7 @@ class MemoryResult:
     verified: Any = None
     traced: Any = None
     stepped: Any = None
+    verdict: Any = None
 
 
 def uneven_arrays(memory: MemoryReport) -> list[StateArray]:
@@ -136,5 +138,7 @@ def memory_record(result: MemoryResult) -> dict[str, Any]:
             record["xla"] |= verify_step.step_record(result.stepped)
     if result.fit is not None:
         record["budget"] = search.fit_record(result.fit)
+    if result.verdict is not None:
+        record["verdict"] = result.verdict.record()
     record["footprint"] = result.footprint.record()
     return record

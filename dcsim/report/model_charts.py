@@ -7,9 +7,12 @@ are in ``dcsim.report.chart_axes``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import altair as alt
 import pandas as pd
 
+from dcsim.quantities import payload, units
 from dcsim.report.chart_axes import BYTE_LABELS, COUNT_LABELS, as_layer, chart_data, log_log
 
 
@@ -102,11 +105,11 @@ _RAW_BYTES = chart_data(
 )
 
 
-def _raw_bytes_bars(frame: pd.DataFrame, chart: str) -> alt.Chart:
+def _raw_bytes_bars(frame: pd.DataFrame, chart: str, **fill: Any) -> alt.Chart:
     """Horizontal bars of raw bytes, one per ``category`` in the frame's order, with the exact bytes
     (the frame's ``<value>_text``) in the tooltip; ``chart`` names its texts in ``charts.toml``,
-    which title it as NOT the checkpoint size."""
-    texts = _RAW_BYTES[chart]
+    which title it as NOT the checkpoint size; ``fill`` fills their ``{...}`` fields."""
+    texts = {key: text.format(**fill) for key, text in _RAW_BYTES[chart].items()}
     name, name_title = texts["category"], texts["category_title"]
     field, axis_title = texts["value"], texts["value_title"]
     return (
@@ -129,6 +132,10 @@ def raw_bytes_by_dtype(payloads: pd.DataFrame) -> alt.Chart:
     return _raw_bytes_bars(payloads, "raw_bytes_by_dtype")
 
 
-def raw_bytes_by_layer(layer_bytes: pd.DataFrame) -> alt.Chart:
-    """Raw float32 bytes per layer, in model order (``tables.layer_bytes_frame``)."""
-    return _raw_bytes_bars(layer_bytes, "raw_bytes_by_layer")
+def raw_bytes_by_layer(layer_bytes: pd.DataFrame, dtype: str = "float32") -> alt.Chart:
+    """Raw ``dtype`` bytes per layer, in model order (``tables.layer_bytes_frame``, which has a
+    column a dtype of ``payload.RAW_DTYPES``): the title follows the dtype the page shows."""
+    frame = layer_bytes.assign(**{f"{dtype}_text": layer_bytes[dtype].map(units.bytes_exact)})
+    return _raw_bytes_bars(
+        frame, "raw_bytes_by_layer", dtype=dtype, bytes=units.many(payload.bytes_per_value(dtype), "byte")
+    )

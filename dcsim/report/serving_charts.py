@@ -7,7 +7,7 @@ Positions are in GiB (2**30 bytes, said on the axis); every tooltip carries the 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import altair as alt
 import pandas as pd
@@ -35,8 +35,59 @@ def device_frame(parts: dict[str, int]) -> pd.DataFrame:
     )
 
 
-def device_bar(frame: pd.DataFrame) -> alt.Chart:
-    """One horizontal bar, stacked weights / KV / other / reserve / free, in the parts' order."""
+OVER_COLOUR = "#d1242f"  # red: what passes the device, as on the Memory page's charts
+
+
+def device_bar(frame: pd.DataFrame, budget_bytes: int | None = None, usable_bytes: int | None = None) -> Any:
+    """One horizontal bar, stacked weights / KV / other / reserve / free, in the parts' order; with a
+    budget, the device's memory as a solid line and the usable bytes (the budget less the reserve) as a
+    dashed one, and what passes the device drawn as overflow: a red band from the line to the bar's end."""
+    bar = _stacked_bar(frame)
+    # Fit the width only: fitting the height too (Streamlit's default) left the bar no room under its
+    # axis and legend, and the page showed an axis alone.
+    size = {"height": 36, "autosize": alt.AutoSizeParams(type="fit-x", contains="padding")}
+    if budget_bytes is None:
+        return bar.properties(**size)
+    lines = pd.DataFrame(
+        {
+            "gib": [budget_bytes / GIB, (usable_bytes if usable_bytes is not None else budget_bytes) / GIB],
+            "line": ["the device's memory", "usable (less the reserve)"],
+            "bytes_text": [units.bytes_exact(budget_bytes), units.bytes_exact(usable_bytes or budget_bytes)],
+            "dash": [0, 4],
+        }
+    )
+    rules = (
+        alt.Chart(lines)
+        .mark_rule(color="#24292f", strokeWidth=2)
+        .encode(
+            x="gib:Q",
+            strokeDash=alt.StrokeDash("dash:N", legend=None),
+            tooltip=[alt.Tooltip("line:N", title="line"), alt.Tooltip("bytes_text:N", title="bytes")],
+        )
+    )
+    layers: list[Any] = [bar, rules]
+    total = int(frame.loc[~frame["part"].isin(["Reserve", "Free"]), "bytes"].sum())
+    if total > budget_bytes:
+        over = pd.DataFrame(
+            {
+                "start": [budget_bytes / GIB],
+                "end": [total / GIB],
+                "bytes_text": [units.bytes_exact(total - budget_bytes)],
+            }
+        )
+        layers.append(
+            alt.Chart(over)
+            .mark_bar(color=OVER_COLOUR, opacity=0.45)
+            .encode(
+                x="start:Q",
+                x2="end:Q",
+                tooltip=[alt.Tooltip("bytes_text:N", title="over the device's memory by")],
+            )
+        )
+    return alt.layer(*layers).properties(**size)
+
+
+def _stacked_bar(frame: pd.DataFrame) -> alt.Chart:
     order = [part for part in PART_COLOURS if part in set(frame["part"])]
     return (
         alt.Chart(frame.assign(order=[order.index(part) for part in frame["part"]]))
@@ -51,9 +102,6 @@ def device_bar(frame: pd.DataFrame) -> alt.Chart:
             order=alt.Order("order:Q"),
             tooltip=[alt.Tooltip("part:N", title="part"), alt.Tooltip("bytes_text:N", title="bytes")],
         )
-        # Fit the width only: fitting the height too (Streamlit's default) left the bar no room under
-        # its axis and legend, and the page showed an axis alone.
-        .properties(height=36, autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
     )
 
 

@@ -4,6 +4,7 @@ full; the weight format's keys are ``dcsim.requests.weights``'."""
 
 from __future__ import annotations
 
+from dcsim.model.cache import kv_dtype_label
 from dcsim.requests import MESH_KEYS, Request, budget, count, declared, switch, ticked
 from dcsim.requests.weights import WEIGHTS
 from dcsim.serving import catalog
@@ -42,7 +43,7 @@ SERVING = Request(
         },
         words={
             "kv_default": serving_request.DEFAULT_KV_DTYPE,
-            "kv_dtypes": ", ".join(serving_request.KV_DTYPE_NAMES),
+            "kv_dtypes": ", ".join(kv_dtype_label(name) for name in serving_request.KV_DTYPE_NAMES[:-1]),
             "kv_words": ticked(serving_request.KV_DTYPE_NAMES),
             "default_context": serving_request.DEFAULT_CONTEXT,
             "max_context": serving_request.MAX_CONTEXT,

@@ -205,6 +205,10 @@ def upload_box() -> None:
                 f"at most {hf.MAX_HF_CONFIG_BYTES // 1024} KiB)."
             ),
         )
+        st.caption(
+            f"At most {MAX_CONFIG_BYTES // 1024} KiB (a Hugging Face config.json {hf.MAX_HF_CONFIG_BYTES // 1024} "
+            "KiB): the box's 1MB is only the upload's own cap."
+        )
         if uploaded is None:
             st.session_state.pop(UPLOAD_ERROR, None)
             if opened_note:

@@ -276,14 +276,15 @@ def sequence_frame(config: ModelConfig, step: Any, param_dtype: str, mesh: meshe
                 {
                     "sequence": sequence,
                     "policy": policy,
+                    "bytes": traced.bytes_per_device,
                     "gib": traced.bytes_per_device / memory_charts.GIB,
                     "bytes_text": units.bytes_exact(traced.bytes_per_device),
                 }
             )
-    return pd.DataFrame(records, columns=["sequence", "policy", "gib", "bytes_text"])
+    return pd.DataFrame(records, columns=["sequence", "policy", "bytes", "gib", "bytes_text"])
 
 
-RECIPE = {"param": "bfloat16", "master": "float32"}  # the usual mixed precision: bf16 params, fp32 master and moments
+RECIPE = trainings.RECIPE  # the usual mixed precision: bf16 params, fp32 master and moments
 
 
 def use_recipe() -> None:
@@ -453,6 +454,35 @@ def cached_fit(config: ModelConfig, setup: Setup) -> search.Fit | str:
     """``search.fit`` over the current mesh's candidates and the budget (or the refusal), cached;
     with a step, each candidate's activations count too."""
     return _cached_fit(*_key(config, setup), setup.budget, _step_json(setup))
+
+
+@st.cache_data(max_entries=MAX_CACHED_FITS, show_spinner="Trying what would make it fit…")
+def _cached_verdict(
+    config_json: str, mesh_text: str, strategy: str, rules: str, training: str, amount: int, step_json: str = ""
+) -> Any:
+    from dcsim.memory import remedies
+
+    report, mesh, strategy, parsed_rules, setup = _parts(config_json, mesh_text, strategy, rules, training)
+    config = ModelConfig.from_json(config_json)
+    step = None
+    if step_json:
+        from dcsim.memory import activations
+
+        step = activations.Step(**json.loads(step_json))
+    measure = remedies.engine_measure(config, report, strategy, parsed_rules)
+    try:
+        held = compute_memory(report, mesh, strategy, parsed_rules, setup)
+        footprint = TrainingReport.of(held, measure(mesh, setup, step)[1], amount)
+        fit = _cached_fit(config_json, mesh_text, strategy, rules, training, amount, step_json)
+        return remedies.verdict(footprint, mesh, setup, step, measure, None if isinstance(fit, str) else fit)
+    except (TypeError, ValueError) as err:
+        return str(err)
+
+
+def cached_verdict(config: ModelConfig, setup: Setup) -> Any:
+    """The verdict for the page's mesh and the remedies tried (``dcsim.memory.remedies``), cached; or
+    the refusal's text."""
+    return _cached_verdict(*_key(config, setup), setup.budget, _step_json(setup))
 
 
 def verify_key(config: ModelConfig, setup: Setup) -> str:

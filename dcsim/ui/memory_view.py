@@ -6,6 +6,7 @@ bytes: each figure is read from a report."""
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 import pandas as pd
 
@@ -53,8 +54,9 @@ def devices_text(n: int) -> str:
     return f"{units.count(n)} device{'' if n == 1 else 's'}"
 
 
-def fit_sentences(answer: search.Fit, budget_text: str) -> list[str]:
-    """The budget's two answers in words: by the ideal share and by the real layout."""
+def fit_sentences(answer: search.Fit, budget_text: str, verdict: Any = None) -> list[str]:
+    """The budget's two answers in words: by the ideal share and by the real layout; when no mesh
+    fits, why (``verdict``: the asked mesh's, ``dcsim.memory.remedies``) and what would."""
     least = answer.min_ideal_devices
     searched = answer.candidates[-1].mesh.num_devices if answer.candidates else 0
     ideal = (
@@ -65,7 +67,7 @@ def fit_sentences(answer: search.Fit, budget_text: str) -> list[str]:
         smallest = f"{answer.ideal.text} ({devices_text(answer.ideal.num_devices)})"
         ideal += f"; the smallest mesh searched that reaches it is {smallest}."
     else:
-        ideal += f"; no mesh searched (up to {units.count(searched)} devices) is that large."
+        ideal += f"; no mesh searched, up to {units.many(searched, 'device')}, reaches it."
     if answer.real is not None:
         real = (
             f"**By the real layout**: {answer.real.mesh.text} ({devices_text(answer.real.mesh.num_devices)}) is "
@@ -74,15 +76,20 @@ def fit_sentences(answer: search.Fit, budget_text: str) -> list[str]:
         )
     else:
         real = (
-            f"**By the real layout**: no mesh searched (up to {units.count(searched)} devices) fits {budget_text} "
-            "a device: "
-            + (
-                f"{answer.why_none_fits}."
-                if answer.why_none_fits
-                else "split more parts (a higher ZeRO stage), use smaller dtypes or another strategy."
-            )
+            f"**By the real layout**: no mesh searched, up to {units.many(searched, 'device')}, fits {budget_text} "
+            "a device: " + _why_none_fits(answer, verdict)
         )
     return [ideal, real]
+
+
+def _why_none_fits(answer: search.Fit, verdict: Any) -> str:
+    """Why no mesh of the search fits and which remedies (computed on the asked mesh) would."""
+    why = answer.why_none_fits or (None if verdict is None or isinstance(verdict, str) else verdict.why_data_cannot)
+    fitting = [] if verdict is None or isinstance(verdict, str) else verdict.fitting_phrases()
+    said = f"{why}." if why else "no data-parallel size searched brings it under the budget."
+    if fitting:
+        said += f" On {verdict.mesh.text} it fits with {'; or '.join(fitting)} (the sentence at the top)."
+    return said
 
 
 def refused_meshes(answer: search.Fit) -> list[str]:

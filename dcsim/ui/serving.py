@@ -14,7 +14,7 @@ The mesh and strategy are the Layout and Memory pages' settings under the same l
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pandas as pd
 import streamlit as st
@@ -25,7 +25,7 @@ from dcsim.requests.serving import SERVING
 from dcsim.serving import catalog, records, search
 from dcsim.serving.engine import ServingReport, compute_serving, default_context
 from dcsim.serving.request import Serving
-from dcsim.ui import frame
+from dcsim.ui import cache, frame
 
 T = TypeVar("T")
 
@@ -92,6 +92,23 @@ def answer(config: ModelConfig, serving: Serving) -> tuple[ServingReport | None,
     return _answer(config.to_json(), serving)
 
 
+@st.cache_data(max_entries=MAX_CACHED, show_spinner="Trying what would make it serve…")
+def _verdict(config_json: str, serving: Serving) -> Any:
+    from dcsim.serving import remedies
+
+    config = ModelConfig.from_json(config_json)
+    report, found, refusal = _answer(config_json, serving)
+    if report is None:
+        return refusal
+    return remedies.verdict(config, report, cache.count(config), found)
+
+
+def verdict(config: ModelConfig, serving: Serving) -> Any:
+    """The verdict for the asked mesh with the remedies tried (``dcsim.serving.remedies``), None
+    without a budget, or the refusal's text; cached."""
+    return _verdict(config.to_json(), serving)
+
+
 def layers_frame(report: ServingReport) -> pd.DataFrame:
     """The per-layer table: layers that cache alike as one row."""
     rows = []
@@ -133,7 +150,9 @@ def device_parts(report: ServingReport) -> dict[str, int]:
         "KV cache": report.kv_bytes_per_device,
         "Other (step index, buffers)": report.other_bytes_per_device,
     }
-    if report.budget_bytes is not None and report.usable_bytes is not None:
+    if report.budget_bytes is not None and report.usable_bytes is not None and report.fits:
+        # when it does not fit, the parts run past the device's line (the chart draws that overflow):
+        # stacking the reserve after them would draw memory the device does not have
+        parts["Free"] = report.usable_bytes - report.total_bytes_per_device
         parts["Reserve"] = report.budget_bytes - report.usable_bytes
-        parts["Free"] = max(report.usable_bytes - report.total_bytes_per_device, 0)
     return parts

@@ -246,8 +246,10 @@ def ratio_text(value: Fraction) -> str:
 
 
 def _seconds(value: float) -> str:
+    if value < 1e-6:
+        return "under 1 µs"
     if value < 1e-3:
-        return f"{value:.3g} s"
+        return f"{value * 1e6:.3g} µs"
     if value < 1:
         return f"{value * 1000:.3g} ms"
     if value < 120:
