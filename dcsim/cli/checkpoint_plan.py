@@ -8,7 +8,7 @@ import argparse
 import json
 from typing import Any
 
-from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag
+from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, refuse_unused
 from dcsim.cli.memory import DEFAULT_STRATEGY, training_from_args
 from dcsim.cli.mesh import mesh_flags, mesh_from_args
 from dcsim.requests.training import TRAINING
@@ -75,12 +75,12 @@ def request_from_args(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> str:
-    for flag, name in (("shards", "--shards"), ("dtype", "--dtype")):
-        if getattr(args, flag) is not None:
-            raise UsageError(
-                f"{name} does not apply to checkpoint-plan: the mesh sets the devices (--mesh) and "
-                "--param-dtype and --master-dtype the dtypes"
-            )
+    refuse_unused(
+        args,
+        "checkpoint-plan",
+        ("shards", "dtype"),
+        "the mesh sets the devices (--mesh) and --param-dtype and --master-dtype the dtypes",
+    )
     mesh, strategy, rules = mesh_from_args(args, DEFAULT_STRATEGY)
     setup = training_from_args(args)
     request = request_from_args(args)

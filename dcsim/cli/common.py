@@ -89,6 +89,14 @@ def add_command(
     return command
 
 
+def refuse_unused(args: argparse.Namespace, command: str, flags: Sequence[str], why: str) -> None:
+    """A UsageError for the first of ``flags`` (their ``args`` names: ``shards``) that was given to
+    ``command``, which has no use for it: ``--shards does not apply to memory: WHY``."""
+    for flag in flags:
+        if getattr(args, flag) is not None:
+            raise UsageError(f"--{flag} does not apply to {command}: {why}")
+
+
 def format_flag(command: argparse.ArgumentParser, choices: Sequence[str] = ("table", "json")) -> None:
     """``--format``, one of ``choices``; the table for people by default."""
     command.add_argument("--format", choices=choices, default="table", help="output format (default table)")

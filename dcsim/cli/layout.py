@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, frame_text
+from dcsim.cli.common import add_command, config_from_args, format_flag, frame_text, refuse_unused
 from dcsim.cli.mesh import mesh_flags, mesh_from_args
 from dcsim.model.count import count_params
 from dcsim.quantities import payload, units
@@ -64,8 +64,7 @@ def render_layout_table(layout_report: layout.LayoutReport, dtype: str = "float3
 
 
 def run(args: argparse.Namespace) -> str:
-    if args.shards is not None:
-        raise UsageError("--shards does not apply to layout: the mesh sets the number of devices (--mesh)")
+    refuse_unused(args, "layout", ("shards",), "the mesh sets the number of devices (--mesh)")
     mesh, strategy, rules = mesh_from_args(args, "replicated")
     config = config_from_args(args)
     result = layout.compute_layout(count_params(config), mesh, strategy, rules)

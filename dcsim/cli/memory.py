@@ -8,7 +8,7 @@ import argparse
 import json
 from typing import Any
 
-from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag
+from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, refuse_unused
 from dcsim.cli.memory_text import _buffer_lines as _buffer_lines  # tests/test_buffers.py reads it here
 from dcsim.cli.memory_text import render_memory_table
 from dcsim.cli.mesh import mesh_flags, mesh_from_args
@@ -142,12 +142,12 @@ def timing_from_args(args: argparse.Namespace, step: Any) -> dict[str, Any] | No
 
 
 def run(args: argparse.Namespace) -> str:
-    for flag, name in (("shards", "--shards"), ("dtype", "--dtype")):
-        if getattr(args, flag) is not None:
-            raise UsageError(
-                f"{name} does not apply to memory: the mesh sets the number of devices (--mesh) and "
-                "--param-dtype, --grad-dtype and --master-dtype the dtypes"
-            )
+    refuse_unused(
+        args,
+        "memory",
+        ("shards", "dtype"),
+        "the mesh sets the number of devices (--mesh) and --param-dtype, --grad-dtype and --master-dtype the dtypes",
+    )
     mesh, strategy, rules = mesh_from_args(args, DEFAULT_STRATEGY)
     setup = training_from_args(args)
     budget = TRAINING.from_flag(args, "devmem")

@@ -9,7 +9,15 @@ import dataclasses
 import json
 from typing import Any
 
-from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, format_from_args, weight_flags
+from dcsim.cli.common import (
+    UsageError,
+    add_command,
+    config_from_args,
+    format_flag,
+    format_from_args,
+    refuse_unused,
+    weight_flags,
+)
 from dcsim.cli.mesh import mesh_flags, mesh_from_args
 from dcsim.model.cache import kv_dtype_label
 from dcsim.model.count import count_params
@@ -54,12 +62,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def serving_from_args(args: argparse.Namespace) -> Serving:
     """The request the flags describe; every flag checked, whatever else is given."""
-    for flag in ("shards", "dtype", "batch"):
-        if getattr(args, flag) is not None:
-            raise UsageError(
-                f"--{flag} does not apply to serve: the mesh sets the devices, --weights and --kv-dtype the dtypes, "
-                "--concurrency the sequences"
-            )
+    refuse_unused(
+        args,
+        "serve",
+        ("shards", "dtype", "batch"),
+        "the mesh sets the devices, --weights and --kv-dtype the dtypes, --concurrency the sequences",
+    )
     if args.budget is not None and args.device is not None:
         raise UsageError("--budget and --device both give the budget; give one (a device's memory is its budget)")
     mesh, strategy, rules = mesh_from_args(args, DEFAULT_STRATEGY)
