@@ -143,30 +143,22 @@ def _tried(config: ModelConfig, request: Serving, report: ParamReport, kind: str
 def _plain_changes(report: engine.ServingReport) -> Sequence[Remedy]:
     """What the asked mesh does serve, read from the report: fewer sequences, or a shorter context."""
     request = report.serving
-    found = []
-    most = report.max_concurrency
-    if most and most < request.concurrency:
-        found.append(
-            Remedy(
-                kind="concurrency",
-                label=f"{units.many(most, 'sequence')} at this context",
-                flags=f"--concurrency {most}",
-                total_bytes=None,
-                serves=True,
-            )
+    # (the flag, the most the mesh serves, what was asked, its words)
+    changes = (
+        ("concurrency", report.max_concurrency, request.concurrency, "{} at this context", "sequence"),
+        ("context", report.max_context if report.has_cache else None, request.context, "a context of {}", "token"),
+    )
+    return [
+        Remedy(
+            kind=kind,
+            label=words.format(units.many(most, unit)),
+            flags=f"--{kind} {most}",
+            total_bytes=None,
+            serves=True,
         )
-    longest = report.max_context
-    if longest and longest < request.context and report.has_cache:
-        found.append(
-            Remedy(
-                kind="context",
-                label=f"a context of {units.many(longest, 'token')}",
-                flags=f"--context {longest}",
-                total_bytes=None,
-                serves=True,
-            )
-        )
-    return found
+        for kind, most, asked, words, unit in changes
+        if most and most < asked
+    ]
 
 
 def verdict(
