@@ -184,4 +184,4 @@ def test_each_process_stores_the_bytes_the_plan_predicted(own_tmp, strategy, rul
     assert f"policy             {policy} (Orbax ArrayHandler use_replica_parallel={handler}), zstd off" in table
     assert "prediction         matches" in table
     for process_id, size in enumerate(expected):
-        assert f"process {process_id:<10} predicted {size:,} · stored {size:,}" in table
+        assert f"\n  process {process_id}        predicted {size:,} · stored {size:,}\n" in table

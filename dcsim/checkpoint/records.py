@@ -324,10 +324,9 @@ def prediction_lines(report: MultiprocessReport) -> tuple[str, ...]:
         "chunks it stored",
     ]
     for process in report.processes:
-        lines.append(
-            f"  process {process.process_id:<10} predicted {process.predicted_bytes:,} · stored {process.chunk_bytes:,}"
-        )
-    return tuple(lines)
+        label = f"process {process.process_id}"
+        lines.append(f"  {label:<17}predicted {process.predicted_bytes:,} · stored {process.chunk_bytes:,}")
+    return (*lines, "")
 
 
 def explain_prediction(report: MultiprocessReport) -> tuple[str, ...]:
