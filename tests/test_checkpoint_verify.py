@@ -16,10 +16,16 @@ import pytest
 from dcsim.checkpoint import multiprocess, records, results
 from dcsim.checkpoint.measurement import MeasurementOptions
 from dcsim.checkpoint.plan import verify, writers
+from dcsim.checkpoint.plan.placement import Hosts
+from dcsim.checkpoint.plan.restore import plan_restore
+from dcsim.checkpoint.plan.writers import plan_writes
 from dcsim.cli import main
 from dcsim.cli.checkpoint import render_processes_table
+from dcsim.memory.state import compute_memory
+from dcsim.memory.training import Training
 from dcsim.model.config import DenseLayer, ModelConfig
-from dcsim.sharding.meshes import parse_rules
+from dcsim.model.count import count_params
+from dcsim.sharding.meshes import parse_mesh, parse_rules
 
 # Two layers, so the biases are small arrays with replicas under every layout but fsdp.
 MODEL = ModelConfig(input_dim=64, layers=(DenseLayer(features=64), DenseLayer(features=32)))
@@ -185,3 +191,69 @@ def test_each_process_stores_the_bytes_the_plan_predicted(own_tmp, strategy, rul
     assert "prediction         matches" in table
     for process_id, size in enumerate(expected):
         assert f"\n  process {process_id}        predicted {size:,} · stored {size:,}\n" in table
+
+
+# --- a restore onto another mesh, for real (issue 44, section 5) -----------------------------------
+
+
+def laid_params(mesh_text, strategy):
+    """The model's params as memory lays them out (ZeRO-3 splits them by the strategy), in float32."""
+    memory = compute_memory(
+        count_params(MODEL), parse_mesh(mesh_text), strategy, (), Training.stage(3, param_dtype="float32")
+    )
+    return [row for row in memory.arrays if row.part == "params"]
+
+
+def spec_json(spec):
+    return [None if entry is None else [entry] if isinstance(entry, str) else list(entry) for entry in spec]
+
+
+def mesh_json(text):
+    return [list(axis) for axis in parse_mesh(text).axes]
+
+
+SAVED_ON = ("data=8", "fsdp")
+RESTORED_ON = [("data=2,model=2", "tensor"), ("data=2", "replicated")]  # other strategies, fewer devices
+
+
+@pytest.mark.slow  # the session's real-mesh child saves and restores with Orbax
+def test_a_checkpoint_restores_bit_for_bit_onto_another_mesh_as_the_plan_says(real_mesh, tmp_path):
+    """Saved from eight devices under fsdp, restored onto four under tensor and onto two whole: every
+    value comes back bit for bit on the new layout, and each host of two devices holds the distinct
+    bytes the plan's restore says (``bytes_held``)."""
+    saved = laid_params(*SAVED_ON)
+    restores = [laid_params(mesh, strategy) for mesh, strategy in RESTORED_ON]
+    name = {row.path: row.path.replace("/", ".") for row in saved}
+    real = real_mesh(
+        {
+            "restore": {
+                "folder": str(tmp_path / "checkpoint"),
+                "arrays": [{"name": name[row.path], "shape": list(row.shape), "dtype": row.dtype} for row in saved],
+                "mesh": mesh_json(SAVED_ON[0]),
+                "specs": {name[row.path]: spec_json(row.spec) for row in saved},
+                "restores": [
+                    {"mesh": mesh_json(mesh), "specs": {name[row.path]: spec_json(row.spec) for row in rows}}
+                    for (mesh, _), rows in zip(RESTORED_ON, restores, strict=True)
+                ],
+            }
+        }
+    )
+    writes = plan_writes(saved, parse_mesh(SAVED_ON[0]), "replica-parallel")
+    for (mesh_text, strategy), rows, arrays in zip(RESTORED_ON, restores, real, strict=True):
+        assert set(arrays) == set(name.values())
+        assert all(array["same_bits"] and array["same_sharding"] for array in arrays.values()), (mesh_text, strategy)
+        mesh = parse_mesh(mesh_text)
+        for per_host in (1, 2):  # a host a device, and hosts of two devices in mesh order
+            hosts = Hosts(mesh, per_host)
+            held = [0] * hosts.num_hosts
+            for array in arrays.values():
+                shards = array["shards"]
+                assert len(shards) == mesh.num_devices and None not in shards  # on every device of the new mesh
+                for host in range(hosts.num_hosts):
+                    own = shards[per_host * host : per_host * (host + 1)]
+                    held[host] += sum({json.dumps(shard["index"]): shard["bytes"] for shard in own}.values())
+            plan = plan_restore(writes.arrays, rows, hosts)
+            assert list(plan.bytes_held) == held, (mesh_text, strategy, per_host)
+            assert sum(plan.bytes_read) >= sum(plan.bytes_held)
+            if per_host == 2:  # by hand: each host of two holds a whole replica
+                assert held == [PAYLOAD] * hosts.num_hosts
