@@ -215,11 +215,10 @@ def _sweep_prediction(reports: Sequence[results.MultiprocessReport]) -> tuple[st
     """One line for a sweep saved under a policy: whether every run's prediction matched."""
     if reports[0].policy is None:
         return ()
-    matched = [r.num_processes for r in reports if r.prediction_matches]
-    missed = [r.num_processes for r in reports if not r.prediction_matches]
-    verdict = "matches for every process count" if not missed else f"DOES NOT MATCH for P = {missed}"
+    missed = ", ".join(str(r.num_processes) for r in reports if not r.prediction_matches)
+    verdict = f"DOES NOT MATCH for P = {missed}" if missed else "matches for every process count"
     return (
-        f"policy {reports[0].policy}, zstd off: the plan's prediction {verdict} (matched: P = {matched}); "
-        "predicted_bytes and chunk_bytes above",
+        f"policy {reports[0].policy}, zstd off: the plan's prediction {verdict} (predicted_bytes against the "
+        "chunk_bytes each process stored, above)",
         "",
     )
