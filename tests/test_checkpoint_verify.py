@@ -184,6 +184,8 @@ def test_each_process_stores_the_bytes_the_plan_predicted(own_tmp, strategy, rul
         p.num_bytes - b for p, b in zip(report.processes, expected, strict=True)
     ]
     assert "compared to the byte" in record["prediction_explanation"][0]
+    if 0 in expected:
+        assert f"no ocdbt.process_{expected.index(0)}/: nothing to write" in record["prediction_explanation"][1]
     assert record["explanation"][0].startswith("Compression: off for this save")
     table = render_processes_table(report)
     handler = "False" if policy == "single-replica" else "True"

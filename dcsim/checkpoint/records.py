@@ -340,9 +340,12 @@ def explain_prediction(report: MultiprocessReport) -> tuple[str, ...]:
     added = []
     for process in report.processes:
         own = places.get((process.process_id, f"ocdbt.process_{process.process_id}/"), 0)
+        folder = f"ocdbt.process_{process.process_id}/"
         parts = [
-            f"its ocdbt.process_{process.process_id}/ {own - (process.chunk_bytes or 0):+,} beyond its chunks "
-            "(manifest, B-tree nodes with the zarr metadata)",
+            f"its {folder} {own - (process.chunk_bytes or 0):+,} beyond its chunks (manifest, B-tree nodes with the "
+            "zarr metadata)"
+            if (process.process_id, folder) in places
+            else f"no {folder}: nothing to write",
             f"array_metadatas {places.get((process.process_id, 'array_metadatas/'), 0):,}",
         ]
         if (process.process_id, "top level") in places:
