@@ -13,6 +13,7 @@ write of a real array (tests/test_checkpoint_plan.py checks dcsim's port against
 
 import json
 import sys
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -89,18 +90,25 @@ def _bits(values):
 
 
 def restore(case):
-    """Save arrays of random values laid out on one mesh with Orbax's ``StandardCheckpointer`` into
-    ``folder``, then restore them onto each of other meshes and layouts: whether every value came
-    back bit for bit, and each device's shard (its index and bytes) in the restore mesh's order."""
+    """Save arrays of random values laid out on one mesh into ``folder`` (as ``checkpoint --policy
+    replica-parallel`` saves: zstd off), then restore them onto each of other meshes and layouts:
+    whether every value came back bit for bit, each device's shard (its index and bytes) in the
+    restore mesh's order, and the bytes tensorstore read from the files for the restore."""
     import orbax.checkpoint as ocp
 
     rng = np.random.default_rng(0)
     values = {a["name"]: rng.standard_normal(a["shape"]).astype(a["dtype"]) for a in case["arrays"]}
+    import tensorstore as ts
+
+    from dcsim.checkpoint.worker import save_params
+
+    def bytes_read():  # what tensorstore has read from files in this process so far
+        (metric,) = ts.experimental_collect_matching_metrics("/tensorstore/kvstore/file/bytes_read")
+        return sum(int(value["value"]) for value in metric["values"])
+
     mesh = _mesh(case["mesh"])
     saved = {name: jax.device_put(v, _sharding(mesh, case["specs"][name])) for name, v in values.items()}
-    with ocp.StandardCheckpointer() as checkpointer:
-        checkpointer.save(case["folder"], saved)
-        checkpointer.wait_until_finished()
+    save_params(Path(case["folder"]), saved, "replica-parallel")  # zstd off: a chunk read is its raw bytes
     found = []
     for target in case["restores"]:
         other = _mesh(target["mesh"])
@@ -109,9 +117,11 @@ def restore(case):
             name: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=_sharding(other, target["specs"][name]))
             for name, v in values.items()
         }
+        before = bytes_read()
         with ocp.StandardCheckpointer() as checkpointer:
             restored = checkpointer.restore(case["folder"], targets)
-        arrays = {}
+        jax.block_until_ready(restored)
+        arrays = {"bytes_read": bytes_read() - before}
         for name, array in restored.items():
             shards = [None] * len(order)
             for shard in array.addressable_shards:
