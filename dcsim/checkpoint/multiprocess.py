@@ -78,12 +78,40 @@ def parse_processes_list(text: str, name: str = "processes_sweep") -> tuple[int,
     return tuple(counts)
 
 
+# The Orbax writing policies a group can save under (``ArrayHandler``'s ``use_replica_parallel``
+# False or True); ``dcsim.checkpoint.plan.writers`` predicts what each process writes under them.
+ORBAX_POLICIES = ("single-replica", "replica-parallel")
+
+
+def check_orbax_policy(value: Any, field: str = "--policy") -> str:
+    if not isinstance(value, str) or value not in ORBAX_POLICIES:
+        raise ValueError(
+            f"{field} must be one of {', '.join(ORBAX_POLICIES)} (Orbax's ArrayHandler), got {show(value)}"
+        )
+    return value
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MultiprocessPlan:
-    """A validated group measurement: the single-process plan for the whole mesh, and P."""
+    """A validated group measurement: the single-process plan for the whole mesh, and P.
+
+    With a ``policy`` the group saves under it (zstd off) and ``predicted_bytes`` holds each
+    process's array bytes as predicted before the save (``dcsim.checkpoint.plan.verify`` fills
+    both), so the report can compare them with what each process stored.
+    """
 
     checkpoint: CheckpointPlan
     num_processes: int
+    policy: str | None = None
+    predicted_bytes: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.policy is not None:
+            check_orbax_policy(self.policy)
+        if self.predicted_bytes is not None and len(self.predicted_bytes) != self.num_processes:
+            raise ValueError(
+                f"a prediction names {len(self.predicted_bytes)} process(es) for a group of {self.num_processes}"
+            )
 
     @property
     def devices_per_process(self) -> int:
@@ -151,6 +179,7 @@ def _group_report(plan: MultiprocessPlan, results: list[dict[str, Any]]) -> Mult
     for result in results:
         process_id = int(result["process_id"])
         own = [file for file in totals.files if file_process(file.path) == process_id]
+        chunks = result.get("chunk_bytes")
         processes.append(
             ProcessReport(
                 process_id=process_id,
@@ -158,6 +187,8 @@ def _group_report(plan: MultiprocessPlan, results: list[dict[str, Any]]) -> Mult
                 device_bytes=int(result["device_bytes"]),
                 num_files=len(own),
                 num_bytes=sum(file.num_bytes for file in own),
+                chunk_bytes=None if chunks is None else int(chunks),
+                predicted_bytes=None if plan.predicted_bytes is None else plan.predicted_bytes[process_id],
                 init_seconds=float(result["init_seconds"]),
                 save_seconds=float(result["save_seconds"]),
                 restore_seconds=float(result["restore_seconds"]),
@@ -172,6 +203,7 @@ def _group_report(plan: MultiprocessPlan, results: list[dict[str, Any]]) -> Mult
         processes=tuple(processes),
         cpu_count=os.cpu_count() or 1,
         load_average=os.getloadavg()[0],
+        policy=plan.policy,
     )
 
 
@@ -187,6 +219,7 @@ def _jobs(plan: MultiprocessPlan, folder: Path, port: int) -> list[WorkerJob]:
         "mesh": mesh_json(base.mesh),
         "specs": {path: spec_json(spec) for path, spec in base.specs.items()},
         "num_processes": plan.num_processes,
+        "policy": plan.policy,
         "port": port,
         "checkpoint": str(folder / "checkpoint"),
         # A process up early waits here for the others to finish starting: never give up before the

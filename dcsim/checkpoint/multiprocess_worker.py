@@ -8,12 +8,14 @@ worker does, with the same functions (``dcsim.checkpoint.worker``): initialise t
 born sharded, so it materialises only its own devices' shards; save them with Orbax's
 ``StandardCheckpointer`` into the one folder the parent owns (Orbax writes
 ``ocdbt.process_<id>/`` per process and process 0 commits); restore onto the same shardings and
-compare its own shards bit for bit.
+compare its own shards bit for bit. With a ``policy`` it saves through the ``ArrayHandler`` that
+policy names, zstd off, and reports the bytes of the chunks it stored (``chunk_bytes``).
 
 The request (JSON) holds what the single-process worker's does (``config``, ``dtype``, ``mesh``,
 ``specs``) plus ``process_id``, ``num_processes``, ``port``, ``checkpoint`` (the folder to save
-into) and ``connect_timeout_seconds``. The parent has validated all of it, removes the folder, and
-ends every process of the group if any one fails or the group overruns its time limit.
+into), ``connect_timeout_seconds`` and ``policy`` (None: Orbax's defaults). The parent has
+validated all of it, removes the folder, and ends every process of the group if any one fails or
+the group overruns its time limit.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from dcsim.checkpoint.worker import (
     restore_params,
     same_tree,
     save_params,
+    stored_chunk_bytes,
 )
 from dcsim.model.config import ModelConfig
 
@@ -139,12 +142,15 @@ def measure(request: dict[str, Any], progress: Any) -> dict[str, Any]:
     stage("saving")
     # CLOCK_MONOTONIC is one clock for every process on this machine: the parent compares them.
     save_started = time.monotonic()
-    save_params(path, params)
+    policy = request.get("policy")
+    save_params(path, params, policy)
     save_ended = time.monotonic()
 
     stage("measuring")
     # Orbax has committed on every process; process 0 lists the whole folder once for the group.
     files = _files(path) if process_id == 0 else []
+    # With a policy (zstd off), the chunks this process stored in its own OCDBT database.
+    chunk_bytes = None if policy is None else stored_chunk_bytes(path / f"ocdbt.process_{process_id}")
 
     stage("restoring")
     multihost_utils.sync_global_devices("dcsim: before restore")
@@ -166,6 +172,7 @@ def measure(request: dict[str, Any], progress: Any) -> dict[str, Any]:
         "raw_payload_bytes": int(initialised.raw_payload_bytes),
         "device_bytes": int(initialised.device_bytes),
         "files": files,
+        "chunk_bytes": chunk_bytes,
         "init_seconds": initialised.init_seconds,
         "save_seconds": save_ended - save_started,
         "restore_seconds": restore_ended - restore_started,

@@ -12,7 +12,14 @@ import dataclasses
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dcsim.checkpoint.results import CheckpointReport, FileGroup, MultiprocessReport, file_place, file_process
+from dcsim.checkpoint.results import (
+    MAX_OVERHEAD_BYTES,
+    CheckpointReport,
+    FileGroup,
+    MultiprocessReport,
+    file_place,
+    file_process,
+)
 from dcsim.quantities import units
 
 if TYPE_CHECKING:
@@ -29,15 +36,21 @@ MULTIHOST_NOTE = (
 )
 
 
-def explain(report: CheckpointReport) -> tuple[str, ...]:
-    """Why the checkpoint's size differs from the raw payload, each reason read off this measurement."""
+def explain(report: CheckpointReport, compressed: bool = True) -> tuple[str, ...]:
+    """Why the checkpoint's size differs from the raw payload, each reason read off this measurement
+    (``compressed``: saved with Orbax's default zstd; false for a group saved under a policy)."""
     groups = {group.kind: group for group in report.file_groups}
     data = groups.get("array data", FileGroup(kind="array data", num_files=0, num_bytes=0))
     rest = report.disk_bytes - data.num_bytes
+    held = (
+        f"the array data files hold {data.num_bytes:,} bytes for a raw payload of {report.raw_payload_bytes:,} "
+        f"({_percent(data.num_bytes, report.raw_payload_bytes)})"
+    )
     lines = [
-        f"Compression: the array data files hold {data.num_bytes:,} bytes for a raw payload of "
-        f"{report.raw_payload_bytes:,} ({_percent(data.num_bytes, report.raw_payload_bytes)}); Orbax's OCDBT "
-        "format compresses chunks (zstd), and freshly initialised random values compress little.",
+        f"Compression: {held}; Orbax's OCDBT format compresses chunks (zstd), and freshly initialised random "
+        "values compress little."
+        if compressed
+        else f"Compression: off for this save, so {held}: the chunks' raw bytes and the B-tree nodes that index them.",
         f"Metadata: {report.num_files - data.num_files} more files ({rest:,} bytes) describe the tree, dtypes "
         "and shardings, index the data and mark the save as committed.",
         f"File layout: the {units.many(report.num_devices, 'device')} held {report.num_device_shards} array shards; "
@@ -89,20 +102,20 @@ _RECORD_FIELDS = (
 _RECORD_PAIRS = ("partition_specs", "peak_rss_before_stage")
 
 
-def checkpoint_record(report: CheckpointReport) -> dict[str, Any]:
+def checkpoint_record(report: CheckpointReport, compressed: bool = True) -> dict[str, Any]:
     """The measurement as one JSON-ready object (keys in docs/checkpoint.md)."""
     record = {name: getattr(report, name) for name in _RECORD_FIELDS}
     record |= {name: dict(record[name]) for name in _RECORD_PAIRS}  # in place: the order stays
     return record | {
         "file_groups": [dataclasses.asdict(group) for group in report.file_groups],
         "files": [dataclasses.asdict(file) for file in report.files],
-        "explanation": list(explain(report)),
+        "explanation": list(explain(report, compressed)),
         "versions": {"jax": report.jax_version, "orbax-checkpoint": report.orbax_version},
         "config": report.config.to_dict(),
     }
 
 
-def _frame(columns: dict[str, list[Any]], counts: Collection[str] = ()) -> pd.DataFrame:
+def _frame(columns: dict[str, Any], counts: Collection[str] = ()) -> pd.DataFrame:
     """``columns`` as a frame, the ``counts`` columns as int64."""
     import pandas as pd
 
@@ -182,9 +195,20 @@ def processes_frame(report: MultiprocessReport) -> pd.DataFrame:
             "restore_seconds": [row.restore_seconds for row in rows],
             "peak_rss_bytes": [row.peak_rss_bytes for row in rows],
             "restore_verified": [row.restore_verified for row in rows],
-        },
-        ("process", "num_devices", "device_bytes", "num_files", "num_bytes", "peak_rss_bytes"),
+        }
+        | _predicted_columns(report),
+        ("process", "num_devices", "device_bytes", "num_files", "num_bytes", "peak_rss_bytes", *_PREDICTED),
     )
+
+
+_PREDICTED = ("predicted_bytes", "chunk_bytes")
+
+
+def _predicted_columns(report: MultiprocessReport) -> dict[str, list[Any]]:
+    """Each process's predicted and stored chunk bytes, for a group saved under a policy."""
+    if report.policy is None:
+        return {}
+    return {name: [getattr(row, name) for row in report.processes] for name in _PREDICTED}
 
 
 def file_places_frame(report: MultiprocessReport) -> pd.DataFrame:
@@ -246,8 +270,9 @@ def sweep_processes_frame(reports: Sequence[MultiprocessReport]) -> pd.DataFrame
             "peak_rss_bytes": [p.peak_rss_bytes for _, p in rows],
             "save_seconds": [p.save_seconds for _, p in rows],
             "restore_seconds": [p.restore_seconds for _, p in rows],
-        },
-        ("num_processes", "process", "num_bytes", "peak_rss_bytes"),
+        }
+        | ({name: [getattr(p, name) for _, p in rows] for name in _PREDICTED} if reports[0].policy else {}),
+        ("num_processes", "process", "num_bytes", "peak_rss_bytes", *_PREDICTED),
     )
 
 
@@ -259,8 +284,9 @@ def explain_processes(report: MultiprocessReport) -> tuple[str, ...]:
     heaviest = max(report.processes, key=lambda p: p.num_bytes)
     lightest = min(report.processes, key=lambda p: p.num_bytes)
     lines = [
-        f"Files: {len(own)} ocdbt.process_* folder(s) for {report.num_processes} process(es): each process wrote "
-        "its own (its shards' data and their index) and its own array_metadatas/process_N; process 0 also wrote "
+        f"Files: {len(own)} ocdbt.process_* folder(s) for {report.num_processes} process(es): each process with "
+        "shards to write wrote its own (their data and index), every process its own array_metadatas/process_N; "
+        "process 0 also wrote "
         f"the {int(top['num_files'].sum())} top-level files ({int(top['num_bytes'].sum()):,} bytes: tree metadata, "
         "merged index, commit marker) once every process had finished.",
         f"Bytes per process: process {heaviest.process_id} wrote the most ({heaviest.num_bytes:,} bytes), process "
@@ -287,17 +313,79 @@ def explain_processes(report: MultiprocessReport) -> tuple[str, ...]:
     return tuple(lines)
 
 
+POLICY_HANDLER = {"single-replica": "use_replica_parallel=False", "replica-parallel": "use_replica_parallel=True"}
+
+
+def prediction_lines(report: MultiprocessReport) -> tuple[str, ...]:
+    """The plan's prediction beside what each process stored, for a group saved under a policy;
+    nothing without one. The figures here are the arrays' bytes: the same on every run."""
+    if report.policy is None:
+        return ()
+    verdict = {True: "matches", False: "DOES NOT MATCH", None: "not made"}[report.prediction_matches]
+    lines = [
+        f"policy             {report.policy} (Orbax ArrayHandler {POLICY_HANDLER[report.policy]}), zstd off",
+        f"prediction         {verdict}: each process's array bytes, predicted before the save, against the "
+        "chunks it stored",
+    ]
+    for process in report.processes:
+        label = f"process {process.process_id}"
+        lines.append(f"  {label:<17}predicted {process.predicted_bytes:,} · stored {process.chunk_bytes:,}")
+    return (*lines, "")
+
+
+def explain_prediction(report: MultiprocessReport) -> tuple[str, ...]:
+    """How the prediction was made and checked, and what each process's files add beyond its arrays."""
+    if report.policy is None or report.prediction_matches is None:
+        return ()
+    places: dict[tuple[int, str], int] = {}
+    for file in report.checkpoint.files:
+        key = (file_process(file.path), file_place(file.path))
+        places[key] = places.get(key, 0) + file.num_bytes
+    added = []
+    for process in report.processes:
+        own = places.get((process.process_id, f"ocdbt.process_{process.process_id}/"), 0)
+        folder = f"ocdbt.process_{process.process_id}/"
+        parts = [
+            f"its {folder} {own - (process.chunk_bytes or 0):+,} beyond its chunks (manifest, B-tree nodes with the "
+            "zarr metadata)"
+            if (process.process_id, folder) in places
+            else f"no {folder}: nothing to write",
+            f"array_metadatas {places.get((process.process_id, 'array_metadatas/'), 0):,}",
+        ]
+        if (process.process_id, "top level") in places:
+            parts.append(f"the top-level files {places[(process.process_id, 'top level')]:,}")
+        added.append(f"process {process.process_id} {process.overhead_bytes:+,} bytes ({', '.join(parts)})")
+    return (
+        f"Prediction: before any process started, the plan's writers (checkpoint-plan's engine, policy "
+        f"{report.policy}) laid the parameters out as memory does and summed each device's written bytes per "
+        f"process, the mesh's devices taken {report.devices_per_process} a process in mesh order. After the save "
+        "each process read back the chunks in its own OCDBT database through tensorstore (zstd off: a chunk's "
+        "bytes are its values' raw bytes) and the two were compared to the byte.",
+        "Beyond the arrays, each process's files add: "
+        + "; ".join(added)
+        + f". The check allows at most {MAX_OVERHEAD_BYTES:,} bytes a process either way; OCDBT keeps chunks of "
+        "at most 1,024 bytes inline in its B-tree nodes, which it compresses with zstd, so a small zero-filled "
+        "chunk can take fewer file bytes than its own.",
+    )
+
+
 def multiprocess_record(report: MultiprocessReport) -> dict[str, Any]:
     """The group measurement as one JSON-ready object: the single-process record for the totals,
     plus the processes, the files by place and the machine (keys in docs/checkpoint.md)."""
     return {
-        **checkpoint_record(report.checkpoint),
+        **checkpoint_record(report.checkpoint, compressed=report.policy is None),
         "num_processes": report.num_processes,
         "devices_per_process": report.devices_per_process,
         "save_wall_seconds": report.checkpoint.save_seconds,
         "restore_wall_seconds": report.checkpoint.restore_seconds,
         "total_peak_rss_bytes": report.total_peak_rss_bytes,
-        "processes": [dataclasses.asdict(process) for process in report.processes],
+        "policy": report.policy,
+        "compression": "zstd" if report.policy is None else "off",
+        "prediction_matches": report.prediction_matches,
+        "processes": [
+            dataclasses.asdict(process) | {"overhead_bytes": process.overhead_bytes} for process in report.processes
+        ],
+        "prediction_explanation": list(explain_prediction(report)),
         "file_places": file_places_frame(report).to_dict(orient="records"),
         "process_explanation": list(explain_processes(report)),
         "multihost_note": MULTIHOST_NOTE,

@@ -135,6 +135,14 @@ class CheckpointReport(RunFigures):
         return tuple(groups)
 
 
+# How far a process's files may stand from its predicted arrays for the prediction to count as
+# matched: they add its OCDBT manifest and B-tree nodes (with the zarr metadata), its array metadata
+# and (process 0) the checkpoint's top-level files, a few KiB for the small models measured here;
+# OCDBT keeps chunks of at most 1,024 bytes inline in its nodes, which it compresses (zstd), so a
+# small zero-filled chunk may take fewer file bytes than its own.
+MAX_OVERHEAD_BYTES = 64 * 2**10
+
+
 _OWN_FOLDER = re.compile(r"^(?:ocdbt\.process_(\d+)(?:/|$)|array_metadatas/process_(\d+)$)")
 
 
@@ -168,6 +176,10 @@ class ProcessReport(RunFigures):
       num_devices: the virtual CPU devices it held (N/P).
       device_bytes: the bytes its devices held (its shards, replicas included).
       num_files, num_bytes: the files it wrote (by ``file_process``) and their bytes.
+      chunk_bytes: with a policy (zstd off), the array chunks stored in its own OCDBT database, read
+        back through tensorstore; None without one.
+      predicted_bytes: the array bytes the plan's engine said it would write, before it saved;
+        None without a policy.
       init_seconds, save_seconds, restore_seconds: its own concrete init, save until committed
         (Orbax waits for every process before it commits) and restore.
       restore_verified: its shards came back bit for bit.
@@ -180,6 +192,14 @@ class ProcessReport(RunFigures):
     device_bytes: int
     num_files: int
     num_bytes: int
+    chunk_bytes: int | None = None
+    predicted_bytes: int | None = None
+
+    @property
+    def overhead_bytes(self) -> int | None:
+        """What its files add beyond the predicted arrays (index, zarr and array metadata, and
+        process 0's top-level files); None without a prediction."""
+        return None if self.predicted_bytes is None else self.num_bytes - self.predicted_bytes
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -195,6 +215,8 @@ class MultiprocessReport:
       processes: one ``ProcessReport`` per process, by process id.
       cpu_count, load_average: this machine's cores and its 1-minute load average when the
         group finished: the processes share these cores.
+      policy: the Orbax policy the save used (``single-replica`` or ``replica-parallel``, set on
+        its ``ArrayHandler``, zstd off), or None for Orbax's defaults (zstd on).
     """
 
     checkpoint: CheckpointReport
@@ -202,6 +224,18 @@ class MultiprocessReport:
     processes: tuple[ProcessReport, ...]
     cpu_count: int
     load_average: float
+    policy: str | None = None
+
+    @property
+    def prediction_matches(self) -> bool | None:
+        """Every process stored exactly the chunk bytes predicted for it, and its files differ from
+        them by at most ``MAX_OVERHEAD_BYTES``; None when nothing was predicted."""
+        if any(process.predicted_bytes is None for process in self.processes):
+            return None
+        return all(
+            process.chunk_bytes == process.predicted_bytes and abs(process.overhead_bytes or 0) <= MAX_OVERHEAD_BYTES
+            for process in self.processes
+        )
 
     @property
     def devices_per_process(self) -> int:

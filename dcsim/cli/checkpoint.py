@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from dcsim.checkpoint import measurement, multiprocess, prestart, records, results
+from dcsim.checkpoint.plan import verify
 from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, frame_text, rows_text
 from dcsim.cli.mesh import mesh_flags, strategy_from_args
 from dcsim.quantities import units
@@ -49,6 +50,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         metavar="P1,P2,...",
         help="the same measurement for each process count, side by side, e.g. 1,2,4 (the mesh's device count "
         "must be a multiple of each)",
+    )
+    command.add_argument(
+        "--policy",
+        choices=multiprocess.ORBAX_POLICIES,
+        help="with --processes or --processes-sweep: save under this Orbax policy (ArrayHandler's "
+        "use_replica_parallel), zstd off, and compare each process's stored bytes with the plan's "
+        "prediction, made before it saves",
     )
     format_flag(command)
 
@@ -104,6 +112,11 @@ def run(args: argparse.Namespace) -> str:
 def _run(args: argparse.Namespace) -> str:
     if args.processes is not None or args.processes_sweep is not None:
         return _checkpoint_processes(args)
+    if args.policy is not None:
+        raise UsageError(
+            f"--policy checks the plan against a save from several processes: it needs --processes or "
+            f"--processes-sweep, got --policy {args.policy} alone"
+        )
     config = config_from_args(args)
     waiting = prestart.pending()
     if waiting is not None:  # the child traces the init while this process counts and lays it out
@@ -122,7 +135,10 @@ def _checkpoint_processes(args: argparse.Namespace) -> str:
     else:
         counts = (multiprocess.check_processes(args.processes, "--processes"),)
     config = config_from_args(args)
-    plans = multiprocess.plan_sweep(config, _measurement_options(args, config.dtype), processes=counts)
+    options = _measurement_options(args, config.dtype)
+    plans = multiprocess.plan_sweep(config, options, processes=counts)
+    if args.policy is not None:  # predicted before any process starts
+        plans = tuple(verify.with_prediction(plan, args.policy, options.rules) for plan in plans)
     reports = multiprocess.run_sweep(plans)
     if args.format == "json":
         if args.processes_sweep is None:
@@ -157,6 +173,7 @@ def render_processes_table(report: results.MultiprocessReport) -> str:
     lines = [
         _heading(totals, f", {report.num_processes} processes x {units.many(report.devices_per_process, 'device')}"),
         "",
+        *records.prediction_lines(report),
         f"raw payload        {units.bytes_exact(totals.raw_payload_bytes)}",
         f"on disk            {units.bytes_exact(totals.disk_bytes)} in {units.count(totals.num_files)} files",
         f"save (group wall)  {totals.save_seconds:.3f} s · restore {totals.restore_seconds:.3f} s",
@@ -170,7 +187,8 @@ def render_processes_table(report: results.MultiprocessReport) -> str:
         frame_text(records.file_places_frame(report)),
         "",
         *records.explain_processes(report),
-        *records.explain(totals),
+        *records.explain_prediction(report),
+        *records.explain(totals, compressed=report.policy is None),
         "",
         records.MULTIHOST_NOTE,
     ]
@@ -187,6 +205,20 @@ def render_sweep_table(reports: Sequence[results.MultiprocessReport]) -> str:
         "",
         frame_text(_for_people(records.sweep_processes_frame(reports))),
         "",
+        *(_sweep_prediction(reports)),
         records.MULTIHOST_NOTE,
     ]
     return "\n".join(lines) + "\n"
+
+
+def _sweep_prediction(reports: Sequence[results.MultiprocessReport]) -> tuple[str, ...]:
+    """One line for a sweep saved under a policy: whether every run's prediction matched."""
+    if reports[0].policy is None:
+        return ()
+    missed = ", ".join(str(r.num_processes) for r in reports if not r.prediction_matches)
+    verdict = f"DOES NOT MATCH for P = {missed}" if missed else "matches for every process count"
+    return (
+        f"policy {reports[0].policy}, zstd off: the plan's prediction {verdict} (predicted_bytes against the "
+        "chunk_bytes each process stored, above)",
+        "",
+    )

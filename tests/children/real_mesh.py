@@ -6,11 +6,14 @@ by one JSON line on stdout with what JAX itself made of each: the devices holdin
 shard shapes, the sharding's own shard shape and the copies of each distinct shard. One JAX import
 serves every layout test that checks dcsim's arithmetic against real devices. A line that is a JSON
 object ``{"slices": [cases]}`` asks instead what Orbax's own replica-slice rule has each device
-write of a real array (tests/test_checkpoint_plan.py checks dcsim's port against it).
+write of a real array (tests/test_checkpoint_plan.py checks dcsim's port against it); one that is
+``{"restore": case}`` saves real arrays on one mesh and restores them onto others
+(tests/test_checkpoint_verify.py).
 """
 
 import json
 import sys
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -73,9 +76,74 @@ def slices(case):
     return devices
 
 
+def _mesh(axes):
+    sizes = [size for _, size in axes]
+    return jax.make_mesh(sizes, [name for name, _ in axes], devices=jax.devices()[: int(np.prod(sizes))])
+
+
+def _sharding(mesh, entries):
+    return NamedSharding(mesh, PartitionSpec(*(entry if entry is None else tuple(entry) for entry in entries)))
+
+
+def _bits(values):
+    return np.asarray(values).view(f"u{values.dtype.itemsize}")
+
+
+def restore(case):
+    """Save arrays of random values laid out on one mesh into ``folder`` (as ``checkpoint --policy
+    replica-parallel`` saves: zstd off), then restore them onto each of other meshes and layouts:
+    whether every value came back bit for bit, each device's shard (its index and bytes) in the
+    restore mesh's order, and the bytes tensorstore read from the files for the restore."""
+    import orbax.checkpoint as ocp
+
+    rng = np.random.default_rng(0)
+    values = {a["name"]: rng.standard_normal(a["shape"]).astype(a["dtype"]) for a in case["arrays"]}
+    import tensorstore as ts
+
+    from dcsim.checkpoint.worker import save_params
+
+    def bytes_read():  # what tensorstore has read from files in this process so far
+        (metric,) = ts.experimental_collect_matching_metrics("/tensorstore/kvstore/file/bytes_read")
+        return sum(int(value["value"]) for value in metric["values"])
+
+    mesh = _mesh(case["mesh"])
+    saved = {name: jax.device_put(v, _sharding(mesh, case["specs"][name])) for name, v in values.items()}
+    save_params(Path(case["folder"]), saved, "replica-parallel")  # zstd off: a chunk read is its raw bytes
+    found = []
+    for target in case["restores"]:
+        other = _mesh(target["mesh"])
+        order = {device.id: flat for flat, device in enumerate(other.devices.flat)}
+        targets = {
+            name: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=_sharding(other, target["specs"][name]))
+            for name, v in values.items()
+        }
+        before = bytes_read()
+        with ocp.StandardCheckpointer() as checkpointer:
+            restored = checkpointer.restore(case["folder"], targets)
+        jax.block_until_ready(restored)
+        arrays = {"bytes_read": bytes_read() - before}
+        for name, array in restored.items():
+            shards = [None] * len(order)
+            for shard in array.addressable_shards:
+                index = [
+                    [part.start or 0, part.stop if part.stop is not None else dim]
+                    for part, dim in zip(shard.index, array.shape, strict=True)
+                ]
+                shards[order[shard.device.id]] = {"index": index, "bytes": int(shard.data.nbytes)}
+            arrays[name] = {
+                "same_bits": bool(np.array_equal(_bits(np.asarray(array)), _bits(values[name]))),
+                "same_sharding": array.sharding.is_equivalent_to(targets[name].sharding, array.ndim),
+                "shards": shards,
+            }
+        found.append(arrays)
+    return found
+
+
 for line in sys.stdin:
     request = json.loads(line)
-    if isinstance(request, dict):  # {"slices": [cases]}: Orbax's writers
+    if isinstance(request, dict) and "restore" in request:  # {"restore": case}: a save restored elsewhere
+        print(json.dumps(restore(request["restore"])), flush=True)
+    elif isinstance(request, dict):  # {"slices": [cases]}: Orbax's writers
         print(json.dumps([slices(case) for case in request["slices"]]), flush=True)
     else:
         print(json.dumps([place(case) for case in request]), flush=True)
