@@ -32,7 +32,7 @@ def test_the_figures_are_the_engines_exactly():
     assert shown["Max context at the concurrency"] == f"{expected.max_context:,} tokens"
     verdict = at.success[0].value
     assert verdict.startswith("Fits") and "activations and the decode workspace are not counted" in verdict
-    assert len(at.get("vega_lite_chart")) == 2  # the device bar and the capacity curve
+    assert len(at.get("vega_lite_chart")) == 3  # the device bar, the capacity curve and the decode speed's curve
 
 
 def test_a_changed_context_changes_the_figures_and_the_link():
