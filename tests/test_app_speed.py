@@ -127,3 +127,15 @@ def test_picking_another_device_changes_the_budget_the_time_and_the_link(capsys)
     assert "Against the budget (40GB, a100-40gb)" in shown
     assert any(f"{catalog.ACCELERATORS['a100-40gb'].bytes:,} bytes" in caption.value for caption in at.caption)
     assert at.query_params["device"] == "a100-40gb"
+
+
+def test_a_refused_edit_of_the_runs_tokens_is_named_and_the_last_valid_value_stays_shown_and_linked():
+    at = open_app(TRAIN | RUN, MEMORY, editors=False)
+    days = metrics(at)["Run's days (estimate)"]
+    box = next(box for box in at.text_input if box.label.startswith("Run's tokens"))
+    box.set_value("-5").run()
+    assert not at.exception
+    errors = " ".join(error.value.replace("\\", "") for error in at.error)
+    assert "Run's tokens: `tokens` must be an integer from 1" in errors and "got -5" in errors
+    assert metrics(at)["Run's days (estimate)"] == days
+    assert at.query_params["tokens"] == "2000000000000"

@@ -44,13 +44,13 @@ def _seeded(page: str, name: str, default: str | None = None) -> str:
 
 
 def _held(page: str, name: str) -> str:
-    """The setting's text as its box holds it (seeded from the link first), or its default while the
-    box holds a text its declaration refuses (the box says so)."""
+    """The setting's text as its box holds it (seeded from the link first), or its last valid text
+    while the box holds an edit its declaration refuses (the box says so, and shows that value)."""
     text = str(st.session_state[_seeded(page, name)])
     try:
         return TIMING[name].read(text)
     except (TypeError, ValueError):
-        return TIMING[name].default
+        return frame.last_valid_setting(page, name, TIMING[name].default)
 
 
 def _parsed(page: str, name: str, text: str, what: str) -> str:
