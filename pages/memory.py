@@ -16,7 +16,7 @@ from dcsim.model.config import ModelConfig
 from dcsim.quantities import units
 from dcsim.report import memory_charts
 from dcsim.sharding.meshes import MAX_RULES, MeshSpec, Rule
-from dcsim.ui import frame, layout, memory, memory_view, model, router, state, widgets
+from dcsim.ui import frame, layout, memory, memory_view, model, router, speed, state, widgets
 
 router.require_router()
 
@@ -560,8 +560,10 @@ def step_and_answer(
         step_settings=step_settings,
         step=step,
     )
-    state.set_page_params(setup.params())
-    answer_section(config, setup)
+    timed, params = speed.device_setup(setup)  # a device's memory is the budget (memory --device)
+    state.set_page_params(params)
+    answer_section(config, timed)
+    speed.memory_time_section(config, report, timed, RERUN)  # the step's time on that device
 
 
 step_and_answer(config, mesh, strategy, rules, training, budget, budget_text)

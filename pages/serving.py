@@ -16,7 +16,7 @@ from dcsim.requests.serving import SERVING
 from dcsim.serving import catalog, curve, records
 from dcsim.serving.engine import context_limit
 from dcsim.serving.request import DEFAULT_STRATEGY, KV_DTYPE_NAMES, Serving, parse_reserve
-from dcsim.ui import frame, layout, model, router, serving, state, weights
+from dcsim.ui import frame, layout, model, router, serving, speed, state, weights
 
 router.require_router()
 
@@ -109,7 +109,7 @@ if strategy == "custom":
     params["rules"] = layout.rules_text(rules)
 if source_label is not None:
     params["source"] = serving.AUTO if source is None else str(source)
-state.set_page_params(params)
+state.set_page_params(params | speed.serving_params(device))
 
 try:
     request = Serving(
@@ -242,6 +242,8 @@ if points and not any(point.max_concurrency for point in points):
 elif points:
     st.altair_chart(serving_charts.capacity_curve(serving_charts.curve_frame(points)), width="stretch")
     st.caption("Max sequences at once against the context, the chosen context in red: an exact floor at each point.")
+
+speed.serving_section(config, report, served, device)  # the decode speed (dcsim.ui.speed)
 
 st.subheader(f"The weights in {fmt.name}")
 weights.show_table(served.table, served.weights_on_device_by_path)

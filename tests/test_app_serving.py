@@ -37,7 +37,7 @@ def test_the_figures_are_the_engines_exactly():
     assert shown_text(at.success[0]).startswith("Mesh model=4 serves 32 sequences of 4,096 tokens: 42.12 GiB a device")
     verdict = at.success[1].value
     assert verdict.startswith("Fits") and "activations and the decode workspace are not counted" in verdict
-    assert len(at.get("vega_lite_chart")) == 2  # the device bar and the capacity curve
+    assert len(at.get("vega_lite_chart")) == 3  # the device bar, the capacity curve and the decode speed's curve
 
 
 def test_a_changed_context_changes_the_figures_and_the_link():

@@ -17,6 +17,7 @@ from dcsim.cli import build_parser
 from dcsim.requests import Field, Request, bind, count, is_on, switch
 from dcsim.requests.serving import SERVING
 from dcsim.requests.tables import REQUESTS, link_tables
+from dcsim.requests.timing import TIMING
 from dcsim.requests.training import TRAINING
 from dcsim.requests.weights import WEIGHTS
 
@@ -291,9 +292,10 @@ def test_the_serving_page_writes_only_declared_and_shared_keys():
     at = open_app({"preset": "gpt2-small", "kv": "fp8", "fullwin": "on"}, "pages/serving.py", editors=False)
     assert not at.exception
     own = {key: at.query_params[key] for key in at.query_params if key not in links.KEYS}
+    timing = {key: own.pop(key) for key in ("prompt", "dph")}  # the decode speed's keys, with its device
     assert set(own) <= {*SERVING.keys, "mesh", "strategy", "rules"}
     assert own["kv"] == "float8_e4m3fn" and own["fullwin"] == "true"  # `on` read, the page's word written
-    assert SERVING.decode(own)[1] == []
+    assert SERVING.decode(own)[1] == [] and TIMING.decode(timing)[1] == [] and timing == {"prompt": "128", "dph": "8"}
 
 
 def test_the_memory_page_reads_true_as_on_and_writes_only_declared_keys():

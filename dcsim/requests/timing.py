@@ -1,6 +1,7 @@
 """The step time's request (``memory`` and ``serve``): which mesh axes run inside a host, a training
 run's tokens and price, a serving request's prompt. The accelerator is ``serve``'s ``--device``
-(the Serving page's ``device`` key), which ``memory`` takes too: its speeds and its memory."""
+(the Serving page's ``device`` key), which ``memory`` and the Memory page take too: its speeds and its
+memory (``dcsim.ui.speed`` draws the pages' time)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def _price(text: str, name: str) -> str:
 TIMING = Request(
     name="timing",
     title="The step time's keys",
-    faces="`memory` (`dph`, `tokens`, `price`) and `serve` (`dph`, `prompt`); the pages do not read them yet",
+    faces="`memory` and the Memory page (`dph`, `tokens`, `price`), `serve` and the Serving page (`dph`, `prompt`)",
     fields=declared(
         "timing",
         {
@@ -38,5 +39,8 @@ TIMING = Request(
             "max_prompt": system.MAX_PROMPT,
         },
     ),
-    notes="`memory` takes `--device` as `serve` does: a catalog accelerator, its speeds and its memory as the budget.",
+    notes="`memory` takes `--device` as `serve` does: a catalog accelerator, its speeds and its memory as the budget. "
+    "The Memory page reads the Serving page's `device` key too, with `none` as its default (the typed `devmem`, as "
+    "an old link meant): with a device its memory is the budget and the step is timed; the page writes `device`, "
+    "`dph`, `tokens` and `price` only with a device.",
 )

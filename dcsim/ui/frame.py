@@ -129,6 +129,12 @@ def parsed_setting(page: str, name: str, text: str, parse: Callable[[str], T], w
     return value
 
 
+def last_valid_setting(page: str, name: str, default: str) -> str:
+    """``page``'s last valid text of ``name`` (``parsed_setting``'s), or ``default``: what a link
+    written before the widget is drawn carries while the widget holds a refused edit."""
+    return str(st.session_state.get(_last_valid(page), {}).get(name, default))
+
+
 def _last_valid(page: str) -> str:
     return f"dcsim.{page}.last_valid"  # this session's last valid settings of the page, shown after a bad edit
 

@@ -1,0 +1,336 @@
+"""Time on the Memory and Serving pages: a training step's time and a serving replica's decode
+speed, estimates from ``dcsim.speed`` (docs/time.md), drawn below each page's memory answer.
+
+The settings are the command line's, under the link keys declared in ``dcsim.requests.timing``
+(``dph``, ``tokens``, ``price``, ``prompt``) and the Serving page's ``device``:
+
+- Memory page: ``device`` (a catalog name, or ``none``, the default, which keeps an old link's
+  meaning: the typed budget ``devmem``). With a device its memory is the budget, as
+  ``memory --device`` does, and the budget box is not read; ``device``, ``dph``, ``tokens`` and
+  ``price`` are written only with a device.
+- Serving page: ``prompt`` and ``dph``, with the page's own ``device``.
+
+Each is checked when a link arrives (``frame.setting_from_link``): a bad value is named in a
+warning and replaced by its default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import streamlit as st
+
+from dcsim.model.config import ModelConfig
+from dcsim.model.count import ParamReport
+from dcsim.report import speed_charts
+from dcsim.requests.serving import SERVING
+from dcsim.requests.timing import TIMING
+from dcsim.serving import catalog
+from dcsim.serving.engine import ServingReport
+from dcsim.ui import frame, memory, state
+
+MEMORY_PAGE = "memory"
+SERVING_PAGE = "serving"
+NO_DEVICE = "none"
+NO_FIGURE = "none"  # tokens and price: no run priced
+
+
+def _seeded(page: str, name: str, default: str | None = None) -> str:
+    field = SERVING[name] if name == "device" else TIMING[name]
+    return frame.seeded_setting(
+        page, name, field.default if default is None else default, field.read, limit=field.limit
+    )
+
+
+def _held(page: str, name: str) -> str:
+    """The setting's text as its box holds it (seeded from the link first), or its last valid text
+    while the box holds an edit its declaration refuses (the box says so, and shows that value)."""
+    text = str(st.session_state[_seeded(page, name)])
+    try:
+        return TIMING[name].read(text)
+    except (TypeError, ValueError):
+        return frame.last_valid_setting(page, name, TIMING[name].default)
+
+
+def _parsed(page: str, name: str, text: str, what: str) -> str:
+    return frame.parsed_setting(page, name, text, TIMING[name].read, what)
+
+
+def figure(value: float) -> str:
+    """An estimate to four significant figures, with thousands separators (27,880, not 2.788e+04)."""
+    rounded = float(f"{value:.4g}")
+    return f"{rounded:,.0f}" if abs(rounded) >= 1000 else f"{rounded:g}"
+
+
+def device_label(name: str) -> str:
+    if name == NO_DEVICE:
+        return "none: the budget typed above, no time"
+    row = catalog.ACCELERATORS[name]
+    return f"{row.title} ({row.stated} = {row.bytes:,} bytes)"
+
+
+# --- the Memory page -----------------------------------------------------------------------------
+
+
+def memory_device() -> str:
+    """The Memory page's device as its picker holds it (seeded from the link, ``none`` by default),
+    read before the answer, whose budget it sets; the picker is drawn below the answer."""
+    return str(st.session_state[_seeded(MEMORY_PAGE, "device", NO_DEVICE)])
+
+
+def memory_budget(device: str, budget: int, budget_text: str) -> tuple[int, str]:
+    """The budget the answer uses: the device's memory (``memory --device``), or the typed one."""
+    if device == NO_DEVICE:
+        return budget, budget_text
+    row = catalog.ACCELERATORS[device]
+    return row.bytes, f"{row.stated}, {device}"
+
+
+def memory_params(device: str) -> dict[str, str]:
+    """The Memory page's time settings as its link writes them: ``device``, and with one the run's."""
+    if device == NO_DEVICE:
+        return {}  # an old link, rewritten as it always was
+    return {"device": device} | TIMING.encode({name: _held(MEMORY_PAGE, name) for name in ("dph", "tokens", "price")})
+
+
+def device_setup(setup: memory.Setup) -> tuple[memory.Setup, dict[str, str]]:
+    """The Memory page's setup with the picked device's memory as its budget (the typed one without a
+    device), and the page's link: the setup's keys and the time's."""
+    device = memory_device()
+    budget, budget_text = memory_budget(device, setup.budget, setup.budget_text)
+    return dataclasses.replace(setup, budget=budget, budget_text=budget_text), setup.params() | memory_params(device)
+
+
+def memory_time_section(config: ModelConfig, report: ParamReport, setup: memory.Setup, on_change: Any) -> None:
+    """The step's time on the picked device, below the Memory page's answer (the page's fragment:
+    ``on_change`` reruns it and the link)."""
+    held = memory.cached_memory(config, setup).memory
+    traced = None
+    if setup.step is not None and held is not None:
+        traced = memory.cached_activations(
+            config, setup.step, setup.training.param_dtype, setup.mesh, with_recompute=True
+        )
+    training_time_section(config, report, held, None if isinstance(traced, str) else traced, setup.step, on_change)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """The time's settings of the Memory page: devices a host, and a run's tokens and price (None: none)."""
+
+    devices_per_host: int
+    tokens: int | None
+    price: float | None
+
+
+def run_settings(on_change: Any) -> RunSettings:
+    """The device picker and the run's boxes (devices a host, tokens, price), each in the link."""
+    device_col, dph_col, tokens_col, price_col = st.columns([3, 1, 2, 2])
+    state.held(device_col.selectbox)(
+        "Device (its speeds time the step; its memory is the budget)",
+        (NO_DEVICE, *catalog.DEVICE_NAMES),
+        key=_seeded(MEMORY_PAGE, "device", NO_DEVICE),
+        format_func=device_label,
+        on_change=on_change,
+        help="A catalog accelerator, as `memory --device`: its memory replaces the budget box, its peaks and "
+        "bandwidths (each with its source, docs/time.md) give the step's time.",
+    )
+    dph = state.held(dph_col.text_input)(
+        "Devices a host",
+        key=_seeded(MEMORY_PAGE, "dph"),
+        max_chars=8,
+        on_change=on_change,
+        help="Which mesh axes run inside a host (scale-up links) and which cross hosts (scale-out).",
+    )
+    tokens = state.held(tokens_col.text_input)(
+        "Run's tokens (none: no run)",
+        key=_seeded(MEMORY_PAGE, "tokens"),
+        max_chars=24,
+        on_change=on_change,
+        help="The tokens the run trains on, e.g. 2e12: its steps, days and device-hours.",
+    )
+    price = state.held(price_col.text_input)(
+        "Price a device-hour (none: no cost)",
+        key=_seeded(MEMORY_PAGE, "price"),
+        max_chars=24,
+        on_change=on_change,
+        help="In any currency: the run's cost is its device-hours times this.",
+    )
+    dph = _parsed(MEMORY_PAGE, "dph", dph, "Devices a host")
+    tokens = _parsed(MEMORY_PAGE, "tokens", tokens, "Run's tokens")
+    price = _parsed(MEMORY_PAGE, "price", price, "Price")
+    return RunSettings(
+        devices_per_host=int(dph),
+        tokens=None if tokens == NO_FIGURE else int(tokens),
+        price=None if price == NO_FIGURE else float(price),
+    )
+
+
+def _step_time(config: ModelConfig, report: ParamReport, held: Any, traced: Any, device: str, run: RunSettings) -> Any:
+    """The engine's ``StepTime``, or its refusal as text."""
+    from dcsim.speed import estimate
+
+    try:
+        return estimate.training_time(
+            config,
+            report,
+            held,
+            traced,
+            catalog.get_accelerator(device),
+            devices_per_host=run.devices_per_host,
+            tokens=run.tokens,
+            price=None if run.tokens is None else run.price,
+        )
+    except (TypeError, ValueError) as err:
+        return str(err)
+
+
+def training_time_section(
+    config: ModelConfig, report: ParamReport, held: Any, traced: Any, step: Any, on_change: Any
+) -> None:
+    """The step's time under the answer: the device and the run's settings, then (with a sequence and
+    a device) the point estimate, its band, the roofline, MFU, tokens/s, the run, the bars."""
+    from dcsim.speed import training
+
+    st.subheader("Step time (an estimate)")
+    device = memory_device()
+    run = run_settings(on_change)
+    if device == NO_DEVICE:
+        st.caption("Pick a device to time the step: its speeds give the time, its memory the budget.")
+        return
+    row = catalog.ACCELERATORS[device]
+    st.caption(
+        frame.plain(
+            f"The budget above is the {row.title}'s memory, {row.stated} = {row.bytes:,} bytes, as memory --device "
+            "takes it; the Budget box is read with no device."
+        )
+    )
+    if step is None or traced is None or held is None:
+        st.caption(f"Give a sequence to time a step on the {catalog.ACCELERATORS[device].title}.")
+        return
+    if run.price is not None and run.tokens is None:
+        st.caption("A price prices a run: give its tokens too.")
+    time = _step_time(config, report, held, traced, device, run)
+    if isinstance(time, str):
+        st.error(frame.plain(f"The step cannot be timed: {time}"), icon=":material/error:")
+        return
+    leaves_out = f"Estimate; leaves out {', '.join(training.LEAVES_OUT)}."
+    frame.metric_row(
+        (
+            "Step (estimate)",
+            f"{time.step_seconds:.3g} s",
+            f"Compute or memory, whichever is longer, plus the exposed communication. {leaves_out}",
+        ),
+        (
+            "Band: full to no overlap",
+            f"{time.step_seconds_low:.3g}–{time.step_seconds_high:.3g} s",
+            f"The largest of compute, memory and communication, to their sum. {leaves_out}",
+        ),
+        ("Roofline", f"{time.roofline_seconds:.3g} s", "Every peak at 100%, no latency: the physical limit."),
+        (
+            "MFU (estimate)",
+            f"{100 * time.mfu:.1f}%",
+            f"The model's FLOPs a device over the step, over the peak. {leaves_out}",
+        ),
+        ("Tokens/s (estimate)", f"{time.tokens_per_second:,.0f}", f"All replicas together. {leaves_out}"),
+    )
+    st.caption(frame.plain(f"Every figure is an estimate; {leaves_out[10:]}"))
+    if time.run is not None:
+        cells = [
+            ("Run's days (estimate)", figure(time.run.seconds / 86400), f"{time.run.steps:,} steps. {leaves_out}"),
+            ("Device-hours (estimate)", figure(time.run.device_hours), leaves_out),
+        ]
+        if time.run.cost is not None:
+            cells.append(
+                (
+                    "Cost (estimate)",
+                    figure(time.run.cost),
+                    f"At {time.run.price_per_device_hour:g} a device-hour. {leaves_out}",
+                )
+            )
+        frame.metric_row(*cells)
+    st.altair_chart(speed_charts.step_time_bars(speed_charts.step_time_frame(time)), width="stretch")
+    st.caption(
+        frame.plain(
+            f"Compute {time.compute_seconds:.3g} s ({time.flops.hardware:,} FLOPs a device at matmul efficiency "
+            f"{time.matmul_efficiency:g}), memory {time.memory_seconds:.3g} s ({time.hbm_bytes:,} bytes through HBM), "
+            f"communication {time.comm_seconds:.3g} s, of which {time.exposed_comm_seconds:.3g} s exposed: "
+            "tensor-parallel collectives wait, data-parallel and FSDP ones hide behind the backward's compute. "
+            "Sources and rules: docs/time.md."
+        )
+    )
+
+
+# --- the Serving page ----------------------------------------------------------------------------
+
+
+def serving_section(config: ModelConfig, report: ParamReport, served: ServingReport, device: str) -> None:
+    """The decode speed under the Serving page's answer: the step, tokens/s a sequence and a
+    device, the inter-token latency, the first token after ``prompt`` tokens, and the throughput
+    against latency over the concurrency. Without a device, or one without speeds, one line says so."""
+    st.subheader("Decode speed (an estimate)")
+    prompt_col, dph_col = st.columns(2)
+    prompt = state.held(prompt_col.text_input)(
+        "Prompt (tokens, for the first token's time)", key=_seeded(SERVING_PAGE, "prompt"), max_chars=16
+    )
+    dph = state.held(dph_col.text_input)(
+        "Devices a host",
+        key=_seeded(SERVING_PAGE, "dph"),
+        max_chars=8,
+        help="Whether the tensor-parallel all-reduces run inside a host (scale-up links) or across hosts.",
+    )
+    prompt = _parsed(SERVING_PAGE, "prompt", prompt, "Prompt")
+    dph = _parsed(SERVING_PAGE, "dph", dph, "Devices a host")
+    if device == NO_DEVICE:
+        st.caption("Pick a device above for the decode speed: a typed budget has no speeds.")
+        return
+    from dcsim.speed import serving as speeds
+
+    accelerator = catalog.get_accelerator(device)
+    try:
+        speed = speeds.decode_speed(served, config, report, accelerator, int(prompt), int(dph))
+        curve = speeds.speed_curve(served, config, report, accelerator, int(prompt), int(dph))
+    except ValueError as err:
+        st.info(frame.plain(f"No decode speed on the {accelerator.title}: {err}."), icon=":material/block:")
+        return
+    leaves_out = f"Estimate; leaves out {', '.join(speeds.LEAVES_OUT)}."
+    frame.metric_row(
+        (
+            "Decode step (estimate)",
+            f"{1000 * speed.decode_step_seconds:.3g} ms",
+            f"Memory {1000 * speed.memory_seconds:.3g} ms or compute {1000 * speed.compute_seconds:.3g} ms, "
+            f"whichever is longer, plus the all-reduces {1000 * speed.comm_seconds:.3g} ms. {leaves_out}",
+        ),
+        (
+            "Inter-token latency (estimate)",
+            f"{1000 * speed.decode_step_seconds:.3g} ms",
+            f"One decode step. {leaves_out}",
+        ),
+        ("Tokens/s a sequence (estimate)", f"{speed.tokens_per_second_per_sequence:,.1f}", leaves_out),
+        ("Tokens/s a device (estimate)", f"{speed.tokens_per_second_per_device:,.0f}", leaves_out),
+        (
+            "First token (estimate)",
+            f"{1000 * speed.time_to_first_token_seconds:.3g} ms",
+            f"Prefill of {speed.prompt:,} tokens, compute-bound; chunked prefill is not modelled. {leaves_out}",
+        ),
+    )
+    st.caption(
+        frame.plain(
+            f"Estimates, matmuls in {speed.matmul_dtype}, {speed.bytes_read_per_device:,} bytes read a device a "
+            f"step; leaves out {', '.join(speeds.LEAVES_OUT)} (docs/time.md)."
+        )
+    )
+    if curve:
+        frame_ = speed_charts.speed_curve_frame(curve, served.serving.concurrency)
+        st.altair_chart(speed_charts.speed_curve_chart(frame_), width="stretch")
+        st.caption(
+            "Throughput against latency (estimates): a point a concurrency, doubling from one sequence a replica up "
+            "to the most the budget holds at the context; the chosen concurrency in red."
+        )
+
+
+def serving_params(device: str) -> dict[str, str]:
+    """The Serving page's time settings as its link writes them (with a device)."""
+    if device == NO_DEVICE:
+        return {}
+    return TIMING.encode({name: _held(page=SERVING_PAGE, name=name) for name in ("prompt", "dph")})

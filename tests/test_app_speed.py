@@ -1,0 +1,141 @@
+"""Time on the Memory and Serving pages in Streamlit's AppTest: the step's time and the decode speed
+equal the command line's JSON (the same engine, asked through ``memory``/``serve --device``), the
+link keeps the time's keys, an old link keeps its meaning, and a bad link value is named."""
+
+import json
+
+from conftest import metrics, open_app, run_cli
+from dcsim.report.speed_charts import CURVE_TITLE, STEP_TITLE
+from dcsim.serving import catalog
+from dcsim.ui.speed import figure
+
+MEMORY = "pages/memory.py"
+SERVING = "pages/serving.py"
+TRAIN = {"preset": "llama2-7b", "mesh": "data=8", "seq": "4096", "device": "h100-sxm"}
+RUN = {"tokens": "2000000000000", "price": "2"}
+SERVE = {"preset": "llama2-7b", "mesh": "model=2", "device": "h100-sxm", "concurrency": "32", "prompt": "512"}
+
+
+def cli_time(capsys, *argv) -> dict:
+    code, out, err = run_cli(capsys, *argv, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)["time"]
+
+
+def warnings_of(at) -> str:
+    return " ".join(warning.value.replace("\\", "") for warning in at.warning)
+
+
+def test_the_memory_pages_step_time_is_the_command_lines(capsys):
+    at = open_app(TRAIN | RUN, MEMORY, editors=False)
+    assert not at.exception
+    time = cli_time(
+        capsys,
+        *("memory", "--preset", "llama2-7b", "--mesh", "data=8", "--sequence", "4096", "--param-dtype", "bfloat16"),
+        *("--device", "h100-sxm", "--tokens", "2e12", "--price", "2"),
+    )
+    shown = metrics(at)
+    assert shown["Step (estimate)"] == f"{time['step_seconds']:.3g} s"
+    assert shown["Band: full to no overlap"] == f"{time['step_seconds_low']:.3g}–{time['step_seconds_high']:.3g} s"
+    assert shown["Roofline"] == f"{time['roofline_seconds']:.3g} s"
+    assert shown["MFU (estimate)"] == f"{100 * time['mfu']:.1f}%"
+    assert shown["Tokens/s (estimate)"] == f"{time['tokens_per_second']:,.0f}"
+    assert shown["Run's days (estimate)"] == figure(time["run_days"])
+    assert shown["Device-hours (estimate)"] == figure(time["device_hours"])
+    assert shown["Cost (estimate)"] == figure(time["cost"])
+    # the device's memory is the budget, as memory --device makes it (80 GiB: the H100's "80GB")
+    budget = next(label for label in shown if label.startswith("Against the budget"))
+    assert "h100-sxm" in budget and catalog.ACCELERATORS["h100-sxm"].bytes == 80 * 2**30
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 3 and json.loads(charts[2].proto.spec)["title"]["text"] == STEP_TITLE
+    assert {key: at.query_params[key] for key in ("device", "dph", "tokens", "price")} == {
+        "device": "h100-sxm",
+        "dph": "8",
+        "tokens": "2000000000000",
+        "price": "2",
+    }
+    leaves_out = " ".join(caption.value for caption in at.caption)
+    assert "leaves out pipeline stages and their bubble" in leaves_out
+
+
+def test_an_old_memory_link_keeps_its_budget_and_has_no_time():
+    at = open_app({"preset": "llama2-7b", "mesh": "data=8", "devmem": "40GiB"}, MEMORY, editors=False)
+    shown = metrics(at)
+    assert "Against the budget (40GiB)" in shown and "Step (estimate)" not in shown
+    assert not {"device", "dph", "tokens", "price"} & set(at.query_params)  # rewritten as it always was
+    assert any("Pick a device to time the step" in caption.value for caption in at.caption)
+
+
+def test_a_device_without_a_sequence_asks_for_one():
+    at = open_app({"preset": "llama2-7b", "mesh": "data=8", "device": "a100-80gb"}, MEMORY, editors=False)
+    assert "Step (estimate)" not in metrics(at)
+    assert any("Give a sequence to time a step" in caption.value for caption in at.caption)
+
+
+def test_bad_time_values_in_a_memory_link_are_named_and_their_defaults_used():
+    at = open_app(TRAIN | {"device": "tpu-v9", "tokens": "0", "price": "-1", "dph": "0"}, MEMORY, editors=False)
+    assert not at.exception
+    words = warnings_of(at)
+    for key in ("device", "tokens", "price", "dph"):
+        assert f"`{key}`" in words, key
+    assert "tpu-v9" in words
+    assert "device" not in at.query_params and "Step (estimate)" not in metrics(at)
+
+
+def test_the_serving_pages_decode_speed_is_the_command_lines(capsys):
+    at = open_app(SERVE, SERVING, editors=False)
+    assert not at.exception
+    time = cli_time(
+        capsys,
+        *("serve", "--preset", "llama2-7b", "--mesh", "model=2", "--device", "h100-sxm"),
+        *("--concurrency", "32", "--prompt", "512"),
+    )
+    shown = metrics(at)
+    assert shown["Decode step (estimate)"] == f"{1000 * time['decode_step_seconds']:.3g} ms"
+    assert shown["Inter-token latency (estimate)"] == f"{1000 * time['inter_token_latency_seconds']:.3g} ms"
+    assert shown["Tokens/s a sequence (estimate)"] == f"{time['tokens_per_second_per_sequence']:,.1f}"
+    assert shown["Tokens/s a device (estimate)"] == f"{time['tokens_per_second_per_device']:,.0f}"
+    assert shown["First token (estimate)"] == f"{1000 * time['time_to_first_token_seconds']:.3g} ms"
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 3  # the device bar, the capacity curve, the speed curve
+    spec = json.loads(charts[2].proto.spec)  # its points: tests/test_speed_charts.py
+    assert spec["title"]["text"] == CURVE_TITLE and spec["layer"][0]["encoding"]["y"]["field"] == "per_device"
+    assert at.query_params["prompt"] == "512" and at.query_params["dph"] == "8"
+
+
+def test_serving_without_a_device_says_so_in_one_line_and_a_bad_prompt_is_named():
+    at = open_app({**SERVE, "device": "none", "devmem": "80GiB", "prompt": "0"}, SERVING, editors=False)
+    assert not at.exception
+    assert "Decode step (estimate)" not in metrics(at)
+    assert any("Pick a device above for the decode speed" in caption.value for caption in at.caption)
+    assert "`prompt`" in warnings_of(at)
+    assert "prompt" not in at.query_params
+
+
+def test_picking_another_device_changes_the_budget_the_time_and_the_link(capsys):
+    at = open_app(TRAIN, MEMORY, editors=False)
+    picker = next(box for box in at.selectbox if box.label.startswith("Device"))
+    picker.set_value("a100-40gb").run()
+    assert not at.exception
+    time = cli_time(
+        capsys,
+        *("memory", "--preset", "llama2-7b", "--mesh", "data=8", "--sequence", "4096", "--param-dtype", "bfloat16"),
+        *("--device", "a100-40gb"),
+    )
+    shown = metrics(at)
+    assert shown["Step (estimate)"] == f"{time['step_seconds']:.3g} s"
+    assert "Against the budget (40GB, a100-40gb)" in shown
+    assert any(f"{catalog.ACCELERATORS['a100-40gb'].bytes:,} bytes" in caption.value for caption in at.caption)
+    assert at.query_params["device"] == "a100-40gb"
+
+
+def test_a_refused_edit_of_the_runs_tokens_is_named_and_the_last_valid_value_stays_shown_and_linked():
+    at = open_app(TRAIN | RUN, MEMORY, editors=False)
+    days = metrics(at)["Run's days (estimate)"]
+    box = next(box for box in at.text_input if box.label.startswith("Run's tokens"))
+    box.set_value("-5").run()
+    assert not at.exception
+    errors = " ".join(error.value.replace("\\", "") for error in at.error)
+    assert "Run's tokens: `tokens` must be an integer from 1" in errors and "got -5" in errors
+    assert metrics(at)["Run's days (estimate)"] == days
+    assert at.query_params["tokens"] == "2000000000000"
