@@ -139,3 +139,13 @@ def test_a_refused_edit_of_the_runs_tokens_is_named_and_the_last_valid_value_sta
     assert "Run's tokens: `tokens` must be an integer from 1" in errors and "got -5" in errors
     assert metrics(at)["Run's days (estimate)"] == days
     assert at.query_params["tokens"] == "2000000000000"
+
+
+def test_a_model_without_a_transformers_sizes_has_memory_and_no_time_on_the_serving_page():
+    """The Dense stack a visitor lands on serves (weights, no cache) on the default H100; its decode
+    speed cannot be estimated (no blocks, heads or width), and the page says so instead of failing."""
+    at = open_app({}, "pages/serving.py", editors=False)
+    assert not at.exception
+    said = " ".join(info.value for info in at.info).replace("\\", "")
+    assert "No decode speed on the NVIDIA H100 SXM5 80GB: a time estimate reads a transformer's" in said
+    assert "Dense stack has no num_layers or num_heads or d_model" in said

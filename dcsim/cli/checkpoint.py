@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from dcsim.checkpoint import measurement, multiprocess, prestart, records, results
-from dcsim.checkpoint.plan import verify
 from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, frame_text, rows_text
 from dcsim.cli.mesh import mesh_flags, strategy_from_args
 from dcsim.quantities import units
@@ -138,6 +137,10 @@ def _checkpoint_processes(args: argparse.Namespace) -> str:
     options = _measurement_options(args, config.dtype)
     plans = multiprocess.plan_sweep(config, options, processes=counts)
     if args.policy is not None:  # predicted before any process starts
+        # The plan's prediction lays the state out as memory does (optax, pandas): only when asked,
+        # so a plain measurement's parent stays light (tests/test_prestart.py).
+        from dcsim.checkpoint.plan import verify
+
         plans = tuple(verify.with_prediction(plan, args.policy, options.rules) for plan in plans)
     reports = multiprocess.run_sweep(plans)
     if args.format == "json":

@@ -9,7 +9,6 @@ from typing import Any
 from dcsim.memory import activations, flops
 from dcsim.memory.state import MemoryReport
 from dcsim.memory.step import Step
-from dcsim.model import presets
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport
 from dcsim.serving.catalog import Accelerator
@@ -28,7 +27,7 @@ def model_flops_per_token(config: ModelConfig, step: Step, param_dtype: str) -> 
 
 def approximations(config: ModelConfig, report: ParamReport, step: Step) -> dict[str, int]:
     """The published rules a token beside the traced count (``dcsim.memory.flops``)."""
-    hparams = presets.resolved_hparams(config)
+    hparams = system.transformer_hparams(config)
     n = flops.matmul_params(config, report)
     return {
         "matmul_params": n,
@@ -55,7 +54,7 @@ def training_time(
     if traced.flops is None:
         raise ValueError("the step's time needs its FLOPs: trace it with with_recompute")
     step = traced.step
-    hparams = presets.resolved_hparams(config)
+    hparams = system.transformer_hparams(config)
     mesh: MeshSpec = memory.mesh
     stages = dict(mesh.axes).get(collectives.STAGE_AXIS, 1)
     if stages > 1:

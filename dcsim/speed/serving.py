@@ -25,7 +25,6 @@ import dataclasses
 from typing import Any
 
 from dcsim.memory import flops as flop_rules
-from dcsim.model import presets
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport
 from dcsim.serving.catalog import Accelerator
@@ -116,7 +115,7 @@ def decode_speed(
     device's cache is then ``sequences`` times one sequence's, exactly as the engine holds it)."""
     serving = report.serving
     inside = "model" not in serving.mesh.names or system.inside_host(serving.mesh.axes, ["model"], devices_per_host)
-    hparams = presets.resolved_hparams(config)
+    hparams = system.transformer_hparams(config)
     sizes = dict(serving.mesh.axes)
     t, stages = sizes.get("model", 1), sizes.get("stage", 1)
     fmt = getattr(serving.weights, "name", serving.weights)
@@ -195,7 +194,7 @@ def batch_throughput(speed: DecodeSpeed, report: ServingReport, config: ModelCon
     (or the weights' read, if longer), then that many decode steps at the full context (an upper
     bound on each step's cache read). No in-flight batching: the replica waits for its whole batch."""
     serving = report.serving
-    hparams = presets.resolved_hparams(config)
+    hparams = system.transformer_hparams(config)
     t = dict(serving.mesh.axes).get("model", 1)
     n = flop_rules.matmul_params(config, params)
     width = int(hparams["num_heads"]) * int(hparams.get("head_dim") or hparams["d_model"] // hparams["num_heads"])

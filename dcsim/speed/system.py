@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from dcsim.inputs import as_int, show
+from dcsim.model import presets
+from dcsim.model.config import ModelConfig
 
 CALCULON = "Calculon's system files (calculon-ai/calculon systems/a100_80g.json, h100_80g_nvl8.json)"
 MATMUL_EFFICIENCY: tuple[tuple[int, float], ...] = ((128, 0.95), (16, 0.90), (1, 0.60), (0, 0.10))  # GFLOP
@@ -53,6 +55,23 @@ def matmul_efficiency(flops: int) -> float:
 def hbm_efficiency(num_bytes: int) -> float:
     """Calculon's HBM efficiency of a pass over ``num_bytes`` bytes."""
     return _stepped(HBM_EFFICIENCY, num_bytes / 1e6)
+
+
+TRANSFORMER_SIZES = ("num_layers", "num_heads", "d_model")  # what the time rules read of a model
+
+
+def transformer_hparams(config: ModelConfig) -> dict[str, Any]:
+    """``config``'s hyperparameters, once they hold a transformer's sizes the time rules read (its
+    blocks, heads and width); a ValueError naming what is missing for any other model (the Dense
+    stack, a ResNet), which the faces show as "no time estimate" beside the memory answer."""
+    hparams = presets.resolved_hparams(config)
+    missing = [name for name in TRANSFORMER_SIZES if not hparams.get(name)]
+    if missing:
+        raise ValueError(
+            f"a time estimate reads a transformer's {', '.join(TRANSFORMER_SIZES)}; {presets.model_title(config)} "
+            f"has no {' or '.join(missing)}"
+        )
+    return hparams
 
 
 def json_seconds(value: float) -> float:
