@@ -99,6 +99,9 @@ def test_a_restart_loses_nothing_a_link_holds(browser):
         wait_for_app(page)
         for label, value in (("Input dimension D", "300"), ("Number of checkpoint shards", "7")):
             field = page.get_by_role("spinbutton", name=label)
+            # A change of the model remounts the form's inputs under new keys just after the run ends:
+            # until the old one is gone the label names two boxes (seen in the whole suite on 2 cores).
+            expect(field).to_have_count(1)
             field.fill(value)
             field.press("Enter")
             wait_for_app(page)
