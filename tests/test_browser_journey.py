@@ -197,13 +197,17 @@ def test_a_model_picked_on_the_serving_page_and_back_leaves_only_that_models_fig
     """Issue 46, item 4: the model is picked on the page that asks the question, and what the page
     then shows is exactly what its link shows in a fresh browser, both ways."""
 
+    def drawn(view) -> list[tuple[str, str]]:
+        """The figures once the run has drawn them: a page is "not running" before its first run
+        starts, so wait for a figure and for the device bar, which comes after the figures."""
+        expect(view.get_by_test_id("stMain").locator('[data-testid="stMetric"]').first).to_be_visible()
+        expect(view.locator('[data-testid="stVegaLiteChart"]').first).to_be_visible()
+        return answer_on_screen(view)
+
     def belongs_to_the_link() -> list[tuple[str, str]]:
-        shown = answer_on_screen(page)
+        shown = drawn(page)
         with fresh_page(browser, page.url) as fresh:
-            # The page's device bar comes after its figures: once it is there, they are complete.
-            expect(fresh.get_by_test_id("stMain").locator('[data-testid="stMetric"]').first).to_be_visible()
-            expect(fresh.locator('[data-testid="stVegaLiteChart"]').first).to_be_visible()
-            assert shown == answer_on_screen(fresh), "the figures on screen are not the link's"
+            assert shown == drawn(fresh), "the figures on screen are not the link's"
             assert captions(page) == captions(fresh), "the captions on screen are not the link's"
         return shown
 
