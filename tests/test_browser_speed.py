@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from conftest import metric, open_page
+from conftest import metric, open_page, wait_for_app
 from dcsim.report.speed_charts import CHOSEN, LINE, TIME_COLOURS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -29,12 +29,14 @@ def painted(chart, colour: str) -> int:
 def test_the_step_time_bars_and_the_speed_curve_are_drawn(server, page):
     open_page(page, server + "/memory?preset=llama2-7b&mesh=data%3D8&seq=4096&device=h100-sxm&tokens=2e12")
     expect(metric(page, "Step (estimate)")).to_have_text(re.compile(r"^[0-9.]+ s$"))  # its figure: test_app_speed.py
+    wait_for_app(page)  # the run has ended: its last chart, the step's time, is on the page
     chart = page.get_by_test_id("stVegaLiteChart").last  # the stages, the sweep, then the step's time
     assert painted(chart, TIME_COLOURS["Compute"]) > 2000  # three bars hold compute
     assert painted(chart, TIME_COLOURS["Communication"]) > 200  # the no-overlap bar's communication
 
     open_page(page, server + "/serving?preset=llama2-7b&mesh=model%3D2&device=h100-sxm&concurrency=32")
     expect(metric(page, "Decode step (estimate)")).to_be_visible()
+    wait_for_app(page)
     curve = page.get_by_test_id("stVegaLiteChart").last
     assert painted(curve, CHOSEN) > 50  # the chosen concurrency's point
     assert painted(curve, LINE) > 200  # the line and its points
