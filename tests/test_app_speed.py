@@ -149,3 +149,17 @@ def test_a_model_without_a_transformers_sizes_has_memory_and_no_time_on_the_serv
     said = " ".join(info.value for info in at.info).replace("\\", "")
     assert "No decode speed on the NVIDIA H100 SXM5 80GB: a time estimate reads a transformer's" in said
     assert "Dense stack has no num_layers or num_heads or d_model" in said
+
+
+def test_a_setup_over_the_devices_memory_is_timed_with_that_said_on_the_same_line():
+    """Llama 2 70B's whole state on 8 H100s does not fit: its step is still timed, and the line under
+    the figures says the setup does not fit and by how much."""
+    at = open_app(
+        {"preset": "llama2-70b", "mesh": "data=8", "zero": "0", "seq": "1024", "device": "h100-sxm"},
+        "pages/memory.py",
+        editors=False,
+    )
+    assert not at.exception
+    (line,) = [c.value.replace("\\", "") for c in at.caption if c.value.startswith("Every figure is an estimate")]
+    assert "This setup does not fit the NVIDIA H100 SXM5 80GB (over by " in line
+    assert line.endswith("the time is of a step that cannot run as set.")

@@ -21,8 +21,10 @@ from typing import Any
 
 import streamlit as st
 
+from dcsim.memory.report import TrainingReport
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport
+from dcsim.quantities import units
 from dcsim.report import speed_charts
 from dcsim.requests.serving import SERVING
 from dcsim.requests.timing import TIMING
@@ -234,7 +236,15 @@ def training_time_section(
         ),
         ("Tokens/s (estimate)", f"{time.tokens_per_second:,.0f}", f"All replicas together. {leaves_out}"),
     )
-    st.caption(frame.plain(f"Every figure is an estimate; {leaves_out[10:]}"))
+    footprint = TrainingReport.of(held, traced.bytes_per_device, row.bytes)
+    headroom = footprint.headroom_bytes
+    over = (
+        f" This setup does not fit the {row.title} (over by {units.binary_bytes(-headroom)}): "
+        "the time is of a step that cannot run as set."
+        if headroom is not None and headroom < 0
+        else ""
+    )
+    st.caption(frame.plain(f"Every figure is an estimate; {leaves_out[10:]}{over}"))
     if time.run is not None:
         cells = [
             ("Run's days (estimate)", figure(time.run.seconds / 86400), f"{time.run.steps:,} steps. {leaves_out}"),
