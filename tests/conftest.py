@@ -340,17 +340,23 @@ def type_into(page, box, text: str, then: str = "Tab"):
     """Type ``text`` into ``box``, press ``then`` to commit it, and check the box holds exactly it.
 
     A widget whose key changes after a rerun is remounted by the frontend after the script reports
-    it has finished; a fill that lands during the swap is lost or appended to the new box's default
-    (both seen in CI on busy machines). So check, and retype after the page has settled."""
-    from playwright.sync_api import expect
+    it has finished; a fill that lands during the swap is lost, appended to the new box's default, or
+    refused because the label then names two boxes (all seen in CI on busy machines). So check, and
+    retype after the page has settled."""
+    from playwright.sync_api import Error, expect
 
     for _ in range(5):
-        box.fill(text)
-        box.press(then)
         try:
+            box.fill(text)
+            box.press(then)
             expect(box).to_have_value(text, timeout=3_000)
             return box
         except AssertionError:
+            wait_for_app(page)
+        except Error as error:
+            # Mid-swap the label names both the old box and its remounted successor: wait the swap out.
+            if "strict mode violation" not in str(error):
+                raise
             wait_for_app(page)
     expect(box).to_have_value(text)
     return box

@@ -19,7 +19,7 @@ import faults
 import pytest
 from playwright.sync_api import expect
 
-from conftest import _free_port, metric, share_link, streamlit_server, wait_for_app
+from conftest import _free_port, metric, share_link, streamlit_server, type_into, wait_for_app
 from dcsim.checkpoint.measurement import TIMEOUT_ENV
 
 pytestmark = pytest.mark.browser
@@ -98,12 +98,9 @@ def test_a_restart_loses_nothing_a_link_holds(browser):
         page.goto(url)
         wait_for_app(page)
         for label, value in (("Input dimension D", "300"), ("Number of checkpoint shards", "7")):
-            field = page.get_by_role("spinbutton", name=label)
             # A change of the model remounts the form's inputs under new keys just after the run ends:
-            # until the old one is gone the label names two boxes (seen in the whole suite on 2 cores).
-            expect(field).to_have_count(1)
-            field.fill(value)
-            field.press("Enter")
+            # until the old one is gone the label names two boxes (seen in CI), which type_into waits out.
+            type_into(page, page.get_by_role("spinbutton", name=label), value, then="Enter")
             wait_for_app(page)
         expect(metric(page, "Total parameters")).to_have_text("1,204")  # (300 + 1) x 4
         page.get_by_role("link", name="Checkpoint", exact=True).click()
