@@ -42,6 +42,20 @@ LEAVES_OUT = (
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class SpeedRequest:
+    """What a replica's speed is asked for: ``serve``'s answer for the model (``report``: its mesh,
+    weights, context and cache bytes), the model and its count, the device, the prompt whose first
+    token is timed, and the devices a host (which all-reduces stay on the scale-up links)."""
+
+    report: ServingReport
+    config: ModelConfig
+    params: ParamReport
+    device: Accelerator
+    prompt: int
+    devices_per_host: int = system.DEFAULT_DEVICES_PER_HOST
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DecodeSpeed:
     """A replica's decode step and prefill on ``device`` (module docstring)."""
 
@@ -101,18 +115,12 @@ def _all_reduces(count: int, array: int, group: int, device: Accelerator, inside
     return count * 2 * (group - 1) * latency + moved
 
 
-def decode_speed(
-    report: ServingReport,
-    config: ModelConfig,
-    params: ParamReport,
-    device: Accelerator,
-    prompt: int,
-    devices_per_host: int = system.DEFAULT_DEVICES_PER_HOST,
-    sequences: int | None = None,
-) -> DecodeSpeed:
-    """The decode step and the time to first token of ``report``'s replica on ``device``; with
+def decode_speed(request: SpeedRequest, sequences: int | None = None) -> DecodeSpeed:
+    """The decode step and the time to first token of the request's replica on its device; with
     ``sequences``, of a replica decoding that many at the report's context instead (the busiest
     device's cache is then ``sequences`` times one sequence's, exactly as the engine holds it)."""
+    report, config, params, device = request.report, request.config, request.params, request.device
+    prompt, devices_per_host = request.prompt, request.devices_per_host
     serving = report.serving
     inside = "model" not in serving.mesh.names or system.inside_host(serving.mesh.axes, ["model"], devices_per_host)
     hparams = system.transformer_hparams(config)
@@ -225,20 +233,13 @@ class CurvePoint:
     tokens_per_second_per_device: float
 
 
-def speed_curve(
-    report: ServingReport,
-    config: ModelConfig,
-    params: ParamReport,
-    device: Accelerator,
-    prompt: int,
-    devices_per_host: int = system.DEFAULT_DEVICES_PER_HOST,
-) -> list[CurvePoint]:
+def speed_curve(request: SpeedRequest) -> list[CurvePoint]:
     """Throughput against latency over the concurrency: doubling from one sequence a replica up to
     the most the budget holds at the context (``ServingReport.max_concurrency``), that most
     included; the concurrency is the whole mesh's (replicas x a replica's). Empty without a budget
     or a cache."""
-    most = report.max_concurrency
-    replicas = report.serving.num_replicas
+    most = request.report.max_concurrency
+    replicas = request.report.serving.num_replicas
     if not most or most < replicas:
         return []
     top = most // replicas
@@ -248,7 +249,7 @@ def speed_curve(
         count *= 2
     points = []
     for each in sorted(counts):
-        speed = decode_speed(report, config, params, device, prompt, devices_per_host, sequences=each)
+        speed = decode_speed(request, sequences=each)
         points.append(
             CurvePoint(
                 concurrency=each * replicas,
