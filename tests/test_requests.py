@@ -15,6 +15,7 @@ from conftest import open_app
 from dcsim import links, shipped
 from dcsim.cli import build_parser
 from dcsim.requests import Field, Request, bind, count, is_on, switch
+from dcsim.requests.checkpoint_plan import CHECKPOINT_PLAN
 from dcsim.requests.serving import SERVING
 from dcsim.requests.tables import REQUESTS, link_tables
 from dcsim.requests.timing import TIMING
@@ -112,6 +113,21 @@ BAD_VALUES = [
     (TRAINING, "seq", "-8", r"`seq`"),
     (TRAINING, "cf", "x", r"`cf` must be a number from 0.01 to 64 \(or none: dropless\), got 'x'"),
     (WEIGHTS, "bits", "3", r"bits"),
+    (TIMING, "tokens", "0", "`tokens` must be an integer from 1"),
+    (TIMING, "tokens", "1e400", "`tokens` must be"),
+    (TIMING, "tokens", "many", "`tokens` must be"),
+    (TIMING, "price", "nan", "`price` must be a price a device-hour, a number at least 0"),
+    (TIMING, "price", "-inf", "`price` must be a price a device-hour, a number at least 0"),
+    (TIMING, "dph", "1e9", "`dph` must be an integer from 1 to 65,536"),
+    (TIMING, "prompt", "2.5", "`prompt` must be"),
+    (CHECKPOINT_PLAN, "dph", "0", "`dph` must be an integer from 1"),
+    (CHECKPOINT_PLAN, "policy", "fast", "`policy` must be one of single-replica, replica-parallel, dcp, got 'fast'"),
+    (CHECKPOINT_PLAN, "wbw", "0GB/s", "`wbw` must be above 0 bytes a second"),
+    (CHECKPOINT_PLAN, "sbw", "-5GB/s", "`sbw` must be a bandwidth"),
+    (CHECKPOINT_PLAN, "mttf", "0", "`mttf` must be a number of hours above 0, got '0'"),
+    (CHECKPOINT_PLAN, "rmesh", "data=0", "`rmesh`: "),
+    (CHECKPOINT_PLAN, "rstrategy", "custom", "`rstrategy` must be one of replicated, fsdp, tensor, megatron"),
+    (CHECKPOINT_PLAN, "pdevice", "abacus", "`pdevice`: unknown device 'abacus'"),
 ]
 
 
@@ -119,8 +135,11 @@ BAD_VALUES = [
     ("request_", "key", "text", "message"), BAD_VALUES, ids=[f"{r.name}-{k}={t}" for r, k, t, _ in BAD_VALUES]
 )
 def test_a_bad_value_is_refused_with_what_is_allowed(request_, key, text, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises((TypeError, ValueError), match=message):  # a word for a number: TypeError, as declared
         request_[key].read(text)
+    values, problems = request_.decode({key: text})  # in a link: named, and the default kept
+    assert values[key] == request_[key].default
+    assert len(problems) == 1 and problems[0].startswith(f"`{key}`") and re.search(message, problems[0])
 
 
 def test_every_default_reads_as_itself():
