@@ -100,9 +100,10 @@ def test_a_switch_refuses_anything_else_naming_both_words(request_, key, words):
         request_[key].read("1")
 
 
+# Values each request refuses: (request, key, the link's text, a regular expression its error matches).
 BAD_VALUES = [
-    (TRAINING, "devmem", "80", "the budget needs a unit"),
-    (SERVING, "devmem", "80", "the budget needs a unit"),
+    (TRAINING, "devmem", "80", r"the budget needs a unit"),
+    (SERVING, "devmem", "80", r"the budget needs a unit"),
     (SERVING, "kv", "int4", r"`kv` must be one of bfloat16, .*got 'int4'"),
     (SERVING, "context", "0", r"`context` must be"),
     (SERVING, "reserve", "1.5", r"`reserve` must be at least 0 and below 1"),
@@ -113,21 +114,21 @@ BAD_VALUES = [
     (TRAINING, "seq", "-8", r"`seq`"),
     (TRAINING, "cf", "x", r"`cf` must be a number from 0.01 to 64 \(or none: dropless\), got 'x'"),
     (WEIGHTS, "bits", "3", r"bits"),
-    (TIMING, "tokens", "0", "`tokens` must be an integer from 1"),
-    (TIMING, "tokens", "1e400", "`tokens` must be"),
-    (TIMING, "tokens", "many", "`tokens` must be"),
-    (TIMING, "price", "nan", "`price` must be a price a device-hour, a number at least 0"),
-    (TIMING, "price", "-inf", "`price` must be a price a device-hour, a number at least 0"),
-    (TIMING, "dph", "1e9", "`dph` must be an integer from 1 to 65,536"),
-    (TIMING, "prompt", "2.5", "`prompt` must be"),
-    (CHECKPOINT_PLAN, "dph", "0", "`dph` must be an integer from 1"),
-    (CHECKPOINT_PLAN, "policy", "fast", "`policy` must be one of single-replica, replica-parallel, dcp, got 'fast'"),
-    (CHECKPOINT_PLAN, "wbw", "0GB/s", "`wbw` must be above 0 bytes a second"),
-    (CHECKPOINT_PLAN, "sbw", "-5GB/s", "`sbw` must be a bandwidth"),
-    (CHECKPOINT_PLAN, "mttf", "0", "`mttf` must be a number of hours above 0, got '0'"),
-    (CHECKPOINT_PLAN, "rmesh", "data=0", "`rmesh`: "),
-    (CHECKPOINT_PLAN, "rstrategy", "custom", "`rstrategy` must be one of replicated, fsdp, tensor, megatron"),
-    (CHECKPOINT_PLAN, "pdevice", "abacus", "`pdevice`: unknown device 'abacus'"),
+    (TIMING, "tokens", "0", r"`tokens` must be an integer from 1"),
+    (TIMING, "tokens", "1e400", r"`tokens` must be"),
+    (TIMING, "tokens", "many", r"`tokens` must be"),
+    (TIMING, "price", "nan", r"`price` must be a price a device-hour, a number at least 0"),
+    (TIMING, "price", "-inf", r"`price` must be a price a device-hour, a number at least 0"),
+    (TIMING, "dph", "1e9", r"`dph` must be an integer from 1 to 65,536"),
+    (TIMING, "prompt", "2.5", r"`prompt` must be"),
+    (CHECKPOINT_PLAN, "dph", "0", r"`dph` must be an integer from 1"),
+    (CHECKPOINT_PLAN, "policy", "fast", r"`policy` must be one of single-replica, replica-parallel, dcp, got 'fast'"),
+    (CHECKPOINT_PLAN, "wbw", "0GB/s", r"`wbw` must be above 0 bytes a second"),
+    (CHECKPOINT_PLAN, "sbw", "-5GB/s", r"`sbw` must be a bandwidth"),
+    (CHECKPOINT_PLAN, "mttf", "0", r"`mttf` must be a number of hours above 0, got '0'"),
+    (CHECKPOINT_PLAN, "rmesh", "data=0", r"`rmesh`: "),
+    (CHECKPOINT_PLAN, "rstrategy", "custom", r"`rstrategy` must be one of replicated, fsdp, tensor, megatron"),
+    (CHECKPOINT_PLAN, "pdevice", "abacus", r"`pdevice`: unknown device 'abacus'"),
 ]
 
 
