@@ -8,9 +8,9 @@ import argparse
 import json
 from typing import Any
 
-from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, refuse_unused
-from dcsim.cli.memory import DEFAULT_STRATEGY, training_from_args
-from dcsim.cli.mesh import mesh_flags, mesh_from_args
+from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag
+from dcsim.cli.memory import DEFAULT_STRATEGY, training_on_mesh_from_args
+from dcsim.cli.mesh import mesh_flags
 from dcsim.requests.training import TRAINING
 
 
@@ -75,14 +75,9 @@ def request_from_args(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> str:
-    refuse_unused(
-        args,
-        "checkpoint-plan",
-        ("shards", "dtype"),
-        "the mesh sets the devices (--mesh) and --param-dtype and --master-dtype the dtypes",
+    mesh, strategy, rules, setup = training_on_mesh_from_args(
+        args, "checkpoint-plan", "the mesh sets the devices (--mesh) and --param-dtype and --master-dtype the dtypes"
     )
-    mesh, strategy, rules = mesh_from_args(args, DEFAULT_STRATEGY)
-    setup = training_from_args(args)
     request = request_from_args(args)
     from dcsim.checkpoint.plan.placement import check_devices_per_host
 
