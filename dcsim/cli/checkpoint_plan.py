@@ -37,7 +37,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def request_from_args(args: argparse.Namespace) -> Any:
     """The ``PlanRequest`` the flags describe, each read by its declared parser under its flag."""
-    from dcsim.checkpoint.plan import storage
+    from dcsim.checkpoint.plan import storage, writers
     from dcsim.checkpoint.plan.plan import PlanRequest
     from dcsim.requests.checkpoint_plan import CHECKPOINT_PLAN
     from dcsim.sharding import meshes
@@ -69,8 +69,7 @@ def request_from_args(args: argparse.Namespace) -> Any:
         mttf_hours=float(text("mttf")),
         restart_seconds=float(text("restart")),
         keep=int(text("keep")),
-        min_slice_bytes=optional("minslice"),
-        max_replicas=optional("maxrep"),
+        slice_limits=writers.SliceLimits(min_slice_bytes=optional("minslice"), max_replicas=optional("maxrep")),
     )
 
 
