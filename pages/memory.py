@@ -20,9 +20,7 @@ from dcsim.ui import frame, layout, memory, memory_view, model, router, speed, s
 
 router.require_router()
 
-config, report = model.heading("Training memory per device")
-# The answer for the mesh asked about leads the page: filled once the figures below are drawn.
-verdict_box = st.container()
+config, report, verdict_box = model.verdict_heading("Training memory per device")  # filled once the figures are drawn
 
 # --- settings: the Layout page's mesh, strategy and rules, then the training setup -------------------
 
@@ -263,10 +261,8 @@ def show_verdict(config: ModelConfig, setup: memory.Setup, refused: str | None) 
     verdict = memory.cached_verdict(config, setup)
     if isinstance(verdict, str):
         verdict_box.error(frame.plain(f"No verdict for {setup.mesh.text}: {verdict}"), icon=":material/error:")
-    elif verdict.fits:
-        verdict_box.success(frame.plain(verdict.text), icon=":material/check_circle:")
     else:
-        verdict_box.error(frame.plain(verdict.text), icon=":material/cancel:")
+        model.show_verdict(verdict_box, verdict.text, verdict.fits)
 
 
 def offer_sequence_limit(config: ModelConfig, step: Any) -> None:

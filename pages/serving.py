@@ -20,9 +20,7 @@ from dcsim.ui import frame, layout, model, router, serving, speed, state, weight
 
 router.require_router()
 
-config, report = model.heading("Serving memory per device")
-# The answer for the mesh asked about leads the page: filled once the request is read below.
-verdict_box = st.container()
+config, report, verdict_box = model.verdict_heading("Serving memory per device")  # filled once the request is read
 
 st.subheader("Mesh and serving setup")
 mesh, strategy, _, _ = layout.mesh_and_strategy(
@@ -161,10 +159,8 @@ if answer_first is None:
     )
 elif isinstance(answer_first, str):
     verdict_box.warning(frame.plain(f"No verdict for {mesh.text}: {answer_first}"), icon=":material/block:")
-elif answer_first.serves:
-    verdict_box.success(frame.plain(answer_first.text), icon=":material/check_circle:")
 else:
-    verdict_box.error(frame.plain(answer_first.text), icon=":material/cancel:")
+    model.show_verdict(verdict_box, answer_first.text, answer_first.serves)
 
 # --- the answer for one device ---------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import fake_hub
+import faults
 import pytest
 from hypothesis import settings
 from streamlit.components.v2 import manifest_scanner
@@ -534,6 +535,30 @@ def small_preset(preset: str, **sizes) -> ModelConfig:
     return ModelConfig(preset=preset, overrides={"num_layers": 2, "d_model": 64, "num_heads": 4} | sizes)
 
 
+def hand_run_figures() -> dict:
+    """What a measurement written by hand spent (``RunFigures``' fields): half a second to
+    initialise, a tenth to save and to restore, restored bit for bit, peak memory 1 then 2 bytes;
+    for tests of what is built from its bytes, where the times do not matter."""
+    return {
+        "init_seconds": 0.5,
+        "save_seconds": 0.1,
+        "restore_seconds": 0.1,
+        "restore_verified": True,
+        "baseline_rss_bytes": 1,
+        "peak_rss_bytes": 2,
+    }
+
+
+@pytest.fixture
+def own_tmp(tmp_path, monkeypatch):
+    """Point tempfile at an empty folder, so "nothing left behind" is checkable, with no fault
+    injected into the children (tests/faults.py) unless the test sets one."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv(faults.FAULT_ENV, raising=False)
+    monkeypatch.delenv(faults.PROCESS_ENV, raising=False)
+    return tmp_path
+
+
 def hand_checkpoint_report(dtype: str, disk_bytes: int):
     """A checkpoint measurement written by hand, no child process: Dense(1024) on 1024 (1,049,600
     values) replicated on one device, saved in ``dtype`` as ``disk_bytes`` in two files (300 bytes
@@ -561,12 +586,7 @@ def hand_checkpoint_report(dtype: str, disk_bytes: int):
         num_files=len(files),
         largest_file_bytes=disk_bytes - 300,
         files=files,
-        init_seconds=0.5,
-        save_seconds=0.1,
-        restore_seconds=0.1,
-        restore_verified=True,
-        baseline_rss_bytes=1,
-        peak_rss_bytes=2,
+        **hand_run_figures(),
         peak_rss_before_stage=(),
         jax_version="x",
         orbax_version="y",

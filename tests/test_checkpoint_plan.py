@@ -151,7 +151,7 @@ def test_dcp_sends_each_replicated_item_to_the_emptiest_rank():
     ],
 )
 def test_the_slice_rule_by_hand(shard, replicas, options, expected):
-    assert writers.slice_rule(shard, "float32", replicas, **options) == expected
+    assert writers.slice_rule(shard, "float32", replicas, writers.SliceLimits(**options)) == expected
 
 
 def test_an_unknown_policy_is_refused():
@@ -221,7 +221,7 @@ def test_the_writers_are_orbax_s_own_on_real_arrays(real_mesh, replica_parallel)
         array = row(tuple(shape), pspec, mesh, dtype=dtype)
         where = placement(mesh, pspec, len(shape))
         assert where.replica.tolist() == [device["replica_id"] for device in devices], mesh_text
-        writes = writers.plan_writes([array], mesh, policy, options.get("min_slice_bytes"), options.get("max_replicas"))
+        writes = writers.plan_writes([array], mesh, policy, writers.SliceLimits(**options))
         assert writes.device_bytes.tolist() == [device["bytes"] for device in devices], (mesh_text, spec, options)
         slices = expected_slices(where, shape, writes.arrays[0].cut)
         assert slices == [device["slices"] for device in devices], (mesh_text, spec, options)
@@ -423,7 +423,7 @@ def laid_out_arrays(draw):
 @given(laid_out_arrays(), st.sampled_from(writers.POLICIES))
 def test_every_policy_writes_each_shard_once_whatever_the_layout(case, policy):
     mesh, arrays, max_replicas = case
-    writes = writers.plan_writes(arrays, mesh, policy, max_replicas=max_replicas)
+    writes = writers.plan_writes(arrays, mesh, policy, writers.SliceLimits(max_replicas=max_replicas))
     expected = sum(write.shard_bytes * write.num_shards for write in writes.arrays)
     assert int(writes.device_bytes.sum()) == expected == sum(math.prod(a.shape) * 4 for a in arrays)
     # a device writes only what it holds: never more than its own shards' bytes

@@ -9,11 +9,10 @@ tests/test_checkpoint_plan.py's ``test_the_writers_are_orbax_s_own_on_real_array
 
 import json
 import math
-import tempfile
 
-import faults
 import pytest
 
+from conftest import hand_run_figures
 from dcsim.checkpoint import multiprocess, records, results
 from dcsim.checkpoint.measurement import MeasurementOptions
 from dcsim.checkpoint.plan import verify, writers
@@ -100,12 +99,7 @@ def process(process_id, predicted, stored, files):
         num_bytes=files,
         chunk_bytes=stored,
         predicted_bytes=predicted,
-        init_seconds=0.0,
-        save_seconds=0.0,
-        restore_seconds=0.0,
-        restore_verified=True,
-        baseline_rss_bytes=1,
-        peak_rss_bytes=1,
+        **hand_run_figures(),
     )
 
 
@@ -140,14 +134,6 @@ def test_policy_refusals_are_one_line_exit_2(capsys, argv, message):
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert err.startswith("dcsim: error: ") and message in err and err.count("\n") == 1
-
-
-@pytest.fixture
-def own_tmp(tmp_path, monkeypatch):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.delenv(faults.FAULT_ENV, raising=False)
-    monkeypatch.delenv(faults.PROCESS_ENV, raising=False)
-    return tmp_path
 
 
 @pytest.mark.slow  # starts a group of two JAX processes a case

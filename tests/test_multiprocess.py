@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import socket
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,15 +31,6 @@ pytestmark = pytest.mark.slow  # starts groups of JAX processes
 DENSE_1024 = ModelConfig(input_dim=1024, layers=(DenseLayer(features=1024),))
 DENSE_1024_FLOAT32_BYTES = 4_198_400  # (1024 x 1024 + 1024) x 4
 LOOPBACK_HEX = "0100007F"  # 127.0.0.1 as /proc/net/tcp writes it
-
-
-@pytest.fixture
-def own_tmp(tmp_path, monkeypatch):
-    """Point tempfile at an empty folder, so "nothing left behind" is checkable."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.delenv(faults.FAULT_ENV, raising=False)
-    monkeypatch.delenv(faults.PROCESS_ENV, raising=False)
-    return tmp_path
 
 
 def group_pids(folder: Path) -> dict[int, int]:

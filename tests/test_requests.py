@@ -15,6 +15,7 @@ from conftest import open_app
 from dcsim import links, shipped
 from dcsim.cli import build_parser
 from dcsim.requests import Field, Request, bind, count, is_on, switch
+from dcsim.requests.checkpoint_plan import CHECKPOINT_PLAN
 from dcsim.requests.serving import SERVING
 from dcsim.requests.tables import REQUESTS, link_tables
 from dcsim.requests.timing import TIMING
@@ -99,9 +100,10 @@ def test_a_switch_refuses_anything_else_naming_both_words(request_, key, words):
         request_[key].read("1")
 
 
+# Values each request refuses: (request, key, the link's text, a regular expression its error matches).
 BAD_VALUES = [
-    (TRAINING, "devmem", "80", "the budget needs a unit"),
-    (SERVING, "devmem", "80", "the budget needs a unit"),
+    (TRAINING, "devmem", "80", r"the budget needs a unit"),
+    (SERVING, "devmem", "80", r"the budget needs a unit"),
     (SERVING, "kv", "int4", r"`kv` must be one of bfloat16, .*got 'int4'"),
     (SERVING, "context", "0", r"`context` must be"),
     (SERVING, "reserve", "1.5", r"`reserve` must be at least 0 and below 1"),
@@ -112,6 +114,21 @@ BAD_VALUES = [
     (TRAINING, "seq", "-8", r"`seq`"),
     (TRAINING, "cf", "x", r"`cf` must be a number from 0.01 to 64 \(or none: dropless\), got 'x'"),
     (WEIGHTS, "bits", "3", r"bits"),
+    (TIMING, "tokens", "0", r"`tokens` must be an integer from 1"),
+    (TIMING, "tokens", "1e400", r"`tokens` must be"),
+    (TIMING, "tokens", "many", r"`tokens` must be"),
+    (TIMING, "price", "nan", r"`price` must be a price a device-hour, a number at least 0"),
+    (TIMING, "price", "-inf", r"`price` must be a price a device-hour, a number at least 0"),
+    (TIMING, "dph", "1e9", r"`dph` must be an integer from 1 to 65,536"),
+    (TIMING, "prompt", "2.5", r"`prompt` must be"),
+    (CHECKPOINT_PLAN, "dph", "0", r"`dph` must be an integer from 1"),
+    (CHECKPOINT_PLAN, "policy", "fast", r"`policy` must be one of single-replica, replica-parallel, dcp, got 'fast'"),
+    (CHECKPOINT_PLAN, "wbw", "0GB/s", r"`wbw` must be above 0 bytes a second"),
+    (CHECKPOINT_PLAN, "sbw", "-5GB/s", r"`sbw` must be a bandwidth"),
+    (CHECKPOINT_PLAN, "mttf", "0", r"`mttf` must be a number of hours above 0, got '0'"),
+    (CHECKPOINT_PLAN, "rmesh", "data=0", r"`rmesh`: "),
+    (CHECKPOINT_PLAN, "rstrategy", "custom", r"`rstrategy` must be one of replicated, fsdp, tensor, megatron"),
+    (CHECKPOINT_PLAN, "pdevice", "abacus", r"`pdevice`: unknown device 'abacus'"),
 ]
 
 
@@ -119,8 +136,11 @@ BAD_VALUES = [
     ("request_", "key", "text", "message"), BAD_VALUES, ids=[f"{r.name}-{k}={t}" for r, k, t, _ in BAD_VALUES]
 )
 def test_a_bad_value_is_refused_with_what_is_allowed(request_, key, text, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises((TypeError, ValueError), match=message):  # a word for a number: TypeError, as declared
         request_[key].read(text)
+    values, problems = request_.decode({key: text})  # in a link: named, and the default kept
+    assert values[key] == request_[key].default
+    assert len(problems) == 1 and problems[0].startswith(f"`{key}`") and re.search(message, problems[0])
 
 
 def test_every_default_reads_as_itself():

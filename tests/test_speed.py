@@ -4,6 +4,7 @@ the command line's ``time`` object and refusals."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -185,36 +186,17 @@ def test_the_throughput_latency_curve_up_to_the_memory_limit():
     params = count_params(config)
     request = Serving(mesh=MeshSpec((("data", 1),)), device="h100-sxm", context=4096)
     report = compute_serving(config, request, params)
-    curve = speeds.speed_curve(report, config, params, H100, 128)
+    asked = functools.partial(speeds.SpeedRequest, config=config, params=params, device=H100, prompt=128)
+    curve = speeds.speed_curve(asked(report=report))
     assert [point.concurrency for point in curve] == [1, 2, 4, 8, 16, report.max_concurrency] == [1, 2, 4, 8, 16, 29]
     latencies = [point.inter_token_latency_seconds for point in curve]
     throughputs = [point.tokens_per_second_per_device for point in curve]
     assert latencies == sorted(latencies) and throughputs == sorted(throughputs)
     at_most = compute_serving(config, dataclasses.replace(request, concurrency=29), params)
-    engine = speeds.decode_speed(at_most, config, params, H100, 128)
-    scaled = speeds.decode_speed(report, config, params, H100, 128, sequences=29)
+    engine = speeds.decode_speed(asked(report=at_most))
+    scaled = speeds.decode_speed(asked(report=report), sequences=29)
     assert engine.bytes_read_per_device == scaled.bytes_read_per_device
     assert engine.decode_step_seconds == scaled.decode_step_seconds
-
-
-@pytest.mark.parametrize(
-    ("key", "text", "message"),
-    [
-        ("tokens", "0", "`tokens` must be an integer from 1"),
-        ("tokens", "1e400", "`tokens` must be"),
-        ("tokens", "many", "`tokens` must be"),
-        ("price", "nan", "`price` must be a price a device-hour, a number at least 0"),
-        ("price", "-inf", "`price` must be a price a device-hour, a number at least 0"),
-        ("dph", "1e9", "`dph` must be an integer from 1 to 65,536"),
-        ("prompt", "2.5", "`prompt` must be"),
-    ],
-)
-def test_a_hostile_timing_link_value_is_named_and_the_default_kept(key, text, message):
-    from dcsim.requests.timing import TIMING
-
-    values, problems = TIMING.decode({key: text})
-    assert values[key] == TIMING[key].default
-    assert len(problems) == 1 and problems[0].startswith(f"`{key}`") and message in problems[0]
 
 
 def test_timing_link_values_read_as_the_flags_do():

@@ -21,7 +21,7 @@ from dcsim.serving.engine import compute_serving
 from dcsim.serving.request import Serving
 from dcsim.sharding.meshes import MeshSpec
 from dcsim.speed import estimate
-from dcsim.speed.serving import batch_throughput, decode_speed
+from dcsim.speed.serving import SpeedRequest, batch_throughput, decode_speed
 
 # Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models": its
 # configurations table (the 22B model: 48 blocks, hidden 6,144, 64 heads, sequence 2,048, vocabulary
@@ -93,7 +93,7 @@ def trtllm_8b():
     # The batch: as many sequences as the device's memory holds at the full context (serve's answer).
     most = compute_serving(config, base, report).max_concurrency
     served = compute_serving(config, dataclasses.replace(base, concurrency=most), report)
-    speed = decode_speed(served, config, report, device, 128)
+    speed = decode_speed(SpeedRequest(report=served, config=config, params=report, device=device, prompt=128))
     return batch_throughput(speed, served, config, report)
 
 

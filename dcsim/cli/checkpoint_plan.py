@@ -8,9 +8,9 @@ import argparse
 import json
 from typing import Any
 
-from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag, refuse_unused
-from dcsim.cli.memory import DEFAULT_STRATEGY, training_from_args
-from dcsim.cli.mesh import mesh_flags, mesh_from_args
+from dcsim.cli.common import UsageError, add_command, config_from_args, format_flag
+from dcsim.cli.memory import DEFAULT_STRATEGY, training_on_mesh_from_args
+from dcsim.cli.mesh import mesh_flags
 from dcsim.requests.training import TRAINING
 
 
@@ -37,7 +37,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def request_from_args(args: argparse.Namespace) -> Any:
     """The ``PlanRequest`` the flags describe, each read by its declared parser under its flag."""
-    from dcsim.checkpoint.plan import storage
+    from dcsim.checkpoint.plan import storage, writers
     from dcsim.checkpoint.plan.plan import PlanRequest
     from dcsim.requests.checkpoint_plan import CHECKPOINT_PLAN
     from dcsim.sharding import meshes
@@ -69,20 +69,14 @@ def request_from_args(args: argparse.Namespace) -> Any:
         mttf_hours=float(text("mttf")),
         restart_seconds=float(text("restart")),
         keep=int(text("keep")),
-        min_slice_bytes=optional("minslice"),
-        max_replicas=optional("maxrep"),
+        slice_limits=writers.SliceLimits(min_slice_bytes=optional("minslice"), max_replicas=optional("maxrep")),
     )
 
 
 def run(args: argparse.Namespace) -> str:
-    refuse_unused(
-        args,
-        "checkpoint-plan",
-        ("shards", "dtype"),
-        "the mesh sets the devices (--mesh) and --param-dtype and --master-dtype the dtypes",
+    mesh, strategy, rules, setup = training_on_mesh_from_args(
+        args, "checkpoint-plan", "the mesh sets the devices (--mesh) and --param-dtype and --master-dtype the dtypes"
     )
-    mesh, strategy, rules = mesh_from_args(args, DEFAULT_STRATEGY)
-    setup = training_from_args(args)
     request = request_from_args(args)
     from dcsim.checkpoint.plan.placement import check_devices_per_host
 

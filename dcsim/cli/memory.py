@@ -95,6 +95,17 @@ def step_from_args(args: argparse.Namespace, moe: bool) -> Any:
     return activations.Step(**{key: value for key, value in values.items() if value is not None})
 
 
+def training_on_mesh_from_args(
+    args: argparse.Namespace, command: str, why: str
+) -> tuple[meshes.MeshSpec, str, tuple[meshes.Rule, ...], training.Training]:
+    """A training command's mesh, strategy, rules and ``Training``. ``--shards`` and ``--dtype``
+    (``count``'s and ``checkpoint``'s) are refused first, saying ``why``: in a training command the
+    mesh sets the devices and the training flags the dtypes."""
+    refuse_unused(args, command, ("shards", "dtype"), why)
+    mesh, strategy, rules = mesh_from_args(args, DEFAULT_STRATEGY)
+    return mesh, strategy, rules, training_from_args(args)
+
+
 def training_from_args(args: argparse.Namespace) -> training.Training:
     """The ``Training`` the flags describe, each read by its declaration (``TRAINING``); ValueError
     or UsageError naming the flag at fault."""
@@ -142,14 +153,11 @@ def timing_from_args(args: argparse.Namespace, step: Any) -> dict[str, Any] | No
 
 
 def run(args: argparse.Namespace) -> str:
-    refuse_unused(
+    mesh, strategy, rules, setup = training_on_mesh_from_args(
         args,
         "memory",
-        ("shards", "dtype"),
         "the mesh sets the number of devices (--mesh) and --param-dtype, --grad-dtype and --master-dtype the dtypes",
     )
-    mesh, strategy, rules = mesh_from_args(args, DEFAULT_STRATEGY)
-    setup = training_from_args(args)
     budget = TRAINING.from_flag(args, "devmem")
     amount = None if budget is None else amounts.parse_budget(budget)
     config = config_from_args(args)

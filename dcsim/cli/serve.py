@@ -214,8 +214,10 @@ def run(args: argparse.Namespace) -> str:
         prompt, dph = (int(str(TIMING.from_flag(args, link))) for link in ("prompt", "dph"))
         try:
             accelerator = catalog.get_accelerator(serving.device)
-            speed = speeds.decode_speed(served, config, report, accelerator, prompt, dph)
-            curve = speeds.speed_curve(served, config, report, accelerator, prompt, dph)
+            request = speeds.SpeedRequest(
+                report=served, config=config, params=report, device=accelerator, prompt=prompt, devices_per_host=dph
+            )
+            speed, curve = speeds.decode_speed(request), speeds.speed_curve(request)
         except ValueError as err:  # the budget stands as before; the speed says what it lacks
             no_speed = f"no decode speed: {err}"
     elif args.prompt != TIMING["prompt"].flag_default or args.devices_per_host != TIMING["dph"].flag_default:

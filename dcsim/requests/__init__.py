@@ -225,15 +225,21 @@ _TEXTS = ("default", "flag_default", "help", "meaning")  # the words that may na
 
 
 def declared(
-    request: str,
+    name: str,
     parsers: Mapping[str, Parser],
     *,
+    title: str,
+    faces: str,
+    shared: str = "",
+    includes: tuple[Request, ...] = (),
+    notes: str = "",
     words: Mapping[str, object] | None = None,
     choices: Mapping[str, tuple[str, ...]] | None = None,
-) -> tuple[Field, ...]:
-    """The fields of ``request`` as fields.json declares them, in its order, bound as ``bind``
-    says."""
-    return bind(_DECLARED[request], f"fields.json {request}", parsers, words=words, choices=choices)
+) -> Request:
+    """The request ``name``: its fields as fields.json declares them, in its order, bound as ``bind``
+    says, and the rest of ``Request``'s attributes as given."""
+    fields = bind(_DECLARED[name], f"fields.json {name}", parsers, words=words, choices=choices)
+    return Request(name=name, title=title, faces=faces, fields=fields, shared=shared, includes=includes, notes=notes)
 
 
 def bind(

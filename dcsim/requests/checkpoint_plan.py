@@ -10,7 +10,7 @@ import math
 from dcsim.checkpoint.plan import interval, placement, storage, writers
 from dcsim.checkpoint.plan.plan import MAX_KEEP
 from dcsim.inputs import as_int, number_from_text, show
-from dcsim.requests import MESH_KEYS, Request, count, declared, switch, ticked
+from dcsim.requests import MESH_KEYS, count, declared, switch, ticked
 from dcsim.serving import catalog
 from dcsim.sharding import layout, meshes
 from dcsim.speed import system
@@ -95,48 +95,45 @@ def _min_slice(text: str, name: str) -> str:
     return str(as_int(number_from_text(text.strip()), name, minimum=0, shown=text))
 
 
-CHECKPOINT_PLAN = Request(
-    name="checkpoint_plan",
+CHECKPOINT_PLAN = declared(
+    "checkpoint_plan",
+    {
+        "pmesh": _plan_mesh,
+        "pzero": _stage,
+        "dph": count(system.MAX_DEVICES_PER_HOST),  # the Memory page's `dph`: one key, one limit
+        "pdevice": _device,
+        "policy": _policy,
+        "storage": _storage,
+        "wbw": _bandwidth,
+        "sbw": _bandwidth,
+        "async": switch("off", "on"),
+        "rmesh": _mesh,
+        "rstrategy": _strategy,
+        "mttf": _mttf,
+        "restart": _restart,
+        "keep": count(MAX_KEEP),
+        "minslice": _min_slice,
+        "maxrep": count(meshes.MAX_MESH_DEVICES),
+    },
     title="The checkpoint plan's keys",
     faces="the Checkpoint page's plan (`/checkpoint`) and `checkpoint-plan`",
     shared=MESH_KEYS + ", and the Memory page's training keys above (`zero`, `parts`, `optim`, the dtypes)",
-    fields=declared(
-        "checkpoint_plan",
-        {
-            "pmesh": _plan_mesh,
-            "pzero": _stage,
-            "dph": count(system.MAX_DEVICES_PER_HOST),  # the Memory page's `dph`: one key, one limit
-            "pdevice": _device,
-            "policy": _policy,
-            "storage": _storage,
-            "wbw": _bandwidth,
-            "sbw": _bandwidth,
-            "async": switch("off", "on"),
-            "rmesh": _mesh,
-            "rstrategy": _strategy,
-            "mttf": _mttf,
-            "restart": _restart,
-            "keep": count(MAX_KEEP),
-            "minslice": _min_slice,
-            "maxrep": count(meshes.MAX_MESH_DEVICES),
-        },
-        words={
-            "per_host": placement.DEFAULT_DEVICES_PER_HOST,
-            "device_words": ticked(catalog.DEVICE_NAMES),
-            "policy_words": ticked(writers.POLICIES),
-            "policies": "; ".join(f"{policy}: {text}" for policy, text in writers.POLICY_HELP.items()),
-            "default_storage": storage.DEFAULT_STORAGE,
-            "storage_words": ticked(storage.STORAGE_NAMES),
-            "storages": ", ".join(storage.STORAGE_NAMES),
-            "strategy_words": ticked(RESTORE_STRATEGIES),
-            "strategies": ", ".join(RESTORE_STRATEGIES),
-            "mttf": interval.DEFAULT_MTTF_HOURS,
-            "mttf_source": interval.MTTF_SOURCE,
-            "max_keep": MAX_KEEP,
-            "plan_mesh": PLAN_MESH,
-            "max_plan_devices": MAX_PLAN_DEVICES,
-        },
-    ),
+    words={
+        "per_host": placement.DEFAULT_DEVICES_PER_HOST,
+        "device_words": ticked(catalog.DEVICE_NAMES),
+        "policy_words": ticked(writers.POLICIES),
+        "policies": "; ".join(f"{policy}: {text}" for policy, text in writers.POLICY_HELP.items()),
+        "default_storage": storage.DEFAULT_STORAGE,
+        "storage_words": ticked(storage.STORAGE_NAMES),
+        "storages": ", ".join(storage.STORAGE_NAMES),
+        "strategy_words": ticked(RESTORE_STRATEGIES),
+        "strategies": ", ".join(RESTORE_STRATEGIES),
+        "mttf": interval.DEFAULT_MTTF_HOURS,
+        "mttf_source": interval.MTTF_SOURCE,
+        "max_keep": MAX_KEEP,
+        "plan_mesh": PLAN_MESH,
+        "max_plan_devices": MAX_PLAN_DEVICES,
+    },
     notes="`rstrategy` applies with `rmesh` only; `async` needs a `pdevice` whose host link the catalog states. The "
     "page reads `pmesh`, `pzero`, `dph`, `pdevice`, `policy`, `storage`, `async` and `rmesh` (with `optim` and "
     "`master`); the other keys are the command line's for now.",

@@ -6,7 +6,7 @@ memory (``dcsim.ui.speed`` draws the pages' time)."""
 from __future__ import annotations
 
 from dcsim.inputs import number_from_text
-from dcsim.requests import Request, count, declared
+from dcsim.requests import count, declared
 from dcsim.speed import system
 
 DEFAULT_PROMPT = 128
@@ -20,25 +20,22 @@ def _price(text: str, name: str) -> str:
     return f"{system.check_price(number_from_text(text.strip()), name):g}"
 
 
-TIMING = Request(
-    name="timing",
+TIMING = declared(
+    "timing",
+    {
+        "dph": count(system.MAX_DEVICES_PER_HOST),
+        "tokens": _tokens,
+        "price": _price,
+        "prompt": count(system.MAX_PROMPT),
+    },
     title="The step time's keys",
     faces="`memory` and the Memory page (`dph`, `tokens`, `price`), `serve` and the Serving page (`dph`, `prompt`)",
-    fields=declared(
-        "timing",
-        {
-            "dph": count(system.MAX_DEVICES_PER_HOST),
-            "tokens": _tokens,
-            "price": _price,
-            "prompt": count(system.MAX_PROMPT),
-        },
-        words={
-            "default_dph": system.DEFAULT_DEVICES_PER_HOST,
-            "max_dph": system.MAX_DEVICES_PER_HOST,
-            "default_prompt": DEFAULT_PROMPT,
-            "max_prompt": system.MAX_PROMPT,
-        },
-    ),
+    words={
+        "default_dph": system.DEFAULT_DEVICES_PER_HOST,
+        "max_dph": system.MAX_DEVICES_PER_HOST,
+        "default_prompt": DEFAULT_PROMPT,
+        "max_prompt": system.MAX_PROMPT,
+    },
     notes="`memory` takes `--device` as `serve` does: a catalog accelerator, its speeds and its memory as the budget. "
     "The Memory page reads the Serving page's `device` key too, with `none` as its default (the typed `devmem`, as "
     "an old link meant): with a device its memory is the budget and the step is timed; the page writes `device`, "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dcsim.inputs import number_from_text, show
 from dcsim.memory import training
 from dcsim.model.optimizer import OPTIMIZER_NAMES, check_optimizer
-from dcsim.requests import MESH_KEYS, Parser, Request, budget, declared, one_of, switch, ticked
+from dcsim.requests import MESH_KEYS, Parser, budget, declared, one_of, switch, ticked
 
 REMATS = ("none", "full", "dots", "dots-no-batch", "minimal")  # dcsim.memory.activations.POLICIES' names
 ATTENTIONS = ("flash", "naive")
@@ -77,42 +77,37 @@ def _capacity(text: str, name: str) -> str:
     return short if float(short) == factor else repr(factor)  # 1.25 as typed, and no digit lost
 
 
-TRAINING = Request(
-    name="training",
+TRAINING = declared(
+    "training",
+    {
+        "zero": _stage,
+        "parts": _parts,
+        "optim": _optimizer,
+        "param": _dtype("param"),
+        "grad": _dtype_or("same", "grad", "the params' dtype"),
+        "master": _dtype_or(training.NO_MASTER, "master", "no master copy"),
+        "devmem": budget,
+        "seq": _sequence,
+        "mb": _micro_batch,
+        "remat": one_of(REMATS),
+        "attn": one_of(ATTENTIONS),
+        "cdtype": one_of(COMPUTE_DTYPES),
+        "sp": switch("off", "on"),
+        "cf": _capacity,
+    },
     title="The Memory page's keys",
     faces="the Memory page (`/memory`) and `memory`",
     shared=MESH_KEYS + ", remembered across the two pages for the session",
-    fields=declared(
-        "training",
-        {
-            "zero": _stage,
-            "parts": _parts,
-            "optim": _optimizer,
-            "param": _dtype("param"),
-            "grad": _dtype_or("same", "grad", "the params' dtype"),
-            "master": _dtype_or(training.NO_MASTER, "master", "no master copy"),
-            "devmem": budget,
-            "seq": _sequence,
-            "mb": _micro_batch,
-            "remat": one_of(REMATS),
-            "attn": one_of(ATTENTIONS),
-            "cdtype": one_of(COMPUTE_DTYPES),
-            "sp": switch("off", "on"),
-            "cf": _capacity,
-        },
-        words={
-            "stages": "; ".join(
-                f"{stage}: {training.STAGE_HELP[stage].split(': ', 1)[1]}" for stage in training.STAGES
-            ),
-            "parts": ", ".join(training.PARTS),
-            "part_words": ticked(training.PARTS),
-            "no_master": training.NO_MASTER,
-            "optimizer_words": ticked(OPTIMIZER_NAMES),
-            "dtypes": ", ".join(training.DTYPES),
-            "dtype_words": ticked(training.DTYPES),
-            "remats": "; ".join(f"{name}: {text}" for name, text in REMAT_HELP),
-        },
-        choices={"optim": OPTIMIZER_NAMES},
-    ),
+    words={
+        "stages": "; ".join(f"{stage}: {training.STAGE_HELP[stage].split(': ', 1)[1]}" for stage in training.STAGES),
+        "parts": ", ".join(training.PARTS),
+        "part_words": ticked(training.PARTS),
+        "no_master": training.NO_MASTER,
+        "optimizer_words": ticked(OPTIMIZER_NAMES),
+        "dtypes": ", ".join(training.DTYPES),
+        "dtype_words": ticked(training.DTYPES),
+        "remats": "; ".join(f"{name}: {text}" for name, text in REMAT_HELP),
+    },
+    choices={"optim": OPTIMIZER_NAMES},
     notes="A link gives `zero` or `parts`; with both, `parts` is ignored and said so.",
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dcsim.inputs import number_from_text
 from dcsim.quant.formats import BNB, FORMATS, FP8, GGUF, GROUPED, PLAIN, QWIX, check_format
-from dcsim.requests import Parser, Request, declared, switch, ticked
+from dcsim.requests import Parser, declared, switch, ticked
 
 
 def _format_name(text: str, name: str) -> str:
@@ -20,30 +20,27 @@ def _format_option(option: str, example: str) -> Parser:
     return parse
 
 
-WEIGHTS = Request(
-    name="weights",
+WEIGHTS = declared(
+    "weights",
+    {
+        "weights": _format_name,
+        "group": _format_option("group", "gptq-int4"),
+        "bits": _format_option("bits", "gptq-int4"),
+        "tile": _format_option("tile", "int4"),
+        "qhead": switch("false", "true"),
+    },
     title="The weight format's keys (Model and Serving pages)",
     faces="the Model page (`/`, default `none`: the storage dtype alone) and the Serving page (`/serving`, default "
     "`bfloat16`); `count` and `serve`",
-    fields=declared(
-        "weights",
-        {
-            "weights": _format_name,
-            "group": _format_option("group", "gptq-int4"),
-            "bits": _format_option("bits", "gptq-int4"),
-            "tile": _format_option("tile", "int4"),
-            "qhead": switch("false", "true"),
-        },
-        words={
-            "plain": ", ".join(PLAIN),
-            "qwix": ", ".join(QWIX),
-            "grouped": ", ".join(GROUPED),
-            "bnb": ", ".join(BNB),
-            "fp8": ", ".join(FP8),
-            "gguf": ", ".join(GGUF),
-            "formats": ticked(FORMATS),
-        },
-    ),
+    words={
+        "plain": ", ".join(PLAIN),
+        "qwix": ", ".join(QWIX),
+        "grouped": ", ".join(GROUPED),
+        "bnb": ", ".join(BNB),
+        "fp8": ", ".join(FP8),
+        "gguf": ", ".join(GGUF),
+        "formats": ticked(FORMATS),
+    },
     notes="An option is in the link only when the format has it (`group` for GPTQ and AWQ, `bits` for GPTQ, `tile` "
     "for qwix's tiled formats, `qhead` for qwix, GPTQ and AWQ).",
 )

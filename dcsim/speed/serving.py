@@ -42,6 +42,20 @@ LEAVES_OUT = (
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class SpeedRequest:
+    """What a replica's speed is asked for: ``serve``'s answer for the model (``report``: its mesh,
+    weights, context and cache bytes), the model and its count, the device, the prompt whose first
+    token is timed, and the devices a host (which all-reduces stay on the scale-up links)."""
+
+    report: ServingReport
+    config: ModelConfig
+    params: ParamReport
+    device: Accelerator
+    prompt: int
+    devices_per_host: int = system.DEFAULT_DEVICES_PER_HOST
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DecodeSpeed:
     """A replica's decode step and prefill on ``device`` (module docstring)."""
 
@@ -101,21 +115,26 @@ def _all_reduces(count: int, array: int, group: int, device: Accelerator, inside
     return count * 2 * (group - 1) * latency + moved
 
 
-def decode_speed(
-    report: ServingReport,
-    config: ModelConfig,
-    params: ParamReport,
-    device: Accelerator,
-    prompt: int,
-    devices_per_host: int = system.DEFAULT_DEVICES_PER_HOST,
-    sequences: int | None = None,
-) -> DecodeSpeed:
-    """The decode step and the time to first token of ``report``'s replica on ``device``; with
+def _token_shape(config: ModelConfig, params: ParamReport) -> tuple[int, int, int, int, int]:
+    """What one token's FLOPs are counted from: N, the parameters it multiplies by
+    (``flop_rules.matmul_params``), the blocks, the attention's width (heads x head size), d_model
+    and the MLP's width (an expert's for MoE; 4 x d_model where the family names none)."""
+    hparams = system.transformer_hparams(config)
+    d = int(hparams["d_model"])
+    width = int(hparams["num_heads"]) * int(hparams.get("head_dim") or d // hparams["num_heads"])
+    ffn = int(hparams.get("ffn_dim") or hparams.get("expert_ffn_dim") or 4 * d)
+    return flop_rules.matmul_params(config, params), int(hparams["num_layers"]), width, d, ffn
+
+
+def decode_speed(request: SpeedRequest, sequences: int | None = None) -> DecodeSpeed:
+    """The decode step and the time to first token of the request's replica on its device; with
     ``sequences``, of a replica decoding that many at the report's context instead (the busiest
     device's cache is then ``sequences`` times one sequence's, exactly as the engine holds it)."""
+    report, config, params, device = request.report, request.config, request.params, request.device
+    prompt, devices_per_host = request.prompt, request.devices_per_host
     serving = report.serving
     inside = "model" not in serving.mesh.names or system.inside_host(serving.mesh.axes, ["model"], devices_per_host)
-    hparams = system.transformer_hparams(config)
+    n, layers, width, d, ffn = _token_shape(config, params)
     sizes = dict(serving.mesh.axes)
     t, stages = sizes.get("model", 1), sizes.get("stage", 1)
     fmt = getattr(serving.weights, "name", serving.weights)
@@ -123,10 +142,6 @@ def decode_speed(
     if fmt in FP8_FORMATS and device.fp8_flops_per_second is not None:
         matmul_dtype = "float8"
     peak = device.peak_flops(matmul_dtype)
-    n = flop_rules.matmul_params(config, params)
-    layers = int(hparams["num_layers"])
-    width = int(hparams["num_heads"]) * int(hparams.get("head_dim") or hparams["d_model"] // hparams["num_heads"])
-    d = int(hparams["d_model"])
     kv_bytes = report.kv_bytes_per_device
     if sequences is None:
         sequences = serving.sequences_per_replica
@@ -137,7 +152,6 @@ def decode_speed(
     bytes_read = report.weights_bytes_per_device + kv_bytes
     hbm = device.speed("hbm_bytes_per_second")
     memory = bytes_read / (hbm * system.hbm_efficiency(report.weights_bytes_per_device // max(layers // stages, 1)))
-    ffn = int(hparams.get("ffn_dim") or hparams.get("expert_ffn_dim") or 4 * d)
     compute = flops / (peak * system.matmul_efficiency(2 * sequences * d * ffn // t))
     comm = _all_reduces((2 * layers) // stages + 1, sequences * d * ALL_REDUCE_ITEMSIZE, t, device, inside)
     step = stages * (max(memory, compute) + comm)
@@ -194,14 +208,10 @@ def batch_throughput(speed: DecodeSpeed, report: ServingReport, config: ModelCon
     (or the weights' read, if longer), then that many decode steps at the full context (an upper
     bound on each step's cache read). No in-flight batching: the replica waits for its whole batch."""
     serving = report.serving
-    hparams = system.transformer_hparams(config)
     t = dict(serving.mesh.axes).get("model", 1)
-    n = flop_rules.matmul_params(config, params)
-    width = int(hparams["num_heads"]) * int(hparams.get("head_dim") or hparams["d_model"] // hparams["num_heads"])
-    d = int(hparams["d_model"])
-    ffn = int(hparams.get("ffn_dim") or hparams.get("expert_ffn_dim") or 4 * d)
+    n, layers, width, d, ffn = _token_shape(config, params)
     tokens = speed.sequences_per_replica * speed.prompt
-    flops = tokens * (2 * n + 2 * int(hparams["num_layers"]) * speed.prompt * width) // t
+    flops = tokens * (2 * n + 2 * layers * speed.prompt * width) // t
     peak = speed.device.peak_flops(speed.matmul_dtype)
     compute = flops / (peak * system.matmul_efficiency(2 * tokens * d * ffn // t))
     weights = report.weights_bytes_per_device / (
@@ -225,20 +235,13 @@ class CurvePoint:
     tokens_per_second_per_device: float
 
 
-def speed_curve(
-    report: ServingReport,
-    config: ModelConfig,
-    params: ParamReport,
-    device: Accelerator,
-    prompt: int,
-    devices_per_host: int = system.DEFAULT_DEVICES_PER_HOST,
-) -> list[CurvePoint]:
+def speed_curve(request: SpeedRequest) -> list[CurvePoint]:
     """Throughput against latency over the concurrency: doubling from one sequence a replica up to
     the most the budget holds at the context (``ServingReport.max_concurrency``), that most
     included; the concurrency is the whole mesh's (replicas x a replica's). Empty without a budget
     or a cache."""
-    most = report.max_concurrency
-    replicas = report.serving.num_replicas
+    most = request.report.max_concurrency
+    replicas = request.report.serving.num_replicas
     if not most or most < replicas:
         return []
     top = most // replicas
@@ -248,7 +251,7 @@ def speed_curve(
         count *= 2
     points = []
     for each in sorted(counts):
-        speed = decode_speed(report, config, params, device, prompt, devices_per_host, sequences=each)
+        speed = decode_speed(request, sequences=each)
         points.append(
             CurvePoint(
                 concurrency=each * replicas,

@@ -516,6 +516,22 @@ def heading(title: str) -> tuple[ModelConfig, ParamReport]:
     return config, report
 
 
+def verdict_heading(title: str) -> tuple[ModelConfig, ParamReport, Any]:
+    """``heading(title)`` and, right under it, the box that will hold the page's verdict: the
+    answer for the mesh asked about leads a page but is known only once its settings are read."""
+    config, report = heading(title)
+    return config, report, st.container()
+
+
+def show_verdict(box: Any, text: str, fits: bool) -> None:
+    """A verdict in ``box``: a success with a tick when the setup fits, an error with a cross when
+    it does not."""
+    if fits:
+        box.success(frame.plain(text), icon=":material/check_circle:")
+    else:
+        box.error(frame.plain(text), icon=":material/cancel:")
+
+
 # --- the Hub id box ------------------------------------------------------------------------------
 
 

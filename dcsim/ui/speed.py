@@ -59,6 +59,31 @@ def _parsed(page: str, name: str, text: str, what: str) -> str:
     return frame.parsed_setting(page, name, text, TIMING[name].read, what)
 
 
+# The time boxes: link key (``dcsim.requests.timing``) -> label, what an error calls it, most characters.
+TIME_BOXES = {
+    "dph": ("Devices a host", "Devices a host", 8),
+    "tokens": ("Run's tokens (none: no run)", "Run's tokens", 24),
+    "price": ("Price a device-hour (none: no cost)", "Price", 24),
+    "prompt": ("Prompt (tokens, for the first token's time)", "Prompt", 16),
+}
+RUN_HELP = {  # the Memory page's boxes, a run's
+    "dph": "Which mesh axes run inside a host (scale-up links) and which cross hosts (scale-out).",
+    "tokens": "The tokens the run trains on, e.g. 2e12: its steps, days and device-hours.",
+    "price": "In any currency: the run's cost is its device-hours times this.",
+}
+SERVING_DPH_HELP = "Whether the tensor-parallel all-reduces run inside a host (scale-up links) or across hosts."
+
+
+def _time_box(page: str, column: Any, name: str, help: str | None = None, on_change: Any = None) -> str:
+    """The time box ``name`` drawn in ``column``, seeded from the link, and its text as the link
+    writes it (on a refused edit, the error and the last valid text)."""
+    label, what, max_chars = TIME_BOXES[name]
+    text = state.held(column.text_input)(
+        label, key=_seeded(page, name), max_chars=max_chars, on_change=on_change, help=help
+    )
+    return _parsed(page, name, text, what)
+
+
 def figure(value: float) -> str:
     """An estimate to four significant figures, with thousands separators (27,880, not 2.788e+04)."""
     rounded = float(f"{value:.4g}")
@@ -137,30 +162,10 @@ def run_settings(on_change: Any) -> RunSettings:
         help="A catalog accelerator, as `memory --device`: its memory replaces the budget box, its peaks and "
         "bandwidths (each with its source, docs/time.md) give the step's time.",
     )
-    dph = state.held(dph_col.text_input)(
-        "Devices a host",
-        key=_seeded(MEMORY_PAGE, "dph"),
-        max_chars=8,
-        on_change=on_change,
-        help="Which mesh axes run inside a host (scale-up links) and which cross hosts (scale-out).",
+    dph, tokens, price = (
+        _time_box(MEMORY_PAGE, column, name, RUN_HELP[name], on_change)
+        for column, name in ((dph_col, "dph"), (tokens_col, "tokens"), (price_col, "price"))
     )
-    tokens = state.held(tokens_col.text_input)(
-        "Run's tokens (none: no run)",
-        key=_seeded(MEMORY_PAGE, "tokens"),
-        max_chars=24,
-        on_change=on_change,
-        help="The tokens the run trains on, e.g. 2e12: its steps, days and device-hours.",
-    )
-    price = state.held(price_col.text_input)(
-        "Price a device-hour (none: no cost)",
-        key=_seeded(MEMORY_PAGE, "price"),
-        max_chars=24,
-        on_change=on_change,
-        help="In any currency: the run's cost is its device-hours times this.",
-    )
-    dph = _parsed(MEMORY_PAGE, "dph", dph, "Devices a host")
-    tokens = _parsed(MEMORY_PAGE, "tokens", tokens, "Run's tokens")
-    price = _parsed(MEMORY_PAGE, "price", price, "Price")
     return RunSettings(
         devices_per_host=int(dph),
         tokens=None if tokens == NO_FIGURE else int(tokens),
@@ -280,17 +285,8 @@ def serving_section(config: ModelConfig, report: ParamReport, served: ServingRep
     against latency over the concurrency. Without a device, or one without speeds, one line says so."""
     st.subheader("Decode speed (an estimate)")
     prompt_col, dph_col = st.columns(2)
-    prompt = state.held(prompt_col.text_input)(
-        "Prompt (tokens, for the first token's time)", key=_seeded(SERVING_PAGE, "prompt"), max_chars=16
-    )
-    dph = state.held(dph_col.text_input)(
-        "Devices a host",
-        key=_seeded(SERVING_PAGE, "dph"),
-        max_chars=8,
-        help="Whether the tensor-parallel all-reduces run inside a host (scale-up links) or across hosts.",
-    )
-    prompt = _parsed(SERVING_PAGE, "prompt", prompt, "Prompt")
-    dph = _parsed(SERVING_PAGE, "dph", dph, "Devices a host")
+    prompt = _time_box(SERVING_PAGE, prompt_col, "prompt")
+    dph = _time_box(SERVING_PAGE, dph_col, "dph", SERVING_DPH_HELP)
     if device == NO_DEVICE:
         st.caption("Pick a device above for the decode speed: a typed budget has no speeds.")
         return
@@ -298,8 +294,15 @@ def serving_section(config: ModelConfig, report: ParamReport, served: ServingRep
 
     accelerator = catalog.get_accelerator(device)
     try:
-        speed = speeds.decode_speed(served, config, report, accelerator, int(prompt), int(dph))
-        curve = speeds.speed_curve(served, config, report, accelerator, int(prompt), int(dph))
+        request = speeds.SpeedRequest(
+            report=served,
+            config=config,
+            params=report,
+            device=accelerator,
+            prompt=int(prompt),
+            devices_per_host=int(dph),
+        )
+        speed, curve = speeds.decode_speed(request), speeds.speed_curve(request)
     except ValueError as err:
         st.info(frame.plain(f"No decode speed on the {accelerator.title}: {err}."), icon=":material/block:")
         return

@@ -29,7 +29,7 @@ from dcsim.checkpoint.plan.storage import (
     save_time,
     speedup_curve,
 )
-from dcsim.checkpoint.plan.writers import Writes, check_policy, host_files, plan_writes
+from dcsim.checkpoint.plan.writers import NO_LIMITS, SliceLimits, Writes, check_policy, host_files, plan_writes
 from dcsim.inputs import show
 from dcsim.memory.state import MemoryReport, compute_memory
 from dcsim.model.count import ParamReport
@@ -61,8 +61,7 @@ class PlanRequest:
     mttf_hours: float = intervals.DEFAULT_MTTF_HOURS
     restart_seconds: float = 0.0
     keep: int = 1
-    min_slice_bytes: int | None = None
-    max_replicas: int | None = None
+    slice_limits: SliceLimits = NO_LIMITS
 
     def __post_init__(self) -> None:
         if self.device is not None:
@@ -269,7 +268,7 @@ def plan_checkpoint(
     hosts = Hosts(memory.mesh, check_devices_per_host(request.devices_per_host, memory.mesh))
     content = Content(memory)
     policy, why = request.chosen_policy
-    writes = plan_writes(content.arrays, memory.mesh, policy, request.min_slice_bytes, request.max_replicas)
+    writes = plan_writes(content.arrays, memory.mesh, policy, request.slice_limits)
     host_bytes = writes.host_bytes(hosts)
     save = save_time(host_bytes, request.storage)
     curve = speedup_curve(writes.device_bytes, hosts.num_hosts, request.storage)

@@ -64,16 +64,27 @@ class Slice:
     writers: int
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SliceLimits:
+    """The replica-parallel rule's two limits, as Orbax's ``ArrayHandler`` takes them
+    (``min_slice_bytes_for_replica_parallel``, ``max_replicas_for_replica_parallel``): a slice under
+    ``min_slice_bytes`` falls back to single-replica, and at most ``max_replicas`` copies write.
+    None: no limit, Orbax's default."""
+
+    min_slice_bytes: int | None = None
+    max_replicas: int | None = None
+
+
+NO_LIMITS = SliceLimits()
+
+
 def slice_rule(
-    shard_shape: Sequence[int],
-    dtype: str,
-    num_replicas: int,
-    min_slice_bytes: int | None = None,
-    max_replicas: int | None = None,
+    shard_shape: Sequence[int], dtype: str, num_replicas: int, limits: SliceLimits = NO_LIMITS
 ) -> Slice | None:
     """``replica_slices.calculate_replica_parallel_axis_and_local_shape`` and the minimum-bytes
     check of ``get_replica_slices``, on a shard's shape: None where Orbax falls back to a single
     replica."""
+    max_replicas = limits.max_replicas
     count = num_replicas if max_replicas is None else min(num_replicas, max_replicas)
     if math.prod(shard_shape) == 0 or count <= 1:
         return None
@@ -81,7 +92,7 @@ def slice_rule(
     if axis is None:
         return None
     local = tuple(size // count if index == axis else size for index, size in enumerate(shard_shape))
-    if payload.raw_bytes_as(math.prod(local), dtype) < (min_slice_bytes or 0):
+    if payload.raw_bytes_as(math.prod(local), dtype) < (limits.min_slice_bytes or 0):
         return None
     return Slice(axis, local, count)
 
@@ -141,14 +152,9 @@ def shard_bytes(array: StateArray) -> int:
     return payload.raw_bytes_as(math.prod(array.shard_shape), array.dtype)
 
 
-def plan_writes(
-    arrays: Sequence[StateArray],
-    mesh: MeshSpec,
-    policy: str,
-    min_slice_bytes: int | None = None,
-    max_replicas: int | None = None,
-) -> Writes:
-    """Each array's writers under ``policy`` and each device's bytes. The devices are numbered once
+def plan_writes(arrays: Sequence[StateArray], mesh: MeshSpec, policy: str, limits: SliceLimits = NO_LIMITS) -> Writes:
+    """Each array's writers under ``policy`` (replica-parallel within ``limits``) and each device's
+    bytes. The devices are numbered once
     a distinct spec (``placement``); an array adds only its shard's bytes to its spec's total, and
     each spec's writers take that total at the end."""
     check_policy(policy)
@@ -162,7 +168,7 @@ def plan_writes(
         size = shard_bytes(array)
         cut = None
         if policy == "replica-parallel":
-            cut = slice_rule(array.shard_shape, array.dtype, where.num_replicas, min_slice_bytes, max_replicas)
+            cut = slice_rule(array.shard_shape, array.dtype, where.num_replicas, limits)
         writes.append(
             ArrayWrite(
                 array=array,
