@@ -16,6 +16,7 @@ The real side is read from the files (the chunks each process stored, listed by 
 from Orbax's own errors; the plan's side from the layout alone.
 """
 
+import dataclasses
 import json
 import re
 
@@ -25,7 +26,7 @@ from conftest import ROOT
 from dcsim.checkpoint.multiprocess import free_loopback_port
 from dcsim.checkpoint.plan.loss import local_loss
 from dcsim.checkpoint.plan.placement import Hosts
-from dcsim.checkpoint.plan.restore import plan_restore
+from dcsim.checkpoint.plan.restore import check_compatible, plan_restore
 from dcsim.checkpoint.plan.writers import plan_writes
 from dcsim.memory.state import compute_memory
 from dcsim.memory.training import Training
@@ -66,11 +67,13 @@ def orbax_key(path):
 
 
 @pytest.fixture(scope="module")
-def group(tmp_path_factory):
-    """Each process's result: for each case, the chunks it stored, where it restored from, and each
-    array's restore (restored, bit for bit, or Orbax's error)."""
+def saved(tmp_path_factory):
+    """The group's folder (``shared/``: the ``lost`` case saved to shared storage) and each process's
+    result: for each case, the chunks it stored, where it restored from, and each array's restore
+    (restored, bit for bit, or Orbax's error)."""
     root = tmp_path_factory.mktemp("local-tier")
     request = {
+        "shared_case": "lost",
         "mesh": mesh_json(MESH),
         "num_processes": PROCESSES,
         "lost_process": LOST,
@@ -103,7 +106,12 @@ def group(tmp_path_factory):
         )
     results = run_workers(jobs, timeout_seconds=TIME_LIMIT_SECONDS)
     assert [result.get("error") for result in results] == [None] * PROCESSES
-    return [result["cases"] for result in sorted(results, key=lambda result: result["process_id"])]
+    return root, [result["cases"] for result in sorted(results, key=lambda result: result["process_id"])]
+
+
+@pytest.fixture(scope="module")
+def group(saved):
+    return saved[1]
 
 
 def plan(case):
@@ -178,3 +186,106 @@ def test_a_lost_host_fails_the_restore_on_the_arrays_the_plan_names(group):
     # The survivor restores everything from its own folder.
     assert all(entry["restored"] and entry["same_bits"] for entry in group[0]["lost"]["arrays"].values())
     assert json.dumps(group)  # plain JSON came back
+
+
+# --- the persistent tier restored on fewer processes (issue 44, section 5) ----------------------------
+
+# The two-process save of the ``lost`` layout, restored by one process onto other meshes and layouts.
+RESTORED_ON = [("data=2", "fsdp"), ("model=8", "tensor")]
+
+
+def spec_lists(spec):
+    """A PartitionSpec as the real-mesh child reads it: each entry null or a list of axis names."""
+    return [None if entry is None else [entry] if isinstance(entry, str) else list(entry) for entry in spec]
+
+
+def new_layout(mesh_text, strategy):
+    memory = compute_memory(
+        count_params(MODEL), parse_mesh(mesh_text), strategy, (), Training.stage(3, param_dtype="float32")
+    )
+    return [row for row in memory.arrays if row.part == "params"]
+
+
+def reshaped(row, shape):
+    return dataclasses.replace(row, shape=shape, stored_shape=shape, shard_shape=shape)
+
+
+# Each refused restore: the rows changed, dcsim's refusal, and what real Orbax does with the same
+# targets (None: it restores, casting: a target's dtype is a cast Orbax makes).
+REFUSALS = {
+    "shape": (
+        lambda rows: [reshaped(r, (32, 64)) if r.path == "Dense_0/kernel" else r for r in rows],
+        "Dense_0/kernel: the checkpoint holds shape 64x64, the restore layout needs 32x64",
+        "is not compatible with the stored shape: (64, 64). Truncating/padding is disabled",
+    ),
+    "asks-for-more": (
+        lambda rows: [*rows, dataclasses.replace(rows[0], path="Dense_2/kernel")],
+        "the restore asks for 1 array(s) the checkpoint lacks, first Dense_2/kernel",
+        "tree structures do not match",
+    ),
+    "leaves-out": (
+        lambda rows: [r for r in rows if r.path != "Dense_1/bias"],
+        "the checkpoint holds 1 array(s) the restore leaves out, first Dense_1/bias",
+        "tree structures do not match",
+    ),
+    "dtype": (
+        lambda rows: [dataclasses.replace(r, dtype="bfloat16") if r.path == "Dense_0/kernel" else r for r in rows],
+        "Dense_0/kernel: the checkpoint holds float32, the restore asks bfloat16",
+        None,
+    ),
+}
+
+
+def test_a_two_process_save_restores_on_one_process_as_the_plan_says_and_refuses_what_orbax_refuses(saved, real_mesh):
+    """Saved by two processes on data=2,model=2 (the custom layout, every process into one folder),
+    restored by one process onto two other meshes and layouts: every value bit for bit, each device's
+    distinct bytes as the plan's restore says. Four incompatible restores: dcsim refuses each
+    before reading anything; real Orbax fails on the same three that change the arrays' shapes or
+    names, and casts the fourth (a target of another dtype), which dcsim's refusal asks to be explicit."""
+    root, _ = saved
+    rows = laid_params(*CASES["lost"])
+    writes = plan_writes(rows, MESH, "replica-parallel").arrays  # as the group saved it
+    restores = [new_layout(*target) for target in RESTORED_ON]
+    base = parse_mesh(RESTORED_ON[0][0])
+    changed = {name: change(restores[0]) for name, (change, _, _) in REFUSALS.items()}
+    real = real_mesh(
+        {
+            "restore_from": {
+                "folder": str(root / "shared"),
+                "arrays": [{"name": row.path, "shape": list(row.shape), "dtype": row.dtype} for row in rows],
+                "restores": [
+                    {"mesh": mesh_json(parse_mesh(mesh)), "specs": {r.path: spec_lists(r.spec) for r in new}}
+                    for (mesh, _), new in zip(RESTORED_ON, restores, strict=True)
+                ],
+                "refusals": [
+                    {
+                        "mesh": mesh_json(base),
+                        "arrays": [
+                            {"name": r.path, "shape": list(r.shape), "dtype": r.dtype, "spec": spec_lists(r.spec)}
+                            for r in new
+                        ],
+                    }
+                    for new in changed.values()
+                ],
+            }
+        }
+    )
+    for (mesh_text, strategy), new, arrays in zip(RESTORED_ON, restores, real["restores"], strict=True):
+        assert set(arrays) == {row.path for row in rows}
+        assert all(a["same_bits"] and a["same_sharding"] for a in arrays.values()), (mesh_text, strategy)
+        mesh = parse_mesh(mesh_text)
+        held = [sum(a["shards"][device]["bytes"] for a in arrays.values()) for device in range(mesh.num_devices)]
+        assert list(plan_restore(writes, new, Hosts(mesh, 1)).bytes_held) == held, (mesh_text, strategy)
+        # one host of all the devices holds each distinct shard once: the whole payload
+        (whole,) = plan_restore(writes, new, Hosts(mesh, mesh.num_devices)).bytes_held
+        assert whole == sum(row.num_values * 4 for row in rows)
+
+    for (name, (_, refusal, orbax)), new, found in zip(
+        REFUSALS.items(), changed.values(), real["refusals"], strict=True
+    ):
+        with pytest.raises(ValueError, match=re.escape(refusal)):
+            check_compatible(writes, new)
+        if orbax is None:
+            assert found["error"] is None and found["dtypes"]["Dense_0/kernel"] == "bfloat16", name
+        else:
+            assert found["error"] is not None and orbax in found["error"], (name, found["error"])

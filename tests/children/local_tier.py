@@ -20,6 +20,9 @@ process:
    from its own folder, or, when that is gone, from the first surviving process's folder, which
    stands for the peer that would send its copies. A chunk no folder it reads holds makes Orbax fail
    (tensorstore's NOT_FOUND names the chunk's key); every restored shard is compared bit for bit.
+
+The case ``shared_case`` names is also saved the persistent way, by every process into one folder
+(``ROOT/shared``, ``dcsim.checkpoint.worker.save_params``), for the test to restore on fewer processes.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from flax import traverse_util
 from jax.experimental import multihost_utils
 
 from dcsim.checkpoint.multiprocess_worker import _connect
-from dcsim.checkpoint.worker import stored_chunks
+from dcsim.checkpoint.worker import save_params, stored_chunks
 from dcsim.runtime import workers
 from dcsim.sharding.wire import spec_from_json
 
@@ -131,6 +134,11 @@ def _run_case(
             entry["error"] = _chain(err)
         arrays["/".join(key)] = entry
     multihost_utils.sync_global_devices(f"local tier {name}: restored")
+    if name == request.get("shared_case"):
+        # The same state saved to shared storage, as ``checkpoint --processes --policy`` saves it
+        # (every process into one folder, zstd off), for a restore elsewhere after the group ends.
+        workers.write_stage(progress, f"{name}: saving to shared storage")
+        save_params(root / "shared", params, "replica-parallel")
     return {"stored": stored, "source": source.name, "arrays": arrays}
 
 
