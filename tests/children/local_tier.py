@@ -38,7 +38,7 @@ import orbax.checkpoint as ocp
 from flax import traverse_util
 from jax.experimental import multihost_utils
 
-from dcsim.checkpoint.multiprocess_worker import _connect
+from dcsim.checkpoint.multiprocess_worker import connect
 from dcsim.checkpoint.worker import save_params, stored_chunks
 from dcsim.runtime import workers
 from dcsim.sharding.wire import spec_from_json
@@ -145,7 +145,7 @@ def _run_case(
 def work(request: dict[str, Any], progress: Any) -> dict[str, Any]:
     workers.write_stage(progress, "connecting")
     process_id, num_processes = int(request["process_id"]), int(request["num_processes"])
-    _connect(process_id, num_processes, int(request["port"]), int(request["connect_timeout_seconds"]))
+    connect(process_id, num_processes, int(request["port"]), int(request["connect_timeout_seconds"]))
     axes = [(str(name), int(size)) for name, size in request["mesh"]]
     mesh = jax.make_mesh([size for _, size in axes], [name for name, _ in axes])
     if jax.device_count() != mesh.size or jax.local_device_count() * num_processes != mesh.size:
