@@ -9,18 +9,19 @@ tests/test_checkpoint_plan.py's ``test_the_writers_are_orbax_s_own_on_real_array
 
 import json
 import math
+from types import SimpleNamespace
 
 import pytest
 
 from conftest import hand_run_figures
-from dcsim.checkpoint import multiprocess, records, results
+from dcsim.checkpoint import disk, multiprocess, records, results
 from dcsim.checkpoint.measurement import MeasurementOptions
 from dcsim.checkpoint.plan import verify, writers
 from dcsim.checkpoint.plan.placement import Hosts
 from dcsim.checkpoint.plan.restore import plan_restore
 from dcsim.checkpoint.plan.writers import plan_writes
 from dcsim.cli import main
-from dcsim.cli.checkpoint import render_processes_table
+from dcsim.cli.checkpoint import render_on_this_machine, render_processes_table
 from dcsim.memory.state import compute_memory
 from dcsim.memory.training import Training
 from dcsim.model.config import DenseLayer, ModelConfig
@@ -262,3 +263,49 @@ def test_a_checkpoint_restores_bit_for_bit_onto_another_mesh_as_the_plan_says(re
         assert planned - inline <= read, (mesh_text, strategy, read, planned, inline)
         if (mesh_text, strategy) == SAVED_ON or strategy == "replicated":  # every chunk needed once
             assert read - planned <= METADATA_READ_BYTES, (mesh_text, strategy, read, planned)
+
+
+# --- a sweep's save time on this machine (issue 44, section 4) --------------------------------------
+
+
+def sweep_run(num_processes, process_bytes, save_seconds):
+    """What the prediction reads of a sweep's run: each process's bytes and the measured time."""
+    return SimpleNamespace(
+        num_processes=num_processes,
+        processes=[SimpleNamespace(num_bytes=size) for size in process_bytes],
+        checkpoint=SimpleNamespace(save_seconds=save_seconds),
+        cpu_count=2,
+        load_average=3.5,
+    )
+
+
+def test_a_sweep_s_time_by_hand_from_a_disk_probe():
+    """One disk every process shares: 1 GB/s at best, 0.5 GB/s at worst; a file 1 to 2 ms.
+    - P = 1, 200 MB: 0.2 s + 8 files (a data file, the process's 2, process 0's 5) x 1 ms = 0.208 s;
+      at worst 0.4 s + 8 x 2 ms = 0.416 s.
+    - P = 2, 100 MB each: each gets half the disk, 0.2 s, and process 0 has the 8 files: 0.208 s
+      again (one disk: more processes do not save faster); at worst 0.416 s."""
+    probe = disk.DiskProbe(
+        folder="/tmp", num_bytes=2**20, bytes_per_s=(10**9, 5 * 10**8, 8 * 10**8), file_micros=(1_000, 2_000, 1_500)
+    )
+    runs = [sweep_run(1, [200 * 10**6], 0.832), sweep_run(2, [100 * 10**6] * 2, 0.624)]
+    times = verify.predict_sweep_times(runs, probe)
+    assert [t.predicted_seconds for t in times] == pytest.approx([0.208, 0.208])
+    assert [t.predicted_seconds_high for t in times] == pytest.approx([0.416, 0.416])
+    assert [t.ratio for t in times] == pytest.approx([4.0, 3.0])
+    assert [t.limit for t in times] == ["each host's own bandwidth", "the storage's aggregate bandwidth"]
+    assert verify.sweep_leaves_out(runs).startswith("CPU contention (2 process(es) of JAX and Orbax on 2 CPU core(s)")
+    table = "\n".join(render_on_this_machine(runs, probe))
+    assert "1.00 GB/s to 500.00 MB/s (3 tries of 1,048,576 bytes written and synced), a file 1,000 to 2,000 us" in table
+    assert "  P = 2: predicted 0.2080 to 0.4160 s (the storage's aggregate bandwidth), measured 0.624 s: 3.0x" in table
+
+
+def test_the_disk_probe_measures_here_and_leaves_nothing(tmp_path):
+    probe = disk.probe_disk(disk.probe_bytes(10), folder=str(tmp_path))
+    assert probe.num_bytes == disk.MIN_PROBE_BYTES and probe.folder == str(tmp_path)
+    assert len(probe.bytes_per_s) == len(probe.file_micros) == disk.PROBE_TRIES
+    assert min(probe.bytes_per_s) > 0 and min(probe.file_micros) >= 0
+    assert list(tmp_path.iterdir()) == []
+    assert disk.probe_bytes(10**12) == disk.MAX_PROBE_BYTES and disk.probe_bytes(5 * 2**20) == 5 * 2**20
+    with pytest.raises(ValueError, match="a disk probe writes a positive whole number of bytes, got 0"):
+        disk.probe_disk(0, folder=str(tmp_path))

@@ -348,7 +348,23 @@ def test_cli_sweep_json_and_table(own_tmp, capsys):
         assert run["restore_verified"] is True
         assert sum(p["num_bytes"] for p in run["processes"]) == run["disk_bytes"]
         assert len(run["processes"]) == run["num_processes"]
+    # Each run's save time by the plan's storage model from this disk, probed here, beside the
+    # measured one; the probe's folder is gone (own_tmp is empty below).
+    machine = json.loads(out)["on_this_machine"]
+    assert machine["disk"]["num_bytes"] == 2**20  # the probe's floor: the payload is smaller
+    assert len(machine["disk"]["bytes_per_s"]) == len(machine["disk"]["file_micros"]) == 3
+    assert [run["num_processes"] for run in machine["runs"]] == [1, 2]
+    for run, measured in zip(machine["runs"], sweep, strict=True):
+        assert 0 < run["predicted_seconds"] <= run["predicted_seconds_high"]
+        assert run["measured_seconds"] == measured["save_seconds"]
+        assert run["ratio"] == pytest.approx(run["measured_seconds"] / run["predicted_seconds"])
+    assert machine["not_modelled"].startswith("CPU contention (2 process(es) of JAX and Orbax on ")
     assert list(own_tmp.iterdir()) == []
+
+    assert main([*argv, "--processes-sweep", "1,2"]) == 0
+    out, _ = capsys.readouterr()
+    assert "On this machine (estimate): the plan's storage model with this disk as measured here: " in out
+    assert "\n  P = 2: predicted " in out and "x the prediction\n" in out and "  not modelled: CPU contention" in out
 
     assert main([*argv, "--processes", "2"]) == 0
     out, _ = capsys.readouterr()

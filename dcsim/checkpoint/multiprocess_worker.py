@@ -91,7 +91,10 @@ def _gloo_on_loopback() -> None:
     xla_bridge.register_backend_factory("cpu", cpu_client, priority=0, fail_quietly=False)
 
 
-def _connect(process_id: int, num_processes: int, port: int, timeout_seconds: int) -> None:
+def connect(process_id: int, num_processes: int, port: int, timeout_seconds: int) -> None:
+    """Join JAX's distributed runtime as process ``process_id`` of ``num_processes``, the coordinator
+    on 127.0.0.1:``port`` (process 0 runs it) and gloo on loopback; ``CoordinatorPortTaken`` if
+    process 0 cannot listen there."""
     address = f"{LOOPBACK}:{port}"
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     _gloo_on_loopback()
@@ -117,7 +120,7 @@ def measure(request: dict[str, Any], progress: Any) -> dict[str, Any]:
     stage = Progress(progress, process_id)
     _watch_parent()
     stage("connecting")
-    _connect(process_id, num_processes, int(request["port"]), int(request["connect_timeout_seconds"]))
+    connect(process_id, num_processes, int(request["port"]), int(request["connect_timeout_seconds"]))
 
     config = ModelConfig.from_dict(request["config"])
     dtype = jnp.dtype(request["dtype"])

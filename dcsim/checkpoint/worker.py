@@ -291,16 +291,22 @@ def stored_chunk_bytes(store: Path) -> int:
     """The bytes of the array chunks in one OCDBT database (a process's ``ocdbt.process_<id>``),
     read back through tensorstore: every stored value but the zarr metadata (``.zarray``,
     ``.zattrs``, ``zarr.json``). With zstd off each is a chunk's raw bytes."""
+    return sum(stored_chunks(store).values())
+
+
+def stored_chunks(store: Path) -> dict[str, int]:
+    """Each array chunk an OCDBT database holds (its key, e.g. ``params.Dense_0.kernel/c/1/0``) and
+    its stored bytes, as ``stored_chunk_bytes`` counts them."""
     import tensorstore as ts
 
     kvstore = ts.KvStore.open({"driver": "ocdbt", "base": store.resolve().as_uri()}).result()
-    total = 0
+    chunks = {}
     for key in kvstore.list().result():
         name = key.decode().rsplit("/", 1)[-1]
         if name.startswith(".") or name == "zarr.json":
             continue
-        total += len(kvstore.read(key).result().value)
-    return total
+        chunks[key.decode()] = len(kvstore.read(key).result().value)
+    return chunks
 
 
 def restore_params(path: Path, params: Any, shardings: Any) -> Any:

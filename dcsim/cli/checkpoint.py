@@ -22,6 +22,8 @@ from dcsim.sharding import meshes
 if TYPE_CHECKING:
     import pandas as pd
 
+    from dcsim.checkpoint import disk
+
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     command = add_command(commands, "checkpoint", run)
@@ -143,13 +145,18 @@ def _checkpoint_processes(args: argparse.Namespace) -> str:
 
         plans = tuple(verify.with_prediction(plan, args.policy, options.rules) for plan in plans)
     reports = multiprocess.run_sweep(plans)
-    if args.format == "json":
-        if args.processes_sweep is None:
-            return json.dumps(records.multiprocess_record(reports[0]), indent=2) + "\n"
-        return json.dumps({"sweep": [records.multiprocess_record(r) for r in reports]}, indent=2) + "\n"
     if args.processes_sweep is None:
+        if args.format == "json":
+            return json.dumps(records.multiprocess_record(reports[0]), indent=2) + "\n"
         return render_processes_table(reports[0])
-    return render_sweep_table(reports)
+    # The sweep's times predicted from this disk, probed once the groups have ended (not beside them).
+    from dcsim.checkpoint import disk
+
+    probe = disk.probe_disk(disk.probe_bytes(reports[0].checkpoint.disk_bytes))
+    if args.format == "json":
+        sweep = [records.multiprocess_record(r) for r in reports]
+        return json.dumps({"sweep": sweep, "on_this_machine": on_this_machine_record(reports, probe)}, indent=2) + "\n"
+    return render_sweep_table(reports, probe)
 
 
 def _for_people(frame: pd.DataFrame) -> pd.DataFrame:
@@ -198,8 +205,39 @@ def render_processes_table(report: results.MultiprocessReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_sweep_table(reports: Sequence[results.MultiprocessReport]) -> str:
-    """``checkpoint --processes-sweep`` for people: one row per process count, then each run's processes."""
+def on_this_machine_record(reports: Sequence[results.MultiprocessReport], probe: disk.DiskProbe) -> dict[str, object]:
+    """The sweep's save times predicted from this disk's probe, beside the measured ones."""
+    from dcsim.checkpoint.plan import verify
+
+    return {
+        "disk": probe.record(),
+        "runs": [time.record() for time in verify.predict_sweep_times(reports, probe)],
+        "not_modelled": verify.sweep_leaves_out(reports),
+    }
+
+
+def render_on_this_machine(reports: Sequence[results.MultiprocessReport], probe: disk.DiskProbe) -> tuple[str, ...]:
+    from dcsim.checkpoint.plan import verify
+
+    lines = [
+        f"On this machine (estimate): the plan's storage model with this disk as measured here: "
+        f"{units.decimal_bytes(max(probe.bytes_per_s))}/s to {units.decimal_bytes(min(probe.bytes_per_s))}/s "
+        f"({len(probe.bytes_per_s)} tries of {probe.num_bytes:,} bytes written and synced), a file "
+        f"{min(probe.file_micros):,} to {max(probe.file_micros):,} us",
+    ]
+    for time in verify.predict_sweep_times(reports, probe):
+        lines.append(
+            f"  P = {time.num_processes}: predicted {time.predicted_seconds:.4f} to "
+            f"{time.predicted_seconds_high:.4f} s ({time.limit}), measured {time.measured_seconds:.3f} s: "
+            f"{time.ratio:,.1f}x the prediction"
+        )
+    lines.append(f"  not modelled: {verify.sweep_leaves_out(reports)}")
+    return (*lines, "")
+
+
+def render_sweep_table(reports: Sequence[results.MultiprocessReport], probe: disk.DiskProbe | None = None) -> str:
+    """``checkpoint --processes-sweep`` for people: one row per process count, then each run's
+    processes, then (with this disk's ``probe``) the storage model's times beside the measured ones."""
     first = reports[0].checkpoint
     lines = [
         _heading(first, "") + f"; {reports[-1].cpu_count} CPU core(s), load average {reports[-1].load_average:.2f}",
@@ -209,6 +247,7 @@ def render_sweep_table(reports: Sequence[results.MultiprocessReport]) -> str:
         frame_text(_for_people(records.sweep_processes_frame(reports))),
         "",
         *(_sweep_prediction(reports)),
+        *(render_on_this_machine(reports, probe) if probe is not None else ()),
         records.MULTIHOST_NOTE,
     ]
     return "\n".join(lines) + "\n"

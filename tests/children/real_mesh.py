@@ -8,7 +8,8 @@ serves every layout test that checks dcsim's arithmetic against real devices. A 
 object ``{"slices": [cases]}`` asks instead what Orbax's own replica-slice rule has each device
 write of a real array (tests/test_checkpoint_plan.py checks dcsim's port against it); one that is
 ``{"restore": case}`` saves real arrays on one mesh and restores them onto others
-(tests/test_checkpoint_verify.py).
+(tests/test_checkpoint_verify.py), and ``{"restore_from": case}`` restores a checkpoint a group of
+processes saved (tests/test_checkpoint_local_tier.py).
 """
 
 import json
@@ -139,9 +140,82 @@ def restore(case):
     return found
 
 
+def _tree(flat):
+    tree = {}
+    for path, value in flat.items():
+        *parents, leaf = path.split("/")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return tree
+
+
+def _flat(tree, prefix=""):
+    found = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            found |= _flat(value, f"{prefix}{key}/")
+        else:
+            found[prefix + key] = value
+    return found
+
+
+def restore_from(case):
+    """Restore a checkpoint another group saved (``folder``; array ``i`` of ``arrays`` holds
+    ``default_rng(i).standard_normal``, as ``local_tier.py`` draws it) onto each of ``restores``'
+    meshes in this one process: bit for bit, the sharding asked, each device's shard. Then each of
+    ``refusals``' targets (arrays named, shaped and typed as given): Orbax's error, or the dtypes it
+    restored when it did not fail."""
+    import orbax.checkpoint as ocp
+
+    values = {
+        a["name"]: np.random.default_rng(i).standard_normal(a["shape"]).astype(a["dtype"])
+        for i, a in enumerate(case["arrays"])
+    }
+    found = {"restores": [], "refusals": []}
+    for target in case["restores"]:
+        mesh = _mesh(target["mesh"])
+        order = {device.id: flat for flat, device in enumerate(mesh.devices.flat)}
+        shardings = {name: _sharding(mesh, target["specs"][name]) for name in values}
+        targets = {name: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=shardings[name]) for name, v in values.items()}
+        with ocp.StandardCheckpointer() as checkpointer:
+            restored = _flat(checkpointer.restore(case["folder"], _tree(targets)))
+        arrays = {}
+        for name, array in restored.items():
+            shards = [None] * len(order)
+            for shard in array.addressable_shards:
+                index = [
+                    [part.start or 0, part.stop if part.stop is not None else dim]
+                    for part, dim in zip(shard.index, array.shape, strict=True)
+                ]
+                shards[order[shard.device.id]] = {"index": index, "bytes": int(shard.data.nbytes)}
+            arrays[name] = {
+                "same_bits": bool(np.array_equal(_bits(np.asarray(array)), _bits(values[name]))),
+                "same_sharding": array.sharding.is_equivalent_to(shardings[name], array.ndim),
+                "shards": shards,
+            }
+        found["restores"].append(arrays)
+    for target in case["refusals"]:
+        mesh = _mesh(target["mesh"])
+        targets = {
+            a["name"]: jax.ShapeDtypeStruct(tuple(a["shape"]), a["dtype"], sharding=_sharding(mesh, a["spec"]))
+            for a in target["arrays"]
+        }
+        try:
+            with ocp.StandardCheckpointer() as checkpointer:
+                restored = _flat(checkpointer.restore(case["folder"], _tree(targets)))
+            found["refusals"].append({"error": None, "dtypes": {n: str(a.dtype) for n, a in restored.items()}})
+        except Exception as err:  # what Orbax said
+            found["refusals"].append({"error": f"{type(err).__name__}: {err}"[:2_000], "dtypes": None})
+    return found
+
+
 for line in sys.stdin:
     request = json.loads(line)
-    if isinstance(request, dict) and "restore" in request:  # {"restore": case}: a save restored elsewhere
+    if isinstance(request, dict) and "restore_from" in request:  # {"restore_from": case}: another's save
+        print(json.dumps(restore_from(request["restore_from"])), flush=True)
+    elif isinstance(request, dict) and "restore" in request:  # {"restore": case}: a save restored elsewhere
         print(json.dumps(restore(request["restore"])), flush=True)
     elif isinstance(request, dict):  # {"slices": [cases]}: Orbax's writers
         print(json.dumps([slices(case) for case in request["slices"]]), flush=True)

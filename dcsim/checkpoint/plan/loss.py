@@ -24,15 +24,25 @@ from dcsim.checkpoint.plan.writers import ArrayWrite
 TIERS = ("persistent", "local")
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
 class Loss:
     """Each host's bytes whose every copy dies with it, and the fewest hosts whose loss loses data
-    (None: no number of hosts, only the storage)."""
+    (None: no number of hosts, only the storage).
+
+    ``arrays_lost`` counts each host's arrays that lose a shard with it; ``paths_lost(host)`` names
+    them. ``alone``: each array's name (``part/path``, in the state's order) and each host's shards
+    of it held on no other host (one numpy row shared by the arrays of one layout).
+    """
 
     tier: str
     bytes_lost: tuple[int, ...]
     arrays_lost: tuple[int, ...]
     min_hosts_to_lose_data: int | None
+    alone: tuple[tuple[str, np.ndarray], ...] = ()
+
+    def paths_lost(self, host: int) -> tuple[str, ...]:
+        """The arrays (``part/path``) a shard of which dies with ``host``."""
+        return tuple(name for name, shards in self.alone if shards[host])
 
     def record(self) -> dict[str, object]:
         return {
@@ -51,6 +61,7 @@ def local_loss(saved: Sequence[ArrayWrite], hosts: Hosts) -> Loss:
     arrays = np.zeros(hosts.num_hosts, dtype=np.int64)
     kinds: dict[tuple[object, int], tuple[np.ndarray, int]] = {}
     fewest = None
+    alone_by_array = []
     for write in saved:
         row = write.array
         key = (spec_key(row.spec), len(row.stored_shape))
@@ -59,10 +70,12 @@ def local_loss(saved: Sequence[ArrayWrite], hosts: Hosts) -> Loss:
         alone, holders = kinds[key]
         add_scaled(lost, alone, write.shard_bytes)
         arrays += alone > 0
+        alone_by_array.append((f"{row.part}/{row.path}", alone))
         fewest = holders if fewest is None else min(fewest, holders)
     return Loss(
         tier="local",
         bytes_lost=tuple(int(size) for size in lost.tolist()),
         arrays_lost=tuple(int(count) for count in arrays.tolist()),
         min_hosts_to_lose_data=fewest,
+        alone=tuple(alone_by_array),
     )
