@@ -75,9 +75,7 @@ def test_a_pipelined_step_on_the_memory_page_is_the_command_lines(capsys):
     assert at.query_params["mbs"] == "4"
     refused = open_app(link | {"mbs": "1"}, MEMORY, editors=False)
     assert not refused.exception
-    assert any(
-        "1 micro-batches a step on 2 pipeline stages" in error.value.replace("\\", "") for error in refused.error
-    )
+    assert any("1 micro-batch a step on 2 pipeline stages" in error.value.replace("\\", "") for error in refused.error)
 
 
 def test_an_old_memory_link_keeps_its_budget_and_has_no_time():

@@ -94,7 +94,8 @@ class Pipeline:
             return
         if self.micro_batches < stages:
             raise ValueError(
-                f"{self.micro_batches:,} micro-batches a step on {stages:,} pipeline stages: a schedule needs at least "
+                f"{self.micro_batches:,} micro-batch{'' if self.micro_batches == 1 else 'es'} a step on {stages:,} "
+                "pipeline stages: a schedule needs at least "
                 f"as many micro-batches as stages (with fewer, each stage idles through most of the step); give at "
                 f"least {stages:,}"
             )
