@@ -127,6 +127,18 @@ def test_the_stages_flops_add_up_to_the_models_and_the_last_is_slowest():
     assert last - middle == traced.flops_parts[1].hardware  # the part outside the blocks
 
 
+@pytest.mark.parametrize("stages", range(1, 13))
+def test_every_split_of_gpt2_adds_up_and_paces_on_its_largest_stage(stages):
+    """For each stage count, the stages' FLOPs sum to the whole step's, the timed stage is one with
+    the most, and it holds 12 // p or 12 // p + 1 blocks (serve's split)."""
+    report, memory, traced = _setup("data=2")
+    share = stage_share(report, traced, memory, presets.resolved_hparams(GPT2), stages)
+    assert len(share.stage_flops) == stages
+    assert sum(share.stage_flops) == traced.flops.hardware
+    assert share.stage_flops[share.stage] == max(share.stage_flops) == share.flops.hardware
+    assert share.num_blocks in (12 // stages, 12 // stages + 1)
+
+
 def test_the_sends_by_hand():
     """A micro-batch of 2 x 1,024 tokens x 768 wide in bfloat16 is 3,145,728 bytes: 8 micro-batches
     send it forward and its gradient back, 16 sends; interleaved over 2 chunks twice as many; under
