@@ -242,7 +242,9 @@ def training_collectives(
             sends * sent,
             "backward",
         )
-    rows += _data_parallel(mesh, setup, data_axes, blocks, t, e, common, dense_values, expert_values, m)
+    # the calls a micro-batch: one a block, and one for the arrays outside the blocks where the stage holds them
+    calls = blocks + (1 if first or last else 0)
+    rows += _data_parallel(mesh, setup, data_axes, calls, t, e, common, dense_values, expert_values, m)
     return tuple(row for row in rows if row.group > 1 and row.count > 0)
 
 
@@ -250,7 +252,7 @@ def _data_parallel(
     mesh: MeshSpec,
     setup: Training,
     data_axes: list[str],
-    blocks: int,
+    calls: int,
     t: int,
     e: int,
     common: dict[str, Any],
@@ -276,7 +278,7 @@ def _data_parallel(
                         axes,
                         mesh,
                         f"FSDP gathers of {whose}parameters, {phase}",
-                        m * (blocks + 1),
+                        m * calls,
                         m * values * param,
                         exposed=False,
                         phase=phase,
@@ -290,7 +292,7 @@ def _data_parallel(
                 axes,
                 mesh,
                 f"{whose}gradients",
-                blocks + 1,
+                calls,
                 values * grad,
                 exposed=False,
                 phase="backward",
