@@ -55,7 +55,27 @@ def test_the_memory_pages_step_time_is_the_command_lines(capsys):
         "price": "2",
     }
     leaves_out = " ".join(caption.value for caption in at.caption)
-    assert "leaves out pipeline stages and their bubble" in leaves_out
+    assert "leaves out kernel launch gaps and stragglers" in leaves_out
+    assert at.query_params["mbs"] == "1" and at.query_params["sched"] == "1f1b"  # the schedule's defaults
+
+
+def test_a_pipelined_step_on_the_memory_page_is_the_command_lines(capsys):
+    """A link with a stage axis and the schedule's keys times the step as memory --micro-batches
+    does, and shows the bubble; a schedule the mesh cannot run is said in one line."""
+    link = {"preset": "gpt2-small", "mesh": "data=2,stage=2", "seq": "1024", "device": "h100-sxm", "mbs": "4"}
+    at = open_app(link, MEMORY, editors=False)
+    assert not at.exception
+    time = cli_time(
+        capsys,
+        *("memory", "--preset", "gpt2-small", "--mesh", "data=2,stage=2", "--sequence", "1024"),
+        *("--device", "h100-sxm", "--micro-batches", "4"),
+    )
+    assert metrics(at)["Step (estimate)"] == f"{time['step_seconds']:.3g} s"
+    assert any("bubble 25% of the ideal time" in caption.value for caption in at.caption)
+    assert at.query_params["mbs"] == "4"
+    refused = open_app(link | {"mbs": "1"}, MEMORY, editors=False)
+    assert not refused.exception
+    assert any("1 micro-batch a step on 2 pipeline stages" in error.value.replace("\\", "") for error in refused.error)
 
 
 def test_an_old_memory_link_keeps_its_budget_and_has_no_time():

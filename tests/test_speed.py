@@ -130,7 +130,11 @@ def test_memory_writes_the_time_object_with_the_issues_keys(capsys):
         (["--device", "tpu-v9"], "unknown device 'tpu-v9'"),
         (["--devices-per-host", "0"], "`--devices-per-host` must be an integer from 1 to 65,536, got '0'"),
         (["--budget", "80GiB"], "--budget and --device both give the budget"),
-        (["--mesh", "data=2,stage=2"], "the step's time does not model training pipeline stages yet"),
+        (["--mesh", "data=2,stage=2"], "1 micro-batch a step on 2 pipeline stages: a schedule needs at least"),
+        (["--schedule", "gpipe"], "argument --schedule: invalid choice: 'gpipe' (choose from '1f1b', 'interleaved')"),
+        (["--micro-batches", "0"], "`--micro-batches` must be an integer from 1 to 1,048,576, got '0'"),
+        (["--virtual-stages", "2"], "virtual stages (2) are the interleaved schedule's model chunks a device"),
+        (["--schedule", "interleaved", "--virtual-stages", "2"], "the interleaved schedule interleaves pipeline"),
     ],
 )
 def test_memory_refuses_bad_time_flags_in_one_line(capsys, flags, message):
@@ -204,4 +208,8 @@ def test_timing_link_values_read_as_the_flags_do():
 
     values, problems = TIMING.decode({"tokens": "15.6e12", "price": "2.50", "dph": "4", "prompt": "1e3"})
     assert problems == []
-    assert values == {"dph": "4", "tokens": "15600000000000", "price": "2.5", "prompt": "1000"}
+    assert values == {"dph": "4", "tokens": "15600000000000", "price": "2.5", "prompt": "1000"} | {
+        "mbs": "1",  # the schedule's keys, absent from the link, read as their defaults
+        "sched": "1f1b",
+        "vstages": "1",
+    }

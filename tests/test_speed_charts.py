@@ -17,6 +17,7 @@ TIME = SimpleNamespace(
     step_seconds_low=2.0,
     step_seconds_high=4.5,
     step_seconds=2.5,
+    bubble_fraction=0.0,
 )
 
 
@@ -38,6 +39,31 @@ def test_each_bar_is_stacked_by_its_parts_and_sums_to_its_figure():
     totals = frame.groupby("bar")["total"].first()
     assert (abs(sums - totals) < 1e-12).all()
     assert frame.loc[frame["bar"] == "No overlap", "text"].tolist() == ["2 s", "1 s", "1.5 s"]
+
+
+def test_a_pipelined_step_ends_each_bar_with_its_bubble():
+    """A bubble of 1/4 (3 stages, 8 micro-batches, 1f1b: 2/8) makes each figure 1.25 times its parts:
+    roofline 1.8 x 1.25 = 2.25, of which 0.45 bubble; the point 2.5 x 1.25 = 3.125."""
+    piped = SimpleNamespace(
+        **(
+            vars(TIME)
+            | {
+                "bubble_fraction": 0.25,
+                "roofline_seconds": 2.25,
+                "step_seconds_low": 2.5,
+                "step_seconds": 3.125,
+                "step_seconds_high": 5.625,
+            }
+        )
+    )
+    frame = speed_charts.step_time_frame(piped)
+    bars = by_bar(frame)
+    assert bars["Roofline (100% of every peak)"] == [("Roofline", 1.8), ("Pipeline bubble", 0.45)]
+    assert bars["Point estimate"] == [("Compute", 2.0), ("Exposed communication", 0.5), ("Pipeline bubble", 0.625)]
+    assert bars["No overlap"][-1] == ("Pipeline bubble", 1.125)
+    sums = frame.groupby("bar")["seconds"].sum()
+    totals = frame.groupby("bar")["total"].first()
+    assert (abs(sums - totals) < 1e-12).all()
 
 
 def test_a_memory_bound_step_stacks_memory_under_the_exposed_communication():

@@ -56,11 +56,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         ("device",),
         more_help={"device": ": its speeds give the step's time, its memory the budget (not with --budget)"},
     )
-    TIMING.add_arguments(timing, ("dph", "tokens", "price"))
+    TIMING.add_arguments(timing, ("dph", "tokens", "price", "mbs", "sched", "vstages"))
     format_flag(command, ("table", "json", "csv"))
 
 
 STEP_LINKS = ("mb", "remat", "attn", "cdtype", "cf", "sp")  # a step's settings besides --sequence
+SCHEDULE_LINKS = ("mbs", "sched", "vstages")  # a timed step's micro-batches and pipeline schedule
 
 
 def step_from_args(args: argparse.Namespace, moe: bool) -> Any:
@@ -128,14 +129,17 @@ def training_from_args(args: argparse.Namespace) -> training.Training:
 
 
 def timing_from_args(args: argparse.Namespace, step: Any) -> dict[str, Any] | None:
-    """The time's settings (device, devices a host, tokens, price), or None without --device; refuses
-    --budget with --device, and the run's flags without a device and a step to time."""
+    """The time's settings (device, devices a host, tokens, price, the micro-batches and the pipeline
+    schedule), or None without --device; refuses --budget with --device, and the run's and the
+    schedule's flags without a device and a step to time."""
     device = SERVING.from_flag(args, "device")
-    given = {link: TIMING.from_flag(args, link) for link in ("dph", "tokens", "price")}
+    given = {link: TIMING.from_flag(args, link) for link in ("dph", "tokens", "price", *SCHEDULE_LINKS)}
     if device is not None and args.budget is not None:
         raise UsageError("--budget and --device both give the budget; give one (a device's memory is its budget)")
     if device is None or step is None:
-        extra = [TIMING[link].flag for link in ("tokens", "price") if given[link] is not None]
+        # a schedule's flag left at its default was not asked for
+        asked = [link for link in SCHEDULE_LINKS if given[link] != TIMING[link].flag_default]
+        extra = [TIMING[link].flag for link in ("tokens", "price", *asked) if given[link] is not None]
         if extra:
             raise UsageError(
                 f"{', '.join(str(flag) for flag in extra)}: for a run's time; give --sequence and --device too"
@@ -144,11 +148,18 @@ def timing_from_args(args: argparse.Namespace, step: Any) -> dict[str, Any] | No
             return None
     if given["price"] is not None and given["tokens"] is None:
         raise UsageError("--price prices a run: give its --tokens too")
+    from dcsim.speed.pipeline import Pipeline
+
     return {
         "device": device,
         "devices_per_host": int(str(given["dph"])),
         "tokens": None if given["tokens"] is None else int(given["tokens"]),
         "price": None if given["price"] is None else float(given["price"]),
+        "schedule": Pipeline(
+            micro_batches=int(str(given["mbs"])),
+            schedule=str(given["sched"]),
+            virtual_stages=int(str(given["vstages"])),
+        ),
     }
 
 
@@ -229,6 +240,7 @@ def run(args: argparse.Namespace) -> str:
             devices_per_host=timing["devices_per_host"],
             tokens=timing["tokens"],
             price=timing["price"],
+            schedule=timing["schedule"],
         )
     if args.format == "json":
         record = memory_record(result)

@@ -139,6 +139,8 @@ class ActivationReport:
     routed: bool = False  # the model has routed experts (dispatched as ``step.dispatch_text`` says)
     recompute_fraction: float | None = None  # the policy's extra block FLOPs over the no-remat step's
     flops: StepFlops | None = None  # the device's step by part (``with_recompute``)
+    # each block's FLOPs in order and those outside the blocks with the loss (``with_recompute``)
+    flops_parts: tuple[tuple[StepFlops, ...], StepFlops] | None = None
 
     @property
     def blocks_bytes(self) -> int:
@@ -230,6 +232,7 @@ def trace_activations(
         routed=registry.family_of(config).trains_experts,
         recompute_fraction=traced.recompute_at(b, s),
         flops=traced.flops_at(b, s),
+        flops_parts=traced.flops_parts_at(b, s),
     )
 
 
@@ -251,24 +254,42 @@ class _StepTrace:
 
     def flops_at(self, micro_batch: int, sequence: int) -> StepFlops | None:
         """The whole step's FLOPs on a device, every block counted (each repeats its traced one)."""
-        if self.block_flops is None or self.outside_flops is None:
+        parts = self.flops_parts_at(micro_batch, sequence)
+        if parts is None:
             return None
-        env = {"b": micro_batch, "s": sequence}
-        forward, plain, remat = (_size(flops, env) for flops in self.outside_flops + self.outside_flops[1:])
-        for run in self.runs:
-            last = min(len(run.members), families.TRACED_PER_RUN) - 1
-            for index in range(len(run.members)):
-                block = self.block_flops[run.path(min(index, last))]
-                forward, plain, remat = (
-                    total + _size(flops, env) for total, flops in zip((forward, plain, remat), block, strict=True)
-                )
+        blocks, outside = parts
         return StepFlops(
-            forward=forward,
-            backward=plain - forward,
-            recompute=remat - plain,
+            forward=outside.forward + sum(block.forward for block in blocks),
+            backward=outside.backward + sum(block.backward for block in blocks),
+            recompute=outside.recompute + sum(block.recompute for block in blocks),
             tokens=micro_batch * sequence,
             tensor_parallel=self.tensor_parallel,
         )
+
+    def flops_parts_at(self, micro_batch: int, sequence: int) -> tuple[tuple[StepFlops, ...], StepFlops] | None:
+        """Each block's FLOPs on a device, in the model's order, and those outside the blocks with
+        the loss: what a pipeline stage adds up for its own blocks (``dcsim.speed.pipeline``)."""
+        if self.block_flops is None or self.outside_flops is None:
+            return None
+        env = {"b": micro_batch, "s": sequence}
+        tokens = micro_batch * sequence
+
+        def flops(forward: int, plain: int, remat: int) -> StepFlops:
+            return StepFlops(
+                forward=forward,
+                backward=plain - forward,
+                recompute=remat - plain,
+                tokens=tokens,
+                tensor_parallel=self.tensor_parallel,
+            )
+
+        outside = flops(*(_size(counted, env) for counted in self.outside_flops + self.outside_flops[1:]))
+        rows: dict[int, StepFlops] = {}
+        for run in self.runs:
+            last = min(len(run.members), families.TRACED_PER_RUN) - 1
+            for index, member in enumerate(run.members):
+                rows[member] = flops(*(_size(counted, env) for counted in self.block_flops[run.path(min(index, last))]))
+        return tuple(rows[index] for index in sorted(rows)), outside
 
     def recompute_at(self, micro_batch: int, sequence: int) -> float | None:
         """What the policy recomputes, as a fraction of a block's step FLOPs without remat."""

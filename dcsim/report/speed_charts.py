@@ -5,7 +5,7 @@ drawn with its parts, from ``dcsim.speed``'s answers. Nothing here computes a ti
   of every peak, the physical limit), full overlap (the largest of compute, memory and
   communication), the point estimate (compute or memory, whichever is longer, plus the exposed
   communication, by ``dcsim.speed.training``'s rule) and no overlap (the three summed), each bar
-  stacked by what it is made of.
+  stacked by what it is made of; with pipeline stages, each bar ends with the schedule's bubble.
 - ``speed_curve_frame`` / ``speed_curve_chart``: a replica's decode over its concurrency, each
   device's tokens a second against the inter-token latency, the chosen concurrency marked.
 """
@@ -37,8 +37,9 @@ def step_time_frame(time: StepTime) -> pd.DataFrame:
     whole, seconds) and ``text`` (the part's seconds to three figures)."""
     compute, memory = time.compute_seconds, time.memory_seconds
     bound = ("Compute", compute) if compute >= memory else ("Memory (HBM)", memory)
+    bubble = time.bubble_fraction  # each figure is its parts x (1 + bubble)
     bars: dict[str, list[tuple[str, float]]] = {
-        BARS[0]: [("Roofline", time.roofline_seconds)],
+        BARS[0]: [("Roofline", time.roofline_seconds / (1 + bubble))],
         BARS[1]: [
             max(
                 [("Compute", compute), ("Memory (HBM)", memory), ("Communication", time.comm_seconds)],
@@ -48,6 +49,9 @@ def step_time_frame(time: StepTime) -> pd.DataFrame:
         BARS[2]: [bound, ("Exposed communication", time.exposed_comm_seconds)],
         BARS[3]: [("Compute", compute), ("Memory (HBM)", memory), ("Communication", time.comm_seconds)],
     }
+    if bubble:
+        for parts in bars.values():
+            parts.append(("Pipeline bubble", bubble * sum(seconds for _, seconds in parts)))
     totals = {
         BARS[0]: time.roofline_seconds,
         BARS[1]: time.step_seconds_low,

@@ -24,8 +24,22 @@ for an all-reduce, (n - 1)/n of the device's buffer for an all-to-all. The rows:
   x sequence x experts a token, d_model wide) to their experts and back: two all-to-alls in the
   forward, two in the backward (two more under full remat).
 
-Pipeline stages' sends are not counted: training stages are not modelled yet. Every byte count is
-a Python int.
+- **pipeline stages** (a ``stage`` axis; ``dcsim.speed.pipeline``): a stage sends each micro-batch's
+  activations (micro-batch x sequence x d_model in the compute dtype) to the next stage in the
+  forward, and their gradient back in the backward, as ``collective-permute`` rows on ``stage``
+  (Narayanan et al. 2021, section 3.2: ``bsh`` a micro-batch between consecutive stages); the
+  interleaved schedule sends once a model chunk, v times as often (their section 2.2.2). Under
+  sequence parallelism the activations are already split over the tensor ranks, so each sends
+  ``bsh / t`` (their section 4.1's scatter/gather, which Megatron-LM runs with tensor parallelism).
+  A point-to-point send moves its whole array in one step.
+
+With stages, a device runs its own stage's blocks (the slowest stage's, ``StageShare``): its
+tensor- and expert-parallel collectives, its FSDP gathers and its gradients are those of its
+blocks, and the embedding's and the head's only on the stage that holds them. With several
+micro-batches a step (gradient accumulation), every collective of a micro-batch runs once for
+each, while the gradients are reduced, and the updated parameters gathered, once a step (Megatron's
+distributed optimizer and DeepSpeed reduce at the accumulation boundary; PyTorch FSDP's FULL_SHARD
+gathers the parameters again for each micro-batch). Every byte count is a Python int.
 """
 
 from __future__ import annotations
@@ -39,12 +53,14 @@ import numpy as np
 from dcsim.memory.step import Step
 from dcsim.memory.training import Training
 from dcsim.model.count import ParamReport, is_routed_expert
+from dcsim.serving.cache import block_index
 from dcsim.sharding.megatron import EXPERT_AXIS, TENSOR_AXIS
 from dcsim.sharding.meshes import MeshSpec
 from dcsim.speed import system
+from dcsim.speed.pipeline import STAGE_AXIS, Pipeline, StageShare
 
 KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
-STAGE_AXIS = "stage"
+__all__ = ["STAGE_AXIS", "Collective", "comm_record", "ring_bytes", "training_collectives"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -65,6 +81,8 @@ class Collective:
       exposed: whether the step waits for it (tensor and expert parallelism), or whether it may hide
         behind compute (data parallelism and FSDP).
       phase: ``forward``, ``backward`` or ``update``.
+      per_step: whether it runs once a step (the gradients' reduction, the gather after the
+        update), not once a micro-batch.
     """
 
     kind: str
@@ -77,15 +95,21 @@ class Collective:
     inside_host: bool
     exposed: bool
     phase: str
+    per_step: bool = False
 
     @property
     def ring_steps(self) -> int:
-        """The ring's steps a call: n - 1, an all-reduce 2(n - 1)."""
+        """The ring's steps a call: n - 1, an all-reduce 2(n - 1); a point-to-point send one."""
+        if self.kind == "collective-permute":
+            return 1
         return (2 if self.kind == "all-reduce" else 1) * (self.group - 1)
 
 
 def ring_bytes(kind: str, array_bytes: int, group: int) -> int:
-    """What one device sends for one call of ``kind`` over ``group`` devices, exactly (floored)."""
+    """What one device sends for one call of ``kind`` over ``group`` devices, exactly (floored); a
+    ``collective-permute`` (a point-to-point send to the next device) its whole array."""
+    if kind == "collective-permute":
+        return array_bytes if group > 1 else 0
     factor = 2 if kind == "all-reduce" else 1
     return factor * array_bytes * (group - 1) // group
 
@@ -118,15 +142,30 @@ def training_collectives(
     setup: Training,
     step: Step,
     devices_per_host: int = system.DEFAULT_DEVICES_PER_HOST,
+    *,
+    pipeline: Pipeline | None = None,
+    share: StageShare | None = None,
 ) -> tuple[Collective, ...]:
     """Every collective of one training step on a device of ``mesh`` (module docstring), rows of a
-    group of one left out."""
+    group of one left out: of the stage ``share`` (None: the whole model, no stages), for the
+    ``pipeline``'s micro-batches (None: one)."""
+    pipeline = pipeline or Pipeline()
     sizes = dict(mesh.axes)
     t = sizes.get(TENSOR_AXIS, 1)
     e = sizes.get(EXPERT_AXIS, 1)
+    stages = sizes.get(STAGE_AXIS, 1)
+    m = pipeline.micro_batches
     data_axes = [name for name, size in mesh.axes if name not in (TENSOR_AXIS, STAGE_AXIS) and size > 1]
-    blocks = int(hparams["num_layers"])
-    moe_blocks = len({row.module.split("/", 1)[0] for row in report.arrays if is_routed_expert(row)})
+    routed = [row for row in report.arrays if is_routed_expert(row)]
+    if share is None:
+        blocks, first, last = int(hparams["num_layers"]), True, True
+        expert_values = sum(row.num_values for row in routed)
+        dense_values = report.total_params - expert_values
+        moe_blocks = len({row.module.split("/", 1)[0] for row in routed})
+    else:
+        blocks, first, last = share.num_blocks, share.first, share.last
+        dense_values, expert_values = share.dense_values, share.expert_values
+        moe_blocks = len({block_index(row.path) for row in routed} & set(share.blocks))
     compute = _itemsize(step.compute_dtype)
     tokens = step.micro_batch * step.sequence
     activation = tokens * int(hparams["d_model"]) * compute
@@ -135,7 +174,8 @@ def training_collectives(
     common = {"devices_per_host": devices_per_host}
 
     def add(kind: str, axes: list[str], what: str, count: int, total: int, phase: str) -> None:
-        rows.append(_row(kind, axes, mesh, what, count, total, exposed=True, phase=phase, **common))
+        """``count`` calls a micro-batch moving ``total`` bytes, run for each of the step's."""
+        rows.append(_row(kind, axes, mesh, what, m * count, m * total, exposed=True, phase=phase, **common))
 
     if t > 1:
         tp = [TENSOR_AXIS]
@@ -166,30 +206,61 @@ def training_collectives(
                 ("all-reduce", "output layer input's gradient, backward", "backward"),
             )
         for kind, what, phase in edges:
-            add(kind, tp, what, 1, activation, phase)
-        add(
-            "all-reduce", tp, "vocabulary-parallel cross-entropy (max, sum, target logit)", 3, 3 * tokens * 4, "forward"
-        )
+            if first if "embedding" in what else last:
+                add(kind, tp, what, 1, activation, phase)
+        if last:
+            add(
+                "all-reduce",
+                tp,
+                "vocabulary-parallel cross-entropy (max, sum, target logit)",
+                3,
+                3 * tokens * 4,
+                "forward",
+            )
     if e > 1 and moe_blocks:
-        routed = tokens * int(hparams["experts_per_token"]) * int(hparams["d_model"]) * compute
+        copies = tokens * int(hparams["experts_per_token"]) * int(hparams["d_model"]) * compute
         for phase, count in (("forward", 2 * moe_blocks), ("backward", 2 * moe_blocks * (1 + again))):
-            add("all-to-all", [EXPERT_AXIS], f"expert dispatch and combine, {phase}", count, count * routed, phase)
-    rows += _data_parallel(report, mesh, setup, data_axes, blocks, t, e, common)
+            add("all-to-all", [EXPERT_AXIS], f"expert dispatch and combine, {phase}", count, count * copies, phase)
+    if stages > 1:
+        # Each stage but the last sends its activations on, each but the first their gradient back;
+        # the slowest stage's device is counted as a middle one: both, once a model chunk.
+        sent = activation // (t if step.sequence_parallel else 1)
+        sends = pipeline.virtual_stages
+        add(
+            "collective-permute",
+            [STAGE_AXIS],
+            "pipeline activations to the next stage, forward",
+            sends,
+            sends * sent,
+            "forward",
+        )
+        add(
+            "collective-permute",
+            [STAGE_AXIS],
+            "pipeline activations' gradients to the previous stage, backward",
+            sends,
+            sends * sent,
+            "backward",
+        )
+    # the calls a micro-batch: one a block, and one for the arrays outside the blocks where the stage holds them
+    calls = blocks + (1 if first or last else 0)
+    rows += _data_parallel(mesh, setup, data_axes, calls, t, e, common, dense_values, expert_values, m)
     return tuple(row for row in rows if row.group > 1 and row.count > 0)
 
 
 def _data_parallel(
-    report: ParamReport,
     mesh: MeshSpec,
     setup: Training,
     data_axes: list[str],
-    blocks: int,
+    calls: int,
     t: int,
     e: int,
     common: dict[str, Any],
+    dense_values: int,
+    expert_values: int,
+    m: int,
 ) -> list[Collective]:
-    expert_values = sum(row.num_values for row in report.arrays if is_routed_expert(row))
-    groups = [(data_axes, (report.total_params - expert_values) // t, "")]
+    groups = [(data_axes, dense_values // t, "")]
     if expert_values:
         groups.append(
             ([name for name in data_axes if name != EXPERT_AXIS], expert_values // (t * e), "routed experts' ")
@@ -207,8 +278,8 @@ def _data_parallel(
                         axes,
                         mesh,
                         f"FSDP gathers of {whose}parameters, {phase}",
-                        blocks + 1,
-                        values * param,
+                        m * calls,
+                        m * values * param,
                         exposed=False,
                         phase=phase,
                         **common,
@@ -221,10 +292,11 @@ def _data_parallel(
                 axes,
                 mesh,
                 f"{whose}gradients",
-                blocks + 1,
+                calls,
                 values * grad,
                 exposed=False,
                 phase="backward",
+                per_step=True,
                 **common,
             )
         )
@@ -239,6 +311,7 @@ def _data_parallel(
                     values * param,
                     exposed=True,
                     phase="update",
+                    per_step=True,
                     **common,
                 )
             )

@@ -13,7 +13,7 @@ from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport
 from dcsim.serving.catalog import Accelerator
 from dcsim.sharding.meshes import MeshSpec
-from dcsim.speed import collectives, system, training
+from dcsim.speed import collectives, pipeline, system, training
 
 
 def model_flops_per_token(config: ModelConfig, step: Step, param_dtype: str) -> int:
@@ -48,27 +48,36 @@ def training_time(
     devices_per_host: int = system.DEFAULT_DEVICES_PER_HOST,
     tokens: int | None = None,
     price: float | None = None,
+    schedule: pipeline.Pipeline | None = None,
 ) -> training.StepTime:
     """The step's time on ``device`` for the state laid out as ``memory`` and the step ``traced``
-    on its mesh (traced ``with_recompute``, which counts its FLOPs)."""
+    on its mesh (traced ``with_recompute``, which counts its FLOPs), run as ``schedule`` says (its
+    micro-batches, and with a ``stage`` axis its pipeline schedule; None: one micro-batch)."""
     if traced.flops is None:
         raise ValueError("the step's time needs its FLOPs: trace it with with_recompute")
+    schedule = schedule or pipeline.Pipeline()
     step = traced.step
     hparams = system.transformer_hparams(config)
     mesh: MeshSpec = memory.mesh
-    stages = dict(mesh.axes).get(collectives.STAGE_AXIS, 1)
-    if stages > 1:
-        raise ValueError(
-            f"the step's time does not model training pipeline stages yet: the mesh {mesh.text} has "
-            f"`{collectives.STAGE_AXIS}`={stages}; time the step without it (the memory figures are "
-            f"those of `{collectives.STAGE_AXIS}` as a plain data axis)"
-        )
-    rows = collectives.training_collectives(report, hparams, mesh, memory.training, step, devices_per_host)
-    state = sum(memory.part_bytes(part) for part in memory.training.parts)
-    hbm = training.hbm_bytes(report, mesh, memory.training, step, traced.bytes_per_device, state)
+    stages = dict(mesh.axes).get(pipeline.STAGE_AXIS, 1)
+    schedule.check_for(stages, len(traced.blocks))
+    share = pipeline.stage_share(report, traced, memory, hparams, stages)
+    rows = collectives.training_collectives(
+        report, hparams, mesh, memory.training, step, devices_per_host, pipeline=schedule, share=share
+    )
+    hbm = training.hbm_bytes(
+        report,
+        mesh,
+        memory.training,
+        step,
+        share.activation_bytes,
+        share.state_bytes,
+        share=share,
+        micro_batches=schedule.micro_batches,
+    )
     return training.step_time(
         device=device,
-        flops=traced.flops,
+        flops=share.flops,
         model_flops_per_token=model_flops_per_token(config, step, memory.training.param_dtype),
         hparams=hparams,
         step=step,
@@ -78,6 +87,8 @@ def training_time(
         tokens=tokens,
         price=price,
         devices_per_host=devices_per_host,
+        pipeline=schedule,
+        share=share,
     )
 
 

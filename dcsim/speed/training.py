@@ -21,6 +21,13 @@ axes' collectives hide behind compute of their own phase (FSDP's forward gathers
 forward, its backward gathers and the gradients' reduction behind the backward), and only what
 exceeds that compute shows. MFU is an output: the model's FLOPs a token x the tokens a second a
 device, over its peak.
+
+With pipeline stages and micro-batches (``dcsim.speed.pipeline``), the three times are the slowest
+stage's device's for the step's ``m`` micro-batches: its FLOPs and bytes a micro-batch, ``m`` times,
+and its state read and written once. The gradients' reduction (once a step) hides behind the last
+micro-batch's backward only, beside that micro-batch's own FSDP gathers. The schedule then adds
+its bubble, ``(p - 1) / (v m)`` of the ideal time (Narayanan et al. 2021, sections 2.2.1-2.2.2), to
+each figure: the roofline, both ends of the band and the point estimate.
 """
 
 from __future__ import annotations
@@ -39,12 +46,18 @@ from dcsim.sharding.megatron import EXPERT_AXIS, TENSOR_AXIS
 from dcsim.sharding.meshes import MeshSpec
 from dcsim.speed import system
 from dcsim.speed.collectives import Collective, comm_record
+from dcsim.speed.pipeline import STAGE_AXIS, Pipeline, StageShare
 
 LEAVES_OUT = (
-    "pipeline stages and their bubble",
     "kernel launch gaps and stragglers",
     "the optimizer's and the norms' elementwise passes beyond one read and write of the state",
     "network congestion across hosts",
+)
+# What a pipelined step's figures leave out besides (docs/time.md).
+PIPELINE_LEAVES_OUT = (
+    "the residuals of the micro-batches a pipeline stage keeps in flight (the memory figures lay out `stage` as a "
+    "data axis)",
+    "the schedule's warm-up imbalance between stages beyond the slowest stage's pace",
 )
 
 
@@ -81,7 +94,11 @@ class StepTime:
       compute_seconds, memory_seconds, comm_seconds: the three times.
       exposed_comm_seconds: what the step waits for of the communication under the rule.
       roofline_seconds, step_seconds_low, step_seconds_high, step_seconds: the limit, the band and
-        the point estimate.
+        the point estimate, each with the pipeline's bubble.
+      pipeline: the micro-batches and the schedule; num_stages: the mesh's ``stage`` axis (1: none).
+      share: the slowest stage's share (the whole model without stages).
+      bubble_fraction: the bubble over the ideal time, (p - 1) / (v m); bubble_seconds: the point
+        estimate's bubble.
     """
 
     device: Accelerator
@@ -105,6 +122,15 @@ class StepTime:
     step_seconds: float
     run: Run | None = None
     devices_per_host: int = system.DEFAULT_DEVICES_PER_HOST
+    pipeline: Pipeline = dataclasses.field(default_factory=Pipeline)
+    num_stages: int = 1
+    share: StageShare | None = None
+    bubble_fraction: float = 0.0
+    bubble_seconds: float = 0.0
+
+    @property
+    def leaves_out(self) -> tuple[str, ...]:
+        return LEAVES_OUT + (PIPELINE_LEAVES_OUT if self.num_stages > 1 else ())
 
     @property
     def tokens_per_second(self) -> float:
@@ -121,12 +147,31 @@ class StepTime:
         return self.flops.hardware / self.step_seconds / self.peak_flops
 
     @property
+    def pipeline_text(self) -> str:
+        """The stages and the schedule in words ("" without stages or accumulation)."""
+        if self.num_stages == 1 and self.pipeline.micro_batches == 1:
+            return ""
+        text = f"{self.pipeline.micro_batches:,} micro-batches a step"
+        if self.num_stages > 1 and self.share is not None:
+            blocks = self.share.blocks
+            text += (
+                f" on {self.num_stages:,} stages, {self.pipeline.schedule}"
+                + (f" with {self.pipeline.virtual_stages} virtual stages" if self.pipeline.virtual_stages > 1 else "")
+                + f"; slowest stage {self.share.stage} (blocks {blocks.start}-{blocks.stop - 1}"
+                + (", the embedding" if self.share.first else "")
+                + (", the head and loss" if self.share.last else "")
+                + f"); bubble {100 * self.bubble_fraction:.3g}% of the ideal time ({self.bubble_seconds:.3g} s)"
+            )
+        return text
+
+    @property
     def text(self) -> str:
         """One line: the point estimate, its band and what it leaves out."""
+        staged = f"; {self.pipeline_text}" if self.pipeline_text else ""
         return (
             f"step time (estimate) {self.step_seconds:.3g} s on {self.device.name}: band {self.step_seconds_low:.3g}"
             f"-{self.step_seconds_high:.3g} s (full overlap to none), roofline {self.roofline_seconds:.3g} s; "
-            f"MFU {100 * self.mfu:.1f}%; leaves out {', '.join(LEAVES_OUT)}"
+            f"MFU {100 * self.mfu:.1f}%{staged}; leaves out {', '.join(self.leaves_out)}"
         )
 
 
@@ -156,17 +201,33 @@ def typical_matmul_flops(hparams: dict[str, Any], step: Step, t: int) -> int:
 
 
 def hbm_bytes(
-    report: ParamReport, mesh: MeshSpec, setup: Training, step: Step, activation_bytes: int, state_bytes: int
+    report: ParamReport,
+    mesh: MeshSpec,
+    setup: Training,
+    step: Step,
+    activation_bytes: int,
+    state_bytes: int,
+    *,
+    share: StageShare | None = None,
+    micro_batches: int = 1,
 ) -> int:
-    """The bytes a device moves through HBM at least in one step (module docstring)."""
+    """The bytes a device moves through HBM at least in one step (module docstring): for each
+    micro-batch the weights of its stage (``share``; the whole model without) read, their gradients
+    written and the micro-batch's residuals (``activation_bytes``) written and read back; once a
+    step the state read and written."""
     sizes = dict(mesh.axes)
     t, e = sizes.get(TENSOR_AXIS, 1), sizes.get(EXPERT_AXIS, 1)
-    experts = sum(row.num_values for row in report.arrays if is_routed_expert(row))
-    values = (report.total_params - experts) // t + experts // (t * e)
+    if share is None:
+        experts = sum(row.num_values for row in report.arrays if is_routed_expert(row))
+        dense = report.total_params - experts
+    else:
+        dense, experts = share.dense_values, share.expert_values
+    values = dense // t + experts // (t * e)
     reads = 3 if step.remat == "full" else 2
     param = int(np.dtype(setup.param_dtype).itemsize)
     grad = int(np.dtype(setup.grads_dtype).itemsize)
-    return reads * values * param + values * grad + 2 * activation_bytes + 2 * state_bytes
+    per_micro_batch = reads * values * param + values * grad + 2 * activation_bytes
+    return micro_batches * per_micro_batch + 2 * state_bytes
 
 
 def step_time(
@@ -182,34 +243,54 @@ def step_time(
     tokens: int | None = None,
     price: float | None = None,
     devices_per_host: int = system.DEFAULT_DEVICES_PER_HOST,
+    pipeline: Pipeline | None = None,
+    share: StageShare | None = None,
 ) -> StepTime:
-    """The step's time under the rule of the module docstring; with ``tokens``, the run's."""
-    t = dict(mesh.axes).get(TENSOR_AXIS, 1)
+    """The step's time under the rule of the module docstring; with ``tokens``, the run's.
+    ``flops`` are a device's for one micro-batch (its stage's, ``share``, with stages), ``hbm`` and
+    ``collectives`` the device's for the whole step (``hbm_bytes``, ``training_collectives``)."""
+    pipeline = pipeline or Pipeline()
+    m = pipeline.micro_batches
+    sizes = dict(mesh.axes)
+    t, stages = sizes.get(TENSOR_AXIS, 1), sizes.get(STAGE_AXIS, 1)
+    flops = dataclasses.replace(
+        flops,
+        forward=m * flops.forward,
+        backward=m * flops.backward,
+        recompute=m * flops.recompute,
+        tokens=m * flops.tokens,
+    )
     peak = device.peak_flops(step.compute_dtype)
     matmul = typical_matmul_flops(hparams, step, t)
     matmul_eff = system.matmul_efficiency(matmul)
     compute = flops.hardware / (peak * matmul_eff)
     bandwidth = device.speed("hbm_bytes_per_second")
-    hbm_eff = system.hbm_efficiency(hbm // max(int(hparams["num_layers"]), 1))
+    blocks = share.num_blocks if share is not None else int(hparams["num_layers"])
+    hbm_eff = system.hbm_efficiency(hbm // max(blocks * m, 1))
     memory = hbm / (bandwidth * hbm_eff)
     times = [comm_seconds(row, device) for row in collectives]
     comm = sum(times)
     forward_share = flops.forward / flops.hardware if flops.hardware else 0.0
-    hidden = {"forward": 0.0, "backward": 0.0}
+    hidden = {"forward": 0.0, "backward": 0.0, "once": 0.0}
     exposed = 0.0
     for row, seconds in zip(collectives, times, strict=True):
         if row.exposed:
             exposed += seconds
         else:
-            hidden[row.phase] += seconds
+            hidden["once" if row.per_step else row.phase] += seconds
+    backward = compute * (1 - forward_share)  # the step's backward compute, m micro-batches
     overflow = max(0.0, hidden["forward"] - compute * forward_share)
-    overflow += max(0.0, hidden["backward"] - compute * (1 - forward_share))
-    point = max(compute, memory) + exposed + overflow
-    roofline = max(
+    # Each micro-batch's backward hides its own gathers; the last also hides the once-a-step reduction.
+    overflow += max(0.0, hidden["backward"] * (m - 1) / m - backward * (m - 1) / m)
+    overflow += max(0.0, hidden["backward"] / m + hidden["once"] - backward / m)
+    ideal = max(compute, memory) + exposed + overflow
+    bubble = float(pipeline.bubble_fraction(stages))
+    point = ideal * (1 + bubble)
+    roofline = (1 + bubble) * max(
         flops.hardware / peak, hbm / bandwidth, sum(comm_seconds(row, device, at_full=True) for row in collectives)
     )
-    replicas = mesh.num_devices // t
-    global_tokens = replicas * step.micro_batch * step.sequence
+    replicas = mesh.num_devices // (t * stages)
+    global_tokens = replicas * step.micro_batch * step.sequence * m
     run = None
     if tokens is not None:
         steps = -(-tokens // global_tokens)
@@ -236,13 +317,18 @@ def step_time(
         compute_seconds=compute,
         memory_seconds=memory,
         comm_seconds=comm,
-        exposed_comm_seconds=point - max(compute, memory),
+        exposed_comm_seconds=ideal - max(compute, memory),
         roofline_seconds=roofline,
-        step_seconds_low=max(compute, memory, comm),
-        step_seconds_high=compute + memory + comm,
+        step_seconds_low=(1 + bubble) * max(compute, memory, comm),
+        step_seconds_high=(1 + bubble) * (compute + memory + comm),
         step_seconds=point,
         run=run,
         devices_per_host=devices_per_host,
+        pipeline=pipeline,
+        num_stages=stages,
+        share=share,
+        bubble_fraction=bubble,
+        bubble_seconds=point - ideal,
     )
 
 
@@ -275,8 +361,25 @@ def time_record(time: StepTime) -> dict[str, Any]:
         "mfu": round(time.mfu, 4),
         "hfu": round(time.hfu, 4),
         "tokens_per_second": system.json_seconds(time.tokens_per_second),
-        "leaves_out": list(LEAVES_OUT),
+        "micro_batches": time.pipeline.micro_batches,
+        "stages": time.num_stages,
+        "schedule": time.pipeline.schedule,
+        "virtual_stages": time.pipeline.virtual_stages,
+        "bubble_fraction": round(time.bubble_fraction, 6),
+        "bubble_seconds": system.json_seconds(time.bubble_seconds),
+        "leaves_out": list(time.leaves_out),
     }
+    if time.num_stages > 1 and time.share is not None:
+        record["slowest_stage"] = {
+            "stage": time.share.stage,
+            "first_block": time.share.blocks.start,
+            "blocks": time.share.num_blocks,
+            "embedding": time.share.first,
+            "head": time.share.last,
+            "hardware_flops_per_micro_batch_by_stage": list(time.share.stage_flops),
+            "activation_bytes_per_micro_batch": time.share.activation_bytes,
+            "state_bytes": time.share.state_bytes,
+        }
     if time.run is not None:
         record |= {
             "tokens": time.run.tokens,

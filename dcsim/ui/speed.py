@@ -2,12 +2,14 @@
 speed, estimates from ``dcsim.speed`` (docs/time.md), drawn below each page's memory answer.
 
 The settings are the command line's, under the link keys declared in ``dcsim.requests.timing``
-(``dph``, ``tokens``, ``price``, ``prompt``) and the Serving page's ``device``:
+(``dph``, ``tokens``, ``price``, ``mbs``, ``sched``, ``vstages``, ``prompt``) and the Serving page's
+``device``:
 
 - Memory page: ``device`` (a catalog name, or ``none``, the default, which keeps an old link's
   meaning: the typed budget ``devmem``). With a device its memory is the budget, as
-  ``memory --device`` does, and the budget box is not read; ``device``, ``dph``, ``tokens`` and
-  ``price`` are written only with a device.
+  ``memory --device`` does, and the budget box is not read; ``device``, ``dph``, ``tokens``,
+  ``price`` and the step's micro-batches and pipeline schedule (``mbs``, ``sched``, ``vstages``)
+  are written only with a device.
 - Serving page: ``prompt`` and ``dph``, with the page's own ``device``.
 
 Each is checked when a link arrives (``frame.setting_from_link``): a bad value is named in a
@@ -36,6 +38,7 @@ MEMORY_PAGE = "memory"
 SERVING_PAGE = "serving"
 NO_DEVICE = "none"
 NO_FIGURE = "none"  # tokens and price: no run priced
+SCHEDULE_KEYS = ("mbs", "sched", "vstages")  # a step's micro-batches and pipeline schedule
 
 
 def _seeded(page: str, name: str, default: str | None = None) -> str:
@@ -65,11 +68,16 @@ TIME_BOXES = {
     "tokens": ("Run's tokens (none: no run)", "Run's tokens", 24),
     "price": ("Price a device-hour (none: no cost)", "Price", 24),
     "prompt": ("Prompt (tokens, for the first token's time)", "Prompt", 16),
+    "mbs": ("Micro-batches a step", "Micro-batches a step", 8),
+    "vstages": ("Virtual stages (interleaved)", "Virtual stages", 8),
 }
 RUN_HELP = {  # the Memory page's boxes, a run's
     "dph": "Which mesh axes run inside a host (scale-up links) and which cross hosts (scale-out).",
     "tokens": "The tokens the run trains on, e.g. 2e12: its steps, days and device-hours.",
     "price": "In any currency: the run's cost is its device-hours times this.",
+    "mbs": "Gradient accumulation: a data-parallel replica's micro-batches a step (the global batch is the "
+    "replicas x the micro-batch x these). With a `stage` axis in the mesh, the pipeline's, at least the stages.",
+    "vstages": "The interleaved schedule's model chunks a device (2 or more); 1 with 1f1b.",
 }
 SERVING_DPH_HELP = "Whether the tensor-parallel all-reduces run inside a host (scale-up links) or across hosts."
 
@@ -118,7 +126,8 @@ def memory_params(device: str) -> dict[str, str]:
     """The Memory page's time settings as its link writes them: ``device``, and with one the run's."""
     if device == NO_DEVICE:
         return {}  # an old link, rewritten as it always was
-    return {"device": device} | TIMING.encode({name: _held(MEMORY_PAGE, name) for name in ("dph", "tokens", "price")})
+    names = ("dph", "tokens", "price", *SCHEDULE_KEYS)
+    return {"device": device} | TIMING.encode({name: _held(MEMORY_PAGE, name) for name in names})
 
 
 def device_setup(setup: memory.Setup) -> tuple[memory.Setup, dict[str, str]]:
@@ -143,11 +152,15 @@ def memory_time_section(config: ModelConfig, report: ParamReport, setup: memory.
 
 @dataclasses.dataclass(frozen=True)
 class RunSettings:
-    """The time's settings of the Memory page: devices a host, and a run's tokens and price (None: none)."""
+    """The time's settings of the Memory page: devices a host, a run's tokens and price (None: none),
+    and the step's micro-batches and pipeline schedule (as the link writes them)."""
 
     devices_per_host: int
     tokens: int | None
     price: float | None
+    micro_batches: int = 1
+    schedule: str = "1f1b"
+    virtual_stages: int = 1
 
 
 def run_settings(on_change: Any) -> RunSettings:
@@ -166,18 +179,34 @@ def run_settings(on_change: Any) -> RunSettings:
         _time_box(MEMORY_PAGE, column, name, RUN_HELP[name], on_change)
         for column, name in ((dph_col, "dph"), (tokens_col, "tokens"), (price_col, "price"))
     )
+    mbs_col, sched_col, vstages_col = st.columns(3)
+    mbs = _time_box(MEMORY_PAGE, mbs_col, "mbs", RUN_HELP["mbs"], on_change)
+    schedule = state.held(sched_col.selectbox)(
+        "Pipeline schedule",
+        TIMING["sched"].choices or (),
+        key=_seeded(MEMORY_PAGE, "sched"),
+        on_change=on_change,
+        help="With a `stage` axis: 1f1b, or interleaved with virtual stages; the bubble is (stages - 1) / "
+        "(virtual stages x micro-batches) of the ideal time (Narayanan et al. 2021).",
+    )
+    vstages = _time_box(MEMORY_PAGE, vstages_col, "vstages", RUN_HELP["vstages"], on_change)
     return RunSettings(
         devices_per_host=int(dph),
         tokens=None if tokens == NO_FIGURE else int(tokens),
         price=None if price == NO_FIGURE else float(price),
+        micro_batches=int(mbs),
+        schedule=str(schedule),
+        virtual_stages=int(vstages),
     )
 
 
 def _step_time(config: ModelConfig, report: ParamReport, held: Any, traced: Any, device: str, run: RunSettings) -> Any:
     """The engine's ``StepTime``, or its refusal as text."""
     from dcsim.speed import estimate
+    from dcsim.speed.pipeline import Pipeline
 
     try:
+        schedule = Pipeline(micro_batches=run.micro_batches, schedule=run.schedule, virtual_stages=run.virtual_stages)
         return estimate.training_time(
             config,
             report,
@@ -187,6 +216,7 @@ def _step_time(config: ModelConfig, report: ParamReport, held: Any, traced: Any,
             devices_per_host=run.devices_per_host,
             tokens=run.tokens,
             price=None if run.tokens is None else run.price,
+            schedule=schedule,
         )
     except (TypeError, ValueError) as err:
         return str(err)
@@ -197,7 +227,6 @@ def training_time_section(
 ) -> None:
     """The step's time under the answer: the device and the run's settings, then (with a sequence and
     a device) the point estimate, its band, the roofline, MFU, tokens/s, the run, the bars."""
-    from dcsim.speed import training
 
     st.subheader("Step time (an estimate)")
     device = memory_device()
@@ -221,7 +250,7 @@ def training_time_section(
     if isinstance(time, str):
         st.error(frame.plain(f"The step cannot be timed: {time}"), icon=":material/error:")
         return
-    leaves_out = f"Estimate; leaves out {', '.join(training.LEAVES_OUT)}."
+    leaves_out = f"Estimate; leaves out {', '.join(time.leaves_out)}."
     frame.metric_row(
         (
             "Step (estimate)",
@@ -271,7 +300,8 @@ def training_time_section(
             f"{time.matmul_efficiency:g}), memory {time.memory_seconds:.3g} s ({time.hbm_bytes:,} bytes through HBM), "
             f"communication {time.comm_seconds:.3g} s, of which {time.exposed_comm_seconds:.3g} s exposed: "
             "tensor-parallel collectives wait, data-parallel and FSDP ones hide behind the backward's compute. "
-            "Sources and rules: docs/time.md."
+            + (f"Pipeline: {time.pipeline_text}. " if time.pipeline_text else "")
+            + "Sources and rules: docs/time.md."
         )
     )
 
