@@ -104,6 +104,7 @@ master_dtype = state.held(master_col.selectbox)(
 budget_text, budget = memory.parsed("devmem", budget_text, memory.parse_budget, "Budget")
 
 training = memory.make_training(stage, parts, optimizer_name, param_dtype, grad_dtype, master_dtype)
+layout.offer_mesh(mesh_col, memory.PAGE, config, mesh, memory.lays_out(config, strategy, rules, training))
 frame.page_link(
     "pages/serving.py",
     {"mesh": mesh.text, "strategy": strategy} | ({"rules": layout.rules_text(rules)} if strategy == "custom" else {}),

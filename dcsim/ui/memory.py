@@ -416,6 +416,19 @@ def cached_memory(config: ModelConfig, setup: Setup) -> Outcome:
     return _cached_memory(*_key(config, setup))
 
 
+def lays_out(
+    config: ModelConfig, strategy: str, rules: tuple[meshes.Rule, ...], training: Training
+) -> Callable[[meshes.MeshSpec], bool]:
+    """Whether the training state of ``training`` can be laid out on a mesh (``cached_memory``): a
+    part the stage does not split is whole on every device, so ZeRO-0 takes any mesh."""
+
+    def accepts(mesh: meshes.MeshSpec) -> bool:
+        setup = Setup(mesh=mesh, strategy=strategy, rules=rules, training=training, budget=0, budget_text="")
+        return cached_memory(config, setup).error is None
+
+    return accepts
+
+
 @st.cache_data(max_entries=MAX_CACHED_FITS, show_spinner="Laying the state out on every mesh of the sweep…")
 def _cached_sweep(config_json: str, mesh_text: str, strategy: str, rules: str, training: str) -> search.Sweep | str:
     """The state on every candidate mesh: what a new budget or a new sequence leaves as it is."""

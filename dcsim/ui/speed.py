@@ -291,6 +291,23 @@ def serving_section(config: ModelConfig, report: ParamReport, served: ServingRep
     )
     prompt = _parsed(SERVING_PAGE, "prompt", prompt, "Prompt")
     dph = _parsed(SERVING_PAGE, "dph", dph, "Devices a host")
+    context = served.serving.context
+    if device != NO_DEVICE and int(prompt) >= context:  # the first token comes after the prompt, in the context
+        st.error(
+            frame.plain(
+                f"Prompt: {units.many(int(prompt), 'token')} leave no room for a token in the context of "
+                f"{units.many(context, 'token')} a sequence; the prompt must be shorter than the context."
+            ),
+            icon=":material/block:",
+        )
+        frame.offer(
+            prompt_col,
+            f"Use {units.many(context - 1, 'token')}, the longest prompt this context takes",
+            frame.setting_key(SERVING_PAGE, "prompt"),
+            str(context - 1),
+            help="The prompt and the tokens generated after it share the context.",
+        )
+        return
     if device == NO_DEVICE:
         st.caption("Pick a device above for the decode speed: a typed budget has no speeds.")
         return
