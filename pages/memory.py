@@ -104,7 +104,6 @@ master_dtype = state.held(master_col.selectbox)(
 budget_text, budget = memory.parsed("devmem", budget_text, memory.parse_budget, "Budget")
 
 training = memory.make_training(stage, parts, optimizer_name, param_dtype, grad_dtype, master_dtype)
-layout.offer_mesh(mesh_col, memory.PAGE, config, mesh, memory.lays_out(config, strategy, rules, training))
 frame.page_link(
     "pages/serving.py",
     {"mesh": mesh.text, "strategy": strategy} | ({"rules": layout.rules_text(rules)} if strategy == "custom" else {}),
@@ -306,6 +305,7 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
         refused = memory.cached_activations(config, step, training.param_dtype, mesh)
         offer_sequence_limit(config, step)
     activations_bytes = None if traced is None else traced.bytes_per_device
+    layout.offer_mesh(st, memory.PAGE, config, mesh, memory.trains_on(config, setup), rerun=st.rerun)
 
     st.subheader("What each device holds")
     if held is None:

@@ -69,7 +69,7 @@ def test_the_layout_page_offers_the_nearest_mesh_each_way():
 
 
 @pytest.mark.slow  # traces the step of two models
-def test_the_memory_page_offers_the_mesh_for_a_split_state_only():
+def test_the_memory_page_offers_the_mesh_the_state_and_the_step_take():
     query = {"preset": "llama2-7b", "mesh": "data=2,model=8", "strategy": "megatron", "zero": "3", "seq": "512"}
     at = pick(open_app(query, "pages/memory.py", editors=False), "gpt2-small")
     assert "Use data=2,model=6, the nearest mesh this model takes" in offers(at)
@@ -78,9 +78,15 @@ def test_the_memory_page_offers_the_mesh_for_a_split_state_only():
     assert at.query_params["mesh"] == "data=2,model=6"
     assert not [label for label in offers(at) if "mesh" in label]
     assert shown_text(at.success[0]).startswith("Mesh data=2,model=6 fits")
-    # ZeRO-0 splits no part: every device holds the whole state on any mesh, so nothing is refused.
-    at = pick(open_app(query | {"zero": "0"}, "pages/memory.py", editors=False), "gpt2-small")
+    # ZeRO-0 splits no part: every device holds the whole state on any mesh, so without a step nothing is
+    # refused; with one, Megatron's split of the activations still needs the `model` axis to divide the heads.
+    zero = query | {"zero": "0"}
+    at = pick(open_app({**zero, "seq": "none"}, "pages/memory.py", editors=False), "gpt2-small")
     assert not [label for label in offers(at) if "mesh" in label]
+    at = pick(open_app(zero, "pages/memory.py", editors=False), "gpt2-small")
+    assert "the mesh's model axis (8) must divide the KV heads (12)" in shown_text(at.error[0])
+    click(at, "Use data=2,model=6, the nearest mesh this model takes")
+    assert shown_text(at.success[0]).startswith("Mesh data=2,model=6 fits")
 
 
 def test_the_serving_page_offers_the_context_the_mesh_and_the_prompt_each_in_one_click():

@@ -437,10 +437,17 @@ def nearest_mesh(mesh: meshes.MeshSpec, accepts: Callable[[meshes.MeshSpec], boo
 
 
 def offer_mesh(
-    where: Any, page: str, config: ModelConfig, mesh: meshes.MeshSpec, accepts: Callable[[meshes.MeshSpec], bool]
+    where: Any,
+    page: str,
+    config: ModelConfig,
+    mesh: meshes.MeshSpec,
+    accepts: Callable[[meshes.MeshSpec], bool],
+    *,
+    rerun: Callable[[], None] | None = None,
 ) -> None:
     """When ``accepts`` refuses ``mesh`` (after a switch of model, a `model` axis that no longer
-    divides the heads), one click to the nearest mesh it takes (``nearest_mesh``), in ``where``."""
+    divides the heads), one click to the nearest mesh it takes (``nearest_mesh``), in ``where``;
+    ``rerun`` as ``frame.offer``'s (``st.rerun`` from inside a fragment: the mesh is outside it)."""
     if accepts(mesh):
         return
     nearest = nearest_mesh(mesh, accepts)
@@ -452,6 +459,7 @@ def offer_mesh(
         frame.setting_key(page, "mesh"),
         nearest.text,
         help=f"{mesh.text} cannot lay {frame.describe(config)} out; {nearest.text} changes one axis's size.",
+        rerun=rerun,
     )
 
 
