@@ -154,6 +154,7 @@ if served is None:
         )
     if request is not None:
         layout.offer_mesh(verdict_box, serving.PAGE, config, mesh, serving.serves_on(config, request))
+        weights.offer_options(verdict_box, serving.PAGE, config, fmt, serving.serves_with(config, request))
     frame.stop_page()
 assert request is not None  # a report is made only from a request
 

@@ -1,14 +1,16 @@
-"""Every page's settings after a switch of model in place (issue 46, item 2): a mesh, a context or a
-prompt the new model refuses is refused with the reason and offered back, in one click, at the
+"""Every page's settings after a switch of model in place (issue 46, item 2): a mesh, a context, a
+prompt or a weight format's options that the new model refuses is refused with the reason and offered back, in one click, at the
 nearest value it takes; switching back treats the old model the same way."""
 
 import pytest
 
 from conftest import metrics, open_app
 from conftest import shown as shown_text
+from dcsim.quant.formats import check_format
 from dcsim.sharding.meshes import MeshSpec, parse_mesh
 from dcsim.ui.layout import nearest_mesh
 from dcsim.ui.model import MODEL_KEY
+from dcsim.ui.weights import nearest_options
 
 
 def pick(at, preset):
@@ -113,3 +115,46 @@ def test_the_serving_page_offers_the_context_the_mesh_and_the_prompt_each_in_one
     assert at.query_params["context"] == "4096"
     click(at, "Use model=4, the nearest mesh this model takes")
     assert shown_text(at.success[0]).startswith("Mesh model=4 serves 1 sequence of 4,096 tokens")
+
+
+@pytest.mark.parametrize(
+    ("asked", "takes", "expected"),
+    [
+        # a shard of 192 input features (GPT-2 small's 768 over model=4): the tile must divide it; 64 is the
+        # nearest power of two to 128 that does (256 is as near, and larger)
+        (check_format("int4", tile=128), lambda fmt: 192 % fmt.tile == 0, {"tile": 64}),
+        (
+            check_format("int4", tile=128, quantize_head=True),
+            lambda fmt: 192 % fmt.tile == 0 and not fmt.quantize_head,
+            {"tile": 64, "quantize_head": False},
+        ),
+        (
+            check_format("int4", tile=128, quantize_head=True),
+            lambda fmt: not fmt.quantize_head,
+            {"quantize_head": False},
+        ),
+        (check_format("awq-int4", group=128), lambda fmt: 512 % fmt.group == 0 and fmt.group >= 256, {"group": 256}),
+        (check_format("awq-int4", group=128), lambda fmt: False, None),
+    ],
+    ids=["tile", "tile-and-tied-head", "tied-head", "group-up", "nothing"],
+)
+def test_the_nearest_weight_options_change_as_little_as_they_can(asked, takes, expected):
+    assert nearest_options(asked, takes) == expected
+
+
+def test_the_serving_page_offers_the_weight_options_the_new_model_takes():
+    query = {"preset": "llama2-7b", "mesh": "model=8", "weights": "awq-int4", "group": "128", "device": "h100-sxm"}
+    at = pick(open_app(query, "pages/serving.py", editors=False), "t5-small")
+    # T5-small's 8 heads of 64 over 8 ranks: the output projection's shard has 64 input features, under the group
+    assert "the group of 128 does not divide its 64 input features" in shown_text(at.error[0])
+    click(at, "Use a group of 64, the nearest awq-int4 this model takes")
+    assert at.query_params["group"] == "64" and at.query_params["mesh"] == "model=8"
+    assert shown_text(at.success[0]).startswith("Mesh model=8 serves 1 sequence")
+    # GPT-2 small ties its head to the token table, which qwix keeps unquantized, and its heads are 64 wide
+    # (768 / 12), which qwix tiles on their own axis in the output projection: no tile of 128 (Llama's heads)
+    query = {"preset": "llama2-7b", "mesh": "model=2", "weights": "int4", "qhead": "true", "context": "1024"}
+    at = pick(open_app(query, "pages/serving.py", editors=False), "gpt2-small")
+    assert "tied embeddings" in shown_text(at.error[0])
+    click(at, "Use a tile of 64 and the output head unquantized, the nearest int4 this model takes")
+    assert at.query_params["qhead"] == "false" and at.query_params["tile"] == "64"
+    assert not at.error and shown_text(at.success[0]).startswith("Mesh model=2 serves 1 sequence of 1,024 tokens")

@@ -120,18 +120,20 @@ def setting_key(page: str, name: str) -> str:
     return f"{state.WIDGET_PREFIX}{page}.{name}"
 
 
-def offer(where: Any, label: str, key: str, value: str, *, help: str, rerun: Callable[[], None] | None = None) -> None:
-    """One click, in ``where`` (a container, a column or ``st``), that puts ``value`` into the
-    setting whose widget is ``key``: how a value the model refuses (after a switch of model) is
-    offered back at the nearest one it accepts. ``rerun`` is for a setting inside a fragment
-    (``rerun_with_link``); outside one the click reruns the page."""
+def offer(
+    where: Any, label: str, values: Mapping[str, str], *, help: str, rerun: Callable[[], None] | None = None
+) -> None:
+    """One click, in ``where`` (a container, a column or ``st``), that puts each of ``values`` (text
+    by widget key) into its setting's widget: how a value the model refuses (after a switch of
+    model) is offered back at the nearest one it accepts. ``rerun`` is for a click inside a fragment
+    (``st.rerun``, or ``rerun_with_link``); outside one the click reruns the page."""
 
     def use() -> None:
-        st.session_state[key] = value
+        st.session_state.update(values)
         if rerun is not None:
             rerun()
 
-    where.button(plain(label), key=f"offer.{key}", on_click=use, icon=":material/straighten:", help=help)
+    where.button(plain(label), key=f"offer.{'.'.join(values)}", on_click=use, icon=":material/straighten:", help=help)
 
 
 def parsed_setting(page: str, name: str, text: str, parse: Callable[[str], T], what: str) -> T:

@@ -456,8 +456,7 @@ def offer_mesh(
     frame.offer(
         where,
         f"Use {nearest.text}, the nearest mesh this model takes",
-        frame.setting_key(page, "mesh"),
-        nearest.text,
+        {frame.setting_key(page, "mesh"): nearest.text},
         help=f"{mesh.text} cannot lay {frame.describe(config)} out; {nearest.text} changes one axis's size.",
         rerun=rerun,
     )

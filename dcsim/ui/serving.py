@@ -23,6 +23,7 @@ import streamlit as st
 
 from dcsim.model import presets, registry
 from dcsim.model.config import ModelConfig
+from dcsim.quant.formats import WeightFormat
 from dcsim.requests.serving import SERVING
 from dcsim.serving import catalog, records, search
 from dcsim.serving.engine import ServingReport, compute_serving, context_limit, default_context
@@ -113,6 +114,17 @@ def serves_on(config: ModelConfig, serving: Serving) -> Callable[[meshes.MeshSpe
         return lambda mesh: False
     request = serving if limit is None else dataclasses.replace(serving, context=min(serving.context, limit))
     return lambda mesh: _serves(config.to_json(), dataclasses.replace(request, mesh=mesh))
+
+
+def serves_with(config: ModelConfig, serving: Serving) -> Callable[[WeightFormat], bool]:
+    """Whether ``serving`` with other weight options is served, on the same mesh, a context past
+    the model's positions taken at them (``serves_on``)."""
+    # Each option given, not the format alone: a request keeps its own options over a format's.
+    options = ("group", "bits", "tile", "quantize_head")
+    return lambda fmt: serves_on(
+        config,
+        dataclasses.replace(serving, weights=fmt.name, **{option: getattr(fmt, option) for option in options}),
+    )(serving.mesh)
 
 
 @st.cache_data(max_entries=MAX_CACHED, show_spinner="Trying what would make it serve…")

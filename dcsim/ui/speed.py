@@ -303,8 +303,7 @@ def serving_section(config: ModelConfig, report: ParamReport, served: ServingRep
         frame.offer(
             prompt_col,
             f"Use {units.many(context - 1, 'token')}, the longest prompt this context takes",
-            frame.setting_key(SERVING_PAGE, "prompt"),
-            str(context - 1),
+            {frame.setting_key(SERVING_PAGE, "prompt"): str(context - 1)},
             help="The prompt and the tokens generated after it share the context.",
         )
         return
