@@ -158,3 +158,13 @@ def test_the_serving_page_offers_the_weight_options_the_new_model_takes():
     click(at, "Use a tile of 64 and the output head unquantized, the nearest int4 this model takes")
     assert at.query_params["qhead"] == "false" and at.query_params["tile"] == "64"
     assert not at.error and shown_text(at.success[0]).startswith("Mesh model=2 serves 1 sequence of 1,024 tokens")
+
+
+def test_the_model_page_offers_the_weight_options_the_new_model_takes():
+    at = open_app({"preset": "llama2-7b", "weights": "int4", "qhead": "true"}, "pages/model.py", editors=False)
+    assert not at.error and not offers(at)
+    pick(at, "gpt2-small")
+    assert "tied embeddings" in shown_text(at.error[0])
+    click(at, "Use a tile of 64 and the output head unquantized, the nearest int4 this model takes")
+    assert not at.error and (at.query_params["tile"], at.query_params["qhead"]) == ("64", "false")
+    assert "Bytes per shard (int4)" in metrics(at)
