@@ -301,7 +301,7 @@ def serving_section(config: ModelConfig, report: ParamReport, served: ServingRep
             icon=":material/block:",
         )
         frame.offer(
-            prompt_col,
+            st,
             f"Use {units.many(context - 1, 'token')}, the longest prompt this context takes",
             {frame.setting_key(SERVING_PAGE, "prompt"): str(context - 1)},
             help="The prompt and the tokens generated after it share the context.",
