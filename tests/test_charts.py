@@ -448,7 +448,9 @@ def test_policies_that_keep_the_same_bytes_share_one_line():
     lines = memory_charts.policy_lines(points)
     assert sorted(set(lines["policy"])) == ["dots = minimal", "full", "none"]
     spec = memory_charts.activations_by_sequence(points, state_bytes=2**30, budget_bytes=2 * 2**30).to_dict()
-    curves, budget = spec["layer"]
+    curves, budget, label = spec["layer"]
+    assert label["mark"]["type"] == "text" and label["encoding"]["text"]["field"] == "text"
+    assert spec["datasets"][label["data"]["name"]][0]["text"] == "budget 2.00 GiB"  # the line named on the plot
     rows = spec["datasets"][curves["data"]["name"]]
     assert len(rows) == 6 and min(row["gib"] for row in rows) == 1 + 50 / 2**30  # the state is added
     assert curves["encoding"]["y"]["axis"]["values"] == [1.0, 2.0]
