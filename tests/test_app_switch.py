@@ -80,6 +80,9 @@ def test_the_memory_page_offers_the_mesh_the_state_and_the_step_take():
     assert at.query_params["mesh"] == "data=2,model=6"
     assert not [label for label in offers(at) if "mesh" in label]
     assert shown_text(at.success[0]).startswith("Mesh data=2,model=6 fits")
+    pick(at, "llama2-7b")  # back: 6 does not divide 32 heads
+    click(at, "Use data=2,model=4, the nearest mesh this model takes")
+    assert shown_text(at.success[0]).startswith("Mesh data=2,model=4 fits") and at.query_params["seq"] == "512"
     # ZeRO-0 splits no part: every device holds the whole state on any mesh, so without a step nothing is
     # refused; with one, Megatron's split of the activations still needs the `model` axis to divide the heads.
     zero = query | {"zero": "0"}
