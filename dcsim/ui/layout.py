@@ -411,7 +411,7 @@ def table_text(table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-MAX_MESH_TRIES = 24  # one layout each (cached): enough for every size within 2x of a mesh's axes up to 8
+MAX_MESH_TRIES = 24  # one layout each (cached), the nearest first: bounds a run's work when nothing near is taken
 
 
 def nearest_mesh(mesh: meshes.MeshSpec, accepts: Callable[[meshes.MeshSpec], bool]) -> meshes.MeshSpec | None:

@@ -251,5 +251,5 @@ def offer_options(
             frame.setting_key(page, _OPTION_LINKS[option]): "false" if value is False else str(value)
             for option, value in nearest.items()
         },
-        help=f"{fmt.name} as asked cannot hold {frame.describe(config)} on this mesh.",
+        help=f"{fmt.name} with the options asked cannot hold {frame.describe(config)}; this changes as few as it can.",
     )
