@@ -1,6 +1,7 @@
 """Every page's settings after a switch of model in place (issue 46, item 2): a mesh, a context, a
-prompt or a weight format's options that the new model refuses is refused with the reason and offered back, in one click, at the
-nearest value it takes; switching back treats the old model the same way."""
+prompt or a weight format's options that the new model refuses are refused with the reason and
+offered back, in one click, at the nearest value it takes; switching back treats the old model the
+same way."""
 
 import pytest
 
