@@ -72,6 +72,7 @@ share = shares.ideal_share(report.total_params, mesh.num_devices)
 st.subheader("Per device against the ideal share")
 if outcome.error:
     st.error(frame.plain(f"This layout is impossible: {outcome.error}"), icon=":material/error:")
+    layout.offer_mesh(st, "layout", config, mesh, layout.lays_out(config, strategy, rules))
 columns = st.columns(4)
 columns[0].metric("Total parameters", units.count(report.total_params))
 columns[1].metric(

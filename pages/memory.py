@@ -301,6 +301,7 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
         refused = memory.cached_activations(config, step, training.param_dtype, mesh)
         offer_sequence_limit(config, step)
     activations_bytes = None if traced is None else traced.bytes_per_device
+    layout.offer_mesh(st, memory.PAGE, config, mesh, memory.trains_on(config, setup), rerun=st.rerun)
 
     st.subheader("What each device holds")
     if held is None:

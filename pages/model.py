@@ -87,6 +87,9 @@ def show_answer(config: ModelConfig, error: str | None = None, fmt: WeightFormat
         if fmt is not None:
             if table is None:
                 st.error(frame.plain(f"Storage format {fmt.name}: {refusal}"), icon=":material/error:")
+                weights.offer_options(
+                    st, "model", config, fmt, lambda tried: weights.table(config, tried)[0] is not None
+                )
             else:
                 in_format = table.bytes_per_shard(config.num_shards)
                 figure(

@@ -109,6 +109,7 @@ if source_label is not None:
     params["source"] = serving.AUTO if source is None else str(source)
 state.set_page_params(params | speed.serving_params(device))
 
+request: Serving | None = None
 try:
     request = Serving(
         mesh=mesh,
@@ -149,7 +150,11 @@ if served is None:
             icon=":material/straighten:",
             help=f"A context of {units.many(context, 'token')} is past the model's {units.count(limit)} positions.",
         )
+    if request is not None:
+        layout.offer_mesh(verdict_box, serving.PAGE, config, mesh, serving.serves_on(config, request))
+        weights.offer_options(verdict_box, serving.PAGE, config, fmt, serving.serves_with(config, request))
     frame.stop_page()
+assert request is not None  # a report is made only from a request
 
 answer_first = serving.verdict(config, request)
 if answer_first is None:

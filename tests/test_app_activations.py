@@ -155,9 +155,10 @@ def test_activations_against_the_sequence_are_drawn_on_request():
     assert not at.exception
     specs = [json.loads(chart.proto.spec) for chart in at.get("vega_lite_chart")]
     (spec,) = [spec for spec in specs if "Sequence (tokens" in json.dumps(spec)]
-    # state + activations against the budget (issue 46): the curves, then the budget's line
-    curves, budget = spec["layer"]
+    # state + activations against the budget (issue 46): the curves, then the budget's line and its name
+    curves, budget, label = spec["layer"]
     assert curves["encoding"]["y"]["scale"]["type"] == "log" and budget["mark"]["type"] == "rule"
+    assert label["mark"]["type"] == "text"
     config = links.decode({key: [value] for key, value in SMALL.items()}).config
     rows = memory_ui.sequence_frame(
         config, activations.Step(sequence=32, attention="naive"), "bfloat16", parse_mesh("data=2")

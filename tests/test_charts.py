@@ -1,6 +1,7 @@
 """Chart builders, checked on the Vega-Lite they produce: encodings, scales, titles, alt text."""
 
 import dataclasses
+import re
 
 import pandas as pd
 import pytest
@@ -447,9 +448,56 @@ def test_policies_that_keep_the_same_bytes_share_one_line():
     lines = memory_charts.policy_lines(points)
     assert sorted(set(lines["policy"])) == ["dots = minimal", "full", "none"]
     spec = memory_charts.activations_by_sequence(points, state_bytes=2**30, budget_bytes=2 * 2**30).to_dict()
-    curves, budget = spec["layer"]
+    curves, budget, label = spec["layer"]
+    assert label["mark"]["type"] == "text" and label["encoding"]["text"]["field"] == "text"
+    assert spec["datasets"][label["data"]["name"]][0]["text"] == "budget 2.00 GiB"  # the line named on the plot
     rows = spec["datasets"][curves["data"]["name"]]
     assert len(rows) == 6 and min(row["gib"] for row in rows) == 1 + 50 / 2**30  # the state is added
     assert curves["encoding"]["y"]["axis"]["values"] == [1.0, 2.0]
     assert curves["encoding"]["x"]["axis"]["values"] == [1024, 2048]
     assert spec["datasets"][budget["data"]["name"]][0]["gib"] == 2.0
+
+
+# d3's format '~s' (SI prefix, zeros trimmed) at powers of ten, as d3 documents it, for reading count axes'
+# labelExpr by hand below (Vega runs only in the browser).
+D3_SI = {10.0**power: text for power, text in enumerate(["1", "10", "100", "1k", "10k", "100k", "1M", "10M", "100M"])}
+D3_SI |= {1e9: "1G", 1e10: "10G", 1e11: "100G", 1e12: "1T", 1e13: "10T"}
+
+
+def count_label(expression: str, value: float) -> str:
+    """What a count axis's ``labelExpr`` (``datum.value >= 1000 ? <replaces of format '~s'> :
+    format '~g'``) shows at ``value``: the d3 text, then each ``replace`` in the order it nests."""
+    condition, _, branches = expression.partition(" ? ")
+    counts, _, small = branches.rpartition(" : ") if branches else (expression, "", "")
+    if branches and not value >= float(condition.split(">=")[1]):
+        assert small == "format(datum.value, '~g')"
+        return f"{value:g}"
+    text = D3_SI[value]
+    for old, new in re.findall(r"(?<=\)), '([^']*)', '([^']*)'\)", counts):
+        text = text.replace(old, new)
+    return text
+
+
+def test_the_layout_pages_count_axes_read_as_counts_not_bytes():
+    from dcsim.report.chart_axes import SHARE_LABELS
+
+    # issue 46, item 7: "10B/100B" beside the byte axes read as bytes; Llama 2 7B replicated is 6.7 bn values a device
+    from dcsim.sharding import meshes
+    from dcsim.ui import layout as layout_widgets
+
+    config = ModelConfig(preset="llama2-7b")
+    report = count_params(config)
+    specs = [
+        layout_charts.layout_vs_ideal(layout_widgets.strategy_frame(config, meshes.parse_mesh("data=8"), ()), "fsdp"),
+        layout_charts.layout_sweep(layout_widgets.sweep_frame(report), 8, report.total_params // 8),
+    ]
+    labels = {}
+    for spec in (chart.to_dict() for chart in specs):
+        for layer in spec["layer"]:
+            for channel in layer.get("encoding", {}).values():
+                axis = channel.get("axis") if isinstance(channel, dict) else None
+                if axis and "values" in axis and "Values" in axis.get("title", ""):
+                    labels |= {value: count_label(axis["labelExpr"], value) for value in axis["values"]}
+    assert labels[1e10] == "10 bn" and labels[1e9] == "1 bn" and labels[1e8] == "100 M"
+    assert count_label(SHARE_LABELS, 2e4 / 2) == "10 k" and count_label(SHARE_LABELS, 0.01) == "0.01"
+    assert not [label for label in labels.values() if label.endswith("B") or "G" in label]

@@ -271,4 +271,10 @@ def activations_by_sequence(points: pd.DataFrame, state_bytes: int = 0, budget_b
         return curves
     budget = pd.DataFrame({"gib": [budget_bytes / GIB], "text": [f"budget {units.binary_bytes(budget_bytes)}"]})
     rule = alt.Chart(budget).mark_rule(color=BUDGET_COLOUR, strokeDash=[6, 3]).encode(y="gib:Q", tooltip="text:N")
-    return alt.layer(curves, rule)
+    # The line named on the plot, not only in its tooltip: beside a red policy line it reads as the budget.
+    label = (
+        alt.Chart(budget)
+        .mark_text(align="left", baseline="bottom", dx=4, dy=-3, color=BUDGET_COLOUR)
+        .encode(y="gib:Q", x=alt.value(0), text="text:N")
+    )
+    return alt.layer(curves, rule, label)

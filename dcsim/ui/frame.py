@@ -100,7 +100,7 @@ def seeded_setting(page: str, name: str, default: str, parse: Callable[[str], An
     box, in the session's memory or in the URL the app keeps in step: an untouched 4,096 becomes
     GPT-2's 1,024 rather than a refusal. Any other value, typed or from a link, stays; a constant
     default never moves."""
-    key = f"{state.WIDGET_PREFIX}{page}.{name}"
+    key = setting_key(page, name)
     started = st.session_state.setdefault(_started_from(page), {})
     previous = started.get(name, default)
     started[name] = default
@@ -113,6 +113,27 @@ def seeded_setting(page: str, name: str, default: str, parse: Callable[[str], An
         text, value = default, parse(default)
     st.session_state.setdefault(_last_valid(page), {})[name] = text
     return state.seed_widget(f"{page}.{name}", value if isinstance(value, str) else text)
+
+
+def setting_key(page: str, name: str) -> str:
+    """The widget key of ``page``'s setting ``name`` (``seeded_setting``'s)."""
+    return f"{state.WIDGET_PREFIX}{page}.{name}"
+
+
+def offer(
+    where: Any, label: str, values: Mapping[str, str], *, help: str, rerun: Callable[[], None] | None = None
+) -> None:
+    """One click, in ``where`` (a container, a column or ``st``), that puts each of ``values`` (text
+    by widget key) into its setting's widget: how a value the model refuses (after a switch of
+    model) is offered back at the nearest one it accepts. ``rerun`` is for a click inside a fragment
+    (``st.rerun``, or ``rerun_with_link``); outside one the click reruns the page."""
+
+    def use() -> None:
+        st.session_state.update(values)
+        if rerun is not None:
+            rerun()
+
+    where.button(plain(label), key=f"offer.{'.'.join(values)}", on_click=use, icon=":material/straighten:", help=help)
 
 
 def parsed_setting(page: str, name: str, text: str, parse: Callable[[str], T], what: str) -> T:

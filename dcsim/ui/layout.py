@@ -14,6 +14,7 @@ and the rules.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -408,3 +409,61 @@ def table_text(table: pd.DataFrame) -> pd.DataFrame:
         **{column: table[column].map(counts) for column in ("values_per_shard", "replication_factor", "stored_values")},
         status=table["status"].map(lambda status: _FLAGS.get(status, "") + status),
     )
+
+
+MAX_MESH_TRIES = 24  # one layout each (cached), the nearest first: bounds a run's work when nothing near is taken
+
+
+def nearest_mesh(mesh: meshes.MeshSpec, accepts: Callable[[meshes.MeshSpec], bool]) -> meshes.MeshSpec | None:
+    """The mesh nearest ``mesh`` that ``accepts`` takes, one axis's size changed (from 1 to twice
+    its size): the nearer size first, the smaller of two as near, the axes in the mesh's order.
+    None when none of the first ``MAX_MESH_TRIES`` is taken."""
+    tries = sorted(
+        (abs(size - asked), size > asked, index, size)
+        for index, (_, asked) in enumerate(mesh.axes)
+        for size in range(1, 2 * asked + 1)
+        if size != asked
+    )
+    for _, _, index, size in tries[:MAX_MESH_TRIES]:
+        axes = list(mesh.axes)
+        axes[index] = (axes[index][0], size)
+        try:
+            candidate = meshes.MeshSpec(tuple(axes))
+        except ValueError:  # past the devices a mesh may have
+            continue
+        if accepts(candidate):
+            return candidate
+    return None
+
+
+def offer_mesh(
+    where: Any,
+    page: str,
+    config: ModelConfig,
+    mesh: meshes.MeshSpec,
+    accepts: Callable[[meshes.MeshSpec], bool],
+    *,
+    rerun: Callable[[], None] | None = None,
+) -> None:
+    """When ``accepts`` refuses ``mesh`` (after a switch of model, a `model` axis that no longer
+    divides the heads), one click to the nearest mesh it takes (``nearest_mesh``), in ``where``;
+    ``rerun`` as ``frame.offer``'s (``st.rerun`` from inside a fragment: the mesh is outside it)."""
+    if accepts(mesh):
+        return
+    nearest = nearest_mesh(mesh, accepts)
+    if nearest is None:
+        return
+    frame.offer(
+        where,
+        f"Use {nearest.text}, the nearest mesh this model takes",
+        {frame.setting_key(page, "mesh"): nearest.text},
+        help=f"{mesh.text} cannot lay {frame.describe(config)} out; {nearest.text} changes one axis's size.",
+        rerun=rerun,
+    )
+
+
+def lays_out(
+    config: ModelConfig, strategy: str, rules: tuple[meshes.Rule, ...] = ()
+) -> Callable[[meshes.MeshSpec], bool]:
+    """Whether the configuration's every array can be placed on a mesh under ``strategy``."""
+    return lambda mesh: cached_layout(config, mesh, strategy, rules).error is None

@@ -35,7 +35,9 @@ from dcsim.memory import search
 from dcsim.memory import training as trainings
 from dcsim.memory.report import TrainingReport
 from dcsim.memory.state import MemoryReport, compute_memory
+from dcsim.memory.step import sequence_limit
 from dcsim.memory.training import PARTS, STAGES, Training
+from dcsim.model import registry
 from dcsim.model.config import ModelConfig
 from dcsim.quantities import amounts, units
 from dcsim.report import memory_charts
@@ -414,6 +416,37 @@ def _cached_memory(config_json: str, mesh_text: str, strategy: str, rules: str, 
 def cached_memory(config: ModelConfig, setup: Setup) -> Outcome:
     """``compute_memory`` of the configuration and setup, cached per their text."""
     return _cached_memory(*_key(config, setup))
+
+
+def lays_out(
+    config: ModelConfig, strategy: str, rules: tuple[meshes.Rule, ...], training: Training
+) -> Callable[[meshes.MeshSpec], bool]:
+    """Whether the training state of ``training`` can be laid out on a mesh (``cached_memory``): a
+    part the stage does not split is whole on every device, so ZeRO-0 takes any mesh."""
+
+    def accepts(mesh: meshes.MeshSpec) -> bool:
+        setup = Setup(mesh=mesh, strategy=strategy, rules=rules, training=training, budget=0, budget_text="")
+        return cached_memory(config, setup).error is None
+
+    return accepts
+
+
+def trains_on(config: ModelConfig, setup: Setup) -> Callable[[meshes.MeshSpec], bool]:
+    """Whether ``setup`` trains on a mesh: its state lays out (``lays_out``) and its step, if any,
+    traces there (Megatron's split needs the `model` axis to divide the heads), a sequence past the
+    model's positions taken at them: the mesh is offered apart from the sequence."""
+    state_on = lays_out(config, setup.strategy, setup.rules, setup.training)
+    step = setup.step
+    limit = sequence_limit(config) if step is not None and registry.family_of(config).trains else None
+    if limit is not None and step.sequence > limit:
+        step = dataclasses.replace(step, sequence=limit)
+
+    def accepts(mesh: meshes.MeshSpec) -> bool:
+        if not state_on(mesh):
+            return False
+        return step is None or not isinstance(cached_activations(config, step, setup.training.param_dtype, mesh), str)
+
+    return accepts
 
 
 @st.cache_data(max_entries=MAX_CACHED_FITS, show_spinner="Laying the state out on every mesh of the sweep…")

@@ -14,6 +14,8 @@ The mesh and strategy are the Layout and Memory pages' settings under the same l
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pandas as pd
@@ -21,10 +23,12 @@ import streamlit as st
 
 from dcsim.model import presets, registry
 from dcsim.model.config import ModelConfig
+from dcsim.quant.formats import WeightFormat
 from dcsim.requests.serving import SERVING
 from dcsim.serving import catalog, records, search
-from dcsim.serving.engine import ServingReport, compute_serving, default_context
+from dcsim.serving.engine import ServingReport, compute_serving, context_limit, default_context
 from dcsim.serving.request import Serving
+from dcsim.sharding import meshes
 from dcsim.ui import cache, frame
 
 T = TypeVar("T")
@@ -90,6 +94,37 @@ def _answer(config_json: str, serving: Serving) -> tuple[ServingReport | None, s
 def answer(config: ModelConfig, serving: Serving) -> tuple[ServingReport | None, search.MeshSearch | None, str | None]:
     """The report, the smallest-mesh search and the refusal (one of report or refusal), cached."""
     return _answer(config.to_json(), serving)
+
+
+@st.cache_data(max_entries=MAX_CACHED, show_spinner=False)
+def _serves(config_json: str, serving: Serving) -> bool:
+    try:
+        compute_serving(ModelConfig.from_json(config_json), serving)
+    except ValueError:
+        return False
+    return True
+
+
+def serves_on(config: ModelConfig, serving: Serving) -> Callable[[meshes.MeshSpec], bool]:
+    """Whether ``serving`` on another mesh is served (``compute_serving`` takes it), a context past
+    the model's positions taken at them: the mesh is offered apart from the context."""
+    try:
+        limit = context_limit(config)
+    except (TypeError, ValueError):  # a model that is not served: no mesh serves it
+        return lambda mesh: False
+    request = serving if limit is None else dataclasses.replace(serving, context=min(serving.context, limit))
+    return lambda mesh: _serves(config.to_json(), dataclasses.replace(request, mesh=mesh))
+
+
+def serves_with(config: ModelConfig, serving: Serving) -> Callable[[WeightFormat], bool]:
+    """Whether ``serving`` with other weight options is served, on the same mesh, a context past
+    the model's positions taken at them (``serves_on``)."""
+    # Each option given, not the format alone: a request keeps its own options over a format's.
+    options = ("group", "bits", "tile", "quantize_head")
+    return lambda fmt: serves_on(
+        config,
+        dataclasses.replace(serving, weights=fmt.name, **{option: getattr(fmt, option) for option in options}),
+    )(serving.mesh)
 
 
 @st.cache_data(max_entries=MAX_CACHED, show_spinner="Trying what would make it serve…")

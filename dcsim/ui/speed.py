@@ -317,6 +317,22 @@ def serving_section(config: ModelConfig, report: ParamReport, served: ServingRep
     prompt_col, dph_col = st.columns(2)
     prompt = _time_box(SERVING_PAGE, prompt_col, "prompt")
     dph = _time_box(SERVING_PAGE, dph_col, "dph", SERVING_DPH_HELP)
+    context = served.serving.context
+    if device != NO_DEVICE and int(prompt) >= context:  # the first token comes after the prompt, in the context
+        st.error(
+            frame.plain(
+                f"Prompt: {units.many(int(prompt), 'token')} leave no room for a token in the context of "
+                f"{units.many(context, 'token')} a sequence; the prompt must be shorter than the context."
+            ),
+            icon=":material/block:",
+        )
+        frame.offer(
+            st,
+            f"Use {units.many(context - 1, 'token')}, the longest prompt this context takes",
+            {frame.setting_key(SERVING_PAGE, "prompt"): str(context - 1)},
+            help="The prompt and the tokens generated after it share the context.",
+        )
+        return
     if device == NO_DEVICE:
         st.caption("Pick a device above for the decode speed: a typed budget has no speeds.")
         return

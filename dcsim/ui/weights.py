@@ -9,8 +9,11 @@ is in the link only when the format has it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -201,3 +204,52 @@ def write_button(table: QuantTable, key: str) -> None:
                 "dtypes checked. The file was deleted."
             )
         )
+
+
+def nearest_options(fmt: WeightFormat, accepts: Callable[[WeightFormat], bool]) -> dict[str, int | bool] | None:
+    """The options of ``fmt`` nearest what was asked that ``accepts`` takes: the output head left
+    unquantized (the tools' default; a tied head must be), else the group or the tile at the
+    nearest power of two (the smaller of two as near), with the head as asked, then unquantized.
+    The options changed, by name, or None when nothing near is taken."""
+    heads = [False] if fmt.quantize_head else []
+    if heads and accepts(dataclasses.replace(fmt, quantize_head=False)):
+        return {"quantize_head": False}
+    for option in ("group", "tile"):
+        asked = getattr(fmt, option)
+        if asked is None:
+            continue
+        powers = [1 << power for power in range(formats.MAX_GROUP.bit_length()) if 1 << power != asked]
+        for size in sorted(powers, key=lambda size: (abs(math.log2(size / asked)), size > asked)):
+            tried = dataclasses.replace(fmt, group=size) if option == "group" else dataclasses.replace(fmt, tile=size)
+            for head in [fmt.quantize_head, *heads]:
+                if accepts(dataclasses.replace(tried, quantize_head=head)):
+                    return {option: size} | ({} if head == fmt.quantize_head else {"quantize_head": head})
+    return None
+
+
+_OPTION_LINKS = {"quantize_head": "qhead", "group": "group", "tile": "tile"}
+
+
+def offer_options(
+    where: Any, page: str, config: ModelConfig, fmt: WeightFormat, accepts: Callable[[WeightFormat], bool]
+) -> None:
+    """When ``accepts`` refuses ``fmt`` (after a switch of model, a group wider than a shard's input
+    features, a quantized head that is a tied token table), one click to the nearest options it
+    takes (``nearest_options``), in ``where``."""
+    if accepts(fmt):
+        return
+    nearest = nearest_options(fmt, accepts)
+    if nearest is None:
+        return
+    said = [f"a {option} of {value:,}" for option, value in nearest.items() if option != "quantize_head"]
+    if "quantize_head" in nearest:
+        said.append("the output head unquantized")
+    frame.offer(
+        where,
+        f"Use {' and '.join(said)}, the nearest {fmt.name} this model takes",
+        {
+            frame.setting_key(page, _OPTION_LINKS[option]): "false" if value is False else str(value)
+            for option, value in nearest.items()
+        },
+        help=f"{fmt.name} with the options asked cannot hold {frame.describe(config)}; this changes as few as it can.",
+    )
