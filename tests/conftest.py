@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import compile_flags  # noqa: F401  (first: XLA's flags for this process's compiles, before dcsim's imports)
 import fake_hub
 import faults
 import pytest
