@@ -123,21 +123,29 @@ def restore(case):
             restored = checkpointer.restore(case["folder"], targets)
         jax.block_until_ready(restored)
         arrays = {"bytes_read": bytes_read() - before}
-        for name, array in restored.items():
-            shards = [None] * len(order)
-            for shard in array.addressable_shards:
-                index = [
-                    [part.start or 0, part.stop if part.stop is not None else dim]
-                    for part, dim in zip(shard.index, array.shape, strict=True)
-                ]
-                shards[order[shard.device.id]] = {"index": index, "bytes": int(shard.data.nbytes)}
-            arrays[name] = {
-                "same_bits": bool(np.array_equal(_bits(np.asarray(array)), _bits(values[name]))),
-                "same_sharding": array.sharding.is_equivalent_to(targets[name].sharding, array.ndim),
-                "shards": shards,
-            }
+        arrays |= _restored(restored, values, {name: t.sharding for name, t in targets.items()}, order)
         found.append(arrays)
     return found
+
+
+def _restored(restored, values, shardings, order):
+    """Each restored array: whether its bits are the saved ones, whether its sharding is the one
+    asked, and each device's shard (its index and bytes, in the mesh's device order)."""
+    arrays = {}
+    for name, array in restored.items():
+        shards = [None] * len(order)
+        for shard in array.addressable_shards:
+            index = [
+                [part.start or 0, part.stop if part.stop is not None else dim]
+                for part, dim in zip(shard.index, array.shape, strict=True)
+            ]
+            shards[order[shard.device.id]] = {"index": index, "bytes": int(shard.data.nbytes)}
+        arrays[name] = {
+            "same_bits": bool(np.array_equal(_bits(np.asarray(array)), _bits(values[name]))),
+            "same_sharding": array.sharding.is_equivalent_to(shardings[name], array.ndim),
+            "shards": shards,
+        }
+    return arrays
 
 
 def _tree(flat):
@@ -181,21 +189,7 @@ def restore_from(case):
         targets = {name: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=shardings[name]) for name, v in values.items()}
         with ocp.StandardCheckpointer() as checkpointer:
             restored = _flat(checkpointer.restore(case["folder"], _tree(targets)))
-        arrays = {}
-        for name, array in restored.items():
-            shards = [None] * len(order)
-            for shard in array.addressable_shards:
-                index = [
-                    [part.start or 0, part.stop if part.stop is not None else dim]
-                    for part, dim in zip(shard.index, array.shape, strict=True)
-                ]
-                shards[order[shard.device.id]] = {"index": index, "bytes": int(shard.data.nbytes)}
-            arrays[name] = {
-                "same_bits": bool(np.array_equal(_bits(np.asarray(array)), _bits(values[name]))),
-                "same_sharding": array.sharding.is_equivalent_to(shardings[name], array.ndim),
-                "shards": shards,
-            }
-        found["restores"].append(arrays)
+        found["restores"].append(_restored(restored, values, shardings, order))
     for target in case["refusals"]:
         mesh = _mesh(target["mesh"])
         targets = {
