@@ -80,6 +80,32 @@ def test_the_file_is_its_own_model_and_keeps_the_shards_dtype_seed_and_batch():
 
 
 @pytest.mark.parametrize(
+    ("changes", "dtype"),
+    [
+        ({"torch_dtype": "bfloat16"}, "bfloat16"),
+        ({"torch_dtype": "float16"}, "float16"),
+        ({"dtype": "bfloat16", "torch_dtype": "float32"}, "bfloat16"),  # transformers 4.56 writes `dtype`
+        ({"torch_dtype": "auto"}, "float64"),
+        ({"torch_dtype": "float8_e4m3fn"}, "float64"),
+        ({"torch_dtype": 16}, "float64"),
+        ({}, "float64"),
+    ],
+    ids=["bfloat16", "float16", "dtype-first", "auto", "not-a-storage-dtype", "not-text", "none-said"],
+)
+def test_the_storage_dtype_is_the_models_own_else_the_one_kept(changes, dtype):
+    base = ModelConfig(num_shards=8, dtype="float64")
+    config, _ = hf.read_config_file(edited("mistral-7b", **changes), base=base)
+    assert (config.dtype, config.num_shards) == (dtype, 8)
+
+
+def test_a_dtype_the_person_chose_is_kept_over_the_files():
+    data = json.loads(edited("mistral-7b", torch_dtype="bfloat16"))
+    kept = hf.from_hf_config(data, ModelConfig(dtype="float32"), keep_dtype=True).config
+    assert kept.dtype == "float32"
+    assert hf.from_hf_config(data, ModelConfig(dtype="float32")).config.dtype == "bfloat16"
+
+
+@pytest.mark.parametrize(
     ("changes", "name"),
     [
         ({"_name_or_path": "google/gemma-7b"}, "google/gemma-7b"),

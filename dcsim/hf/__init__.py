@@ -27,7 +27,7 @@ from dcsim.hf.table import MODEL_TYPES as TYPES
 from dcsim.hf.table import nearest
 from dcsim.inputs import json_kind, json_size, load_json, show
 from dcsim.model import schemas
-from dcsim.model.config import MAX_CONFIG_BYTES, MAX_NAME_CHARS, ModelConfig, Origin
+from dcsim.model.config import DTYPES, MAX_CONFIG_BYTES, MAX_NAME_CHARS, ModelConfig, Origin
 
 MODEL_TYPES = tuple(TYPES)  # every model_type dcsim opens, in the table's order
 
@@ -75,12 +75,25 @@ def model_name(data: Mapping[str, Any], model_class: str) -> str:
     return model_class
 
 
-def from_hf_config(data: Any, base: ModelConfig | None = None) -> Imported:
+def saved_dtype(data: Mapping[str, Any]) -> str | None:
+    """The dtype the file says its weights are saved in, when dcsim's byte figures have it: its
+    ``dtype`` (transformers writes that name from 4.56 on), else its ``torch_dtype``. None for a
+    file that says nothing, ``auto``, or a dtype dcsim does not store in."""
+    for key in ("dtype", "torch_dtype"):
+        value = data.get(key)
+        if value is not None:
+            return value if isinstance(value, str) and value in DTYPES else None
+    return None
+
+
+def from_hf_config(data: Any, base: ModelConfig | None = None, *, keep_dtype: bool = False) -> Imported:
     """The dcsim configuration of a parsed Hugging Face ``config.json``.
 
-    ``base`` gives the shard count, storage dtype, seed and batch size to keep (defaults
-    otherwise). Raises ``ValueError``/``TypeError`` naming the field when the file cannot be counted
-    exactly.
+    ``base`` gives the shard count, seed and batch size to keep (defaults otherwise). The storage
+    dtype is the model's own (``saved_dtype``: a bfloat16 model's bytes are counted in bfloat16, as
+    its checkpoint holds them), or ``base``'s when the file names none or ``keep_dtype`` says the
+    person chose one (a link's ``dtype``). Raises ``ValueError``/``TypeError`` naming the field when
+    the file cannot be counted exactly.
     """
     if not isinstance(data, dict):
         raise TypeError(f"a Hugging Face config must be a JSON object, got {json_kind(data)}")
@@ -106,7 +119,7 @@ def from_hf_config(data: Any, base: ModelConfig | None = None) -> Imported:
     try:
         config = ModelConfig(
             num_shards=base.num_shards,
-            dtype=base.dtype,
+            dtype=(None if keep_dtype else saved_dtype(data)) or base.dtype,
             seed=base.seed,
             batch_size=base.batch_size,
             origin=origin,
