@@ -182,3 +182,14 @@ def test_a_hub_link_stores_in_the_models_dtype_unless_it_names_one(monkeypatch, 
     assert total(at) == LLAMA_TOTAL
     assert at.session_state[state.CONFIG].dtype == dtype
     assert at.query_params["dtype"] == dtype  # the link it writes keeps that meaning
+
+
+def test_the_hub_box_opens_a_bfloat16_model_in_bfloat16(monkeypatch):
+    bf16 = json.loads(fake_hub.llama().files["main"]) | {"torch_dtype": "bfloat16"}
+    with fake_hub.endpoint(monkeypatch, {LLAMA: fake_hub.Repo(files={"main": json.dumps(bf16).encode()})}):
+        at = submit(hub_box(open_app({"shards": "8"}, editors=False)), LLAMA)
+    assert total(at) == LLAMA_TOTAL
+    assert next(box for box in at.selectbox if box.label == "Storage dtype").value == "bfloat16"
+    assert next(metric.value for metric in at.metric if metric.label == "Bytes per shard (bfloat16)").startswith(
+        f"{6_738_415_616 * 2 // 8:,} bytes"
+    )
