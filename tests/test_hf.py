@@ -94,8 +94,24 @@ def test_the_file_is_its_own_model_and_keeps_the_shards_dtype_seed_and_batch():
 )
 def test_the_storage_dtype_is_the_models_own_else_the_one_kept(changes, dtype):
     base = ModelConfig(num_shards=8, dtype="float64")
-    config, _ = hf.read_config_file(edited("mistral-7b", **changes), base=base)
+    config, note = hf.read_config_file(edited("mistral-7b", **changes), base=base)
     assert (config.dtype, config.num_shards) == (dtype, 8)
+    said = f" Bytes in {dtype}, the model's own dtype."
+    assert note.endswith(said) if dtype != "float64" else said not in note  # said only when the file chose it
+
+
+def test_count_of_a_bfloat16_file_gives_bytes_per_shard_in_bfloat16_unless_dtype_is_given(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_bytes(edited("mistral-7b", torch_dtype="bfloat16"))
+    total = COUNTS["mistral-7b"]  # transformers' count
+    assert main(["count", "--config", str(path), "--shards", "8", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    record = json.loads(out)
+    assert (record["dtype"], record["bytes_per_shard"]) == ("bfloat16", total * 2 // 8)
+    assert "Bytes in bfloat16, the model's own dtype." in err
+    assert main(["count", "--config", str(path), "--shards", "8", "--dtype", "float32", "--format", "json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert (record["dtype"], record["bytes_per_shard"]) == ("float32", total * 4 // 8)
 
 
 def test_a_dtype_the_person_chose_is_kept_over_the_files():

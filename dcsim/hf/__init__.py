@@ -41,17 +41,20 @@ class Imported:
     """A Hugging Face configuration opened as a dcsim one.
 
     Attributes:
-      config: the model, its ``origin`` naming it (shards, dtype, seed and batch kept from the
-        configuration it replaced).
+      config: the model, its ``origin`` naming it (shards, seed and batch kept from the
+        configuration it replaced; the dtype the file's own, where it names one).
       counted_as: what is counted, in transformers' terms (``LlamaForCausalLM: ...``).
+      stored: a sentence saying that the bytes are in the file's own dtype, when they are (empty
+        otherwise), so the person sees why the storage dtype changed.
     """
 
     config: ModelConfig
     counted_as: str
+    stored: str = ""
 
     def message(self) -> str:
         assert self.config.origin is not None
-        return f"Opened {self.config.origin.title}. Counted as {self.counted_as}."
+        return f"Opened {self.config.origin.title}. Counted as {self.counted_as}.{self.stored}"
 
 
 def is_hf_config(data: Any) -> bool:
@@ -116,10 +119,11 @@ def from_hf_config(data: Any, base: ModelConfig | None = None, *, keep_dtype: bo
     overrides = {name: value for name, value in fields.hparams.items() if defaults[name] != value}
     origin = Origin(name=model_name(data, model_class), model_type=model_type, family=family)
     base = base or ModelConfig()
+    own = None if keep_dtype else saved_dtype(data)
     try:
         config = ModelConfig(
             num_shards=base.num_shards,
-            dtype=(None if keep_dtype else saved_dtype(data)) or base.dtype,
+            dtype=own or base.dtype,
             seed=base.seed,
             batch_size=base.batch_size,
             origin=origin,
@@ -128,7 +132,8 @@ def from_hf_config(data: Any, base: ModelConfig | None = None, *, keep_dtype: bo
     except ValueError as err:  # hyperparameters taken together, named as dcsim names them
         renamed = ", ".join(f"{name} is {key}" for name, key in fields.source.items() if name != key)
         raise ValueError(f"{err} (dcsim's names; in this file {renamed})") from None
-    return Imported(config=config, counted_as=counted_as)
+    stored = f" Bytes in {own}, the model's own dtype." if own else ""
+    return Imported(config=config, counted_as=counted_as, stored=stored)
 
 
 def read_config_file(raw: bytes | str, base: ModelConfig | None = None) -> tuple[ModelConfig, str | None]:

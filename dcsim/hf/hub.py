@@ -478,5 +478,5 @@ def open_model(
     config = dataclasses.replace(imported.config, origin=origin)
     commit = f" at commit {fetched.commit[:12]}" if fetched.commit else ""
     cached = " from the local Hugging Face cache" if fetched.source == "cache" else ""
-    message = f"Opened {origin.title}{commit}{cached}. Counted as {imported.counted_as}."
+    message = f"Opened {origin.title}{commit}{cached}. Counted as {imported.counted_as}.{imported.stored}"
     return Opened(config=config, message=message, fetched=fetched)
