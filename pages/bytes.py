@@ -8,14 +8,13 @@ from dcsim.memory import training as trainings
 from dcsim.model import breakdown, optimizer
 from dcsim.quantities import payload, units
 from dcsim.report import model_charts, tables
-from dcsim.ui import cache, frame, router, state, widgets
+from dcsim.ui import cache, frame, model, router, state, widgets
 
 router.require_router()
 
 NOT_CHECKPOINT = "Raw estimate: values x bytes per value. **Not the checkpoint size.**"
 
-st.header("Raw payload bytes")
-config = state.config()
+config, _counted = model.heading("Raw payload bytes")
 dtype_col, _ = st.columns(2)
 with dtype_col:
     dtype = widgets.dtype_choice(config, page="bytes")

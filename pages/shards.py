@@ -5,12 +5,11 @@ import streamlit as st
 from dcsim.quantities import payload, units
 from dcsim.report import model_charts, tables
 from dcsim.sharding import shares
-from dcsim.ui import cache, frame, router, state, widgets
+from dcsim.ui import cache, frame, model, router, widgets
 
 router.require_router()
 
-st.header("Ideal share per shard")
-config = state.config()
+config, _counted = model.heading("Ideal share per shard")
 shards_col, dtype_col = st.columns(2)
 with shards_col:
     num_shards = widgets.number(

@@ -334,6 +334,5 @@ def test_bytes_page_layer_chart_follows_the_dtype():
 
 def test_links_between_pages_carry_the_configuration():
     at = open_app({"input_dim": "784", "layers": "512x2_10"}, "pages/shards.py")
-    link = at.get("page_link")[0].proto
-    assert "layout" in link.page
+    (link,) = [link.proto for link in at.get("page_link") if "layout" in link.proto.page]
     assert "layers=512x2_10" in link.query_string

@@ -3,6 +3,9 @@
 reopens without the Hub), a link whose model cannot be fetched, hostile ``hf``/``rev`` values, and
 the Model page's Hub id box with a gated model's token, which stays out of the link and the page."""
 
+import json
+
+import fake_hub
 import hostile
 import pytest
 from fake_hub import GATED_TOKEN, LLAMA
@@ -165,3 +168,28 @@ def test_an_offline_server_opens_from_its_cache_and_says_it_is_offline(gated_hub
     assert "HF_HUB_OFFLINE is set on this server" in texts(at)
     assert "HF_HUB_OFFLINE is set, and config.json of other/model is not in the Hugging Face cache" in texts(at)
     assert gated_hub.requests == []
+
+
+@pytest.mark.parametrize(
+    ("query", "dtype"),
+    [({}, "bfloat16"), ({"dtype": "float32"}, "float32")],
+    ids=["the-models-own", "the-links"],
+)
+def test_a_hub_link_stores_in_the_models_dtype_unless_it_names_one(monkeypatch, query, dtype):
+    bf16 = json.loads(fake_hub.llama().files["main"]) | {"torch_dtype": "bfloat16"}
+    with fake_hub.endpoint(monkeypatch, {LLAMA: fake_hub.Repo(files={"main": json.dumps(bf16).encode()})}):
+        at = open_app({"hf": LLAMA, **query}, editors=False)
+    assert total(at) == LLAMA_TOTAL
+    assert at.session_state[state.CONFIG].dtype == dtype
+    assert at.query_params["dtype"] == dtype  # the link it writes keeps that meaning
+
+
+def test_the_hub_box_opens_a_bfloat16_model_in_bfloat16(monkeypatch):
+    bf16 = json.loads(fake_hub.llama().files["main"]) | {"torch_dtype": "bfloat16"}
+    with fake_hub.endpoint(monkeypatch, {LLAMA: fake_hub.Repo(files={"main": json.dumps(bf16).encode()})}):
+        at = submit(hub_box(open_app({"shards": "8"}, editors=False)), LLAMA)
+    assert total(at) == LLAMA_TOTAL
+    assert next(box for box in at.selectbox if box.label == "Storage dtype").value == "bfloat16"
+    assert next(metric.value for metric in at.metric if metric.label == "Bytes per shard (bfloat16)").startswith(
+        f"{6_738_415_616 * 2 // 8:,} bytes"
+    )

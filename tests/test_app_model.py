@@ -2,6 +2,7 @@
 from a file shown under its own name, derived hyperparameters that follow, and what a refused
 upload says where a phone's reader sees it."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -290,3 +291,14 @@ def test_a_value_typed_over_a_drawn_moved_value_is_the_persons(monkeypatch):
     browser.edit("num_kv_heads", 12, then_draw=True)  # seen as 24, set to 12 on purpose: kept
     browser.edit("num_heads", 48, then_draw=True)
     assert browser.shows[browser.key("num_kv_heads")] == 12  # set by the person: it follows no more
+
+
+def test_an_opened_bfloat16_model_stores_its_bytes_in_bfloat16():
+    data = json.loads((HF / "mistral-7b.json").read_bytes()) | {"torch_dtype": "bfloat16"}
+    at = upload(open_app({"shards": "8"}), "config.json", json.dumps(data).encode())
+    assert next(box for box in at.selectbox if box.label == "Storage dtype").value == "bfloat16"
+    total = 7_241_732_096  # Mistral 7B v0.1, transformers' count (tests/data/hf/counts.json)
+    assert metrics(at)["Total parameters"] == f"{total:,}"
+    assert metrics(at)["Bytes per shard (bfloat16)"].startswith(f"{total * 2 // 8:,} bytes")
+    assert not any(label.startswith("Bytes per shard (float32") for label in metrics(at))
+    assert at.query_params["dtype"] == "bfloat16"

@@ -52,3 +52,22 @@ def test_a_bad_link_value_is_named_and_the_default_used():
     assert any("`policy` must be one of single-replica" in text for text in warnings), warnings
     assert plan_figures(at)["Hosts that write"] == "8 of 8"  # data=64, ZeRO-3: every host writes
     assert contents.SAVED_PARTS  # the plan saves memory's parts less the grads
+
+
+@pytest.mark.parametrize(
+    ("settings", "says"),
+    [
+        ({"pmesh": "data=8", "dph": "3"}, "“Devices a host” must divide the mesh's 8 devices"),
+        ({"pmesh": "data=8", "dph": "2", "async": "on"}, "“Async save” needs “Accelerator” with a host link figure"),
+        (
+            {"pmesh": "data=4", "dph": "2", "rmesh": "data=3"},
+            "“Restore onto mesh”: the restore cannot lay the checkpoint out",
+        ),
+    ],
+    ids=["devices-a-host", "async", "restore-mesh"],
+)
+def test_a_refused_plan_names_the_pages_own_controls(settings, says):
+    at = open_app({**MLP, **settings}, PAGE, editors=False, timeout=120)
+    (refusal,) = [shown(error) for error in at.error if "This plan cannot be made" in shown(error)]
+    assert says in refusal
+    assert "--" not in refusal  # the command line's flags are not on this page

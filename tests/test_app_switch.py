@@ -111,7 +111,10 @@ def test_the_serving_page_offers_the_context_the_mesh_and_the_prompt_each_in_one
     assert shown_text(at.success[0]).startswith("Mesh model=6 serves 1 sequence of 1,024 tokens")
     # the time section's prompt of 2,000 tokens cannot sit in a context of 1,024: no first-token time for it
     assert "First token (estimate)" not in metrics(at)
-    assert "Prompt: 2,000 tokens leave no room" in shown_text(at.error[0])
+    assert shown_text(at.error[0]) == (
+        "Prompt: 2,000 tokens leave no room for a token in a context of 1,024 tokens a sequence; the prompt must "
+        "be shorter than the context (at most 1,023 tokens)."
+    )
     click(at, "Use 1,023 tokens, the longest prompt this context takes")
     assert not at.error and at.query_params["prompt"] == "1023"
     assert "First token (estimate)" in metrics(at)

@@ -19,7 +19,7 @@ from dcsim.checkpoint.plan import storage as storages
 from dcsim.checkpoint.plan import writers
 from dcsim.checkpoint.plan.loss import local_loss
 from dcsim.checkpoint.plan.placement import Hosts, check_devices_per_host, placement
-from dcsim.checkpoint.plan.plan import PlanRequest, plan_checkpoint
+from dcsim.checkpoint.plan.plan import PlanRequest, SettingNames, plan_checkpoint
 from dcsim.checkpoint.plan.restore import plan_restore
 from dcsim.memory.state import StateArray, compute_memory
 from dcsim.memory.training import Training
@@ -378,6 +378,24 @@ def test_the_plan_record_has_exactly_the_issue_s_keys():
 def test_a_restore_mesh_that_cannot_hold_the_arrays_is_refused():
     with pytest.raises(ValueError, match="--restore-mesh: the restore cannot lay the checkpoint out"):
         plan_checkpoint(MLP, state("data=4"), PlanRequest(devices_per_host=2, restore_mesh=parse_mesh("data=3")))
+
+
+PAGE_WORDS = SettingNames(devices_per_host="Hosts of", device="Chip", asynchronous="Async", restore_mesh="Restore on")
+
+
+@pytest.mark.parametrize(
+    ("mesh", "request_", "says"),
+    [
+        ("data=8", {"devices_per_host": 3}, "Hosts of must divide the mesh's 8 devices"),
+        ("data=8", {"devices_per_host": 2, "asynchronous": True}, "Async needs Chip with a host link figure"),
+        ("data=4", {"devices_per_host": 2, "restore_mesh": parse_mesh("data=3")}, "Restore on: the restore cannot"),
+    ],
+    ids=["devices-a-host", "async", "restore-mesh"],
+)
+def test_refusals_name_the_settings_as_the_request_names_them(mesh, request_, says):
+    with pytest.raises(ValueError, match="^" + says) as raised:
+        plan_checkpoint(MLP, state(mesh), PlanRequest(**request_, names=PAGE_WORDS))
+    assert "--" not in str(raised.value)
 
 
 def test_the_numbering_is_per_spec_not_per_device():

@@ -80,6 +80,48 @@ def test_the_file_is_its_own_model_and_keeps_the_shards_dtype_seed_and_batch():
 
 
 @pytest.mark.parametrize(
+    ("changes", "dtype"),
+    [
+        ({"torch_dtype": "bfloat16"}, "bfloat16"),
+        ({"torch_dtype": "float16"}, "float16"),
+        ({"dtype": "bfloat16", "torch_dtype": "float32"}, "bfloat16"),  # transformers 4.56 writes `dtype`
+        ({"torch_dtype": "auto"}, "float64"),
+        ({"torch_dtype": "float8_e4m3fn"}, "float64"),
+        ({"torch_dtype": 16}, "float64"),
+        ({}, "float64"),
+    ],
+    ids=["bfloat16", "float16", "dtype-first", "auto", "not-a-storage-dtype", "not-text", "none-said"],
+)
+def test_the_storage_dtype_is_the_models_own_else_the_one_kept(changes, dtype):
+    base = ModelConfig(num_shards=8, dtype="float64")
+    config, note = hf.read_config_file(edited("mistral-7b", **changes), base=base)
+    assert (config.dtype, config.num_shards) == (dtype, 8)
+    said = f" Bytes in {dtype}, the model's own dtype."
+    assert note.endswith(said) if dtype != "float64" else said not in note  # said only when the file chose it
+
+
+def test_count_of_a_bfloat16_file_gives_bytes_per_shard_in_bfloat16_unless_dtype_is_given(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_bytes(edited("mistral-7b", torch_dtype="bfloat16"))
+    total = COUNTS["mistral-7b"]  # transformers' count
+    assert main(["count", "--config", str(path), "--shards", "8", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    record = json.loads(out)
+    assert (record["dtype"], record["bytes_per_shard"]) == ("bfloat16", total * 2 // 8)
+    assert "Bytes in bfloat16, the model's own dtype." in err
+    assert main(["count", "--config", str(path), "--shards", "8", "--dtype", "float32", "--format", "json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert (record["dtype"], record["bytes_per_shard"]) == ("float32", total * 4 // 8)
+
+
+def test_a_dtype_the_person_chose_is_kept_over_the_files():
+    data = json.loads(edited("mistral-7b", torch_dtype="bfloat16"))
+    kept = hf.from_hf_config(data, ModelConfig(dtype="float32"), keep_dtype=True).config
+    assert kept.dtype == "float32"
+    assert hf.from_hf_config(data, ModelConfig(dtype="float32")).config.dtype == "bfloat16"
+
+
+@pytest.mark.parametrize(
     ("changes", "name"),
     [
         ({"_name_or_path": "google/gemma-7b"}, "google/gemma-7b"),

@@ -176,6 +176,32 @@ def test_serve_keeps_a_devices_budget_when_its_speed_lacks_a_figure(capsys):
     assert record["time"] is None and "l4 has no scale up bytes per second figure" in record["time_note"]
 
 
+@pytest.mark.parametrize("prompt", [256, 257, 10_000])
+def test_serve_refuses_a_prompt_that_fills_the_context_in_one_line(capsys, prompt):
+    flags = ("--device", "h100-sxm", "--context", "256", "--prompt", str(prompt))
+    line = refused_in_one_line(capsys, "serve", "--preset", "llama3.1-8b", *flags)
+    assert line == (
+        f"dcsim: error: --prompt: {prompt:,} tokens leave no room for a token in a context of 256 tokens a sequence; "
+        "the prompt must be shorter than the context (at most 255 tokens)\n"
+    )
+
+
+def test_the_engine_refuses_a_prompt_as_long_as_the_context_and_takes_one_shorter():
+    from dcsim.serving.engine import compute_serving
+    from dcsim.serving.request import Serving
+    from dcsim.speed import serving as speeds
+
+    config = ModelConfig(preset="gpt2-small")
+    params = count_params(config)
+    report = compute_serving(config, Serving(mesh=MeshSpec((("data", 1),)), device="h100-sxm", context=1024), params)
+    asked = functools.partial(speeds.SpeedRequest, report=report, config=config, params=params, device=H100)
+    with pytest.raises(speeds.PromptTooLong, match=r"^1,024 tokens leave no room .* \(at most 1,023 tokens\)$") as err:
+        asked(prompt=1024)
+    assert err.value.longest == 1023 and isinstance(err.value, ValueError)
+    speed = speeds.decode_speed(asked(prompt=1023))  # the longest prompt: its first token is the context's last
+    assert speed.prompt == 1023 and speed.time_to_first_token_seconds > 0
+
+
 def test_the_throughput_latency_curve_up_to_the_memory_limit():
     """Llama 2 7B in bfloat16 on one H100 at 4,096 tokens: doubling sequences up to serve's own most
     (29), each step slower and each device faster; a point at the report's own concurrency reads the

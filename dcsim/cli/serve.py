@@ -218,6 +218,8 @@ def run(args: argparse.Namespace) -> str:
                 report=served, config=config, params=report, device=accelerator, prompt=prompt, devices_per_host=dph
             )
             speed, curve = speeds.decode_speed(request), speeds.speed_curve(request)
+        except speeds.PromptTooLong as err:  # bad input: refused, as the page refuses it
+            raise UsageError(f"--prompt: {err}") from None
         except ValueError as err:  # the budget stands as before; the speed says what it lacks
             no_speed = f"no decode speed: {err}"
     elif args.prompt != TIMING["prompt"].flag_default or args.devices_per_host != TIMING["dph"].flag_default:

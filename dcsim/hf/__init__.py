@@ -27,7 +27,7 @@ from dcsim.hf.table import MODEL_TYPES as TYPES
 from dcsim.hf.table import nearest
 from dcsim.inputs import json_kind, json_size, load_json, show
 from dcsim.model import schemas
-from dcsim.model.config import MAX_CONFIG_BYTES, MAX_NAME_CHARS, ModelConfig, Origin
+from dcsim.model.config import DTYPES, MAX_CONFIG_BYTES, MAX_NAME_CHARS, ModelConfig, Origin
 
 MODEL_TYPES = tuple(TYPES)  # every model_type dcsim opens, in the table's order
 
@@ -41,17 +41,20 @@ class Imported:
     """A Hugging Face configuration opened as a dcsim one.
 
     Attributes:
-      config: the model, its ``origin`` naming it (shards, dtype, seed and batch kept from the
-        configuration it replaced).
+      config: the model, its ``origin`` naming it (shards, seed and batch kept from the
+        configuration it replaced; the dtype the file's own, where it names one).
       counted_as: what is counted, in transformers' terms (``LlamaForCausalLM: ...``).
+      stored: a sentence saying that the bytes are in the file's own dtype, when they are (empty
+        otherwise), so the person sees why the storage dtype changed.
     """
 
     config: ModelConfig
     counted_as: str
+    stored: str = ""
 
     def message(self) -> str:
         assert self.config.origin is not None
-        return f"Opened {self.config.origin.title}. Counted as {self.counted_as}."
+        return f"Opened {self.config.origin.title}. Counted as {self.counted_as}.{self.stored}"
 
 
 def is_hf_config(data: Any) -> bool:
@@ -75,12 +78,25 @@ def model_name(data: Mapping[str, Any], model_class: str) -> str:
     return model_class
 
 
-def from_hf_config(data: Any, base: ModelConfig | None = None) -> Imported:
+def saved_dtype(data: Mapping[str, Any]) -> str | None:
+    """The dtype the file says its weights are saved in, when dcsim's byte figures have it: its
+    ``dtype`` (transformers writes that name from 4.56 on), else its ``torch_dtype``. None for a
+    file that says nothing, ``auto``, or a dtype dcsim does not store in."""
+    for key in ("dtype", "torch_dtype"):
+        value = data.get(key)
+        if value is not None:
+            return value if isinstance(value, str) and value in DTYPES else None
+    return None
+
+
+def from_hf_config(data: Any, base: ModelConfig | None = None, *, keep_dtype: bool = False) -> Imported:
     """The dcsim configuration of a parsed Hugging Face ``config.json``.
 
-    ``base`` gives the shard count, storage dtype, seed and batch size to keep (defaults
-    otherwise). Raises ``ValueError``/``TypeError`` naming the field when the file cannot be counted
-    exactly.
+    ``base`` gives the shard count, seed and batch size to keep (defaults otherwise). The storage
+    dtype is the model's own (``saved_dtype``: a bfloat16 model's bytes are counted in bfloat16, as
+    its checkpoint holds them), or ``base``'s when the file names none or ``keep_dtype`` says the
+    person chose one (a link's ``dtype``). Raises ``ValueError``/``TypeError`` naming the field when
+    the file cannot be counted exactly.
     """
     if not isinstance(data, dict):
         raise TypeError(f"a Hugging Face config must be a JSON object, got {json_kind(data)}")
@@ -103,10 +119,11 @@ def from_hf_config(data: Any, base: ModelConfig | None = None) -> Imported:
     overrides = {name: value for name, value in fields.hparams.items() if defaults[name] != value}
     origin = Origin(name=model_name(data, model_class), model_type=model_type, family=family)
     base = base or ModelConfig()
+    own = None if keep_dtype else saved_dtype(data)
     try:
         config = ModelConfig(
             num_shards=base.num_shards,
-            dtype=base.dtype,
+            dtype=own or base.dtype,
             seed=base.seed,
             batch_size=base.batch_size,
             origin=origin,
@@ -115,7 +132,8 @@ def from_hf_config(data: Any, base: ModelConfig | None = None) -> Imported:
     except ValueError as err:  # hyperparameters taken together, named as dcsim names them
         renamed = ", ".join(f"{name} is {key}" for name, key in fields.source.items() if name != key)
         raise ValueError(f"{err} (dcsim's names; in this file {renamed})") from None
-    return Imported(config=config, counted_as=counted_as)
+    stored = f" Bytes in {own}, the model's own dtype." if own else ""
+    return Imported(config=config, counted_as=counted_as, stored=stored)
 
 
 def read_config_file(raw: bytes | str, base: ModelConfig | None = None) -> tuple[ModelConfig, str | None]:

@@ -461,13 +461,15 @@ def open_model(
     budget: SessionBudget | None = None,
     settings: HubSettings | None = None,
     fetcher: Fetcher | None = None,
+    keep_dtype: bool = False,
 ) -> Opened:
     """The dcsim model of the Hub's ``config.json`` of ``repo_id``: as ``dcsim.hf.from_hf_config``
-    opens a file (``base``'s shards, dtype, seed and batch kept), named by its Hub id, which its
-    ``Origin`` keeps with the revision. Raises ``ValueError``/``TypeError`` saying why not."""
+    opens a file (``base``'s shards, seed and batch kept; the model's own dtype unless
+    ``keep_dtype``), named by its Hub id, which its ``Origin`` keeps with the revision. Raises
+    ``ValueError``/``TypeError`` saying why not."""
     fetched = (fetcher or FETCHER).fetch(repo_id, revision, token=token, budget=budget, settings=settings)
     try:
-        imported = from_hf_config(fetched.data, base)
+        imported = from_hf_config(fetched.data, base, keep_dtype=keep_dtype)
     except (TypeError, ValueError) as err:
         raise type(err)(f"{CONFIG_FILE} of {fetched.repo_id}: {err}") from None
     origin = imported.config.origin
@@ -476,5 +478,5 @@ def open_model(
     config = dataclasses.replace(imported.config, origin=origin)
     commit = f" at commit {fetched.commit[:12]}" if fetched.commit else ""
     cached = " from the local Hugging Face cache" if fetched.source == "cache" else ""
-    message = f"Opened {origin.title}{commit}{cached}. Counted as {imported.counted_as}."
+    message = f"Opened {origin.title}{commit}{cached}. Counted as {imported.counted_as}.{imported.stored}"
     return Opened(config=config, message=message, fetched=fetched)

@@ -27,6 +27,7 @@ from typing import Any
 from dcsim.memory import flops as flop_rules
 from dcsim.model.config import ModelConfig
 from dcsim.model.count import ParamReport
+from dcsim.quantities import units
 from dcsim.serving.catalog import Accelerator
 from dcsim.serving.engine import ServingReport
 from dcsim.speed import system
@@ -41,11 +42,32 @@ LEAVES_OUT = (
 )
 
 
+class PromptTooLong(ValueError):
+    """A prompt that fills the context: its first token would have no room. ``longest`` is the
+    longest prompt the context takes, for a face to offer."""
+
+    def __init__(self, prompt: int, context: int):
+        self.longest = context - 1
+        verb = "leaves" if prompt == 1 else "leave"
+        super().__init__(
+            f"{units.many(prompt, 'token')} {verb} no room for a token in a context of {units.many(context, 'token')} "
+            f"a sequence; the prompt must be shorter than the context (at most {units.many(self.longest, 'token')})"
+        )
+
+
+def check_prompt(prompt: int, context: int) -> int:
+    """``prompt`` when its first token fits in ``context`` after it; ``PromptTooLong`` otherwise."""
+    if prompt >= context:
+        raise PromptTooLong(prompt, context)
+    return prompt
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SpeedRequest:
     """What a replica's speed is asked for: ``serve``'s answer for the model (``report``: its mesh,
     weights, context and cache bytes), the model and its count, the device, the prompt whose first
-    token is timed, and the devices a host (which all-reduces stay on the scale-up links)."""
+    token is timed (shorter than the context: ``check_prompt``), and the devices a host (which
+    all-reduces stay on the scale-up links)."""
 
     report: ServingReport
     config: ModelConfig
@@ -53,6 +75,9 @@ class SpeedRequest:
     device: Accelerator
     prompt: int
     devices_per_host: int = system.DEFAULT_DEVICES_PER_HOST
+
+    def __post_init__(self) -> None:
+        check_prompt(self.prompt, self.report.serving.context)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -217,9 +242,7 @@ def batch_throughput(speed: DecodeSpeed, report: ServingReport, config: ModelCon
     weights = report.weights_bytes_per_device / (
         speed.device.speed("hbm_bytes_per_second") * system.HBM_EFFICIENCY[0][1]
     )
-    output = serving.context - speed.prompt
-    if output < 1:
-        raise ValueError(f"the context ({serving.context:,}) must be longer than the prompt ({speed.prompt:,})")
+    output = serving.context - check_prompt(speed.prompt, serving.context)
     seconds = max(compute, weights) + output * speed.decode_step_seconds
     return speed.sequences_per_replica * output / seconds / speed.devices_per_replica
 

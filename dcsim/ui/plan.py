@@ -13,7 +13,14 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dcsim.checkpoint.plan.plan import PlanRequest, host_runs, hosts_label, plan_checkpoint, seconds_text
+from dcsim.checkpoint.plan.plan import (
+    PlanRequest,
+    SettingNames,
+    host_runs,
+    hosts_label,
+    plan_checkpoint,
+    seconds_text,
+)
 from dcsim.model.config import ModelConfig
 from dcsim.quantities import units
 from dcsim.report import plan_charts
@@ -36,6 +43,17 @@ SETTINGS = (
     (CHECKPOINT_PLAN, "storage", "Storage"),
     (CHECKPOINT_PLAN, "async", "Async save"),
     (CHECKPOINT_PLAN, "rmesh", "Restore onto mesh"),
+)
+
+_LABELS = {link: label for _, link, label in SETTINGS}
+# The plan's refusals name these controls as the page labels them, never the command line's flags.
+# The plan's other settings (interval, bandwidths, keep) are not on the page: it plans with their
+# defaults, which it never refuses.
+PAGE_NAMES = SettingNames(
+    devices_per_host=f"“{_LABELS['dph']}”",
+    device=f"“{_LABELS['pdevice']}”",
+    asynchronous=f"“{_LABELS['async']}”",
+    restore_mesh=f"“{_LABELS['rmesh']}”",
 )
 
 
@@ -87,6 +105,7 @@ def _plan(config_json: str, values: tuple[tuple[str, str], ...]) -> Any:
         storage=storage.get_storage(given["storage"]),
         asynchronous=is_on(CHECKPOINT_PLAN["async"], given["async"]),
         restore_mesh=None if given["rmesh"] == "none" else meshes.parse_mesh(given["rmesh"]),
+        names=PAGE_NAMES,
     )
     return plan_checkpoint(report, memory, request)
 

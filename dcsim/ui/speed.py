@@ -317,22 +317,6 @@ def serving_section(config: ModelConfig, report: ParamReport, served: ServingRep
     prompt_col, dph_col = st.columns(2)
     prompt = _time_box(SERVING_PAGE, prompt_col, "prompt")
     dph = _time_box(SERVING_PAGE, dph_col, "dph", SERVING_DPH_HELP)
-    context = served.serving.context
-    if device != NO_DEVICE and int(prompt) >= context:  # the first token comes after the prompt, in the context
-        st.error(
-            frame.plain(
-                f"Prompt: {units.many(int(prompt), 'token')} leave no room for a token in the context of "
-                f"{units.many(context, 'token')} a sequence; the prompt must be shorter than the context."
-            ),
-            icon=":material/block:",
-        )
-        frame.offer(
-            st,
-            f"Use {units.many(context - 1, 'token')}, the longest prompt this context takes",
-            {frame.setting_key(SERVING_PAGE, "prompt"): str(context - 1)},
-            help="The prompt and the tokens generated after it share the context.",
-        )
-        return
     if device == NO_DEVICE:
         st.caption("Pick a device above for the decode speed: a typed budget has no speeds.")
         return
@@ -349,6 +333,16 @@ def serving_section(config: ModelConfig, report: ParamReport, served: ServingRep
             devices_per_host=int(dph),
         )
         speed, curve = speeds.decode_speed(request), speeds.speed_curve(request)
+    except speeds.PromptTooLong as err:  # the engine's rule: the first token comes after the prompt, in the context
+        st.error(frame.plain(f"Prompt: {err}."), icon=":material/block:")
+        if err.longest >= 1:  # a context of one token takes no prompt at all
+            frame.offer(
+                st,
+                f"Use {units.many(err.longest, 'token')}, the longest prompt this context takes",
+                {frame.setting_key(SERVING_PAGE, "prompt"): str(err.longest)},
+                help="The prompt and the tokens generated after it share the context.",
+            )
+        return
     except ValueError as err:
         st.info(frame.plain(f"No decode speed on the {accelerator.title}: {err}."), icon=":material/block:")
         return

@@ -70,7 +70,9 @@ def _open_linked(decoded: links.Decoded) -> tuple[ModelConfig, tuple[str, ...]]:
     assert decoded.hub is not None
     repo_id, revision = decoded.hub.repo_id, decoded.hub.revision
     try:
-        return open_from_hub(repo_id, revision, token=None, base=decoded.config).config, decoded.problems
+        keep_dtype = links.DTYPE_KEY in st.query_params  # a link that names its dtype keeps it
+        opened = open_from_hub(repo_id, revision, token=None, base=decoded.config, keep_dtype=keep_dtype)
+        return opened.config, decoded.problems
     except (TypeError, ValueError) as err:
         st.session_state[HUB_ID], st.session_state[HUB_REVISION] = repo_id, revision or ""
         st.session_state[HUB_OPEN] = True
@@ -91,7 +93,9 @@ def hub_budget() -> SessionBudget:
     return budget
 
 
-def open_from_hub(repo_id: str, revision: str | None, *, token: str | None, base: ModelConfig) -> Opened:
+def open_from_hub(
+    repo_id: str, revision: str | None, *, token: str | None, base: ModelConfig, keep_dtype: bool = False
+) -> Opened:
     """``dcsim.hf.hub.open_model`` with this session's budget, under a spinner; the message saying
     what was opened is kept for the Model page (``HUB_NOTE``). Raises what ``open_model`` raises."""
     from dcsim.hf import hub
@@ -99,7 +103,7 @@ def open_from_hub(repo_id: str, revision: str | None, *, token: str | None, base
     repo_id = hub.check_repo_id(repo_id)  # checked before it is shown, too
     revision = None if revision is None else hub.check_revision(revision)
     with st.spinner(f"Fetching `config.json` of `{repo_id}` from the Hugging Face Hub…"):
-        opened = hub.open_model(repo_id, revision, token=token, base=base, budget=hub_budget())
+        opened = hub.open_model(repo_id, revision, token=token, base=base, budget=hub_budget(), keep_dtype=keep_dtype)
     st.session_state[HUB_NOTE] = (opened.config.architecture(), opened.message)
     return opened
 

@@ -47,8 +47,28 @@ LEAVES_OUT = (
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class SettingNames:
+    """What a refusal calls each of the plan's settings: the command line's flags by default; the
+    Checkpoint page passes its controls' labels, so each face names what its user sees."""
+
+    devices_per_host: str = "--devices-per-host"
+    device: str = "--device"
+    asynchronous: str = "--async"
+    restore_mesh: str = "--restore-mesh"
+    mttf_hours: str = "--mttf-hours"
+    restart_seconds: str = "--restart-seconds"
+    write_bandwidth: str = "--write-bandwidth"
+    storage_bandwidth: str = "--storage-bandwidth"
+    keep: str = "--keep"
+
+
+FLAG_NAMES = SettingNames()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PlanRequest:
-    """The plan's settings beside the training state's (memory's model, mesh and training)."""
+    """The plan's settings beside the training state's (memory's model, mesh and training);
+    ``names``: what its refusals call them."""
 
     devices_per_host: int = DEFAULT_DEVICES_PER_HOST
     device: str | None = None
@@ -62,27 +82,30 @@ class PlanRequest:
     restart_seconds: float = 0.0
     keep: int = 1
     slice_limits: SliceLimits = NO_LIMITS
+    names: SettingNames = FLAG_NAMES
 
     def __post_init__(self) -> None:
+        names = self.names
         if self.device is not None:
             get_accelerator(self.device)
         if self.policy is not None:
             check_policy(self.policy)
-        intervals.check_positive(self.mttf_hours, "--mttf-hours", "hours")
-        intervals.check_non_negative(self.restart_seconds, "--restart-seconds", "seconds")
+        intervals.check_positive(self.mttf_hours, names.mttf_hours, "hours")
+        intervals.check_non_negative(self.restart_seconds, names.restart_seconds, "seconds")
         for field, value in (
-            ("--write-bandwidth", self.storage.host_bytes_per_s),
-            ("--storage-bandwidth", self.storage.aggregate_bytes_per_s),
+            (names.write_bandwidth, self.storage.host_bytes_per_s),
+            (names.storage_bandwidth, self.storage.aggregate_bytes_per_s),
         ):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
                 raise ValueError(f"{field} must be above 0 bytes a second, got {show(value)}")
         if isinstance(self.keep, bool) or not isinstance(self.keep, int) or not 1 <= self.keep <= MAX_KEEP:
             raise ValueError(
-                f"--keep must be a whole number of checkpoints from 1 to {MAX_KEEP:,}, got {show(self.keep)}"
+                f"{names.keep} must be a whole number of checkpoints from 1 to {MAX_KEEP:,}, got {show(self.keep)}"
             )
         if self.asynchronous and self.link is None:
             raise ValueError(
-                f"--async needs --device with a host link figure ({', '.join(HOST_LINKS)}), got {show(self.device)}"
+                f"{names.asynchronous} needs {names.device} with a host link figure ({', '.join(HOST_LINKS)}), "
+                f"got {show(self.device)}"
             )
 
     @property
@@ -265,7 +288,8 @@ def plan_checkpoint(
     report: ParamReport, memory: MemoryReport, request: PlanRequest, *, rules: Sequence[Rule] = ()
 ) -> CheckpointPlan:
     """The plan of a checkpoint of ``memory``'s state (the model counted as ``report``)."""
-    hosts = Hosts(memory.mesh, check_devices_per_host(request.devices_per_host, memory.mesh))
+    names = request.names
+    hosts = Hosts(memory.mesh, check_devices_per_host(request.devices_per_host, memory.mesh, names.devices_per_host))
     content = Content(memory)
     policy, why = request.chosen_policy
     writes = plan_writes(content.arrays, memory.mesh, policy, request.slice_limits)
@@ -278,11 +302,12 @@ def plan_checkpoint(
         strategy = request.restore_strategy or memory.strategy
         try:
             restore_hosts = Hosts(
-                request.restore_mesh, check_devices_per_host(request.devices_per_host, request.restore_mesh)
+                request.restore_mesh,
+                check_devices_per_host(request.devices_per_host, request.restore_mesh, names.devices_per_host),
             )
             laid = compute_memory(report, request.restore_mesh, strategy, request.restore_rules, memory.training)
         except ValueError as err:
-            raise ValueError(f"--restore-mesh: the restore cannot lay the checkpoint out: {err}") from None
+            raise ValueError(f"{names.restore_mesh}: the restore cannot lay the checkpoint out: {err}") from None
         restored = Content(laid).arrays
     restore = plan_restore(writes.arrays, restored, restore_hosts)
     restore_save = save_time(restore.bytes_read, request.storage)
