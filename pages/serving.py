@@ -107,7 +107,7 @@ if strategy == "custom":
     params["rules"] = layout.rules_text(rules)
 if source_label is not None:
     params["source"] = serving.AUTO if source is None else str(source)
-state.set_page_params(params | speed.serving_params(device))
+state.set_page_params(params | speed.serving_params(device, context))
 
 request: Serving | None = None
 try:

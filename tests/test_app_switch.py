@@ -175,3 +175,21 @@ def test_the_model_page_offers_the_weight_options_the_new_model_takes():
     click(at, "Use a tile of 64 and the output head unquantized, the nearest int4 this model takes")
     assert not at.error and (at.query_params["tile"], at.query_params["qhead"]) == ("64", "false")
     assert "Bytes per shard (int4)" in metrics(at)
+
+
+def test_an_untouched_prompt_follows_a_short_context_and_a_typed_one_stays():
+    """The prompt's default is 128 tokens, or the context less one where that is shorter: a short
+    context never refuses a prompt nobody typed, and the prompt comes back to 128 with the context."""
+    query = {"preset": "llama2-7b", "context": "64", "device": "h100-sxm"}
+    at = open_app(query, "pages/serving.py", editors=False)
+    (prompt,) = [box for box in at.text_input if box.label.startswith("Prompt")]
+    assert prompt.value == "63" and not at.error and "First token (estimate)" in metrics(at)
+    (context,) = [box for box in at.text_input if box.label.startswith("Context")]
+    context.set_value("4096").run()
+    (prompt,) = [box for box in at.text_input if box.label.startswith("Prompt")]
+    assert prompt.value == "128" and not at.error
+    prompt.set_value("100").run()
+    (context,) = [box for box in at.text_input if box.label.startswith("Context")]
+    context.set_value("64").run()  # a typed prompt stays, refused with its offer
+    assert "Prompt: 100 tokens leave no room" in shown_text(at.error[0])
+    assert "Use 63 tokens, the longest prompt this context takes" in offers(at)

@@ -186,6 +186,14 @@ def test_serve_refuses_a_prompt_that_fills_the_context_in_one_line(capsys, promp
     )
 
 
+@pytest.mark.parametrize(("context", "prompt"), [(64, 63), (129, 128), (4096, 128)])
+def test_serve_without_a_prompt_takes_128_tokens_or_the_context_less_one(capsys, context, prompt):
+    """A flag left out is never refused: the default prompt is 128 tokens, or context - 1 if shorter."""
+    flags = ("--device", "h100-sxm", "--context", str(context), "--format", "json")
+    code, out, _ = run_cli(capsys, "serve", "--preset", "llama3.1-8b", *flags)
+    assert code == 0 and json.loads(out)["time"]["prompt"] == prompt
+
+
 def test_the_engine_refuses_a_prompt_as_long_as_the_context_and_takes_one_shorter():
     from dcsim.serving.engine import compute_serving
     from dcsim.serving.request import Serving

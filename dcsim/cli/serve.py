@@ -24,7 +24,7 @@ from dcsim.model.count import count_params
 from dcsim.quantities import units
 from dcsim.quantities.amounts import parse_budget
 from dcsim.requests.serving import SERVING
-from dcsim.requests.timing import TIMING
+from dcsim.requests.timing import TIMING, default_prompt
 from dcsim.serving import catalog, records, remedies, search
 from dcsim.serving.engine import ServingReport, compute_serving, default_context
 from dcsim.serving.request import (
@@ -49,7 +49,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     SERVING.add_arguments(command.add_argument_group("the budget a device has (one of)"), ("devmem", "device"))
     SERVING.add_arguments(command, ("reserve", "fullwin"))
     TIMING.add_arguments(
-        command.add_argument_group("the decode speed (an estimate, with --device; docs/time.md)"), ("prompt", "dph")
+        command.add_argument_group("the decode speed (an estimate, with --device; docs/time.md)"),
+        ("prompt", "dph"),
+        defaults={"prompt": None},  # left out: the default, shortened to fit a short context (default_prompt)
     )
     command.add_argument(
         "--verify",
@@ -211,7 +213,9 @@ def run(args: argparse.Namespace) -> str:
     if serving.device is not None:
         from dcsim.speed import serving as speeds  # the decode speed: only with a device's speeds
 
-        prompt, dph = (int(str(TIMING.from_flag(args, link))) for link in ("prompt", "dph"))
+        given = TIMING.from_flag(args, "prompt")
+        prompt = default_prompt(serving.context) if given is None else int(given)
+        dph = int(str(TIMING.from_flag(args, "dph")))
         try:
             accelerator = catalog.get_accelerator(serving.device)
             request = speeds.SpeedRequest(
@@ -222,7 +226,7 @@ def run(args: argparse.Namespace) -> str:
             raise UsageError(f"--prompt: {err}") from None
         except ValueError as err:  # the budget stands as before; the speed says what it lacks
             no_speed = f"no decode speed: {err}"
-    elif args.prompt != TIMING["prompt"].flag_default or args.devices_per_host != TIMING["dph"].flag_default:
+    elif args.prompt is not None or args.devices_per_host != TIMING["dph"].flag_default:
         raise UsageError("--prompt and --devices-per-host: for the decode speed; give --device too")
     verdict = remedies.verdict(config, served, report, found)
     written = None

@@ -13,6 +13,13 @@ from dcsim.speed import pipeline, system
 DEFAULT_PROMPT = 128
 
 
+def default_prompt(context: int) -> int:
+    """The prompt a request has when none is given: 128 tokens, or the context less one where that
+    is shorter (the first token comes after the prompt, in the context), so a default is never
+    refused; at least 1 (a context of one token takes no prompt, and the engine says so)."""
+    return max(1, min(DEFAULT_PROMPT, context - 1))
+
+
 def _tokens(text: str, name: str) -> str:
     return str(system.check_tokens(number_from_text(text.strip()), name))
 

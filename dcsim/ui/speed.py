@@ -29,7 +29,7 @@ from dcsim.model.count import ParamReport
 from dcsim.quantities import units
 from dcsim.report import speed_charts
 from dcsim.requests.serving import SERVING
-from dcsim.requests.timing import TIMING
+from dcsim.requests.timing import TIMING, default_prompt
 from dcsim.serving import catalog
 from dcsim.serving.engine import ServingReport
 from dcsim.ui import frame, memory, state
@@ -48,14 +48,15 @@ def _seeded(page: str, name: str, default: str | None = None) -> str:
     )
 
 
-def _held(page: str, name: str) -> str:
+def _held(page: str, name: str, default: str | None = None) -> str:
     """The setting's text as its box holds it (seeded from the link first), or its last valid text
-    while the box holds an edit its declaration refuses (the box says so, and shows that value)."""
-    text = str(st.session_state[_seeded(page, name)])
+    while the box holds an edit its declaration refuses (the box says so, and shows that value).
+    ``default``: a default that depends on the model or the context, as the box is given it."""
+    text = str(st.session_state[_seeded(page, name, default)])
     try:
         return TIMING[name].read(text)
     except (TypeError, ValueError):
-        return frame.last_valid_setting(page, name, TIMING[name].default)
+        return frame.last_valid_setting(page, name, TIMING[name].default if default is None else default)
 
 
 def _parsed(page: str, name: str, text: str, what: str) -> str:
@@ -82,12 +83,14 @@ RUN_HELP = {  # the Memory page's boxes, a run's
 SERVING_DPH_HELP = "Whether the tensor-parallel all-reduces run inside a host (scale-up links) or across hosts."
 
 
-def _time_box(page: str, column: Any, name: str, help: str | None = None, on_change: Any = None) -> str:
+def _time_box(
+    page: str, column: Any, name: str, help: str | None = None, on_change: Any = None, default: str | None = None
+) -> str:
     """The time box ``name`` drawn in ``column``, seeded from the link, and its text as the link
-    writes it (on a refused edit, the error and the last valid text)."""
+    writes it (on a refused edit, the error and the last valid text). ``default``: as ``_held``'s."""
     label, what, max_chars = TIME_BOXES[name]
     text = state.held(column.text_input)(
-        label, key=_seeded(page, name), max_chars=max_chars, on_change=on_change, help=help
+        label, key=_seeded(page, name, default), max_chars=max_chars, on_change=on_change, help=help
     )
     return _parsed(page, name, text, what)
 
@@ -315,7 +318,7 @@ def serving_section(config: ModelConfig, report: ParamReport, served: ServingRep
     against latency over the concurrency. Without a device, or one without speeds, one line says so."""
     st.subheader("Decode speed (an estimate)")
     prompt_col, dph_col = st.columns(2)
-    prompt = _time_box(SERVING_PAGE, prompt_col, "prompt")
+    prompt = _time_box(SERVING_PAGE, prompt_col, "prompt", default=str(default_prompt(served.serving.context)))
     dph = _time_box(SERVING_PAGE, dph_col, "dph", SERVING_DPH_HELP)
     if device == NO_DEVICE:
         st.caption("Pick a device above for the decode speed: a typed budget has no speeds.")
@@ -382,8 +385,11 @@ def serving_section(config: ModelConfig, report: ParamReport, served: ServingRep
         )
 
 
-def serving_params(device: str) -> dict[str, str]:
-    """The Serving page's time settings as its link writes them (with a device)."""
+def serving_params(device: str, context: int) -> dict[str, str]:
+    """The Serving page's time settings as its link writes them (with a device). The prompt's
+    default follows the ``context``: 128 tokens, or the context less one where that is shorter,
+    so an untouched prompt is never refused (``frame.seeded_setting``); a typed one stays."""
     if device == NO_DEVICE:
         return {}
-    return TIMING.encode({name: _held(page=SERVING_PAGE, name=name) for name in ("prompt", "dph")})
+    prompt = _held(SERVING_PAGE, "prompt", str(default_prompt(context)))
+    return TIMING.encode({"prompt": prompt, "dph": _held(SERVING_PAGE, "dph")})
