@@ -372,14 +372,14 @@ sweep_clicked = st.button(
 if sweep_clicked and plan is not None and settings is not None:
     chosen = settings  # the lambda below sees it narrowed
     with st.status("Sweeping…", expanded=True) as status:
-        bar = st.progress(0.0, text=f"Starting {checkpoint.SWEEP_PROCESSES[0]} process(es)")
+        bar = st.progress(0.0, text=f"Starting {units.many(checkpoint.SWEEP_PROCESSES[0], 'process', 'processes')}")
         sweep_stages: dict[tuple[int, int], str] = {}
 
         def show_sweep_stage(num_processes: int, process_id: int, stage: str) -> None:
             sweep_stages[(num_processes, process_id)] = stage
             done, where = checkpoint.sweep_progress(sweep_stages, num_processes)
             bar.progress(done, text=where)
-            status.update(label=f"Sweeping: {num_processes} process(es)…")
+            status.update(label=f"Sweeping: {units.many(num_processes, 'process', 'processes')}…")
 
         swept = checkpoint.run_in_status(
             status, "sweep", lambda: checkpoint.measure_sweep(config, chosen, on_progress=show_sweep_stage)
@@ -410,7 +410,9 @@ if kept_sweep:
     with st.expander("Every process of every run"):
         table(per_process)
     last = reports[-1]
-    machine = f"This machine: {last.cpu_count} CPU core(s), load average {last.load_average:.2f} at the end."
+    machine = (
+        f"This machine: {units.many(last.cpu_count, 'CPU core')}, load average {last.load_average:.2f} at the end."
+    )
     st.markdown(f"- {frame.plain(records.MULTIHOST_NOTE)}\n- {frame.plain(machine)}")
     widgets.download(
         "Sweep (JSON)",

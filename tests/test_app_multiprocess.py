@@ -7,6 +7,7 @@ each other and the raw payload, never against hard-coded values.
 """
 
 import json
+import re
 
 import faults
 import pytest
@@ -87,7 +88,7 @@ def test_a_two_process_measurement_shows_each_process_and_the_group(monkeypatch)
     assert {"ocdbt.process_0/", "ocdbt.process_1/", "top level"} <= set(places["place"])
     assert sum(int(text.replace(",", "")) for text in places["num_bytes"]) == disk
     explanation = " ".join(texts(at, "markdown"))
-    assert "2 ocdbt.process_* folder(s) for 2 process(es)" in explanation
+    assert "2 ocdbt.process_* folders for 2 processes" in explanation
     assert "raw payload of 4,198,400" in explanation
     assert "What it cannot show: the network and storage bandwidth of a real cluster" in explanation
     downloads = [element.proto.label for element in at.get("download_button")]
@@ -149,7 +150,7 @@ def test_a_sweep_over_1_2_and_4_processes_draws_its_charts(monkeypatch):
     assert list(every["process"]) == ["0", "0", "1", "0", "1", "2", "3"]
     note = " ".join(texts(at, "markdown"))
     assert "What it cannot show: the network and storage bandwidth of a real cluster" in note
-    assert "CPU core(s)" in note
+    assert re.search(r"This machine: [\d,]+ CPU cores?, load average", note)  # "1 CPU core", "2 CPU cores"
     assert button(at, "Sweep again")
 
     monkeypatch.setattr(measuring.multiprocess, "run_sweep", _must_not_run("swept again"))

@@ -233,12 +233,12 @@ REFUSALS = {
     ),
     "asks-for-more": (
         lambda rows: [*rows, dataclasses.replace(rows[0], path="Dense_2/kernel")],
-        "the restore asks for 1 array(s) the checkpoint lacks, first Dense_2/kernel",
+        "the restore asks for 1 array the checkpoint lacks, first Dense_2/kernel",
         "tree structures do not match",
     ),
     "leaves-out": (
         lambda rows: [r for r in rows if r.path != "Dense_1/bias"],
-        "the checkpoint holds 1 array(s) the restore leaves out, first Dense_1/bias",
+        "the checkpoint holds 1 array the restore leaves out, first Dense_1/bias",
         "tree structures do not match",
     ),
     "dtype": (

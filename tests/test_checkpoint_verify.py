@@ -294,7 +294,7 @@ def test_a_sweep_s_time_by_hand_from_a_disk_probe():
     assert [t.predicted_seconds_high for t in times] == pytest.approx([0.416, 0.416])
     assert [t.ratio for t in times] == pytest.approx([4.0, 3.0])
     assert [t.limit for t in times] == ["each host's own bandwidth", "the storage's aggregate bandwidth"]
-    assert verify.sweep_leaves_out(runs).startswith("CPU contention (2 process(es) of JAX and Orbax on 2 CPU core(s)")
+    assert verify.sweep_leaves_out(runs).startswith("CPU contention (2 processes of JAX and Orbax on 2 CPU cores")
     table = "\n".join(render_on_this_machine(runs, probe))
     assert "1.00 GB/s to 500.00 MB/s (3 tries of 1,048,576 bytes written and synced), a file 1,000 to 2,000 us" in table
     assert "  P = 2: predicted 0.2080 to 0.4160 s (the storage's aggregate bandwidth), measured 0.624 s: 3.0x" in table

@@ -190,7 +190,7 @@ def render_processes_table(report: results.MultiprocessReport) -> str:
         f"restore verified bit for bit on every process: {'yes' if totals.restore_verified else 'NO'}",
         f"peak memory        {units.binary_bytes(max(p.peak_rss_bytes for p in report.processes))} per process at "
         f"most, {units.binary_bytes(report.total_peak_rss_bytes)} together",
-        f"machine            {report.cpu_count} CPU core(s), load average {report.load_average:.2f}",
+        f"machine            {units.many(report.cpu_count, 'CPU core')}, load average {report.load_average:.2f}",
         "",
         frame_text(processes),
         "",
@@ -240,7 +240,8 @@ def render_sweep_table(reports: Sequence[results.MultiprocessReport], probe: dis
     processes, then (with this disk's ``probe``) the storage model's times beside the measured ones."""
     first = reports[0].checkpoint
     lines = [
-        _heading(first, "") + f"; {reports[-1].cpu_count} CPU core(s), load average {reports[-1].load_average:.2f}",
+        _heading(first, "")
+        + f"; {units.many(reports[-1].cpu_count, 'CPU core')}, load average {reports[-1].load_average:.2f}",
         "",
         frame_text(_for_people(records.sweep_frame(reports))),
         "",

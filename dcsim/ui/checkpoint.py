@@ -301,7 +301,7 @@ def sweep_progress(stages: Mapping[tuple[int, int], str], num_processes: int) ->
     within, text = group_progress(current, num_processes)
     return (SWEEP_PROCESSES.index(num_processes) + within) / len(
         SWEEP_PROCESSES
-    ), f"{num_processes} process(es): {text}"
+    ), f"{units.many(num_processes, 'process', 'processes')}: {text}"
 
 
 def _seconds(value: float) -> str:
@@ -349,7 +349,9 @@ def shown_columns(table: pd.DataFrame) -> tuple[dict[str, Any], dict[str, Callab
 def sweep_side_by_side(sweep: pd.DataFrame) -> pd.DataFrame:
     """``dcsim.checkpoint.records.sweep_frame`` turned on its side: one row per figure, one column per
     process count, so three runs read side by side on any screen."""
-    columns = {f"{count} process{'es' * (count != 1)}": index for index, count in enumerate(sweep["num_processes"])}
+    columns = {
+        units.many(int(count), "process", "processes"): index for index, count in enumerate(sweep["num_processes"])
+    }
     figures = [name for name in sweep.columns if name != "num_processes"]
     data = {"Figure": [_SHOWN[name][0] for name in figures]}
     for title, index in columns.items():

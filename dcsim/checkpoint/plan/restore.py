@@ -26,7 +26,7 @@ import numpy as np
 from dcsim.checkpoint.plan.placement import Hosts, add_scaled, placement, spec_key
 from dcsim.checkpoint.plan.writers import ArrayWrite
 from dcsim.memory.state import StateArray
-from dcsim.quantities import payload
+from dcsim.quantities import payload, units
 from dcsim.sharding.meshes import shape_text
 
 
@@ -62,9 +62,11 @@ def check_compatible(saved: Sequence[ArrayWrite], restored: Sequence[StateArray]
     missing = sorted(set(wanted) - set(stored))
     extra = sorted(set(stored) - set(wanted))
     if missing:
-        raise ValueError(f"the restore asks for {len(missing):,} array(s) the checkpoint lacks, first {missing[0][1]}")
+        lacking = units.many(len(missing), "array")
+        raise ValueError(f"the restore asks for {lacking} the checkpoint lacks, first {missing[0][1]}")
     if extra:
-        raise ValueError(f"the checkpoint holds {len(extra):,} array(s) the restore leaves out, first {extra[0][1]}")
+        left_out = units.many(len(extra), "array")
+        raise ValueError(f"the checkpoint holds {left_out} the restore leaves out, first {extra[0][1]}")
     for key, row in wanted.items():
         old = stored[key]
         if old.dtype != row.dtype:

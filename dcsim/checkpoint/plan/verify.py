@@ -29,6 +29,7 @@ from dcsim.checkpoint.plan.writers import plan_writes
 from dcsim.checkpoint.results import MultiprocessReport
 from dcsim.memory.state import compute_memory
 from dcsim.memory.training import Training
+from dcsim.quantities import units
 from dcsim.sharding.meshes import Rule
 
 
@@ -126,10 +127,10 @@ def predict_sweep_times(reports: Sequence[MultiprocessReport], probe: DiskProbe)
 
 def sweep_leaves_out(reports: Sequence[MultiprocessReport]) -> str:
     """What the storage model leaves out of a save measured here."""
-    cores = reports[-1].cpu_count
-    most = max(report.num_processes for report in reports)
+    cores = units.many(reports[-1].cpu_count, "CPU core")
+    most = units.many(max(report.num_processes for report in reports), "process", "processes")
     return (
-        f"CPU contention ({most} process(es) of JAX and Orbax on {cores} CPU core(s), load average "
+        f"CPU contention ({most} of JAX and Orbax on {cores}, load average "
         f"{reports[-1].load_average:.2f}); Orbax's fixed costs a save (its thread pools, the barriers between "
         "processes, the metadata process 0 commits); the page cache (the probe syncs each file, as tensorstore "
         "does, but reads nothing)"
