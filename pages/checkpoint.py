@@ -8,6 +8,7 @@ import json
 import streamlit as st
 
 from dcsim.checkpoint import measurement, multiprocess, records
+from dcsim.checkpoint.plan import verify
 from dcsim.inputs import show
 from dcsim.quantities import payload, units
 from dcsim.report import checkpoint_charts
@@ -414,11 +415,17 @@ if kept_sweep:
         f"This machine: {units.many(last.cpu_count, 'CPU core')}, load average {last.load_average:.2f} at the end."
     )
     st.markdown(f"- {frame.plain(records.MULTIHOST_NOTE)}\n- {frame.plain(machine)}")
-    widgets.download(
-        "Sweep (JSON)",
-        json.dumps({"sweep": [records.multiprocess_record(r) for r in reports]}, indent=2),
-        "dcsim-checkpoint-sweep.json",
+    st.markdown("**Predicted from this disk (estimate)**")
+    st.caption(
+        frame.plain(
+            "The plan's storage model (the one the plan at cluster scale below uses) given the bytes each process "
+            f"wrote and this disk as measured right after the sweep: {verify.describe_disk(kept_sweep.probe)}. "
+            "The range runs from the fastest try to the slowest."
+        )
     )
+    st.dataframe(checkpoint.sweep_times_frame(kept_sweep.times()), hide_index=True)
+    st.markdown(f"- {frame.plain('Not modelled: ' + verify.sweep_leaves_out(reports))}")
+    widgets.download("Sweep (JSON)", json.dumps(kept_sweep.record(), indent=2), "dcsim-checkpoint-sweep.json")
 
 # --- the plan at cluster scale: nothing runs, every setting in the link ------------------------------
 

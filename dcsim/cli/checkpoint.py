@@ -209,11 +209,7 @@ def on_this_machine_record(reports: Sequence[results.MultiprocessReport], probe:
     """The sweep's save times predicted from this disk's probe, beside the measured ones."""
     from dcsim.checkpoint.plan import verify
 
-    return {
-        "disk": probe.record(),
-        "runs": [time.record() for time in verify.predict_sweep_times(reports, probe)],
-        "not_modelled": verify.sweep_leaves_out(reports),
-    }
+    return verify.on_this_machine_record(reports, probe)
 
 
 def render_on_this_machine(reports: Sequence[results.MultiprocessReport], probe: disk.DiskProbe) -> tuple[str, ...]:
@@ -221,9 +217,7 @@ def render_on_this_machine(reports: Sequence[results.MultiprocessReport], probe:
 
     lines = [
         f"On this machine (estimate): the plan's storage model with this disk as measured here: "
-        f"{units.decimal_bytes(max(probe.bytes_per_s))}/s to {units.decimal_bytes(min(probe.bytes_per_s))}/s "
-        f"({len(probe.bytes_per_s)} tries of {probe.num_bytes:,} bytes written and synced), a file "
-        f"{min(probe.file_micros):,} to {max(probe.file_micros):,} us",
+        f"{verify.describe_disk(probe)}",
     ]
     for time in verify.predict_sweep_times(reports, probe):
         lines.append(

@@ -125,6 +125,25 @@ def predict_sweep_times(reports: Sequence[MultiprocessReport], probe: DiskProbe)
     return tuple(times)
 
 
+def describe_disk(probe: DiskProbe) -> str:
+    """The probe's figures in one line: the bandwidths and costs a file its tries bound the prediction with."""
+    return (
+        f"{units.decimal_bytes(max(probe.bytes_per_s))}/s to {units.decimal_bytes(min(probe.bytes_per_s))}/s "
+        f"({units.many(len(probe.bytes_per_s), 'try', 'tries')} of {probe.num_bytes:,} bytes written and synced in "
+        f"{probe.folder}), a file {min(probe.file_micros):,} to {max(probe.file_micros):,} us"
+    )
+
+
+def on_this_machine_record(reports: Sequence[MultiprocessReport], probe: DiskProbe) -> dict[str, object]:
+    """The sweep's save times predicted from this disk's probe, beside the measured ones: the
+    ``on_this_machine`` key of the CLI's JSON and of the Checkpoint page's sweep download."""
+    return {
+        "disk": probe.record(),
+        "runs": [time.record() for time in predict_sweep_times(reports, probe)],
+        "not_modelled": sweep_leaves_out(reports),
+    }
+
+
 def sweep_leaves_out(reports: Sequence[MultiprocessReport]) -> str:
     """What the storage model leaves out of a save measured here."""
     cores = units.many(reports[-1].cpu_count, "CPU core")
