@@ -174,6 +174,8 @@ def test_a_lost_host_fails_the_restore_on_the_arrays_the_plan_names(group):
     # Dense_1's kernel has a copy everywhere.
     predicted = {"params/Dense_0/kernel", "params/Dense_0/bias", "params/Dense_1/bias"}
     assert set(loss.paths_lost(LOST)) == predicted and loss.arrays_lost[LOST] == 3
+    ((hosts, paths),) = loss.lost_groups()  # both processes lose alike: one group in the JSON
+    assert hosts == (0, 1) and set(paths) == predicted
     assert loss.bytes_lost == (8_192 + 192, 8_192 + 192) and loss.min_hosts_to_lose_data == 1
 
     # What the removed folder held that the survivor's lacks: those arrays' chunks, those bytes.

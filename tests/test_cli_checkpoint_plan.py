@@ -34,6 +34,25 @@ def test_json_has_exactly_the_issue_s_keys_and_exact_bytes(capsys):
     assert sum(host["bytes_written"] for host in record["hosts"]) == record["total_bytes"]
     assert record["policy"] == "replica-parallel"  # no --device: Orbax's default off CUDA
     assert record["mtbi_seconds"] == 50_000 * 3600 / 16
+    # fsdp over 16 devices on 2 hosts of 8, by hand: Dense_0's kernel (its 16 columns), Dense_0's bias
+    # (16) and Dense_1's kernel (16 rows) split over data, so half of each dies with a host, in each of
+    # the four parts; Dense_1's bias (4 values) is copied on every device and survives. Host 0 alone
+    # holds half of 208 values in bfloat16 and in three float32 copies: 208 + 3 x 416 = 1,456 bytes.
+    local = record["loss"]["local"]
+    split = ("Dense_0/kernel", "Dense_0/bias", "Dense_1/kernel")
+    paths = [f"{part}/{path}" for part in ("params", "master", "optimizer/0/mu", "optimizer/0/nu") for path in split]
+    assert local["arrays_lost"] == [{"hosts": [0, 1], "paths": paths}]
+    assert local["hosts"] == [{"host": host, "bytes_lost": 1_456, "arrays_lost": 12} for host in (0, 1)]
+    assert record["loss"]["persistent"]["arrays_lost"] == []
+
+
+def test_the_text_names_the_arrays_the_worst_host_takes_with_it(capsys):
+    code, out, err = run(capsys, "checkpoint-plan", *MLP, "--mesh", "data=16", "--master-dtype", "float32")
+    assert code == 0, err
+    assert (
+        "\n    host 0 takes with it: params/Dense_0/kernel, params/Dense_0/bias, params/Dense_1/kernel and 9 more "
+        "(--format json lists each)\n"
+    ) in out
 
 
 def test_ddp_on_gpus_writes_from_host_0_and_says_so_first(capsys):
