@@ -254,8 +254,15 @@ def test_a_boundary_that_cuts_chunks_reads_them_whole():
 def test_an_incompatible_restore_is_refused_naming_what_differs():
     mesh = parse_mesh("data=2")
     written = writers.plan_writes([row((4, 4), P("data"), mesh)], mesh, "dcp").arrays
-    with pytest.raises(ValueError, match="w: the checkpoint holds float32, the restore asks bfloat16"):
+    with pytest.raises(
+        ValueError, match=r"w: the checkpoint holds float32, the restore asks bfloat16 .*--restore-dtype"
+    ):
         plan_restore(written, [row((4, 4), P("data"), mesh, dtype="bfloat16")], Hosts(mesh, 1))
+    # Asked for, the cast is made and named; the bytes stay the checkpoint's: 4 x 4 float32 = 64 on one host.
+    cast = plan_restore(written, [row((4, 4), P("data"), mesh, dtype="bfloat16")], Hosts(mesh, 2), cast=True)
+    assert cast.casts == (("params", "float32", "bfloat16"),)
+    assert cast.bytes_held == cast.bytes_read == (64,)
+    assert cast.record()["casts"] == [{"part": "params", "from": "float32", "to": "bfloat16"}]
     with pytest.raises(ValueError, match="lacks, first v"):
         plan_restore(written, [row((4, 4), P("data"), mesh), row((4,), P(), mesh, path="v")], Hosts(mesh, 1))
     with pytest.raises(ValueError, match="shape 4x4, the restore layout needs 8x4"):

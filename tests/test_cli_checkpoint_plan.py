@@ -75,6 +75,32 @@ def test_a_restore_onto_another_mesh_and_the_dcp_policy(capsys):
     assert restore["read_amplification"] == 1
 
 
+def test_a_restore_into_another_dtype_casts_only_when_asked(capsys):
+    """bfloat16 params and no master copy, so Adam's moments are bfloat16 too: restoring into float32
+    params casts both (the step count stays int32); what is read is the checkpoint as stored, the
+    same bytes as a restore without the cast."""
+    plain = plan_json(capsys, "--mesh", "data=16")
+    cast = plan_json(capsys, "--mesh", "data=16", "--restore-dtype", "float32")
+    assert plain["restore"]["casts"] == []
+    assert cast["restore"]["casts"] == [
+        {"part": "params", "from": "bfloat16", "to": "float32"},
+        {"part": "optimizer", "from": "bfloat16", "to": "float32"},
+    ]
+    assert cast["restore"]["hosts"] == plain["restore"]["hosts"]
+    # By hand, in the stored bfloat16: each of the 2 hosts holds half of what is split and a whole copy
+    # of what is copied everywhere (Dense_1's bias, 4 x 2 bytes, in the params and both moments, and
+    # the 4-byte step count), so together the checkpoint's 1,276 bytes and one more copy of 28.
+    assert sum(host["bytes_held"] for host in cast["restore"]["hosts"]) == plain["total_bytes"] + 3 * 8 + 4 == 1_304
+    assert plan_json(capsys, "--mesh", "data=16", "--restore-dtype", "bfloat16")["restore"]["casts"] == []  # as saved
+    code, out, err = run(capsys, "checkpoint-plan", *MLP, "--mesh", "data=16", "--restore-dtype", "float32")
+    assert code == 0, err
+    assert (
+        "  cast on restore, as asked with --restore-dtype: params bfloat16 -> float32, optimizer bfloat16 -> float32; "
+        "the bytes read and held are the checkpoint's, as stored (Orbax itself casts to a target's dtype without "
+        "asking)\n"
+    ) in out
+
+
 def test_async_needs_a_device_with_a_host_link(capsys):
     err = refused_in_one_line(capsys, "checkpoint-plan", *MLP, "--mesh", "data=8", "--async")
     assert "--async needs --device with a host link figure" in err
@@ -96,6 +122,7 @@ def test_async_needs_a_device_with_a_host_link(capsys):
         (("--mesh", "data=4", "--restore-mesh", "data=3"), "--restore-mesh: the restore cannot lay the checkpoint out"),
         (("--mesh", "data=8", "--restore-strategy", "tensor"), "--restore-strategy needs --restore-mesh"),
         (("--mesh", "data=8", "--device", "abacus"), "unknown device 'abacus'"),
+        (("--mesh", "data=8", "--restore-dtype", "fp7"), "`--restore-dtype`: the restore dtype must be one of float32"),
     ],
     ids=lambda value: value if isinstance(value, str) else " ".join(value),
 )

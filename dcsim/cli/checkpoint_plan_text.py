@@ -140,6 +140,7 @@ def render_plan(plan: CheckpointPlan, num_params: int) -> str:
         f"  a host holds up to {max(restore.bytes_held):,} bytes and reads up to {max(restore.bytes_read):,}; "
         f"read amplification {ratio_text(restore.read_amplification)} (stored bytes read / bytes held; 1 "
         f"on the saving mesh); about {seconds_text(plan.restore_save.seconds)} at the storage's figures (an estimate)",
+        *([f"  {restore.cast_text()}"] if restore.casts else []),
         *_loss_line(plan),
     ]
     interval = plan.interval
