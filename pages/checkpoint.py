@@ -8,6 +8,7 @@ import json
 import streamlit as st
 
 from dcsim.checkpoint import measurement, multiprocess, records
+from dcsim.checkpoint.plan import verify
 from dcsim.inputs import show
 from dcsim.quantities import payload, units
 from dcsim.report import checkpoint_charts
@@ -372,14 +373,14 @@ sweep_clicked = st.button(
 if sweep_clicked and plan is not None and settings is not None:
     chosen = settings  # the lambda below sees it narrowed
     with st.status("Sweeping…", expanded=True) as status:
-        bar = st.progress(0.0, text=f"Starting {checkpoint.SWEEP_PROCESSES[0]} process(es)")
+        bar = st.progress(0.0, text=f"Starting {units.many(checkpoint.SWEEP_PROCESSES[0], 'process', 'processes')}")
         sweep_stages: dict[tuple[int, int], str] = {}
 
         def show_sweep_stage(num_processes: int, process_id: int, stage: str) -> None:
             sweep_stages[(num_processes, process_id)] = stage
             done, where = checkpoint.sweep_progress(sweep_stages, num_processes)
             bar.progress(done, text=where)
-            status.update(label=f"Sweeping: {num_processes} process(es)…")
+            status.update(label=f"Sweeping: {units.many(num_processes, 'process', 'processes')}…")
 
         swept = checkpoint.run_in_status(
             status, "sweep", lambda: checkpoint.measure_sweep(config, chosen, on_progress=show_sweep_stage)
@@ -410,13 +411,21 @@ if kept_sweep:
     with st.expander("Every process of every run"):
         table(per_process)
     last = reports[-1]
-    machine = f"This machine: {last.cpu_count} CPU core(s), load average {last.load_average:.2f} at the end."
-    st.markdown(f"- {frame.plain(records.MULTIHOST_NOTE)}\n- {frame.plain(machine)}")
-    widgets.download(
-        "Sweep (JSON)",
-        json.dumps({"sweep": [records.multiprocess_record(r) for r in reports]}, indent=2),
-        "dcsim-checkpoint-sweep.json",
+    machine = (
+        f"This machine: {units.many(last.cpu_count, 'CPU core')}, load average {last.load_average:.2f} at the end."
     )
+    st.markdown(f"- {frame.plain(records.MULTIHOST_NOTE)}\n- {frame.plain(machine)}")
+    st.markdown("**Predicted from this disk (estimate)**")
+    st.caption(
+        frame.plain(
+            "The plan's storage model (the one the plan at cluster scale below uses) given the bytes each process "
+            f"wrote and this disk as measured right after the sweep: {verify.describe_disk(kept_sweep.probe)}. "
+            "The range runs from the fastest try to the slowest."
+        )
+    )
+    st.dataframe(checkpoint.sweep_times_frame(kept_sweep.times()), hide_index=True)
+    st.markdown(f"- {frame.plain('Not modelled: ' + verify.sweep_leaves_out(reports))}")
+    widgets.download("Sweep (JSON)", json.dumps(kept_sweep.record(), indent=2), "dcsim-checkpoint-sweep.json")
 
 # --- the plan at cluster scale: nothing runs, every setting in the link ------------------------------
 

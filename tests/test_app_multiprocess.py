@@ -7,6 +7,7 @@ each other and the raw payload, never against hard-coded values.
 """
 
 import json
+import re
 
 import faults
 import pytest
@@ -87,7 +88,7 @@ def test_a_two_process_measurement_shows_each_process_and_the_group(monkeypatch)
     assert {"ocdbt.process_0/", "ocdbt.process_1/", "top level"} <= set(places["place"])
     assert sum(int(text.replace(",", "")) for text in places["num_bytes"]) == disk
     explanation = " ".join(texts(at, "markdown"))
-    assert "2 ocdbt.process_* folder(s) for 2 process(es)" in explanation
+    assert "2 ocdbt.process_* folders for 2 processes" in explanation
     assert "raw payload of 4,198,400" in explanation
     assert "What it cannot show: the network and storage bandwidth of a real cluster" in explanation
     downloads = [element.proto.label for element in at.get("download_button")]
@@ -144,19 +145,51 @@ def test_a_sweep_over_1_2_and_4_processes_draws_its_charts(monkeypatch):
     assert titles == ["Save time against processes (s)", "Bytes written per process", "Peak memory per process"]
     bytes_chart = measured_charts(at)[1]
     assert bytes_chart["encoding"]["xOffset"]["field"] == "process_name"
-    every = at.dataframe[-1].value  # every process of every run, in the expander
+    every = table(at, "num_processes")  # every process of every run, in the expander
     assert list(every["num_processes"]) == ["1", "2", "2", "4", "4", "4", "4"]
     assert list(every["process"]) == ["0", "0", "1", "0", "1", "2", "3"]
     note = " ".join(texts(at, "markdown"))
     assert "What it cannot show: the network and storage bandwidth of a real cluster" in note
-    assert "CPU core(s)" in note
+    assert re.search(r"This machine: [\d,]+ CPU cores?, load average", note)  # "1 CPU core", "2 CPU cores"
     assert button(at, "Sweep again")
+    _check_the_prediction_from_this_disk(at, side)
 
     monkeypatch.setattr(measuring.multiprocess, "run_sweep", _must_not_run("swept again"))
     at.run()
     assert not at.exception
     assert len(measured_charts(at)) == 3
     assert any("cached: nothing was run now" in text for text in texts(at, "caption"))
+
+
+def _check_the_prediction_from_this_disk(at, side):
+    """The sweep's save times predicted from this disk, as ``checkpoint --processes-sweep`` prints
+    them: this disk's probe (a 16,640-byte payload gets the smallest probe, 1 MiB a try), each run's
+    predicted range, the measured time and their ratio, and what the model leaves out."""
+    probe = next(text for text in texts(at, "caption") if "as measured right after the sweep" in text)
+    rates = re.search(
+        r"([\d.]+) ([kMG])B/s to ([\d.]+) ([kMG])B/s \(3 tries of 1,048,576 bytes written and synced in .+\), "
+        r"a file [\d,]+ to [\d,]+ us",
+        probe,
+    )
+    assert rates, probe
+    scale = {"k": 10**3, "M": 10**6, "G": 10**9}
+    fastest = float(rates[1]) * scale[rates[2]]
+    assert fastest >= float(rates[3]) * scale[rates[4]]
+    times = table(at, "Processes")
+    assert list(times["Processes"]) == ["1", "2", "4"]
+    assert list(times["Measured save"]) == list(side.loc["Save"])  # the runs' own times, in order
+    assert set(times["Limited by"]) <= {"each host's own bandwidth", "the storage's aggregate bandwidth"}
+    for column, run in zip(side.columns, times.itertuples(), strict=True):
+        low, high = (float(text) for text in run[2].removesuffix(" s").split(" to "))
+        measured = float(run[3].removesuffix(" s"))
+        assert 0 < low <= high
+        # One disk every process shares: a run saves its bytes at no more than the fastest try's rate.
+        assert low >= exact_bytes(side.loc["On disk", column]) / (fastest * 1.01) - 5e-5
+        # the ratio, redone from the shown figures within their rounding (3 and 4 decimals, then 1)
+        ratio = float(run[4].removesuffix("x").replace(",", ""))
+        assert (measured - 5e-4) / (low + 5e-5) - 0.05 <= ratio <= (measured + 5e-4) / max(low - 5e-5, 1e-9) + 0.05
+    note = " ".join(texts(at, "markdown"))
+    assert re.search(r"Not modelled: CPU contention \(4 processes of JAX and Orbax on [\d,]+ CPU cores?", note)
 
 
 @pytest.mark.parametrize(

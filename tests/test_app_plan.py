@@ -28,7 +28,7 @@ def plan_figures(at) -> dict[str, str]:
 
 
 def test_a_replicated_state_on_gpus_has_host_0_write_everything():
-    at = open_app(DDP, PAGE, editors=False, timeout=120)
+    at = open_app({**DDP, "rdtype": "float32"}, PAGE, editors=False, timeout=120)
     figures = plan_figures(at)
     assert figures["Hosts that write"] == "1 of 4"
     # Adam on bfloat16 params, no master copy: 424 + 2 x 424 + 4 bytes (the int32 step count)
@@ -40,16 +40,23 @@ def test_a_replicated_state_on_gpus_has_host_0_write_everything():
     verdict = next(shown(info) for info in at.info if "checkpoint, 1 of 4 hosts write" in shown(info))
     assert "under single-replica (3 write nothing)" in verdict
     assert len(at.get("vega_lite_chart")) >= 3  # hosts, speedup, goodput (and the page's own charts)
-    for key, value in {"pmesh": "data=32", "pzero": "0", "pdevice": "h100-sxm", "policy": "auto"}.items():
+    # The restore into float32 params casts the bfloat16 params and Adam's bfloat16 moments, as asked.
+    restore = next(shown(text) for text in at.markdown if "read amplification" in shown(text))
+    assert "cast on restore, as asked with --restore-dtype: params bfloat16 -> float32, optimizer bfloat16" in restore
+    settings = {"pmesh": "data=32", "pzero": "0", "pdevice": "h100-sxm", "policy": "auto", "rdtype": "float32"}
+    for key, value in settings.items():
         assert at.query_params[key] == value
 
 
 def test_a_bad_link_value_is_named_and_the_default_used():
     wide = {"v": "1", "input_dim": "64", "layers": "64"}  # 64x64 and 64: fsdp splits both over 64 devices
-    at = open_app({**wide, "pmesh": "data=1048576", "policy": "fast"}, PAGE, editors=False, timeout=120)
+    at = open_app(
+        {**wide, "pmesh": "data=1048576", "policy": "fast", "rdtype": "fp7"}, PAGE, editors=False, timeout=120
+    )
     warnings = [shown(warning) for warning in at.warning]
     assert any("`pmesh` may have at most 65,536 devices" in text for text in warnings), warnings
     assert any("`policy` must be one of single-replica" in text for text in warnings), warnings
+    assert any("`rdtype`: the restore dtype must be one of float32" in text for text in warnings), warnings
     assert plan_figures(at)["Hosts that write"] == "8 of 8"  # data=64, ZeRO-3: every host writes
     assert contents.SAVED_PARTS  # the plan saves memory's parts less the grads
 

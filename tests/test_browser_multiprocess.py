@@ -24,7 +24,7 @@ def test_two_processes_from_the_select_measure_and_stay_in_the_link(server, page
     expect(metric(page, "Restored bit for bit")).to_have_text("Yes", timeout=120_000)
     wait_for_app(page)
     expect(page.get_by_role("heading", name="Across 2 processes")).to_be_visible()
-    expect(page.get_by_text("2 ocdbt.process_* folder(s) for 2 process(es)", exact=False)).to_be_visible()
+    expect(page.get_by_text("2 ocdbt.process_* folders for 2 processes", exact=False)).to_be_visible()
 
     page.reload()  # the link reopens the same settings and the kept report
     wait_for_app(page)

@@ -174,6 +174,8 @@ def test_a_lost_host_fails_the_restore_on_the_arrays_the_plan_names(group):
     # Dense_1's kernel has a copy everywhere.
     predicted = {"params/Dense_0/kernel", "params/Dense_0/bias", "params/Dense_1/bias"}
     assert set(loss.paths_lost(LOST)) == predicted and loss.arrays_lost[LOST] == 3
+    ((hosts, paths),) = loss.lost_groups()  # both processes lose alike: one group in the JSON
+    assert hosts == (0, 1) and set(paths) == predicted
     assert loss.bytes_lost == (8_192 + 192, 8_192 + 192) and loss.min_hosts_to_lose_data == 1
 
     # What the removed folder held that the survivor's lacks: those arrays' chunks, those bytes.
@@ -233,12 +235,12 @@ REFUSALS = {
     ),
     "asks-for-more": (
         lambda rows: [*rows, dataclasses.replace(rows[0], path="Dense_2/kernel")],
-        "the restore asks for 1 array(s) the checkpoint lacks, first Dense_2/kernel",
+        "the restore asks for 1 array the checkpoint lacks, first Dense_2/kernel",
         "tree structures do not match",
     ),
     "leaves-out": (
         lambda rows: [r for r in rows if r.path != "Dense_1/bias"],
-        "the checkpoint holds 1 array(s) the restore leaves out, first Dense_1/bias",
+        "the checkpoint holds 1 array the restore leaves out, first Dense_1/bias",
         "tree structures do not match",
     ),
     "dtype": (
@@ -300,5 +302,7 @@ def test_a_two_process_save_restores_on_one_process_as_the_plan_says_and_refuses
             check_compatible(writes, new)
         if orbax is None:
             assert found["error"] is None and found["dtypes"]["Dense_0/kernel"] == "bfloat16", name
+            # the cast Orbax made without asking, dcsim makes when asked (--restore-dtype), and names
+            assert check_compatible(writes, new, cast=True) == (("params", "float32", "bfloat16"),)
         else:
             assert found["error"] is not None and orbax in found["error"], (name, found["error"])

@@ -17,7 +17,7 @@ from dcsim.checkpoint.plan import content as contents
 from dcsim.checkpoint.plan import interval as intervals
 from dcsim.checkpoint.plan import storage as storages
 from dcsim.checkpoint.plan import writers
-from dcsim.checkpoint.plan.loss import local_loss
+from dcsim.checkpoint.plan.loss import Loss, local_loss
 from dcsim.checkpoint.plan.placement import Hosts, check_devices_per_host, placement
 from dcsim.checkpoint.plan.plan import PlanRequest, SettingNames, plan_checkpoint
 from dcsim.checkpoint.plan.restore import plan_restore
@@ -254,8 +254,15 @@ def test_a_boundary_that_cuts_chunks_reads_them_whole():
 def test_an_incompatible_restore_is_refused_naming_what_differs():
     mesh = parse_mesh("data=2")
     written = writers.plan_writes([row((4, 4), P("data"), mesh)], mesh, "dcp").arrays
-    with pytest.raises(ValueError, match="w: the checkpoint holds float32, the restore asks bfloat16"):
+    with pytest.raises(
+        ValueError, match=r"w: the checkpoint holds float32, the restore asks bfloat16 .*--restore-dtype"
+    ):
         plan_restore(written, [row((4, 4), P("data"), mesh, dtype="bfloat16")], Hosts(mesh, 1))
+    # Asked for, the cast is made and named; the bytes stay the checkpoint's: 4 x 4 float32 = 64 on one host.
+    cast = plan_restore(written, [row((4, 4), P("data"), mesh, dtype="bfloat16")], Hosts(mesh, 2), cast=True)
+    assert cast.casts == (("params", "float32", "bfloat16"),)
+    assert cast.bytes_held == cast.bytes_read == (64,)
+    assert cast.record()["casts"] == [{"part": "params", "from": "float32", "to": "bfloat16"}]
     with pytest.raises(ValueError, match="lacks, first v"):
         plan_restore(written, [row((4, 4), P("data"), mesh), row((4,), P(), mesh, path="v")], Hosts(mesh, 1))
     with pytest.raises(ValueError, match="shape 4x4, the restore layout needs 8x4"):
@@ -274,6 +281,29 @@ def test_a_lost_host_under_the_local_tier():
     ddp = state("data=64", setup=Training.stage(0, optimizer="adam"))
     loss = local_loss(writers.plan_writes(saved(ddp), ddp.mesh, "dcp").arrays, Hosts(ddp.mesh, 8))
     assert loss.bytes_lost == (0,) * 8 and loss.min_hosts_to_lose_data == 8
+    assert loss.lost_groups() == () and loss.record()["arrays_lost"] == []
+
+
+def test_hosts_that_lose_the_same_arrays_are_one_group():
+    """Two layouts over five hosts, by hand: layout A is held alone by hosts 0, 2 and 4, layout B by
+    hosts 2 and 3. Host 0 and host 4 lose A's arrays (a, c), host 2 all three, host 3 B's (b), host 1
+    nothing; a host's group lists the arrays in the state's order."""
+    layout_a, layout_b = np.array([1, 0, 1, 0, 1]), np.array([0, 0, 2, 1, 0])
+    alone = (("params/a", layout_a), ("params/b", layout_b), ("params/c", layout_a))
+    loss = Loss(
+        tier="local", bytes_lost=(8, 0, 12, 4, 8), arrays_lost=(2, 0, 3, 1, 2), min_hosts_to_lose_data=1, alone=alone
+    )
+    assert loss.lost_groups() == (
+        ((0, 4), ("params/a", "params/c")),
+        ((2,), ("params/a", "params/b", "params/c")),
+        ((3,), ("params/b",)),
+    )
+    assert [loss.paths_lost(host) for host in range(5)] == [
+        ("params/a", "params/c"), (), ("params/a", "params/b", "params/c"), ("params/b",), ("params/a", "params/c"),
+    ]  # fmt: skip
+    record = loss.record()
+    assert record["hosts"][2] == {"host": 2, "bytes_lost": 12, "arrays_lost": 3}
+    assert record["arrays_lost"][0] == {"hosts": [0, 4], "paths": ["params/a", "params/c"]}
 
 
 # --- storage and time ------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from dcsim.memory.training import Training
 from dcsim.model.config import DenseLayer, ModelConfig
 from dcsim.model.count import count_params
 from dcsim.sharding.meshes import parse_mesh, parse_rules
+from dcsim.ui import checkpoint as measuring
 
 # Two layers, so the biases are small arrays with replicas under every layout but fsdp.
 MODEL = ModelConfig(input_dim=64, layers=(DenseLayer(features=64), DenseLayer(features=32)))
@@ -294,10 +295,30 @@ def test_a_sweep_s_time_by_hand_from_a_disk_probe():
     assert [t.predicted_seconds_high for t in times] == pytest.approx([0.416, 0.416])
     assert [t.ratio for t in times] == pytest.approx([4.0, 3.0])
     assert [t.limit for t in times] == ["each host's own bandwidth", "the storage's aggregate bandwidth"]
-    assert verify.sweep_leaves_out(runs).startswith("CPU contention (2 process(es) of JAX and Orbax on 2 CPU core(s)")
+    assert verify.sweep_leaves_out(runs).startswith("CPU contention (2 processes of JAX and Orbax on 2 CPU cores")
     table = "\n".join(render_on_this_machine(runs, probe))
-    assert "1.00 GB/s to 500.00 MB/s (3 tries of 1,048,576 bytes written and synced), a file 1,000 to 2,000 us" in table
+    assert (
+        "1.00 GB/s to 500.00 MB/s (3 tries of 1,048,576 bytes written and synced in /tmp), a file 1,000 to 2,000 us"
+        in table
+    )
     assert "  P = 2: predicted 0.2080 to 0.4160 s (the storage's aggregate bandwidth), measured 0.624 s: 3.0x" in table
+    # The Checkpoint page's table of the same figures, one row a run.
+    shown = measuring.sweep_times_frame(times)
+    assert shown.to_dict("list") == {
+        "Processes": ["1", "2"],
+        "Predicted save (estimate)": ["0.2080 to 0.4160 s", "0.2080 to 0.4160 s"],
+        "Measured save": ["0.832 s", "0.624 s"],
+        "Measured / predicted": ["4.0x", "3.0x"],
+        "Limited by": ["each host's own bandwidth", "the storage's aggregate bandwidth"],
+    }
+    record = verify.on_this_machine_record(runs, probe)  # the CLI's JSON and the page's download
+    assert record["disk"] == {
+        "folder": "/tmp",
+        "num_bytes": 1_048_576,
+        "bytes_per_s": [10**9, 5 * 10**8, 8 * 10**8],
+        "file_micros": [1_000, 2_000, 1_500],
+    }
+    assert [run["ratio"] for run in record["runs"]] == pytest.approx([4.0, 3.0])
 
 
 def test_the_disk_probe_measures_here_and_leaves_nothing(tmp_path):

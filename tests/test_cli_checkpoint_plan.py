@@ -34,6 +34,25 @@ def test_json_has_exactly_the_issue_s_keys_and_exact_bytes(capsys):
     assert sum(host["bytes_written"] for host in record["hosts"]) == record["total_bytes"]
     assert record["policy"] == "replica-parallel"  # no --device: Orbax's default off CUDA
     assert record["mtbi_seconds"] == 50_000 * 3600 / 16
+    # fsdp over 16 devices on 2 hosts of 8, by hand: Dense_0's kernel (its 16 columns), Dense_0's bias
+    # (16) and Dense_1's kernel (16 rows) split over data, so half of each dies with a host, in each of
+    # the four parts; Dense_1's bias (4 values) is copied on every device and survives. Host 0 alone
+    # holds half of 208 values in bfloat16 and in three float32 copies: 208 + 3 x 416 = 1,456 bytes.
+    local = record["loss"]["local"]
+    split = ("Dense_0/kernel", "Dense_0/bias", "Dense_1/kernel")
+    paths = [f"{part}/{path}" for part in ("params", "master", "optimizer/0/mu", "optimizer/0/nu") for path in split]
+    assert local["arrays_lost"] == [{"hosts": [0, 1], "paths": paths}]
+    assert local["hosts"] == [{"host": host, "bytes_lost": 1_456, "arrays_lost": 12} for host in (0, 1)]
+    assert record["loss"]["persistent"]["arrays_lost"] == []
+
+
+def test_the_text_names_the_arrays_the_worst_host_takes_with_it(capsys):
+    code, out, err = run(capsys, "checkpoint-plan", *MLP, "--mesh", "data=16", "--master-dtype", "float32")
+    assert code == 0, err
+    assert (
+        "\n    host 0 takes with it: params/Dense_0/kernel, params/Dense_0/bias, params/Dense_1/kernel and 9 more "
+        "(--format json lists each)\n"
+    ) in out
 
 
 def test_ddp_on_gpus_writes_from_host_0_and_says_so_first(capsys):
@@ -54,6 +73,32 @@ def test_a_restore_onto_another_mesh_and_the_dcp_policy(capsys):
     restore = record["restore"]
     assert [host["bytes_held"] for host in restore["hosts"]] == [record["total_bytes"]]
     assert restore["read_amplification"] == 1
+
+
+def test_a_restore_into_another_dtype_casts_only_when_asked(capsys):
+    """bfloat16 params and no master copy, so Adam's moments are bfloat16 too: restoring into float32
+    params casts both (the step count stays int32); what is read is the checkpoint as stored, the
+    same bytes as a restore without the cast."""
+    plain = plan_json(capsys, "--mesh", "data=16")
+    cast = plan_json(capsys, "--mesh", "data=16", "--restore-dtype", "float32")
+    assert plain["restore"]["casts"] == []
+    assert cast["restore"]["casts"] == [
+        {"part": "params", "from": "bfloat16", "to": "float32"},
+        {"part": "optimizer", "from": "bfloat16", "to": "float32"},
+    ]
+    assert cast["restore"]["hosts"] == plain["restore"]["hosts"]
+    # By hand, in the stored bfloat16: each of the 2 hosts holds half of what is split and a whole copy
+    # of what is copied everywhere (Dense_1's bias, 4 x 2 bytes, in the params and both moments, and
+    # the 4-byte step count), so together the checkpoint's 1,276 bytes and one more copy of 28.
+    assert sum(host["bytes_held"] for host in cast["restore"]["hosts"]) == plain["total_bytes"] + 3 * 8 + 4 == 1_304
+    assert plan_json(capsys, "--mesh", "data=16", "--restore-dtype", "bfloat16")["restore"]["casts"] == []  # as saved
+    code, out, err = run(capsys, "checkpoint-plan", *MLP, "--mesh", "data=16", "--restore-dtype", "float32")
+    assert code == 0, err
+    assert (
+        "  cast on restore, as asked with --restore-dtype: params bfloat16 -> float32, optimizer bfloat16 -> float32; "
+        "the bytes read and held are the checkpoint's, as stored (Orbax itself casts to a target's dtype without "
+        "asking)\n"
+    ) in out
 
 
 def test_async_needs_a_device_with_a_host_link(capsys):
@@ -77,6 +122,7 @@ def test_async_needs_a_device_with_a_host_link(capsys):
         (("--mesh", "data=4", "--restore-mesh", "data=3"), "--restore-mesh: the restore cannot lay the checkpoint out"),
         (("--mesh", "data=8", "--restore-strategy", "tensor"), "--restore-strategy needs --restore-mesh"),
         (("--mesh", "data=8", "--device", "abacus"), "unknown device 'abacus'"),
+        (("--mesh", "data=8", "--restore-dtype", "fp7"), "`--restore-dtype`: the restore dtype must be one of float32"),
     ],
     ids=lambda value: value if isinstance(value, str) else " ".join(value),
 )

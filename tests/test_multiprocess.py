@@ -156,7 +156,7 @@ def test_two_processes_of_two_devices_save_restore_and_leave_nothing(own_tmp):
     frame = records.processes_frame(report)
     assert frame["num_bytes"].sum() == totals.disk_bytes and list(frame["process"]) == [0, 1]
     explanation = " ".join(records.explain_processes(report))
-    assert "2 ocdbt.process_* folder(s) for 2 process(es)" in explanation
+    assert "2 ocdbt.process_* folders for 2 processes" in explanation
     assert f"raw payload of {DENSE_1024_FLOAT32_BYTES:,}" in explanation
 
 
@@ -358,7 +358,7 @@ def test_cli_sweep_json_and_table(own_tmp, capsys):
         assert 0 < run["predicted_seconds"] <= run["predicted_seconds_high"]
         assert run["measured_seconds"] == measured["save_seconds"]
         assert run["ratio"] == pytest.approx(run["measured_seconds"] / run["predicted_seconds"])
-    assert machine["not_modelled"].startswith("CPU contention (2 process(es) of JAX and Orbax on ")
+    assert machine["not_modelled"].startswith("CPU contention (2 processes of JAX and Orbax on ")
     assert list(own_tmp.iterdir()) == []
 
     assert main([*argv, "--processes-sweep", "1,2"]) == 0

@@ -56,3 +56,19 @@ def test_shares_read_exactly(value, text):
 
 def test_counts_have_separators():
     assert units.count(68_976_648_192) == "68,976,648,192"
+
+
+@pytest.mark.parametrize(
+    "n, word, plural, text",
+    [
+        (1, "device", None, "1 device"),
+        (0, "device", None, "0 devices"),
+        (8, "CPU core", None, "8 CPU cores"),
+        (1, "process", "processes", "1 process"),
+        (2, "process", "processes", "2 processes"),
+        (1_024, "array", None, "1,024 arrays"),
+    ],
+    ids=["one", "none", "several", "irregular-one", "irregular-several", "separators"],
+)
+def test_many_is_singular_for_one_only_and_takes_an_irregular_plural(n, word, plural, text):
+    assert units.many(n, word, plural) == text

@@ -110,7 +110,8 @@ class MultiprocessPlan:
             check_orbax_policy(self.policy)
         if self.predicted_bytes is not None and len(self.predicted_bytes) != self.num_processes:
             raise ValueError(
-                f"a prediction names {len(self.predicted_bytes)} process(es) for a group of {self.num_processes}"
+                f"a prediction names {units.many(len(self.predicted_bytes), 'process', 'processes')} for a group "
+                f"of {self.num_processes}"
             )
 
     @property

@@ -283,8 +283,12 @@ def explain_processes(report: MultiprocessReport) -> tuple[str, ...]:
     top = places[places["place"] == "top level"]
     heaviest = max(report.processes, key=lambda p: p.num_bytes)
     lightest = min(report.processes, key=lambda p: p.num_bytes)
+    processes, cores = (
+        units.many(report.num_processes, "process", "processes"),
+        units.many(report.cpu_count, "CPU core"),
+    )
     lines = [
-        f"Files: {len(own)} ocdbt.process_* folder(s) for {report.num_processes} process(es): each process with "
+        f"Files: {units.many(len(own), 'ocdbt.process_* folder')} for {processes}: each process with "
         "shards to write wrote its own (their data and index), every process its own array_metadatas/process_N; "
         "process 0 also wrote "
         f"the {int(top['num_files'].sum())} top-level files ({int(top['num_bytes'].sum()):,} bytes: tree metadata, "
@@ -294,8 +298,8 @@ def explain_processes(report: MultiprocessReport) -> tuple[str, ...]:
         f"and each value is written once, so the group wrote {report.checkpoint.disk_bytes:,} bytes for a raw "
         f"payload of {report.checkpoint.raw_payload_bytes:,}, as one process would.",
         f"Time: the group's save took {report.checkpoint.save_seconds:.2f} s from the first process starting to the "
-        f"last finishing, its restore {report.checkpoint.restore_seconds:.2f} s; {report.num_processes} process(es) "
-        f"shared this machine's {report.cpu_count} CPU core(s) (load average {report.load_average:.2f}).",
+        f"last finishing, its restore {report.checkpoint.restore_seconds:.2f} s; {processes} "
+        f"shared this machine's {cores} (load average {report.load_average:.2f}).",
         f"Memory: each process peaked at up to {units.bytes_exact(max(p.peak_rss_bytes for p in report.processes))}, "
         f"{units.bytes_exact(report.total_peak_rss_bytes)} together; each pays its own interpreter, JAX and Orbax "
         f"(about {units.bytes_exact(min(p.baseline_rss_bytes for p in report.processes))} before any work).",

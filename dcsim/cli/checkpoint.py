@@ -190,7 +190,7 @@ def render_processes_table(report: results.MultiprocessReport) -> str:
         f"restore verified bit for bit on every process: {'yes' if totals.restore_verified else 'NO'}",
         f"peak memory        {units.binary_bytes(max(p.peak_rss_bytes for p in report.processes))} per process at "
         f"most, {units.binary_bytes(report.total_peak_rss_bytes)} together",
-        f"machine            {report.cpu_count} CPU core(s), load average {report.load_average:.2f}",
+        f"machine            {units.many(report.cpu_count, 'CPU core')}, load average {report.load_average:.2f}",
         "",
         frame_text(processes),
         "",
@@ -209,11 +209,7 @@ def on_this_machine_record(reports: Sequence[results.MultiprocessReport], probe:
     """The sweep's save times predicted from this disk's probe, beside the measured ones."""
     from dcsim.checkpoint.plan import verify
 
-    return {
-        "disk": probe.record(),
-        "runs": [time.record() for time in verify.predict_sweep_times(reports, probe)],
-        "not_modelled": verify.sweep_leaves_out(reports),
-    }
+    return verify.on_this_machine_record(reports, probe)
 
 
 def render_on_this_machine(reports: Sequence[results.MultiprocessReport], probe: disk.DiskProbe) -> tuple[str, ...]:
@@ -221,9 +217,7 @@ def render_on_this_machine(reports: Sequence[results.MultiprocessReport], probe:
 
     lines = [
         f"On this machine (estimate): the plan's storage model with this disk as measured here: "
-        f"{units.decimal_bytes(max(probe.bytes_per_s))}/s to {units.decimal_bytes(min(probe.bytes_per_s))}/s "
-        f"({len(probe.bytes_per_s)} tries of {probe.num_bytes:,} bytes written and synced), a file "
-        f"{min(probe.file_micros):,} to {max(probe.file_micros):,} us",
+        f"{verify.describe_disk(probe)}",
     ]
     for time in verify.predict_sweep_times(reports, probe):
         lines.append(
@@ -240,7 +234,8 @@ def render_sweep_table(reports: Sequence[results.MultiprocessReport], probe: dis
     processes, then (with this disk's ``probe``) the storage model's times beside the measured ones."""
     first = reports[0].checkpoint
     lines = [
-        _heading(first, "") + f"; {reports[-1].cpu_count} CPU core(s), load average {reports[-1].load_average:.2f}",
+        _heading(first, "")
+        + f"; {units.many(reports[-1].cpu_count, 'CPU core')}, load average {reports[-1].load_average:.2f}",
         "",
         frame_text(_for_people(records.sweep_frame(reports))),
         "",

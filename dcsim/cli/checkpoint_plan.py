@@ -28,7 +28,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     groups = (
         ("hosts and writers", ("dph", "pdevice", "policy", "minslice", "maxrep")),
         ("storage and time (estimates)", ("storage", "wbw", "sbw", "async", "mttf", "restart", "keep")),
-        ("restore onto another mesh", ("rmesh", "rstrategy")),
+        ("restore onto another mesh or dtype", ("rmesh", "rstrategy", "rdtype")),
     )
     for title, links in groups:
         CHECKPOINT_PLAN.add_arguments(command.add_argument_group(title), links)
@@ -66,6 +66,7 @@ def request_from_args(args: argparse.Namespace) -> Any:
         asynchronous=given["async"] == "on",
         restore_mesh=None if given["rmesh"] is None else meshes.parse_mesh(given["rmesh"]),
         restore_strategy=given["rstrategy"],
+        restore_dtype=given["rdtype"],
         mttf_hours=float(text("mttf")),
         restart_seconds=float(text("restart")),
         keep=int(text("keep")),

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from dcsim.checkpoint.plan.plan import CheckpointPlan
 
 MAX_HOST_ROWS = 12  # runs of hosts that write alike are one row; past this many rows, the rest summed
+MAX_LOST_PATHS = 3  # the worst host's lost arrays named on its line; the rest counted (--format json lists all)
 
 
 def _bytes(n: int) -> str:
@@ -63,6 +64,7 @@ def _loss_line(plan: CheckpointPlan) -> list[str]:
             f"of the checkpoint, in {units.many(local.arrays_lost[worst], 'array')}; "
             f"{units.many(sum(1 for size in local.bytes_lost if size), 'host')} hold data no other host has"
         )
+        lines.append(f"    host {worst} takes with it: {_paths_text(local.paths_lost(worst))}")
     else:
         lines.append("  local tier: no host holds a shard alone: every shard has a copy on another host")
     lines.append(
@@ -70,6 +72,13 @@ def _loss_line(plan: CheckpointPlan) -> list[str]:
         "(the storage only)"
     )
     return lines
+
+
+def _paths_text(paths: Sequence[str]) -> str:
+    """The first ``MAX_LOST_PATHS`` arrays, then how many more: ``a, b, c and 2,889 more``."""
+    shown = ", ".join(paths[:MAX_LOST_PATHS])
+    rest = len(paths) - MAX_LOST_PATHS
+    return f"{shown} and {units.count(rest)} more (--format json lists each)" if rest > 0 else shown
 
 
 def render_plan(plan: CheckpointPlan, num_params: int) -> str:
@@ -131,6 +140,7 @@ def render_plan(plan: CheckpointPlan, num_params: int) -> str:
         f"  a host holds up to {max(restore.bytes_held):,} bytes and reads up to {max(restore.bytes_read):,}; "
         f"read amplification {ratio_text(restore.read_amplification)} (stored bytes read / bytes held; 1 "
         f"on the saving mesh); about {seconds_text(plan.restore_save.seconds)} at the storage's figures (an estimate)",
+        *([f"  {restore.cast_text()}"] if restore.casts else []),
         *_loss_line(plan),
     ]
     interval = plan.interval

@@ -18,9 +18,10 @@ def count(n: int) -> str:
     return f"{n:,}"
 
 
-def many(n: int, word: str) -> str:
-    """``n`` of ``word``, exact, singular for one: ``1 device``, ``8 devices``, ``0 sequences``."""
-    return f"{count(n)} {word}{'s' * (n != 1)}"
+def many(n: int, word: str, plural: str | None = None) -> str:
+    """``n`` of ``word``, exact, singular for one: ``1 device``, ``8 devices``, ``0 sequences``;
+    ``plural`` where adding an s is wrong: ``many(2, "process", "processes")``."""
+    return f"{count(n)} {word if n == 1 else plural or word + 's'}"
 
 
 def _scaled(n: int, base: int, units: tuple[str, ...]) -> str:

@@ -22,6 +22,12 @@ PLAN_MESH = "data=64"  # the page's default training mesh: 8 hosts of 8
 MAX_PLAN_DEVICES = 65_536
 
 
+def training_dtypes() -> tuple[str, ...]:
+    from dcsim.memory import training
+
+    return training.DTYPES
+
+
 def _device(text: str, name: str) -> str:
     try:
         return catalog.get_accelerator(text).name
@@ -73,6 +79,17 @@ def _strategy(text: str, name: str) -> str:
     return text
 
 
+def _restore_dtype(text: str, name: str) -> str:
+    from dcsim.memory import training
+
+    if text == "same":
+        return text
+    try:
+        return training.check_dtype(text, "restore")
+    except ValueError as err:
+        raise ValueError(f"`{name}`: {err}, or same (as saved)") from None
+
+
 def _number(text: str, name: str, minimum: float, unit: str) -> float:
     value = number_from_text(text.strip())
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < minimum:
@@ -109,6 +126,7 @@ CHECKPOINT_PLAN = declared(
         "async": switch("off", "on"),
         "rmesh": _mesh,
         "rstrategy": _strategy,
+        "rdtype": _restore_dtype,
         "mttf": _mttf,
         "restart": _restart,
         "keep": count(MAX_KEEP),
@@ -128,6 +146,8 @@ CHECKPOINT_PLAN = declared(
         "storages": ", ".join(storage.STORAGE_NAMES),
         "strategy_words": ticked(RESTORE_STRATEGIES),
         "strategies": ", ".join(RESTORE_STRATEGIES),
+        "dtype_words": ticked(training_dtypes()),
+        "dtypes": ", ".join(training_dtypes()),
         "mttf": interval.DEFAULT_MTTF_HOURS,
         "mttf_source": interval.MTTF_SOURCE,
         "max_keep": MAX_KEEP,
@@ -135,6 +155,6 @@ CHECKPOINT_PLAN = declared(
         "max_plan_devices": MAX_PLAN_DEVICES,
     },
     notes="`rstrategy` applies with `rmesh` only; `async` needs a `pdevice` whose host link the catalog states. The "
-    "page reads `pmesh`, `pzero`, `dph`, `pdevice`, `policy`, `storage`, `async` and `rmesh` (with `optim` and "
-    "`master`); the other keys are the command line's for now.",
+    "page reads `pmesh`, `pzero`, `dph`, `pdevice`, `policy`, `storage`, `async`, `rmesh` and `rdtype` (with `optim` "
+    "and `master`); the other keys are the command line's for now.",
 )

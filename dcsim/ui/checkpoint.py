@@ -13,13 +13,14 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import pandas as pd
 import streamlit as st
 
-from dcsim.checkpoint import measurement, multiprocess
+from dcsim.checkpoint import disk, measurement, multiprocess, records
+from dcsim.checkpoint.disk import DiskProbe
 from dcsim.checkpoint.measurement import (
     CheckpointBusy,
     CheckpointFailed,
@@ -28,6 +29,8 @@ from dcsim.checkpoint.measurement import (
     MeasurementOptions,
 )
 from dcsim.checkpoint.multiprocess import MultiprocessPlan
+from dcsim.checkpoint.plan import verify
+from dcsim.checkpoint.plan.verify import SweepTime
 from dcsim.checkpoint.results import CheckpointReport, MultiprocessReport
 from dcsim.inputs import show
 from dcsim.model.config import ModelConfig
@@ -240,10 +243,24 @@ def measure_group(
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class KeptSweep:
-    """A finished sweep (one group measurement per process count) and when it finished (UTC)."""
+    """A finished sweep (one group measurement per process count), when it finished (UTC), and this
+    disk as probed right after it (what the save times are predicted from, as the CLI does)."""
 
     reports: tuple[MultiprocessReport, ...]
     measured_at: str
+    probe: DiskProbe
+
+    def times(self) -> tuple[SweepTime, ...]:
+        """Each run's save time by the plan's storage model from the probe, beside the measured one."""
+        return verify.predict_sweep_times(self.reports, self.probe)
+
+    def record(self) -> dict[str, object]:
+        """The sweep's download: each run's record and the prediction, as ``checkpoint --processes-sweep``
+        prints them in JSON."""
+        return {
+            "sweep": [records.multiprocess_record(report) for report in self.reports],
+            "on_this_machine": verify.on_this_machine_record(self.reports, self.probe),
+        }
 
 
 def _sweep_key(config: ModelConfig, settings: Settings) -> str:
@@ -280,9 +297,15 @@ def measure_sweep(
     plans = plan_sweep(config, settings)
     with measurement_lock().hold(wait_seconds=WAIT_SECONDS):
         reports = multiprocess.run_sweep(plans, on_progress=on_progress)
+        # Probed once the groups have ended (not beside them), where they saved, still under the lock
+        # so that no other measurement shares the disk with the probe.
+        try:
+            probe = disk.probe_disk(disk.probe_bytes(reports[0].checkpoint.disk_bytes))
+        except OSError as err:
+            raise CheckpointFailed(f"the disk probe after the sweep could not write its files ({err})") from err
     key = _sweep_key(config, settings)
     _sweeps.clear(key)
-    return _sweeps(key, KeptSweep(reports=reports, measured_at=_now()))
+    return _sweeps(key, KeptSweep(reports=reports, measured_at=_now(), probe=probe))
 
 
 # --- what the page shows of a group and a sweep ----------------------------------------------------
@@ -301,7 +324,7 @@ def sweep_progress(stages: Mapping[tuple[int, int], str], num_processes: int) ->
     within, text = group_progress(current, num_processes)
     return (SWEEP_PROCESSES.index(num_processes) + within) / len(
         SWEEP_PROCESSES
-    ), f"{num_processes} process(es): {text}"
+    ), f"{units.many(num_processes, 'process', 'processes')}: {text}"
 
 
 def _seconds(value: float) -> str:
@@ -349,7 +372,9 @@ def shown_columns(table: pd.DataFrame) -> tuple[dict[str, Any], dict[str, Callab
 def sweep_side_by_side(sweep: pd.DataFrame) -> pd.DataFrame:
     """``dcsim.checkpoint.records.sweep_frame`` turned on its side: one row per figure, one column per
     process count, so three runs read side by side on any screen."""
-    columns = {f"{count} process{'es' * (count != 1)}": index for index, count in enumerate(sweep["num_processes"])}
+    columns = {
+        units.many(int(count), "process", "processes"): index for index, count in enumerate(sweep["num_processes"])
+    }
     figures = [name for name in sweep.columns if name != "num_processes"]
     data = {"Figure": [_SHOWN[name][0] for name in figures]}
     for title, index in columns.items():
@@ -359,6 +384,23 @@ def sweep_side_by_side(sweep: pd.DataFrame) -> pd.DataFrame:
             for name in figures
         ]
     return pd.DataFrame(data)
+
+
+def sweep_times_frame(times: Sequence[SweepTime]) -> pd.DataFrame:
+    """One row a run of the sweep: the save time the plan's storage model predicts from this disk's
+    probe (the fastest try to the slowest), the time measured, their ratio, and what limited the
+    prediction; as ``checkpoint --processes-sweep`` prints them."""
+    return pd.DataFrame(
+        {
+            "Processes": [units.count(time.num_processes) for time in times],
+            "Predicted save (estimate)": [
+                f"{time.predicted_seconds:.4f} to {time.predicted_seconds_high:.4f} s" for time in times
+            ],
+            "Measured save": [f"{time.measured_seconds:.3f} s" for time in times],
+            "Measured / predicted": [f"{time.ratio:,.1f}x" for time in times],
+            "Limited by": [time.limit for time in times],
+        }
+    )
 
 
 Result = TypeVar("Result")

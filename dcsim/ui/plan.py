@@ -43,7 +43,9 @@ SETTINGS = (
     (CHECKPOINT_PLAN, "storage", "Storage"),
     (CHECKPOINT_PLAN, "async", "Async save"),
     (CHECKPOINT_PLAN, "rmesh", "Restore onto mesh"),
+    (CHECKPOINT_PLAN, "rdtype", "Restore dtype"),
 )
+COLUMNS = 6  # settings a row
 
 _LABELS = {link: label for _, link, label in SETTINGS}
 # The plan's refusals name these controls as the page labels them, never the command line's flags.
@@ -74,8 +76,8 @@ def _reader(request: Any, link: str) -> Any:
 def settings() -> dict[str, str]:
     """Each setting's widget, seeded from the link; the values as the link writes them."""
     values = {}
-    columns = st.columns(5) + st.columns(5)
-    for column, (request, link, label) in zip(columns, SETTINGS, strict=True):
+    columns = [column for _ in range(0, len(SETTINGS), COLUMNS) for column in st.columns(COLUMNS)]
+    for column, (request, link, label) in zip(columns[: len(SETTINGS)], SETTINGS, strict=True):
         field = request[link]
         key = frame.seeded_setting(PAGE, link, field.default, _reader(request, link), limit=field.limit)
         text = state.held(column.text_input)(label, key=key, help=frame.plain(field.meaning))
@@ -106,6 +108,7 @@ def _plan(config_json: str, values: tuple[tuple[str, str], ...]) -> Any:
         asynchronous=is_on(CHECKPOINT_PLAN["async"], given["async"]),
         restore_mesh=None if given["rmesh"] == "none" else meshes.parse_mesh(given["rmesh"]),
         names=PAGE_NAMES,
+        restore_dtype=None if given["rdtype"] == "same" else given["rdtype"],
     )
     return plan_checkpoint(report, memory, request)
 
@@ -145,6 +148,7 @@ def render(config: ModelConfig) -> None:
         frame.plain(
             f"Restore onto {values['rmesh'] if values['rmesh'] != 'none' else 'the saving mesh'}: read "
             f"amplification {float(restore.read_amplification):.4g} (stored bytes read over bytes held)."
+            + (f" The {restore.cast_text()}." if restore.casts else "")
         )
     )
     restore_runs = host_runs(list(zip(restore.bytes_read, restore.bytes_held, strict=True)))

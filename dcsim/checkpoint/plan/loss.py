@@ -44,9 +44,36 @@ class Loss:
         """The arrays (``part/path``) a shard of which dies with ``host``."""
         return tuple(name for name, shards in self.alone if shards[host])
 
+    def lost_groups(self) -> tuple[tuple[tuple[int, ...], tuple[str, ...]], ...]:
+        """The hosts that lose something, grouped by the arrays they lose: ``(hosts, paths)``, in the
+        order of each group's first host. Arrays of one layout share one row of ``alone``, so a host's
+        losses are read off a few rows, not off every array: 2,048 hosts that each lose a shard of
+        every array are one group, not 2,048 copies of the same list."""
+        rows: dict[int, np.ndarray] = {}
+        for _, shards in self.alone:
+            rows.setdefault(id(shards), shards)
+        if not rows:
+            return ()
+        layouts = list(rows)
+        held_alone = np.stack([rows[layout] > 0 for layout in layouts])  # layouts x hosts
+        by_pattern: dict[bytes, list[int]] = {}
+        for host in np.flatnonzero(held_alone.any(axis=0)).tolist():
+            by_pattern.setdefault(held_alone[:, host].tobytes(), []).append(int(host))
+        groups = []
+        for hosts in by_pattern.values():
+            lost = {layouts[index] for index in np.flatnonzero(held_alone[:, hosts[0]]).tolist()}
+            groups.append((tuple(hosts), tuple(name for name, shards in self.alone if id(shards) in lost)))
+        return tuple(groups)
+
     def record(self) -> dict[str, object]:
+        """Each host's bytes and count of arrays lost, and (``arrays_lost``) the arrays themselves, once a
+        group of hosts that lose the same ones; a host in no group loses nothing."""
         return {
-            "hosts": [{"host": host, "bytes_lost": size} for host, size in enumerate(self.bytes_lost)],
+            "hosts": [
+                {"host": host, "bytes_lost": size, "arrays_lost": count}
+                for host, (size, count) in enumerate(zip(self.bytes_lost, self.arrays_lost, strict=True))
+            ],
+            "arrays_lost": [{"hosts": list(hosts), "paths": list(paths)} for hosts, paths in self.lost_groups()],
             "min_hosts_to_lose_data": self.min_hosts_to_lose_data,
         }
 

@@ -32,6 +32,7 @@ from dcsim.checkpoint.plan.storage import (
 from dcsim.checkpoint.plan.writers import NO_LIMITS, SliceLimits, Writes, check_policy, host_files, plan_writes
 from dcsim.inputs import show
 from dcsim.memory.state import MemoryReport, compute_memory
+from dcsim.memory.training import check_dtype
 from dcsim.model.count import ParamReport
 from dcsim.quantities import units
 from dcsim.serving.catalog import get_accelerator
@@ -78,6 +79,7 @@ class PlanRequest:
     restore_mesh: MeshSpec | None = None
     restore_strategy: str | None = None
     restore_rules: tuple[Rule, ...] = ()
+    restore_dtype: str | None = None  # None: as saved; else the params' dtype the restore casts to
     mttf_hours: float = intervals.DEFAULT_MTTF_HOURS
     restart_seconds: float = 0.0
     keep: int = 1
@@ -90,6 +92,8 @@ class PlanRequest:
             get_accelerator(self.device)
         if self.policy is not None:
             check_policy(self.policy)
+        if self.restore_dtype is not None:
+            check_dtype(self.restore_dtype, "restore")
         intervals.check_positive(self.mttf_hours, names.mttf_hours, "hours")
         intervals.check_non_negative(self.restart_seconds, names.restart_seconds, "seconds")
         for field, value in (
@@ -296,8 +300,16 @@ def plan_checkpoint(
     host_bytes = writes.host_bytes(hosts)
     save = save_time(host_bytes, request.storage)
     curve = speedup_curve(writes.device_bytes, hosts.num_hosts, request.storage)
-    if request.restore_mesh is None:
+    # A restore dtype lays the target out as training with those params would hold it (the optimizer
+    # state too when it follows the params' dtype), so the casts are the ones a real target would ask.
+    asked = request.restore_dtype or memory.training.param_dtype
+    cast = asked != memory.training.param_dtype
+    target = dataclasses.replace(memory.training, param_dtype=asked) if cast else memory.training
+    if request.restore_mesh is None and not cast:
         restored, restore_hosts = content.arrays, hosts
+    elif request.restore_mesh is None:
+        laid = compute_memory(report, memory.mesh, memory.strategy, memory.rules, target)
+        restored, restore_hosts = Content(laid).arrays, hosts
     else:
         strategy = request.restore_strategy or memory.strategy
         try:
@@ -305,11 +317,11 @@ def plan_checkpoint(
                 request.restore_mesh,
                 check_devices_per_host(request.devices_per_host, request.restore_mesh, names.devices_per_host),
             )
-            laid = compute_memory(report, request.restore_mesh, strategy, request.restore_rules, memory.training)
+            laid = compute_memory(report, request.restore_mesh, strategy, request.restore_rules, target)
         except ValueError as err:
             raise ValueError(f"{names.restore_mesh}: the restore cannot lay the checkpoint out: {err}") from None
         restored = Content(laid).arrays
-    restore = plan_restore(writes.arrays, restored, restore_hosts)
+    restore = plan_restore(writes.arrays, restored, restore_hosts, cast=cast)
     restore_save = save_time(restore.bytes_read, request.storage)
     restart = restore_save.seconds + request.restart_seconds
     delta = blocking_seconds(request, writes, save)

@@ -26,7 +26,7 @@ import numpy as np
 from dcsim.checkpoint.plan.placement import Hosts, add_scaled, placement, spec_key
 from dcsim.checkpoint.plan.writers import ArrayWrite
 from dcsim.memory.state import StateArray
-from dcsim.quantities import payload
+from dcsim.quantities import payload, units
 from dcsim.sharding.meshes import shape_text
 
 
@@ -37,11 +37,22 @@ class RestorePlan:
     hosts: Hosts
     bytes_held: tuple[int, ...]
     bytes_read: tuple[int, ...]
+    casts: tuple[tuple[str, str, str], ...] = ()  # (part, stored dtype, restored dtype), as asked
 
     @property
     def read_amplification(self) -> Fraction:
         held = sum(self.bytes_held)
         return Fraction(sum(self.bytes_read), held) if held else Fraction(1)
+
+    def cast_text(self) -> str:
+        """The casts asked for, in words (empty without one); the bytes stay the checkpoint's."""
+        if not self.casts:
+            return ""
+        each = ", ".join(f"{part} {old} -> {new}" for part, old, new in self.casts)
+        return (
+            f"cast on restore, as asked with --restore-dtype: {each}; the bytes read and held are the checkpoint's, "
+            "as stored (Orbax itself casts to a target's dtype without asking)"
+        )
 
     def record(self) -> dict[str, object]:
         return {
@@ -50,33 +61,46 @@ class RestorePlan:
                 for host, (read, held) in enumerate(zip(self.bytes_read, self.bytes_held, strict=True))
             ],
             "read_amplification": float(self.read_amplification),
+            "casts": [{"part": part, "from": old, "to": new} for part, old, new in self.casts],
         }
 
 
-def check_compatible(saved: Sequence[ArrayWrite], restored: Sequence[StateArray]) -> None:
+def check_compatible(
+    saved: Sequence[ArrayWrite], restored: Sequence[StateArray], *, cast: bool = False
+) -> tuple[tuple[str, str, str], ...]:
     """Refuse, before anything is read, a restore whose arrays differ from the checkpoint's: a
-    missing or extra array, a shape or a dtype (no cast is made: Orbax restores the dtype stored
-    unless a target asks another), or a layout that stores a padded shape."""
+    missing or extra array, a shape, a layout that stores a padded shape, or a dtype unless ``cast``
+    (asked for with ``--restore-dtype``). Orbax itself casts to whatever dtype a target names, without
+    asking; dcsim casts only when asked, so a dtype changed by mistake is caught before a long read.
+
+    Returns the casts made, ``(part, stored dtype, restored dtype)`` once each, in the state's order."""
     stored = {(write.array.part, write.array.path): write.array for write in saved}
     wanted = {(row.part, row.path): row for row in restored}
     missing = sorted(set(wanted) - set(stored))
     extra = sorted(set(stored) - set(wanted))
     if missing:
-        raise ValueError(f"the restore asks for {len(missing):,} array(s) the checkpoint lacks, first {missing[0][1]}")
+        lacking = units.many(len(missing), "array")
+        raise ValueError(f"the restore asks for {lacking} the checkpoint lacks, first {missing[0][1]}")
     if extra:
-        raise ValueError(f"the checkpoint holds {len(extra):,} array(s) the restore leaves out, first {extra[0][1]}")
+        left_out = units.many(len(extra), "array")
+        raise ValueError(f"the checkpoint holds {left_out} the restore leaves out, first {extra[0][1]}")
+    casts: dict[tuple[str, str, str], None] = {}
     for key, row in wanted.items():
         old = stored[key]
         if old.dtype != row.dtype:
-            raise ValueError(
-                f"{row.path}: the checkpoint holds {old.dtype}, the restore asks {row.dtype} "
-                "(a cast on restore must be asked for explicitly)"
-            )
+            if not cast:
+                raise ValueError(
+                    f"{row.path}: the checkpoint holds {old.dtype}, the restore asks {row.dtype} (a cast on restore "
+                    "must be asked for explicitly: checkpoint-plan's --restore-dtype; Orbax itself casts to the "
+                    "target's dtype without asking)"
+                )
+            casts[(row.part, old.dtype, row.dtype)] = None
         if old.stored_shape != row.stored_shape:
             raise ValueError(
                 f"{row.path}: the checkpoint holds shape {shape_text(old.stored_shape)}, the restore layout "
                 f"needs {shape_text(row.stored_shape)} (a padded or repeated layout on one side only)"
             )
+    return tuple(casts)
 
 
 def _union_cells(boxes: set[tuple[tuple[int, int], ...]]) -> int:
@@ -127,10 +151,17 @@ def _chunks_per_host(
     return held, reads
 
 
-def plan_restore(saved: Sequence[ArrayWrite], restored: Sequence[StateArray], hosts: Hosts) -> RestorePlan:
-    """What each host of ``hosts`` (the restore mesh) holds and reads of a checkpoint written as ``saved``."""
-    check_compatible(saved, restored)
+def plan_restore(
+    saved: Sequence[ArrayWrite], restored: Sequence[StateArray], hosts: Hosts, *, cast: bool = False
+) -> RestorePlan:
+    """What each host of ``hosts`` (the restore mesh) holds and reads of a checkpoint written as ``saved``.
+
+    ``cast``: a dtype the checkpoint does not hold is asked for (``check_compatible``). Bytes held and
+    read are the checkpoint's, in the dtype stored: a cast changes what the devices hold afterwards,
+    not what is read, and the read amplification stays the cost of the new boundaries alone."""
+    casts = check_compatible(saved, restored, cast=cast)
     chunks = {(write.array.part, write.array.path): write.chunk_shape for write in saved}
+    dtypes = {(write.array.part, write.array.path): write.array.dtype for write in saved}
     held = np.zeros(hosts.num_hosts, dtype=np.int64)
     read = np.zeros(hosts.num_hosts, dtype=np.int64)
     kinds: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray]] = {}
@@ -140,10 +171,12 @@ def plan_restore(saved: Sequence[ArrayWrite], restored: Sequence[StateArray], ho
         if key not in kinds:
             kinds[key] = _chunks_per_host(hosts, row.spec, row.stored_shape, chunk)
         shards, pieces = kinds[key]
-        add_scaled(held, shards, payload.raw_bytes_as(math.prod(row.shard_shape), row.dtype))
-        add_scaled(read, pieces, payload.raw_bytes_as(math.prod(chunk), row.dtype))
+        dtype = dtypes[(row.part, row.path)]
+        add_scaled(held, shards, payload.raw_bytes_as(math.prod(row.shard_shape), dtype))
+        add_scaled(read, pieces, payload.raw_bytes_as(math.prod(chunk), dtype))
     return RestorePlan(
         hosts=hosts,
         bytes_held=tuple(int(size) for size in held.tolist()),
         bytes_read=tuple(int(size) for size in read.tolist()),
+        casts=casts,
     )

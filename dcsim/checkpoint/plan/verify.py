@@ -29,6 +29,7 @@ from dcsim.checkpoint.plan.writers import plan_writes
 from dcsim.checkpoint.results import MultiprocessReport
 from dcsim.memory.state import compute_memory
 from dcsim.memory.training import Training
+from dcsim.quantities import units
 from dcsim.sharding.meshes import Rule
 
 
@@ -124,12 +125,31 @@ def predict_sweep_times(reports: Sequence[MultiprocessReport], probe: DiskProbe)
     return tuple(times)
 
 
+def describe_disk(probe: DiskProbe) -> str:
+    """The probe's figures in one line: the bandwidths and costs a file its tries bound the prediction with."""
+    return (
+        f"{units.decimal_bytes(max(probe.bytes_per_s))}/s to {units.decimal_bytes(min(probe.bytes_per_s))}/s "
+        f"({units.many(len(probe.bytes_per_s), 'try', 'tries')} of {probe.num_bytes:,} bytes written and synced in "
+        f"{probe.folder}), a file {min(probe.file_micros):,} to {max(probe.file_micros):,} us"
+    )
+
+
+def on_this_machine_record(reports: Sequence[MultiprocessReport], probe: DiskProbe) -> dict[str, object]:
+    """The sweep's save times predicted from this disk's probe, beside the measured ones: the
+    ``on_this_machine`` key of the CLI's JSON and of the Checkpoint page's sweep download."""
+    return {
+        "disk": probe.record(),
+        "runs": [time.record() for time in predict_sweep_times(reports, probe)],
+        "not_modelled": sweep_leaves_out(reports),
+    }
+
+
 def sweep_leaves_out(reports: Sequence[MultiprocessReport]) -> str:
     """What the storage model leaves out of a save measured here."""
-    cores = reports[-1].cpu_count
-    most = max(report.num_processes for report in reports)
+    cores = units.many(reports[-1].cpu_count, "CPU core")
+    most = units.many(max(report.num_processes for report in reports), "process", "processes")
     return (
-        f"CPU contention ({most} process(es) of JAX and Orbax on {cores} CPU core(s), load average "
+        f"CPU contention ({most} of JAX and Orbax on {cores}, load average "
         f"{reports[-1].load_average:.2f}); Orbax's fixed costs a save (its thread pools, the barriers between "
         "processes, the metadata process 0 commits); the page cache (the probe syncs each file, as tensorstore "
         "does, but reads nothing)"
