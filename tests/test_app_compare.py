@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from streamlit.testing.v1 import AppTest
 
 from conftest import open_app, shown
