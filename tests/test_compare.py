@@ -567,3 +567,25 @@ def test_a_layout_the_strategy_cannot_make_says_so_in_the_cell():
     tensor = budget.Budget(strategy="tensor")  # 12 heads do not split over model=5
     said = compare.scenario_time(scenario, count_params(config), tensor)
     assert isinstance(said, str) and said.startswith("cannot be timed: ")
+
+
+def test_the_run_docs_compare_md_quotes_is_the_tables():
+    """docs/compare.md's Llama 2 7B run, as the page's table writes it (the figures are the engine's
+    estimates: a change to the engine shows here first)."""
+    config = ModelConfig(preset="llama2-7b", num_shards=64)
+    run = compare.Timing(device="h100-sxm", tokens=2 * 10**12, price_per_device_hour=2.0)
+    scenario = compare.Scenario(
+        name="7b", config=config, dtype="bfloat16", step=activations.Step(sequence=4096), time=run
+    )
+    comparison = compare.Comparison(scenarios=(scenario,))
+    [row] = compare.time_frame(
+        comparison, [compare.scenario_time(scenario, count_params(config), comparison.budget)]
+    ).to_dict(orient="records")
+    docs = " ".join((Path(__file__).parent.parent / "docs" / "compare.md").read_text().split())
+    days, dh, cost = (row[key].split(" (") for key in ("days_text", "device_hours_text", "cost_text"))
+    quoted = (
+        f"{row['step_text'].split(' (')[0]} a step ({row['step_text'].split(' (')[1]}, "
+        f"{row['tokens_per_second_text']} tokens a second, {days[0]} days ({days[1]}, {dh[0]} device-hours ({dh[1]} "
+        f"and a cost of {cost[0]} ({cost[1]}"
+    )
+    assert quoted in docs
