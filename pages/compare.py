@@ -317,7 +317,7 @@ else:
                 "name": st.column_config.TextColumn("Scenario"),
                 "run": st.column_config.TextColumn("Run (device, devices a host, tokens, price)"),
                 "step_text": st.column_config.TextColumn(
-                    "Step, s (estimate; band)", help="Point estimate (full overlap to no overlap)"
+                    "Step (estimate; band)", help="Point estimate (full overlap to no overlap)"
                 ),
                 "tokens_per_second_text": st.column_config.TextColumn(
                     "Tokens/s (estimate)", help="All replicas together"
