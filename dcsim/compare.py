@@ -6,10 +6,14 @@ the baseline, and the budget question (``dcsim.memory.budget``). It travels thre
 
 - **JSON** (``"format": "dcsim.comparison"``, version 1): each scenario is its configuration's
   JSON object (``ModelConfig.to_dict``) plus ``name`` and ``dtype`` (and, when it has them, its
-  ``weights`` format and its training step: ``sequence``, ``micro_batch``, ``remat``,
-  ``attention``); unknown keys are refused by name; at most ``MAX_COMPARISON_BYTES``.
+  ``weights`` format, its training step: ``sequence``, ``micro_batch``, ``remat``, ``attention``,
+  and its run's ``time``: ``device``, ``devices_per_host``, ``tokens``, ``price_per_device_hour``,
+  ``micro_batches``, the ``memory`` command's JSON keys); unknown keys are refused by name; at most
+  ``MAX_COMPARISON_BYTES``.
 - **a link** (``dcsim.links.comparisons``), read with the configuration link's own codec.
-- **tables** (``comparison_frame``, ``sweep_frame``) for the page, the CLI and CSV.
+- **tables** (``comparison_frame``, ``sweep_frame``) for the page, the CLI and CSV; ``time_frame``
+  compares the scenarios' runs by days and cost (``scenario_time``: ``dcsim.speed.estimate``'s
+  step time, the Memory page's call).
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ from dcsim.model import presets, registry
 from dcsim.model.config import CONFIG_FORMAT, CONFIG_VERSION, MODEL_KEYS, ModelConfig
 from dcsim.model.count import ParamReport
 from dcsim.quantities import payload, units
+from dcsim.serving import catalog
 from dcsim.sharding import shares
+from dcsim.speed import system
 
 MAX_SCENARIOS = 8
 MAX_NAME_CHARS = 64
@@ -96,6 +102,94 @@ def step_text(step: Step | None) -> str:
     )
 
 
+# A scenario's run on an accelerator: the Memory page's time settings, by their key in the
+# ``memory`` command's ``time`` JSON (``dcsim.requests.timing``'s ``json``, less ``time.``), each
+# with its link key (the timing request's: ``dph``, ``tokens``, ``price``, ``mbs``) inside a scenario's
+# token. The device is the Serving page's ``device``. A comparison's mesh has no ``stage`` axis
+# (``time_mesh``), so the pipeline's schedule keys (``sched``, ``vstages``) have nothing to set.
+TIME_FIELDS = {
+    "device": "device",
+    "devices_per_host": "dph",
+    "tokens": "tokens",
+    "price_per_device_hour": "price",
+    "micro_batches": "mbs",
+}
+NO_FIGURE = "none"  # the boxes' and the link's word for no tokens, no price
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Timing:
+    """A scenario's run on an accelerator, as the Memory page's time section sets it.
+
+    Attributes:
+      device: a catalog accelerator (``dcsim.serving.catalog``) with speed figures.
+      devices_per_host: which of the mesh's devices share a host's scale-up links (default 8).
+      tokens: the run's tokens (its steps, days and device-hours), or None for the step alone.
+      price_per_device_hour: the cost of a device-hour (any currency), or None; priced only with tokens.
+      micro_batches: a data-parallel replica's micro-batches a step (gradient accumulation).
+    """
+
+    device: str
+    devices_per_host: int = system.DEFAULT_DEVICES_PER_HOST
+    tokens: int | None = None
+    price_per_device_hour: float | None = None
+    micro_batches: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.device, str):
+            raise TypeError(f"a scenario's `device` must be a catalog name, got {show(self.device)}")
+        object.__setattr__(self, "device", catalog.get_accelerator(self.device).name)
+        object.__setattr__(
+            self,
+            "devices_per_host",
+            as_int(self.devices_per_host, "dph", maximum=system.MAX_DEVICES_PER_HOST, why="devices a host"),
+        )
+        if self.tokens is not None:
+            object.__setattr__(self, "tokens", system.check_tokens(self.tokens, "tokens"))
+        if self.price_per_device_hour is not None:
+            object.__setattr__(self, "price_per_device_hour", system.check_price(self.price_per_device_hour, "price"))
+        from dcsim.speed import pipeline
+
+        object.__setattr__(
+            self,
+            "micro_batches",
+            as_int(self.micro_batches, "mbs", maximum=pipeline.MAX_MICRO_BATCHES, why="micro-batches a step"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in TIME_FIELDS}
+
+
+def timing_of(values: Any, label: str = "`time`") -> Timing | None:
+    """A scenario's ``time`` JSON object (``TIME_FIELDS``' keys; ``device`` required), or None for null."""
+    if values is None:
+        return None
+    if not isinstance(values, dict):
+        raise TypeError(
+            f'{label} must be an object like {{"device": "h100-sxm", "tokens": 2e12}}, got {json_kind(values)}'
+        )
+    reject_unknown(values, tuple(TIME_FIELDS), "time")
+    if "device" not in values:
+        raise ValueError(f"{label} needs a `device` ({', '.join(catalog.DEVICE_NAMES)})")
+    try:
+        return Timing(**values)
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"{label}: {err}") from None
+
+
+def timing_text(timing: Timing | None) -> str:
+    """A scenario's run in a line: ``h100-sxm, 8 a host, 2,000,000,000,000 tokens at 2.5 a device-hour``."""
+    if timing is None:
+        return ""
+    said = [timing.device, f"{timing.devices_per_host:,} a host"]
+    if timing.micro_batches != 1:
+        said.append(f"{timing.micro_batches:,} micro-batches a step")
+    if timing.tokens is not None:
+        price = timing.price_per_device_hour
+        said.append(f"{timing.tokens:,} tokens" + ("" if price is None else f" at {price:g} a device-hour"))
+    return ", ".join(said)
+
+
 def check_dtype(dtype: Any) -> str:
     return check_choice(dtype, payload.RAW_DTYPES, "a scenario's `dtype`")
 
@@ -113,6 +207,8 @@ class Scenario:
       step: a training step (``dcsim.memory.step.Step``: sequence, micro-batch, remat,
         attention) whose activations a training budget counts beside the state, or None for the
         state alone. Only the families with a training forward take one.
+      time: the run on an accelerator (``Timing``) that times the step, or None. Without a step the
+        time has nothing to time, and the table says so.
     """
 
     name: str
@@ -120,9 +216,12 @@ class Scenario:
     dtype: str = "float32"
     weights: str | None = None
     step: Step | None = None
+    time: Timing | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", check_name(self.name))
+        if self.time is not None and not isinstance(self.time, Timing):
+            raise TypeError(f"a scenario's time must be a Timing, got {type(self.time).__name__}")
         if not isinstance(self.config, ModelConfig):
             raise TypeError(f"a scenario's config must be a ModelConfig, got {type(self.config).__name__}")
         object.__setattr__(self, "dtype", check_dtype(self.dtype))
@@ -148,7 +247,8 @@ class Scenario:
         data = self.config.to_dict()
         del data["format"], data["version"]
         weights = {} if self.weights is None else {"weights": self.weights}
-        return {"name": self.name, "dtype": self.dtype, **weights, **step_dict(self.step), **data}
+        time = {} if self.time is None else {"time": self.time.to_dict()}
+        return {"name": self.name, "dtype": self.dtype, **weights, **step_dict(self.step), **time, **data}
 
 
 def step_dict(step: Step | None) -> dict[str, Any]:
@@ -237,7 +337,7 @@ class Comparison:
 
 
 # A scenario's JSON is its name and its configuration's fields (a file's model has an "origin").
-_SCENARIO_KEYS = ("name", "weights", *STEP_FIELDS, *MODEL_KEYS)
+_SCENARIO_KEYS = ("name", "weights", *STEP_FIELDS, "time", *MODEL_KEYS)
 
 
 def _scenario_from_dict(item: Any) -> Scenario:
@@ -246,11 +346,18 @@ def _scenario_from_dict(item: Any) -> Scenario:
     reject_unknown(item, _SCENARIO_KEYS, "scenario")
     if "name" not in item:
         raise ValueError("needs a `name`")
-    fields = {key: value for key, value in item.items() if key not in ("name", "dtype", "weights", *STEP_FIELDS)}
+    fields = {
+        key: value for key, value in item.items() if key not in ("name", "dtype", "weights", "time", *STEP_FIELDS)
+    }
     step = step_of({key: value for key, value in item.items() if key in STEP_FIELDS})
     config = ModelConfig.from_dict({"format": CONFIG_FORMAT, "version": CONFIG_VERSION, **fields})
     return Scenario(
-        name=item["name"], config=config, dtype=item.get("dtype", "float32"), weights=item.get("weights"), step=step
+        name=item["name"],
+        config=config,
+        dtype=item.get("dtype", "float32"),
+        weights=item.get("weights"),
+        step=step,
+        time=timing_of(item.get("time")),
     )
 
 
@@ -350,6 +457,185 @@ def budget_counts(scenario: Scenario, budget: budgets.Budget) -> str:
     if scenario.step is not None and budget.unit != "bytes":
         return "Counts the training state only: a step's activations are bytes, not counted in a budget of values."
     return budgets.leaves_out(scenario.step is not None)
+
+
+# --- time and money --------------------------------------------------------------------------------
+
+# The optimizer a scenario's state is timed with when the budget counts the parameters only: the
+# Memory page's default (``dcsim.requests.training``'s ``optim``).
+TIME_OPTIMIZER = "adam"
+NO_DEVICE_TEXT = "no device: give the scenario a device to time it"
+NO_SEQUENCE_TEXT = "no sequence: give the scenario a training step to time it"
+NO_TOKENS_TEXT = "no run: give the run's tokens"
+NO_PRICE_TEXT = "no price: give a price a device-hour"
+
+
+def time_mesh(scenario: Scenario, budget: budgets.Budget) -> Any:
+    """The mesh a scenario's step is timed on: its shards as devices on the budget's axis
+    (``data=N``, ``model=N`` for the tensor strategy), the mesh the budget's search lays it out on."""
+    from dcsim.sharding.meshes import MeshSpec
+
+    return MeshSpec(((budget.mesh_axis, scenario.num_shards),))
+
+
+def time_training(scenario: Scenario, budget: budgets.Budget) -> Any:
+    """The state a scenario's step is timed with: the budget's (ZeRO-3, the budget's optimizer, in
+    the scenario's dtype, no master copy), with ``TIME_OPTIMIZER`` where the budget counts parameters only."""
+    from dcsim.memory.training import Training
+
+    return Training.stage(3, optimizer=budget.training or TIME_OPTIMIZER, param_dtype=scenario.dtype)
+
+
+def time_setup_text(budget: budgets.Budget) -> str:
+    """How every scenario is timed, in a sentence for the page and the docs."""
+    optimizer = budget.training or f"{TIME_OPTIMIZER} (the budget counts parameters only)"
+    return (
+        f"Each scenario runs on its shard count as devices, mesh {budget.mesh_axis}=N under the {budget.strategy} "
+        f"strategy, with ZeRO-3's training state (parameters, gradients and {optimizer} optimizer state, all in the "
+        "scenario's dtype, no master copy); the Memory page sets any mesh and state."
+    )
+
+
+def scenario_time(scenario: Scenario, report: ParamReport, budget: budgets.Budget) -> Any:
+    """The scenario's step time on its device (``dcsim.speed.estimate.training_time``, the call the
+    Memory page makes, on ``time_mesh`` with ``time_training``), or a sentence saying why there is
+    none: no device, no step, or the engine's refusal (a layout, a device without speeds...)."""
+    if scenario.time is None:
+        return NO_DEVICE_TEXT
+    if scenario.step is None:
+        return NO_SEQUENCE_TEXT
+    from dcsim.memory import activations
+    from dcsim.memory.state import compute_memory
+    from dcsim.speed import estimate, pipeline
+
+    timing, mesh = scenario.time, time_mesh(scenario, budget)
+    try:
+        held = compute_memory(report, mesh, budget.strategy, (), time_training(scenario, budget))
+        traced = activations.cached_trace(
+            scenario.config.architecture(), scenario.step, scenario.dtype, mesh, with_recompute=True
+        )
+        return estimate.training_time(
+            scenario.config,
+            report,
+            held,
+            traced,
+            catalog.get_accelerator(timing.device),
+            devices_per_host=timing.devices_per_host,
+            tokens=timing.tokens,
+            price=None if timing.tokens is None else timing.price_per_device_hour,
+            schedule=pipeline.Pipeline(micro_batches=timing.micro_batches),
+        )
+    except (TypeError, ValueError) as err:
+        return f"cannot be timed: {err}"
+
+
+def _figure(value: float) -> str:
+    """An estimate to four significant figures, with thousands separators (27,880, not 2.788e+04)."""
+    rounded = float(f"{value:.4g}")
+    return f"{rounded:,.0f}" if abs(rounded) >= 1000 else f"{rounded:g}"
+
+
+def _band(point: float, low: float, high: float, unit: str = "") -> str:
+    return f"{_figure(point)}{unit} ({_figure(low)}–{_figure(high)}{unit})"
+
+
+def time_frame(comparison: Comparison, times: Sequence[Any]) -> pd.DataFrame:
+    """One row per scenario, its run by time and money (``times``: ``scenario_time``'s answers, in
+    order): ``name``, ``device``, ``run`` (``timing_text``), ``num_devices``, the step's
+    ``step_seconds`` with its band ``step_seconds_low``/``_high`` (full to no overlap),
+    ``tokens_per_second`` and ``global_tokens``; with the run's tokens ``steps`` and ``days``,
+    ``device_hours`` (with ``_low``/``_high``: the steps at the band's ends), and with a price ``cost``
+    (with its band); floats missing where there is no figure. The ``*_text`` columns are what a page
+    shows: each figure with its band, or the reason it is missing (never a blank or a zero), and
+    ``note`` says why a scenario is not timed and what the estimate leaves out."""
+    if len(times) != len(comparison.scenarios):
+        raise ValueError(f"one time per scenario is needed: {len(comparison.scenarios)} scenarios, {len(times)} times")
+    float_keys = (
+        "step_seconds",
+        "step_seconds_low",
+        "step_seconds_high",
+        "tokens_per_second",
+        *(f"{key}{end}" for key in ("days", "device_hours", "cost") for end in ("", "_low", "_high")),
+    )
+    rows: dict[str, list[Any]] = {
+        key: []
+        for key in (
+            "name",
+            "device",
+            "run",
+            "num_devices",
+            "global_tokens",
+            "steps",
+            *float_keys,
+            "step_text",
+            "tokens_per_second_text",
+            "days_text",
+            "device_hours_text",
+            "cost_text",
+            "note",
+        )
+    }
+    for scenario, time in zip(comparison.scenarios, times, strict=True):
+        rows["name"].append(scenario.name)
+        rows["device"].append(NO_DEVICE_TEXT if scenario.time is None else scenario.time.device)
+        rows["run"].append(timing_text(scenario.time) or NO_DEVICE_TEXT)
+        figures: dict[str, Any] = dict.fromkeys(("num_devices", "global_tokens", "steps", *float_keys))
+        if isinstance(time, str):
+            texts = dict.fromkeys(("step", "tokens_per_second", "days", "device_hours", "cost"), time)
+            note = time
+        else:
+            figures |= {
+                "num_devices": time.num_devices,
+                "global_tokens": time.global_tokens,
+                "step_seconds": time.step_seconds,
+                "step_seconds_low": time.step_seconds_low,
+                "step_seconds_high": time.step_seconds_high,
+                "tokens_per_second": time.tokens_per_second,
+            }
+            note = f"Estimate; leaves out {', '.join(time.leaves_out)}."
+            texts = {
+                "step": _band(time.step_seconds, time.step_seconds_low, time.step_seconds_high, " s"),
+                "tokens_per_second": _figure(time.tokens_per_second),
+                "days": NO_TOKENS_TEXT,
+                "device_hours": NO_TOKENS_TEXT,
+                "cost": NO_TOKENS_TEXT,
+            }
+            run = time.run
+            if run is not None:
+                # The run's ends: its steps at the band's ends (the engine's seconds are the point's).
+                seconds = {"": run.seconds, "_low": run.steps * time.step_seconds_low}
+                seconds["_high"] = run.steps * time.step_seconds_high
+                figures["steps"] = run.steps
+                for end, value in seconds.items():
+                    figures[f"days{end}"] = value / 86400
+                    figures[f"device_hours{end}"] = value * time.num_devices / 3600
+                    if run.price_per_device_hour is not None:
+                        figures[f"cost{end}"] = figures[f"device_hours{end}"] * run.price_per_device_hour
+                texts["days"] = _band(figures["days"], figures["days_low"], figures["days_high"])
+                texts["device_hours"] = _band(
+                    figures["device_hours"], figures["device_hours_low"], figures["device_hours_high"]
+                )
+                texts["cost"] = (
+                    NO_PRICE_TEXT
+                    if run.price_per_device_hour is None
+                    else _band(figures["cost"], figures["cost_low"], figures["cost_high"])
+                )
+        for key, value in figures.items():
+            rows[key].append(value)
+        for key, value in texts.items():
+            rows[f"{key}_text"].append(value)
+        rows["note"].append(note)
+    frame = pd.DataFrame(rows)
+    for key in ("num_devices", "global_tokens", "steps"):
+        frame[key] = pd.array(rows[key], dtype="Int64")
+    for key in float_keys:
+        frame[key] = pd.array([None if value is None else float(value) for value in rows[key]], dtype="Float64")
+    return frame
+
+
+def has_time(comparison: Comparison) -> bool:
+    """Whether any scenario has a run on an accelerator: the page's time section shows then."""
+    return any(scenario.time is not None for scenario in comparison.scenarios)
 
 
 def _ratio(value: int, base: int) -> Fraction:

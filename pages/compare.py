@@ -9,9 +9,12 @@ from dcsim.compare import (
     MAX_SCENARIOS,
     budget_frame,
     comparison_frame,
+    has_time,
     held_frame,
     model_text,
     sweep_frame,
+    time_frame,
+    time_setup_text,
     unique_name,
 )
 from dcsim.links.comparisons import MAX_LINK_CHARS
@@ -20,6 +23,7 @@ from dcsim.model import optimizer
 from dcsim.quant.formats import FORMATS
 from dcsim.quantities import amounts, payload, units
 from dcsim.report import compare_charts
+from dcsim.serving import catalog
 from dcsim.ui import compare, frame, router, state, weights, widgets
 
 router.require_router()
@@ -68,6 +72,44 @@ def step_inputs(step, key: str | None = None) -> dict[str, str]:
     }
 
 
+TIME_HELP = {  # the Memory page's time boxes, a scenario's run
+    "devices_per_host": "Which of the scenario's devices share a host's scale-up links; the rest cross hosts.",
+    "tokens": "The tokens the run trains on, e.g. 2e12: its steps, days and device-hours (none: the step alone).",
+    "price_per_device_hour": "In any currency: the run's cost is its device-hours times this (none: no cost).",
+    "micro_batches": "Gradient accumulation: a data-parallel replica's micro-batches a step.",
+}
+DEVICE_CHOICES = (compare.NO_DEVICE, *catalog.DEVICE_NAMES)
+
+
+def time_inputs(timing, key: str | None = None) -> dict[str, str]:
+    """The run's device and boxes (devices a host, tokens, price, micro-batches), seeded from
+    ``timing``; their texts by ``compare.TIME_LABELS`` key and ``device``. ``key``: the widgets' key
+    prefix (none inside a form)."""
+    keys = {name: None if key is None else f"{key}.{name}" for name in ("device", *compare.TIME_LABELS)}
+    device_col, dph_col, tokens_col, price_col, mbs_col = st.columns([3, 1, 2, 2, 1])
+    texts = {
+        "device": device_col.selectbox(
+            "Device (times the step)",
+            DEVICE_CHOICES,
+            index=DEVICE_CHOICES.index(compare.NO_DEVICE if timing is None else timing.device),
+            key=keys["device"],
+            help="A catalog accelerator, as on the Memory page: its peaks and bandwidths time the step "
+            "(docs/time.md). None: the scenario is not timed.",
+        )
+    }
+    defaults = {"devices_per_host": "8", "tokens": "none", "price_per_device_hour": "none", "micro_batches": "1"}
+    for name, column in zip(compare.TIME_LABELS, (dph_col, tokens_col, price_col, mbs_col), strict=True):
+        value = None if timing is None else getattr(timing, name)
+        texts[name] = column.text_input(
+            compare.TIME_LABELS[name],
+            value=defaults[name] if value is None else (f"{value:g}" if isinstance(value, float) else str(value)),
+            max_chars=24,
+            key=keys[name],
+            help=TIME_HELP[name],
+        )
+    return texts
+
+
 st.header("Compare scenarios")
 st.caption(
     "Each scenario is a named configuration with its own shard count and storage dtype. Add the model from the "
@@ -108,8 +150,9 @@ new_weights = weights_col.selectbox(
     help="Optional: a weight format whose exact bytes the table shows beside the raw payload (its default "
     "options; the Serving page sets group, bits and tile).",
 )
-with st.expander("Training step of the new scenario (optional)", icon=":material/timeline:"):
+with st.expander("Training step and run of the new scenario (optional)", icon=":material/timeline:"):
     step_inputs(None, key=f"compare.new_step.{gen}")
+    time_inputs(None, key=f"compare.new_time.{gen}")
 add_col.button(
     "Add the current configuration",
     icon=":material/add:",
@@ -121,8 +164,9 @@ add_col.button(
         st.session_state[f"compare.new_dtype.{gen}"],
         st.session_state[f"compare.new_weights.{gen}"],
         {name: st.session_state[f"compare.new_step.{gen}.{name}"] for name in compare.STEP_LABELS},
+        {name: st.session_state[f"compare.new_time.{gen}.{name}"] for name in ("device", *compare.TIME_LABELS)},
     ),
-    help="Adds the model now on the Model page, with its shard count (and the training step, if given), "
+    help="Adds the model now on the Model page, with its shard count (and the training step and run, if given), "
     "as a new scenario.",
 )
 st.caption(
@@ -160,10 +204,11 @@ else:
         )
         shards = shards_col.number_input("Shards", min_value=1, max_value=2**20, value=scenario.num_shards, step=1)
         step_texts = step_inputs(scenario.step)
+        time_texts = time_inputs(scenario.time)
         st.caption(frame.plain(f"Model: {model_text(scenario.config)}"))
-        saved = st.form_submit_button("Save (rename, dtype, format, shards, step)", icon=":material/save:")
+        saved = st.form_submit_button("Save (rename, dtype, format, shards, step, run)", icon=":material/save:")
     if saved:
-        compare.edit(index, name, dtype, shards, chosen_weights, step_texts)
+        compare.edit(index, name, dtype, shards, chosen_weights, step_texts, time_texts)
         st.rerun()
     dup_col, remove_col, _ = st.columns([1, 1, 2])
     dup_col.button(
@@ -246,6 +291,54 @@ else:
     left, right = st.columns(2)
     left.altair_chart(compare_charts.compare_bars(table), width="stretch")
     right.altair_chart(compare_charts.compare_sweep(sweep_frame(current, reports), table), width="stretch")
+
+    # --- time and money ---------------------------------------------------------------------------
+    st.subheader("Runs by time and money (estimates)")
+    if not has_time(current):
+        st.caption(
+            "No scenario has a device: give one a device (and a training step) in its edit form above to compare "
+            "runs by step time, days, device-hours and cost."
+        )
+    else:
+        times = time_frame(current, compare.times(current))
+        st.dataframe(
+            times,
+            hide_index=True,
+            column_order=[
+                "name",
+                "run",
+                "step_text",
+                "tokens_per_second_text",
+                "days_text",
+                "device_hours_text",
+                "cost_text",
+            ],
+            column_config={
+                "name": st.column_config.TextColumn("Scenario"),
+                "run": st.column_config.TextColumn("Run (device, devices a host, tokens, price)"),
+                "step_text": st.column_config.TextColumn(
+                    "Step (estimate; band)", help="Point estimate (full overlap to no overlap)"
+                ),
+                "tokens_per_second_text": st.column_config.TextColumn(
+                    "Tokens/s (estimate)", help="All replicas together"
+                ),
+                "days_text": st.column_config.TextColumn(
+                    "Run's days (estimate; band)", help="Steps x the step's seconds / 86,400; the band at its ends"
+                ),
+                "device_hours_text": st.column_config.TextColumn(
+                    "Device-hours (estimate; band)", help="The run's seconds x the devices / 3,600"
+                ),
+                "cost_text": st.column_config.TextColumn("Cost (estimate; band)", help="Device-hours x the price"),
+            },
+        )
+        if times["days"].notna().any():
+            st.altair_chart(compare_charts.run_days(times), width="stretch")
+        leaves_out = sorted({note for note in times["note"] if note.startswith("Estimate")})
+        st.caption(
+            frame.plain(
+                f"Every figure is an estimate (docs/time.md). {time_setup_text(current.budget)} " + " ".join(leaves_out)
+            )
+        )
 
     csv_col, json_col = st.columns(2)
     widgets.download("Download the table (CSV)", table, "dcsim-comparison.csv", where=csv_col)

@@ -2,12 +2,14 @@
 
 import json
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import open_app, shown
 from dcsim import compare
 from dcsim.links import comparisons
 from dcsim.model.config import DenseLayer, ModelConfig
+from dcsim.report import compare_charts
 
 PAGE = "pages/compare.py"
 
@@ -67,7 +69,7 @@ def test_rename_change_shards_and_dtype_in_one_save():
     [_, form_dtype] = [box for box in at.selectbox if box.label == "Dtype"]
     form_dtype.set_value("bfloat16")
     widget(at.number_input, "Shards").set_value(3)
-    click(at, "Save (rename, dtype, format, shards, step)")
+    click(at, "Save (rename, dtype, format, shards, step, run)")
     rows = table(at)
     assert list(rows["name"]) == ["small"]
     assert rows["ideal_share_text"][0] == "6.666666666666667 (20/3)" and rows["num_shards"][0] == "3"
@@ -78,7 +80,7 @@ def test_rename_change_shards_and_dtype_in_one_save():
 def test_a_bad_name_is_refused_and_the_scenario_kept():
     at = click(open_compare(), "Add the current configuration")
     widget(at.text_input, "Name").set_value("   ")
-    click(at, "Save (rename, dtype, format, shards, step)")
+    click(at, "Save (rename, dtype, format, shards, step, run)")
     assert any("Not saved: a scenario name must not be empty" in shown(error) for error in at.error)
     assert list(table(at)["name"]) == ["Dense 4 → 4"]
 
@@ -252,10 +254,10 @@ def test_adding_a_scenario_with_a_step_puts_it_in_the_table_and_the_link():
     assert query(at, "s")[0].endswith("~seq=512~remat=full~n=gpt2-small")
     # the edit form holds the step; a sequence past GPT-2's 1,024 positions is refused by name
     boxes(at, "Sequence")[1].set_value("2048")
-    click(at, "Save (rename, dtype, format, shards, step)")
+    click(at, "Save (rename, dtype, format, shards, step, run)")
     assert any("Not saved: the sequence (2,048 tokens) must be at most" in shown(error) for error in at.error)
     boxes(at, "Sequence")[1].set_value("none")
-    click(at, "Save (rename, dtype, format, shards, step)")
+    click(at, "Save (rename, dtype, format, shards, step, run)")
     assert "step" not in table(at) and "seq=" not in query(at, "s")[0]
 
 
@@ -282,3 +284,106 @@ def test_a_bad_step_value_in_a_link_is_named_and_its_default_used():
     assert any("`remat` must be one of none, full" in text and "using the default none" in text for text in warnings)
     assert list(table(at)["step"]) == ["sequence 128, micro-batch 1, remat none, flash attention"]
     assert answers(at)["activations"][0] != ""
+
+
+# --- runs by time and money (issue 45, item 7: Compare compares runs by days and cost) ---------------
+
+TIMED = "bfloat16~shards=8~preset=gpt2-small~seq=1024~device=h100-sxm~tokens=1000000000~price=2.5~n=timed"
+TIME_LINK = {
+    "s": [
+        TIMED,
+        "bfloat16~shards=8~preset=gpt2-small~seq=1024~n=plain",
+        "bfloat16~shards=8~preset=gpt2-small~device=h100-sxm~tokens=1000000000~n=no step",
+        "bfloat16~shards=8~preset=gpt2-small~seq=1024~device=h200~n=no run",
+    ]
+}
+
+
+def form_box(at, label):
+    """The edit form's box (the new scenario's boxes, with the same labels, come first)."""
+    [_, box] = [box for box in at.text_input if box.label == label]
+    return box
+
+
+def times(at):
+    """The time-and-money table as the page holds it."""
+    return next(frame.value for frame in at.dataframe if "days_text" in frame.value.columns)
+
+
+def test_the_time_table_times_each_scenario_with_a_device_and_says_why_not_for_the_others():
+    at = open_compare(TIME_LINK)
+    rows = times(at).set_index("name")
+    for column in ("step_text", "tokens_per_second_text", "days_text", "device_hours_text", "cost_text"):
+        assert rows.loc["plain", column].startswith("no device")  # never a blank or a zero
+        assert rows.loc["no step", column].startswith("no sequence")
+    assert rows.loc["no run", "days_text"].startswith("no run") and rows.loc["no run", "cost_text"].startswith("no run")
+    assert rows.loc["no run", "step_text"].endswith(" s)")  # timed: a step, with its band
+
+    # The timed row against the engine's own call on the same inputs (the Memory page's), and the
+    # run's arithmetic redone by hand: 8 data-parallel replicas x 1 sequence x 1,024 tokens a step.
+    from dcsim.memory import activations
+    from dcsim.memory.state import compute_memory
+    from dcsim.memory.step import Step
+    from dcsim.memory.training import Training
+    from dcsim.model.count import count_params
+    from dcsim.serving import catalog
+    from dcsim.sharding.meshes import MeshSpec
+    from dcsim.speed import estimate
+
+    config = ModelConfig(preset="gpt2-small", num_shards=8, dtype="bfloat16")
+    report, mesh, step = count_params(config), MeshSpec((("data", 8),)), Step(sequence=1024)
+    held = compute_memory(report, mesh, "fsdp", (), Training.stage(3, optimizer="adam", param_dtype="bfloat16"))
+    traced = activations.cached_trace(config.architecture(), step, "bfloat16", mesh, with_recompute=True)
+    engine = estimate.training_time(config, report, held, traced, catalog.get_accelerator("h100-sxm"))
+    timed = rows.loc["timed"]
+    assert timed["step_seconds"] == engine.step_seconds
+    assert timed["step_seconds_low"] <= timed["step_seconds"] <= timed["step_seconds_high"]
+    steps = -(-1_000_000_000 // (8 * 1 * 1024))
+    assert steps == 122_071 and timed["steps"] == steps
+    assert timed["days"] == pytest.approx(steps * engine.step_seconds / 86_400, rel=1e-12)
+    assert timed["days_high"] == pytest.approx(steps * engine.step_seconds_high / 86_400, rel=1e-12)
+    assert timed["device_hours"] == pytest.approx(timed["days"] * 24 * 8, rel=1e-12)
+    assert timed["cost"] == pytest.approx(timed["device_hours"] * 2.5, rel=1e-12)
+    assert timed["tokens_per_second"] == pytest.approx(8 * 1024 / engine.step_seconds, rel=1e-12)
+    point, band = timed["days_text"].split(" (")
+    assert float(point) == pytest.approx(timed["days"], rel=1e-3) and "–" in band
+    # the chart: the band as a bar from its low end to its high end, the estimate as a point
+    [chart] = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart") if "Run's days" in c.proto.spec]
+    band, point = chart["layer"]
+    assert band["mark"]["type"] == "bar" and band["encoding"]["x"]["field"] == "days_low"
+    assert band["encoding"]["x2"]["field"] == "days_high" and point["encoding"]["x"]["field"] == "days"
+    drawn = compare_charts.run_days(times(at)).to_dict()
+    [rows_drawn] = drawn["datasets"].values()
+    assert [row["scenario"] for row in rows_drawn] == ["timed"]  # only a scenario with days
+    assert rows_drawn[0]["days_low"] <= rows_drawn[0]["days"] <= rows_drawn[0]["days_high"]
+
+
+def test_a_scenario_s_run_round_trips_through_the_link_and_the_edit_form():
+    at = open_compare({"s": TIMED})
+    assert query(at, "s") == [TIMED]  # the link writes the run as it came
+    # the edit form holds the run; change the tokens and the devices a host, save, and the link carries them
+    form_box(at, "Run's tokens").set_value("2e9")
+    form_box(at, "Devices a host").set_value("4")
+    click(at, "Save (rename, dtype, format, shards, step, run)")
+    [token] = query(at, "s")
+    assert "~device=h100-sxm~dph=4~tokens=2000000000~price=2.5~n=timed" in token
+    reopened = open_compare({"s": token})
+    assert not reopened.warning
+    assert times(reopened).loc[0, "steps"] == -(-2_000_000_000 // 8192)
+    # no device: the run leaves the link, and the time section says how to add one
+    [_, device] = [box for box in at.selectbox if box.label == "Device (times the step)"]
+    device.set_value("none")
+    click(at, "Save (rename, dtype, format, shards, step, run)")
+    assert "device=" not in query(at, "s")[0]
+    assert any("No scenario has a device" in caption.value for caption in at.caption)
+
+
+def test_a_bad_run_value_is_refused_by_name_in_a_link_and_in_the_form():
+    at = open_compare({"s": TIMED.replace("tokens=1000000000", "tokens=-5")})
+    assert any(
+        "`tokens` must be an integer from 1 to" in shown(w) and "got -5; leaving it out" in shown(w) for w in at.warning
+    )
+    assert times(at).loc[0, "days_text"].startswith("no run")  # the step is still timed
+    form_box(at, "Price").set_value("cheap")
+    click(at, "Save (rename, dtype, format, shards, step, run)")
+    assert any("Not saved: Price: `price` must be a price a device-hour" in shown(e) for e in at.error)

@@ -61,7 +61,7 @@ def test_two_scenarios_travel_in_one_link_and_reopen_as_the_same_table(server, b
     # Leave the box before submitting (type_into presses Tab): a click that lands while the typed
     # value is still uncommitted submitted the old value (seen once in CI on a busy machine).
     type_into(page, form.get_by_role("spinbutton", name="Shards"), "64")
-    form.get_by_role("button", name="Save (rename, dtype, format, shards, step)").click()
+    form.get_by_role("button", name="Save (rename, dtype, format, shards, step, run)").click()
     wait_for_app(page)
     expect(page.get_by_text(f"Saved {HOSTILE}.")).to_be_visible()
     expect(page).to_have_url(re.compile(r"[?&]s=.*&s=float32~shards%3D64~preset%3Dgpt2-small~n%3D%3Cimg"))
@@ -116,7 +116,7 @@ def test_a_hostile_link_is_explained_and_the_page_still_works(server, page):
 
 def test_a_scenario_with_a_sequence_shows_its_activations_and_the_verdict(server, page):
     open_page(page, f"{server}/compare?v=2&preset=gpt2-small&shards=8&btrain=adam&budget=2000000000")
-    page.get_by_text("Training step of the new scenario (optional)", exact=True).click()
+    page.get_by_text("Training step and run of the new scenario (optional)", exact=True).click()
     type_into(page, page.get_by_role("textbox", name="Sequence"), "512")
     add(page, "with a step")
     expect(page).to_have_url(re.compile(r"s=float32~shards%3D8~preset%3Dgpt2-small~seq%3D512~n%3Dwith"))

@@ -428,3 +428,164 @@ def test_under_tensor_parallelism_a_mesh_the_heads_do_not_divide_cannot_hold_the
     assert found.activations[0] > found.activations[1] > found.activations[3]  # model=1, 2, 4 split the heads
     assert found.held[7] is None and found.activations[7] is None  # 8 does not divide 12 heads
     assert "(and, for the step's activations, the heads and widths, as Megatron does)" in budget.summary(found, spec)
+
+
+# --- a scenario's run on an accelerator (issue 45, item 7) ------------------------------------------
+
+timings = hs.builds(
+    compare.Timing,
+    device=hs.sampled_from(["h100-sxm", "a100-80gb", "tpu-v5p"]),
+    devices_per_host=hs.integers(1, 2**16),
+    tokens=hs.one_of(hs.none(), hs.integers(1, 10**18)),
+    price_per_device_hour=hs.one_of(hs.none(), hs.floats(0, 1e6, allow_nan=False, allow_infinity=False)),
+    micro_batches=hs.integers(1, 2**20),
+)
+
+
+@settings(max_examples=examples(40), suppress_health_check=[HealthCheck.too_slow])
+@given(hs.lists(hs.one_of(hs.none(), timings), min_size=1, max_size=4))
+def test_scenarios_with_runs_survive_the_link_and_the_json(chosen):
+    scenarios = tuple(
+        compare.Scenario(
+            name=f"s{n}",
+            config=ModelConfig(preset="gpt2-small"),
+            dtype="bfloat16",
+            step=activations.Step(sequence=256),
+            time=time,
+        )
+        for n, time in enumerate(chosen)
+    )
+    comparison = compare.Comparison(scenarios=scenarios)
+    decoded = reopen(comparison)
+    assert decoded.problems == ()
+    assert decoded.comparison == comparison
+    assert compare.Comparison.from_json(comparison.to_json()) == comparison
+
+
+def test_a_run_uses_the_timing_requests_link_keys_and_the_memory_commands_json_keys():
+    from dcsim.requests.timing import TIMING
+
+    for key, link in compare.TIME_FIELDS.items():
+        if key != "device":  # the Serving page's key; the others are the timing request's
+            assert TIMING[link].json == f"time.{key}"
+    plain = compare.Scenario(name="g", config=ModelConfig(preset="gpt2-small"), step=activations.Step(sequence=512))
+    run = dataclasses.replace(plain, time=compare.Timing(device="h100-sxm", tokens=2 * 10**12))
+    assert comparisons.scenario_token(run) == comparisons.scenario_token(plain).replace(
+        "~n=g", "~device=h100-sxm~tokens=2000000000000~n=g"
+    )
+    assert run.to_dict() == {
+        **plain.to_dict(),
+        "time": {
+            "device": "h100-sxm",
+            "devices_per_host": 8,
+            "tokens": 2_000_000_000_000,
+            "price_per_device_hour": None,
+            "micro_batches": 1,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("time", "match"),
+    [
+        ({"tokens": 10**9}, r"scenario 1: `time` needs a `device` \(h100-sxm, "),
+        ({"device": "h100"}, r"scenario 1: `time`: unknown device 'h100'; devices: h100-sxm"),
+        ({"device": "h100-sxm", "tokens": 0}, r"`tokens` must be an integer from 1 to 1,000,000,000,000,000,000"),
+        ({"device": "h100-sxm", "price_per_device_hour": -1}, r"`price` must be a price a device-hour, a number at"),
+        ({"device": "h100-sxm", "devices_per_host": True}, r"`dph` must be an integer"),
+        (
+            {"device": "h100-sxm", "sched": "interleaved"},
+            r"unknown time field 'sched'; valid fields: device, devices_per_host",
+        ),
+        ("h100-sxm", r'scenario 1: `time` must be an object like \{"device": "h100-sxm"'),
+    ],
+)
+def test_a_bad_run_in_json_names_the_field(time, match):
+    document = {
+        "format": "dcsim.comparison",
+        "version": 2,
+        "scenarios": [{"name": "g", "preset": "gpt2-small", "time": time}],
+    }
+    with pytest.raises((TypeError, ValueError), match=match):
+        compare.Comparison.from_dict(document)
+
+
+def test_a_run_in_a_link_without_a_device_or_with_a_bad_value_is_named():
+    decoded = comparisons.decode({"s": ["float32~preset=gpt2-small~seq=128~tokens=5~n=g"]})
+    assert decoded.problems == ("Link: scenario 1 (g): `tokens` without a `device`; showing it without a time.",)
+    assert decoded.comparison.scenarios[0].time is None
+    decoded = comparisons.decode({"s": ["float32~preset=gpt2-small~seq=128~device=h200~dph=0~mbs=2~n=g"]})
+    assert decoded.problems == (
+        "Link: scenario 1 (g): `dph` must be an integer from 1 to 65,536, got '0'; using the default 8.",
+    )
+    assert decoded.comparison.scenarios[0].time == compare.Timing(device="h200", micro_batches=2)
+
+
+def test_the_time_table_redoes_the_run_by_hand_and_says_why_a_scenario_is_not_timed():
+    """The table's run from the engine's step, checked with arithmetic: steps = ceil(tokens / tokens a
+    step), days = steps x seconds / 86,400, device-hours = days x 24 x devices, cost = device-hours x price."""
+    config = ModelConfig(preset="gpt2-small", num_shards=4, overrides={"num_layers": 2})
+    step = activations.Step(sequence=512, micro_batch=2)
+    run = compare.Timing(device="a100-80gb", tokens=10**8, price_per_device_hour=3.0, micro_batches=2)
+    timed = compare.Scenario(name="timed", config=config, dtype="bfloat16", step=step, time=run)
+    comparison = compare.Comparison(
+        scenarios=(
+            timed,
+            compare.Scenario(name="plain", config=config, dtype="bfloat16", step=step),
+            compare.Scenario(name="stepless", config=config, dtype="bfloat16", time=run),
+        )
+    )
+    report = count_params(config)
+    times = [compare.scenario_time(s, report, comparison.budget) for s in comparison.scenarios]
+    frame = compare.time_frame(comparison, times).set_index("name")
+    row = frame.loc["timed"]
+    per_step = 4 * 2 * 512 * 2  # replicas (data=4) x micro-batch x sequence x micro-batches
+    assert row["global_tokens"] == per_step and row["num_devices"] == 4
+    steps = -(-(10**8) // per_step)
+    assert row["steps"] == steps == 12_208
+    for end in ("", "_low", "_high"):
+        seconds = steps * row[f"step_seconds{end}"]
+        assert row[f"days{end}"] == pytest.approx(seconds / 86_400, rel=1e-12)
+        assert row[f"device_hours{end}"] == pytest.approx(row[f"days{end}"] * 24 * 4, rel=1e-12)
+        assert row[f"cost{end}"] == pytest.approx(row[f"device_hours{end}"] * 3.0, rel=1e-12)
+    assert row["step_seconds_low"] <= row["step_seconds"] <= row["step_seconds_high"]
+    assert row["tokens_per_second"] == pytest.approx(per_step / row["step_seconds"], rel=1e-12)
+    assert row["note"].startswith("Estimate; leaves out ")
+    assert set(frame.loc["plain", ["step_text", "days_text", "cost_text"]]) == {compare.NO_DEVICE_TEXT}
+    assert set(frame.loc["stepless", ["step_text", "days_text", "cost_text"]]) == {compare.NO_SEQUENCE_TEXT}
+    assert frame.loc["plain"][["steps", "days", "cost"]].isna().all()  # missing, never a zero
+
+
+def test_a_layout_the_strategy_cannot_make_says_so_in_the_cell():
+    config = ModelConfig(preset="gpt2-small", num_shards=5, overrides={"num_layers": 2})
+    scenario = compare.Scenario(
+        name="t",
+        config=config,
+        step=activations.Step(sequence=128),
+        time=compare.Timing(device="h100-sxm"),
+    )
+    tensor = budget.Budget(strategy="tensor")  # 12 heads do not split over model=5
+    said = compare.scenario_time(scenario, count_params(config), tensor)
+    assert isinstance(said, str) and said.startswith("cannot be timed: ")
+
+
+def test_the_run_docs_compare_md_quotes_is_the_tables():
+    """docs/compare.md's Llama 2 7B run, as the page's table writes it (the figures are the engine's
+    estimates: a change to the engine shows here first)."""
+    config = ModelConfig(preset="llama2-7b", num_shards=64)
+    run = compare.Timing(device="h100-sxm", tokens=2 * 10**12, price_per_device_hour=2.0)
+    scenario = compare.Scenario(
+        name="7b", config=config, dtype="bfloat16", step=activations.Step(sequence=4096), time=run
+    )
+    comparison = compare.Comparison(scenarios=(scenario,))
+    [row] = compare.time_frame(
+        comparison, [compare.scenario_time(scenario, count_params(config), comparison.budget)]
+    ).to_dict(orient="records")
+    docs = " ".join((Path(__file__).parent.parent / "docs" / "compare.md").read_text().split())
+    days, dh, cost = (row[key].split(" (") for key in ("days_text", "device_hours_text", "cost_text"))
+    quoted = (
+        f"{row['step_text'].split(' (')[0]} a step ({row['step_text'].split(' (')[1]}, "
+        f"{row['tokens_per_second_text']} tokens a second, {days[0]} days ({days[1]}, {dh[0]} device-hours ({dh[1]} "
+        f"and a cost of {cost[0]} ({cost[1]}"
+    )
+    assert quoted in docs

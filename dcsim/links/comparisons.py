@@ -2,7 +2,10 @@
 momentum, today's ``momentum``), one ``s=`` per scenario, ``base`` and the
 budget keys. A scenario token is ``DTYPE~KEY=VALUE~...~n=NAME``: its fields are the configuration
 link's own (``dcsim.links``: ``shards``, ``layers``, ``preset``, ``h.<name>``...; defaults left
-out), so one codec reads a configuration wherever it appears. The name comes last and may hold
+out), so one codec reads a configuration wherever it appears. A scenario's training step adds the
+Memory page's ``seq``, ``mb``, ``remat``, ``attn``; its run on an accelerator the Serving page's
+``device`` and the timing request's ``dph``, ``tokens``, ``price``, ``mbs`` (``dcsim.requests.timing``;
+defaults left out), so a link without them opens as it always did. The name comes last and may hold
 anything, ``~`` included. Decoding never raises: each bad scenario or field is reported and dropped
 or defaulted, and the good ones are kept.
 """
@@ -14,14 +17,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
-from dcsim import links
+from dcsim import compare, links
 from dcsim.compare import (
     COMPARISON_VERSION,
     MAX_SCENARIOS,
     NO_TRAINING,
     STEP_FIELDS,
+    TIME_FIELDS,
     Comparison,
     Scenario,
+    Timing,
     check_dtype,
     check_name,
     check_step_field,
@@ -30,11 +35,13 @@ from dcsim.compare import (
     training_of_version,
     unique_name,
 )
-from dcsim.inputs import as_int, show
+from dcsim.inputs import as_int, number_from_text, show
 from dcsim.memory import budget as budgets
 from dcsim.memory.step import Step, check_for_model
 from dcsim.model import optimizer
 from dcsim.model.config import ModelConfig
+from dcsim.requests.serving import SERVING
+from dcsim.requests.timing import TIMING
 
 # Link keys. `v`, `input_dim`, `shards`... stay the session configuration's (dcsim.links).
 VERSION_KEY = "cv"
@@ -55,6 +62,9 @@ WEIGHTS_FIELD = "weights"  # a scenario's weight format (dcsim.quant.formats), b
 STEP_LINK_FIELDS = {field: key for key, field in STEP_FIELDS.items()}
 _STEP_DEFAULTS = {key: field.default for key, field in Step.__dataclass_fields__.items() if key in STEP_FIELDS}
 _CONFIG_DEFAULTS = links.encode(ModelConfig())
+# A scenario's run: ``device=``, ``dph=``, ``tokens=``, ``price=``, ``mbs=`` (by ``Timing`` field).
+TIME_LINK_FIELDS = {field: key for key, field in TIME_FIELDS.items()}
+_TIME_DEFAULTS = {key: field.default for key, field in Timing.__dataclass_fields__.items() if key in TIME_FIELDS}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -80,7 +90,29 @@ def scenario_token(scenario: Scenario) -> str:
             for key, field in STEP_FIELDS.items()
             if key == "sequence" or getattr(scenario.step, key) != _STEP_DEFAULTS[key]
         ]
+    if scenario.time is not None:  # the device always, the other settings where not their defaults
+        fields += [
+            f"{field}={_time_value(getattr(scenario.time, key))}"
+            for key, field in TIME_FIELDS.items()
+            if key == "device" or getattr(scenario.time, key) != _TIME_DEFAULTS[key]
+        ]
     return TOKEN_SEPARATOR.join([scenario.dtype, *fields, NAME_FIELD + scenario.name])
+
+
+def _time_value(value: Any) -> str:
+    """A run's setting as its link field writes it: a price as Python's shortest exact float text."""
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def time_setting(field: str, text: str) -> Any:
+    """One ``Timing`` setting from its link field's text, read as the Memory page reads its box
+    (``dcsim.requests.timing``; the device as the Serving page's)."""
+    read = (SERVING if field == "device" else TIMING)[field].read(text)
+    if field == "device":
+        return read
+    if read == compare.NO_FIGURE:  # tokens or price: none
+        return None
+    return float(number_from_text(text.strip())) if field == "price" else int(read)
 
 
 def encode(comparison: Comparison) -> dict[str, str | list[str]]:
@@ -137,7 +169,8 @@ def decode_scenario(token: str, position: int) -> tuple[Scenario | None, list[st
     valid = set(links.KEYS) - {links.VERSION_KEY, links.DTYPE_KEY}  # the token's first part is its dtype
     weights = None
     step_values: dict[str, Any] = {}
-    refused_sequence = False
+    time_values: dict[str, Any] = {}
+    refused_sequence = refused_device = False
     for field in parts[1:name_at]:
         key, equals, value = field.partition("=")
         if key == WEIGHTS_FIELD and equals:
@@ -153,6 +186,17 @@ def decode_scenario(token: str, position: int) -> tuple[Scenario | None, list[st
                 instead = f"using the default {_STEP_DEFAULTS[STEP_LINK_FIELDS[key]]}"
                 problems.append(f"{where}: {err}; {'showing it without a step' if key == 'seq' else instead}.")
                 refused_sequence |= key == "seq"
+            continue
+        if key in TIME_LINK_FIELDS and equals:
+            name_of = TIME_LINK_FIELDS[key]
+            try:  # each on its own, so a bad one is named and the others kept
+                time_values[name_of] = time_setting(key, value)
+            except (TypeError, ValueError) as err:
+                instead = f"using the default {_TIME_DEFAULTS[name_of]}"
+                if name_of in ("tokens", "price_per_device_hour"):
+                    instead = "leaving it out"
+                problems.append(f"{where}: {err}; {'showing it without a time' if key == 'device' else instead}.")
+                refused_device |= key == "device"
             continue
         if not equals or not (key in valid or key.startswith(links.HPARAM_PREFIX)):
             problems.append(
@@ -170,11 +214,30 @@ def decode_scenario(token: str, position: int) -> tuple[Scenario | None, list[st
             "Showing the Dense stack in its place."
         )
     step = None if refused_sequence else _step(step_values, decoded.config, where, problems)
+    time = None if refused_device else _time(time_values, where, problems)
     try:
-        return Scenario(name=name, config=decoded.config, dtype=dtype, weights=weights, step=step), problems
+        scenario = Scenario(name=name, config=decoded.config, dtype=dtype, weights=weights, step=step, time=time)
+        return scenario, problems
     except ValueError as err:  # a format on a model it does not apply to (a Dense stack)
         problems.append(f"{where}: {err}; showing it without a weight format.")
-        return Scenario(name=name, config=decoded.config, dtype=dtype, step=step), problems
+        return Scenario(name=name, config=decoded.config, dtype=dtype, step=step, time=time), problems
+
+
+def _time(values: dict[str, Any], where: str, problems: list[str]) -> Timing | None:
+    """The token's run on an accelerator, when it names a device; else None, said why if it gave settings."""
+    if not values:
+        return None
+    if "device" not in values:
+        problems.append(
+            f"{where}: {', '.join(f'`{TIME_FIELDS[key]}`' for key in values)} without a `device`; showing it "
+            "without a time."
+        )
+        return None
+    try:
+        return Timing(**values)
+    except (TypeError, ValueError) as err:
+        problems.append(f"{where}: {err}; showing it without a time.")
+        return None
 
 
 def _step(values: dict[str, Any], config: ModelConfig, where: str, problems: list[str]) -> Step | None:

@@ -205,3 +205,44 @@ def budget_sweep(held: pd.DataFrame, budget: float, unit: str) -> alt.LayerChart
             "circles where it fits the budget and crosses where it does not, with the budget as a dashed line.",
         )
     )
+
+
+def run_days(times: pd.DataFrame) -> alt.LayerChart:
+    """Each timed scenario's run in days (estimates): a point at the estimate and a bar over its band,
+    from full overlap to none, one row a scenario in table order.
+
+    ``times`` is ``dcsim.compare.time_frame``; scenarios without days (no device, step or tokens) are
+    left out of the chart, and the table beside it says why. Days are linear from 0: a band is read as
+    a length.
+    """
+    timed = times[times["days"].notna()]
+    data = pd.DataFrame(
+        {
+            "scenario": list(timed["name"]),
+            "days": [float(value) for value in timed["days"]],
+            "days_low": [float(value) for value in timed["days_low"]],
+            "days_high": [float(value) for value in timed["days_high"]],
+            "days_text": list(timed["days_text"]),
+            "cost_text": list(timed["cost_text"]),
+        }
+    )
+    base = alt.Chart(
+        data,
+        title=alt.Title(
+            "Run's days (estimates)", subtitle="Point: the estimate; bar: full overlap to no overlap of the step"
+        ),
+    )
+    y = alt.Y("scenario:N", sort=list(timed["name"]), title="Scenario", axis=alt.Axis(labelLimit=160))
+    tooltip = [
+        alt.Tooltip("scenario:N", title="Scenario"),
+        alt.Tooltip("days_text:N", title="Days (band)"),
+        alt.Tooltip("cost_text:N", title="Cost (band)"),
+    ]
+    band = base.mark_bar(height=10, opacity=0.35, color="#4c78a8").encode(
+        x=alt.X("days_low:Q", title="Days (estimate)", scale=alt.Scale(zero=True)),
+        x2=alt.X2("days_high:Q"),
+        y=y,
+        tooltip=tooltip,
+    )
+    point = base.mark_point(filled=True, size=80, color="#e45756").encode(x="days:Q", y=y, tooltip=tooltip)
+    return as_layer(alt.layer(band, point))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -97,12 +98,48 @@ def step(texts: dict[str, str] | None) -> compare.Step | None:
     return compare.step_of(dict(texts), label=STEP_LABELS.get, as_text=True)
 
 
-def add(config: ModelConfig, name: str, dtype: str, weights: str = "none", steps: dict[str, str] | None = None) -> None:
+NO_DEVICE = "none"  # the device picker's choice for no time, as on the Memory page
+# The run's boxes, by ``compare.TIME_FIELDS`` key (the device's picker aside), with what each is named
+# in a refusal: the Memory page's time section's labels.
+TIME_LABELS = {
+    "devices_per_host": "Devices a host",
+    "tokens": "Run's tokens",
+    "price_per_device_hour": "Price",
+    "micro_batches": "Micro-batches a step",
+}
+
+
+def timing(texts: dict[str, str] | None) -> compare.Timing | None:
+    """The run the page's boxes describe (``compare.TIME_FIELDS``' keys; a device of ``none``: no
+    time, whatever the others say), each box read as the Memory page reads it."""
+    if not texts or texts.get("device", NO_DEVICE) == NO_DEVICE:
+        return None
+    from dcsim.links.comparisons import TIME_FIELDS, time_setting
+
+    values = {}
+    for key, label in TIME_LABELS.items():
+        try:
+            values[key] = time_setting(TIME_FIELDS[key], str(texts.get(key, "")))
+        except (TypeError, ValueError) as err:
+            raise type(err)(f"{label}: {err}") from None
+    return compare.Timing(device=texts["device"], **values)
+
+
+def add(
+    config: ModelConfig,
+    name: str,
+    dtype: str,
+    weights: str = "none",
+    steps: dict[str, str] | None = None,
+    times: dict[str, str] | None = None,
+) -> None:
     def build():
         current = comparison()
         if len(current.scenarios) >= compare.MAX_SCENARIOS:
             raise ValueError(f"a comparison may hold at most {compare.MAX_SCENARIOS} scenarios; remove one first")
-        scenario = Scenario(name=name, config=config, dtype=dtype, weights=_weights(weights), step=step(steps))
+        scenario = Scenario(
+            name=name, config=config, dtype=dtype, weights=_weights(weights), step=step(steps), time=timing(times)
+        )
         return dataclasses.replace(current, scenarios=(*current.scenarios, scenario)), f"Added {scenario.name}."
 
     _change("Not added", build)
@@ -139,13 +176,21 @@ def remove(index: int) -> None:
 
 
 def edit(
-    index: int, name: str, dtype: str, num_shards: object, weights: str = "none", steps: dict[str, str] | None = None
+    index: int,
+    name: str,
+    dtype: str,
+    num_shards: object,
+    weights: str = "none",
+    steps: dict[str, str] | None = None,
+    times: dict[str, str] | None = None,
 ) -> None:
     def build():
         current = comparison()
         old = current.scenarios[index]
         config = dataclasses.replace(old.config, num_shards=num_shards)
-        new = Scenario(name=name, config=config, dtype=dtype, weights=_weights(weights), step=step(steps))
+        new = Scenario(
+            name=name, config=config, dtype=dtype, weights=_weights(weights), step=step(steps), time=timing(times)
+        )
         scenarios = (*current.scenarios[:index], new, *current.scenarios[index + 1 :])
         return dataclasses.replace(current, scenarios=scenarios), f"Saved {new.name}."
 
@@ -204,6 +249,40 @@ def answers(current: Comparison) -> list[budget.Answer]:
             spec.training,
             spec.strategy,
             *([_step_json(s.step)] if s.step is not None and compare.counts_activations(s, spec) else []),
+        )
+        for s in current.scenarios
+    ]
+
+
+@st.cache_resource(max_entries=MAX_CACHED_ANSWERS, show_spinner="Timing the step…")
+def _time(config_json: str, num_shards: int, dtype: str, step_json: str, time_json: str, budget_json: str) -> Any:
+    # cache_resource, as the Memory page's memory: a StepTime is frozen and unpickling it is waste.
+    config = dataclasses.replace(ModelConfig.from_json(config_json), num_shards=num_shards)
+    scenario = Scenario(
+        name="-",
+        config=config,
+        dtype=dtype,
+        step=compare.Step(**json.loads(step_json)) if step_json else None,
+        time=compare.Timing(**json.loads(time_json)) if time_json else None,
+    )
+    return compare.scenario_time(scenario, cache.count(config), budget.Budget(**json.loads(budget_json)))
+
+
+def times(current: Comparison) -> list[Any]:
+    """``compare.scenario_time`` for every scenario (a ``StepTime`` or why there is none), cached
+    (bounded) per configuration, dtype, step, run and budget; a scenario without a device is not
+    counted or traced."""
+    spec = json.dumps(dataclasses.asdict(current.budget), sort_keys=True)
+    return [
+        compare.NO_DEVICE_TEXT
+        if s.time is None
+        else _time(
+            s.config.architecture().to_json(),
+            s.num_shards,
+            s.dtype,
+            "" if s.step is None else _step_json(s.step),
+            json.dumps(s.time.to_dict(), sort_keys=True),
+            spec,
         )
         for s in current.scenarios
     ]
