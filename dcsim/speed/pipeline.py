@@ -8,7 +8,7 @@ the embedding on the first stage, the final norm, the head and the loss on the l
 on both). Each stage's FLOPs a micro-batch are the sum of its own blocks' traced FLOPs
 (``ActivationReport.flops_parts``) and, on the last, the part outside the blocks; the stage with the
 most sets the pace (the slowest stage), and its weights, residuals and state are what its device
-moves through HBM.
+moves through HBM: its state as the memory figures lay it out (``dcsim.memory.stages``).
 
 A step runs ``micro_batches`` micro-batches a data-parallel replica (gradient accumulation; the
 global batch is the data-parallel size x the micro-batch x the micro-batches). With ``p`` stages
@@ -26,11 +26,11 @@ Settings are checked here, before any trace (``Pipeline``), and against the mode
 from __future__ import annotations
 
 import dataclasses
-import math
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from dcsim.inputs import as_int, show
+from dcsim.memory.stages import stage_of as stage_of  # which stage holds an array: one rule for time and memory
 
 if TYPE_CHECKING:  # the stage's share reads traced and laid-out reports: JAX, when asked
     from dcsim.memory.activations import ActivationReport
@@ -126,25 +126,6 @@ def check_virtual_stages(value: Any, label: str = "--virtual-stages") -> int:
     return as_int(value, label, maximum=MAX_VIRTUAL_STAGES, why="model chunks a device, interleaved")
 
 
-def stage_of(path: str, blocks: tuple[range, ...], tied: bool) -> tuple[int, ...]:
-    """The stages holding a parameter or a state array at ``path`` (an optimizer's
-    ``0/mu/block_3/...`` too): a block's own stage; the final norm and head the last; the token
-    table the first (and the last too when the head is tied to it); anything else outside the
-    blocks (position tables, a step count) the first."""
-    from dcsim.serving.cache import block_index
-
-    last = len(blocks) - 1
-    index = block_index(path)
-    if index is not None:
-        return tuple(stage for stage, members in enumerate(blocks) if index in members)
-    segments = set(path.split("/"))
-    if segments & {"final_norm", "lm_head"}:
-        return (last,)
-    if "embed" in segments and "token" in segments and tied:
-        return tuple(sorted({0, last}))
-    return (0,)
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class StageShare:
     """What a device of the slowest stage does for one micro-batch, and holds.
@@ -160,7 +141,9 @@ class StageShare:
       dense_values, expert_values: the parameter values of its arrays, whole (before any split),
         without and with routed experts.
       activation_bytes: the residuals a device of it keeps for one micro-batch.
-      state_bytes: the training state a device of it holds (``state_of``).
+      state_bytes: the training state a device of it holds, as the memory figures lay it out
+        (``dcsim.memory.stages``: its own arrays, over ``model`` and the data axes as the strategy
+        and the ZeRO stage split them).
     """
 
     stage: int
@@ -186,8 +169,8 @@ def stage_share(
     """The slowest stage of ``stages`` (module docstring) for the step ``traced`` on the state laid
     out as ``memory``. One stage: the whole model, its state as laid out, exactly."""
     from dcsim.memory.flops import StepFlops
+    from dcsim.memory.stages import stage_blocks
     from dcsim.model.count import is_routed_expert
-    from dcsim.serving.engine import stage_blocks
 
     if traced.flops is None or traced.flops_parts is None:
         raise ValueError("a stage's time needs the step's FLOPs: trace it with with_recompute")
@@ -223,8 +206,10 @@ def stage_share(
         activation += traced.outside.bytes + traced.loss_bytes
     if stages == 1:
         state = sum(memory.part_bytes(part) for part in memory.training.parts)
-    else:
-        state = state_of(memory, blocks, tied, slowest)
+    elif memory.pipeline is not None and memory.pipeline.num_stages == stages:
+        state = memory.pipeline.state_bytes[slowest]
+    else:  # a state laid out without the stage axis: the stage's own arrays as laid out there
+        state = sum(row.bytes_per_device for row in memory.arrays if slowest in stage_of(row.path, blocks, tied))
     return StageShare(
         stage=slowest,
         num_stages=stages,
@@ -238,25 +223,3 @@ def stage_share(
         activation_bytes=activation if stages > 1 else traced.bytes_per_device,
         state_bytes=state,
     )
-
-
-def state_of(memory: MemoryReport, blocks: tuple[range, ...], tied: bool, stage: int) -> int:
-    """A device of ``stage``'s training state, as Megatron-LM composes its parallelism: each array
-    of the stage split over the tensor axis ``model`` (and routed experts over ``expert``), and the
-    parts the ZeRO stage splits also over the data axes. The memory figures lay ``stage`` out as a
-    data axis instead (docs/time.md says so), so the stage's own arrays are counted here, whole,
-    and divided by arithmetic (floored: an estimate's input, not a layout)."""
-    from dcsim.sharding.megatron import EXPERT_AXIS, TENSOR_AXIS
-
-    sizes = dict(memory.mesh.axes)
-    t, e = sizes.get(TENSOR_AXIS, 1), sizes.get(EXPERT_AXIS, 1)
-    data = math.prod(size for name, size in memory.mesh.axes if name not in (TENSOR_AXIS, STAGE_AXIS, EXPERT_AXIS))
-    total = 0
-    for row in memory.arrays:
-        if stage not in stage_of(row.path, blocks, tied):
-            continue
-        split = t * (e if "/experts/" in f"/{row.path}/" else 1)
-        if row.part in memory.training.shard:
-            split *= data * (1 if "/experts/" in f"/{row.path}/" else e)
-        total += row.bytes // split
-    return total

@@ -280,7 +280,9 @@ def plan_checkpoint(
             restore_hosts = Hosts(
                 request.restore_mesh, check_devices_per_host(request.devices_per_host, request.restore_mesh)
             )
-            laid = compute_memory(report, request.restore_mesh, strategy, request.restore_rules, memory.training)
+            laid = compute_memory(
+                report, request.restore_mesh, strategy, request.restore_rules, memory.training, by_stage=False
+            )
         except ValueError as err:
             raise ValueError(f"--restore-mesh: the restore cannot lay the checkpoint out: {err}") from None
         restored = Content(laid).arrays
