@@ -101,6 +101,11 @@ def test_more_stages_than_blocks_are_refused():
         compute_memory(tiny_report(), MeshSpec((("stage", 3),)), "replicated", (), setup)
 
 
+def test_a_model_without_blocks_refuses_a_stage_axis(capsys):
+    line = refused_in_one_line(capsys, "memory", "--input-dim", "8", "--features", "8", "--mesh", "stage=2")
+    assert "splits a model's blocks into pipeline stages, and this model has none" in line
+
+
 @pytest.mark.parametrize(
     ("stage", "num_stages", "schedule", "expected"),
     [
@@ -194,3 +199,38 @@ def test_verify_refuses_a_stage_axis(capsys):
         capsys, "memory", "--preset", "gpt2-small", "--mesh", "data=2,stage=2", "--verify", "--format", "json"
     )
     assert "`stage` axis" in line
+
+
+def test_the_budget_search_weighs_each_stage():
+    """Each candidate of the search holds its most-loaded stage's state and activations."""
+    from dcsim.memory import search
+
+    traced = tiny_trace()
+    setup = training.Training.stage(0, param_dtype="float32")
+    fit = search.fit(
+        tiny_report(),
+        MeshSpec((("data", 2), ("stage", 2))),
+        "replicated",
+        (),
+        setup,
+        amount=1 << 40,
+        activations=lambda mesh: traced.bytes_per_device,
+        stage_activations=lambda mesh, _: stages.activation_bytes(traced, stages.stage_blocks(2, 2)),
+    )
+    first = FIRST + 2 * traced.blocks[0].bytes
+    last = LAST + traced.blocks[1].bytes + traced.outside.bytes + traced.loss_bytes
+    assert {candidate.total_bytes_per_device for candidate in fit.candidates} == {max(first, last)}
+
+
+def test_the_step_time_reads_the_slowest_stages_state():
+    """The time's slowest stage on 2 stages is the last (block 1 and the head): its state is the
+    memory figures' for that stage, LAST by hand."""
+    from dcsim.model import presets
+    from dcsim.speed.pipeline import stage_share
+
+    mesh = MeshSpec((("stage", 2),))
+    setup = training.Training.stage(0, param_dtype="float32")
+    memory = compute_memory(tiny_report(), mesh, "replicated", (), setup)
+    traced = act.cached_trace(TINY, STEP, "float32", mesh, with_recompute=True)
+    share = stage_share(tiny_report(), traced, memory, presets.resolved_hparams(TINY), 2)
+    assert share.stage == 1 and share.state_bytes == LAST

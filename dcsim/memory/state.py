@@ -355,6 +355,11 @@ def _by_stage(
     out on the mesh with ``stage`` at 1, then each device's share summed over its own stage's."""
     count = stages.num_stages(mesh.axes)
     num_layers = len({index for row in report.arrays if (index := stages.block_index(row.path)) is not None})
+    if num_layers == 0:
+        raise ValueError(
+            f"a `{stages.STAGE_AXIS}` axis splits a model's blocks into pipeline stages, and this model has none "
+            f"(no block_N arrays): leave `{stages.STAGE_AXIS}` out of the mesh, or give it size 1"
+        )
     blocks = stages.stage_blocks(num_layers, count)
     tied = not any(row.path.startswith("lm_head/") for row in report.arrays)
     within = MeshSpec(tuple((name, 1 if name == stages.STAGE_AXIS else size) for name, size in mesh.axes))
