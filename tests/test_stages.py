@@ -223,8 +223,8 @@ def test_the_budget_search_weighs_each_stage():
 
 
 def test_the_step_time_reads_the_slowest_stages_state():
-    """The time's slowest stage on 2 stages is the last (block 1 and the head): its state is the
-    memory figures' for that stage, LAST by hand."""
+    """The time's slowest stage on 2 stages is the last (block 1 and the head): its state is that
+    stage's own arrays, whole on one device a stage: LAST by hand."""
     from dcsim.model import presets
     from dcsim.speed.pipeline import stage_share
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from dcsim.memory.activations import ActivationReport
+    from dcsim.memory.state import StateArray
     from dcsim.speed.pipeline import Pipeline
 
 STAGE_AXIS = "stage"  # ``dcsim.speed.pipeline.STAGE_AXIS``, the axis ``serve`` reads
@@ -128,6 +129,7 @@ class StageSplit:
       activation_bytes: each stage's residuals at its peak, or None for the state alone.
       total_bytes: the whole state once (every array of every stage, a tied table once).
       devices_per_stage: the mesh's devices over the stages.
+      arrays: every stage's state arrays, each as a device holding it holds it.
     """
 
     stage: int
@@ -136,6 +138,7 @@ class StageSplit:
     activation_bytes: tuple[int, ...] | None
     total_bytes: int
     devices_per_stage: int
+    arrays: tuple[StateArray, ...] = dataclasses.field(default=(), repr=False, compare=False)
 
     @property
     def num_stages(self) -> int:

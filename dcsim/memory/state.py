@@ -378,6 +378,7 @@ def _by_stage(
         activation_bytes=activations,
         total_bytes=laid.total_bytes,
         devices_per_stage=mesh.num_devices // count,
+        arrays=laid.arrays,
     )
     rows = tuple(row for row, held in zip(laid.arrays, members, strict=True) if chosen in held)
     return MemoryReport(

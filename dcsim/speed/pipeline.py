@@ -8,7 +8,7 @@ the embedding on the first stage, the final norm, the head and the loss on the l
 on both). Each stage's FLOPs a micro-batch are the sum of its own blocks' traced FLOPs
 (``ActivationReport.flops_parts``) and, on the last, the part outside the blocks; the stage with the
 most sets the pace (the slowest stage), and its weights, residuals and state are what its device
-moves through HBM: its state as the memory figures lay it out (``dcsim.memory.stages``).
+moves through HBM.
 
 A step runs ``micro_batches`` micro-batches a data-parallel replica (gradient accumulation; the
 global batch is the data-parallel size x the micro-batch x the micro-batches). With ``p`` stages
@@ -26,6 +26,7 @@ Settings are checked here, before any trace (``Pipeline``), and against the mode
 from __future__ import annotations
 
 import dataclasses
+import math
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -141,9 +142,7 @@ class StageShare:
       dense_values, expert_values: the parameter values of its arrays, whole (before any split),
         without and with routed experts.
       activation_bytes: the residuals a device of it keeps for one micro-batch.
-      state_bytes: the training state a device of it holds, as the memory figures lay it out
-        (``dcsim.memory.stages``: its own arrays, over ``model`` and the data axes as the strategy
-        and the ZeRO stage split them).
+      state_bytes: the training state a device of it holds (``state_of``).
     """
 
     stage: int
@@ -206,10 +205,8 @@ def stage_share(
         activation += traced.outside.bytes + traced.loss_bytes
     if stages == 1:
         state = sum(memory.part_bytes(part) for part in memory.training.parts)
-    elif memory.pipeline is not None and memory.pipeline.num_stages == stages:
-        state = memory.pipeline.state_bytes[slowest]
-    else:  # a state laid out without the stage axis: the stage's own arrays as laid out there
-        state = sum(row.bytes_per_device for row in memory.arrays if slowest in stage_of(row.path, blocks, tied))
+    else:
+        state = state_of(memory, blocks, tied, slowest)
     return StageShare(
         stage=slowest,
         num_stages=stages,
@@ -223,3 +220,28 @@ def stage_share(
         activation_bytes=activation if stages > 1 else traced.bytes_per_device,
         state_bytes=state,
     )
+
+
+def state_of(memory: MemoryReport, blocks: tuple[range, ...], tied: bool, stage: int) -> int:
+    """A device of ``stage``'s training state, as Megatron-LM composes its parallelism: each array
+    of the stage split over the tensor axis ``model`` (and routed experts over ``expert``), and the
+    parts the ZeRO stage splits also over the data axes, whatever the strategy (the issue's rule for
+    the time). The memory figures lay each stage's arrays out by the strategy instead
+    (``dcsim.memory.stages``: under ``megatron`` below ZeRO-3 the parts not split stay whole, as
+    their note says; docs/time.md), so the stage's own arrays are counted here, whole, and divided
+    by arithmetic (floored: an estimate's input, not a layout)."""
+    from dcsim.sharding.megatron import EXPERT_AXIS, TENSOR_AXIS
+
+    sizes = dict(memory.mesh.axes)
+    t, e = sizes.get(TENSOR_AXIS, 1), sizes.get(EXPERT_AXIS, 1)
+    data = math.prod(size for name, size in memory.mesh.axes if name not in (TENSOR_AXIS, STAGE_AXIS, EXPERT_AXIS))
+    total = 0
+    rows = memory.arrays if memory.pipeline is None else memory.pipeline.arrays  # every stage's
+    for row in rows:
+        if stage not in stage_of(row.path, blocks, tied):
+            continue
+        split = t * (e if "/experts/" in f"/{row.path}/" else 1)
+        if row.part in memory.training.shard:
+            split *= data * (1 if "/experts/" in f"/{row.path}/" else e)
+        total += row.bytes // split
+    return total
