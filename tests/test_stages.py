@@ -234,3 +234,22 @@ def test_the_step_time_reads_the_slowest_stages_state():
     traced = act.cached_trace(TINY, STEP, "float32", mesh, with_recompute=True)
     share = stage_share(tiny_report(), traced, memory, presets.resolved_hparams(TINY), 2)
     assert share.stage == 1 and share.state_bytes == LAST
+
+
+def test_the_interleaved_schedule_reaches_the_memory_figures(capsys):
+    """GPT-2 small's 12 blocks on 2 stages, interleaved over 2 chunks, 4 micro-batches: the first
+    stage keeps 2 (2 - 0 - 1) + (2 - 1) 2 + 1 = 5 chunks of 3 blocks, 2.5 times its 6 blocks'
+    residuals (Korthikanti et al.'s p (1 + (p - 1)/(p v)) = 2 x 1.25); the last 3 chunks, 1.5 times,
+    with those outside the blocks and the loss's."""
+    code, out, _ = run_cli(
+        capsys,
+        *("memory", "--preset", "gpt2-small", "--mesh", "stage=2", "--sequence", "128", "--device", "h100-sxm"),
+        *("--micro-batches", "4", "--schedule", "interleaved", "--virtual-stages", "2", "--format", "json"),
+    )
+    assert code == 0
+    record = json.loads(out)
+    blocks = [row["bytes"] for row in record["activations"]["blocks"][:12]]
+    outside_and_loss = record["activations"]["bytes_per_device"] - sum(blocks)
+    rows = record["pipeline"]["stages"]
+    assert rows[0]["activations_bytes_per_device"] == -(-5 * sum(blocks[:6]) // 2)
+    assert rows[1]["activations_bytes_per_device"] == -(-3 * sum(blocks[6:]) // 2) + outside_and_loss
