@@ -300,7 +300,7 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
     if step is not None and traced is None:
         refused = memory.cached_activations(config, step, training.param_dtype, mesh)
         offer_sequence_limit(config, step)
-    activations_bytes = None if traced is None else traced.bytes_per_device
+    activations_bytes = memory.activation_bytes_of(held, traced)
     layout.offer_mesh(st, memory.PAGE, config, mesh, memory.trains_on(config, setup), rerun=st.rerun)
 
     st.subheader("What each device holds")
@@ -315,10 +315,17 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
             "ZeRO-0 with a strategy the mesh allows."
         )
     else:
-        st.caption(
-            "Under JAX's even splits every device holds shards of the same shapes, so the most-loaded device holds "
-            "exactly what every other one does: the figures below are each device's."
-        )
+        if held.pipeline is None:
+            st.caption(
+                "Under JAX's even splits every device holds shards of the same shapes, so the most-loaded device "
+                "holds exactly what every other one does: the figures below are each device's."
+            )
+        else:
+            st.caption(
+                f"Pipeline stages: each stage's devices hold its own blocks' arrays and, with a step, its "
+                f"micro-batches in flight (1F1B). The figures below are a device of {held.pipeline.text}, the stage "
+                "whose devices hold the most; every device of a stage holds the same."
+            )
         footprint = TrainingReport.of(held, activations_bytes, budget)
         show_verdict(config, setup, refused)
         total_col, ideal_col, fits_col = st.columns(3)
@@ -353,9 +360,14 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
             act_col, loss_col, formula_col = st.columns(3)
             act_col.metric(
                 "Activations per device",
-                units.bytes_exact(traced.bytes_per_device),
-                help=f"The residuals of {len(traced.blocks):,} blocks, outside them and the loss, traced from JAX's "
-                f"autodiff in {traced.seconds:.1f} s.",
+                units.bytes_exact(activations_bytes or 0),
+                help=(
+                    f"The residuals of {len(traced.blocks):,} blocks, outside them and the loss, traced from JAX's "
+                    if held is None or held.pipeline is None
+                    else f"{held.pipeline.text}: its own blocks' residuals for each micro-batch in flight (1F1B), "
+                    "and on the last stage those outside the blocks and the loss's, traced from JAX's "
+                )
+                + f"autodiff in {traced.seconds:.1f} s.",
             )
             loss_col.metric(
                 "Of which the loss",

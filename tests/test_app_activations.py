@@ -175,3 +175,23 @@ def test_the_recipe_is_one_click_and_no_master_copy_is_said():
     at.button(key="memory.recipe").click().run()
     assert at.query_params["param"] == "bfloat16" and at.query_params["master"] == "float32"
     assert not any("No master copy is kept" in caption.value for caption in at.caption)
+
+
+def test_a_stage_axis_shows_the_stage_that_holds_the_most():
+    """On data=2,stage=2 the first stage keeps two micro-batches of block 0's residuals (1F1B), the
+    last one of block 1's with those outside the blocks and the loss's; the page shows the stage
+    whose device holds the most, state and activations together, and names it."""
+    query = SMALL | {"mesh": "data=2,stage=2", "seq": "64", "mb": "2", "devmem": "1GiB"}
+    at = open_link(query)
+    assert not at.exception
+    config = links.decode({key: [value] for key, value in query.items()}).config
+    mesh = parse_mesh(query["mesh"])
+    state = compute_memory(count_params(config), mesh, "fsdp", (), Training.stage(3)).pipeline.state_bytes
+    traced = activations.trace_activations(config, activations.Step(sequence=64, micro_batch=2), "bfloat16", mesh)
+    held = (2 * traced.blocks[0].bytes, traced.blocks[1].bytes + traced.outside.bytes + traced.loss_bytes)
+    totals = [state[0] + held[0], state[1] + held[1]]
+    stage = totals.index(max(totals))
+    shown = metrics(at)
+    assert shown["Activations per device"] == units.bytes_exact(held[stage])
+    assert shown["State + activations per device"] == units.bytes_exact(totals[stage])
+    assert any(f"stage {stage} of 2" in caption.value for caption in at.caption)

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> str:
 
     config = config_from_args(args)
     report = count_params(config)
-    memory = compute_memory(report, mesh, strategy, rules, setup)
+    memory = compute_memory(report, mesh, strategy, rules, setup, by_stage=False)
     plan = plan_checkpoint(report, memory, request)
     if args.format == "json":
         return json.dumps(plan.record(), indent=2) + "\n"

@@ -12,7 +12,7 @@ from dcsim.cli.common import UsageError, add_command, config_from_args, format_f
 from dcsim.cli.memory_text import _buffer_lines as _buffer_lines  # tests/test_buffers.py reads it here
 from dcsim.cli.memory_text import render_memory_table
 from dcsim.cli.mesh import mesh_flags, mesh_from_args
-from dcsim.memory import remedies, search, training
+from dcsim.memory import remedies, search, stages, training
 from dcsim.memory.report import TrainingReport
 from dcsim.memory.state import compute_memory
 from dcsim.model import registry
@@ -181,9 +181,10 @@ def run(args: argparse.Namespace) -> str:
         device = catalog.get_accelerator(timing["device"])
         amount = device.bytes
     report = count_params(config)
-    memory = compute_memory(report, mesh, strategy, rules, setup)
+    schedule = None if timing is None else timing["schedule"]
     traced = None
     per_mesh = None
+    per_stage = None
     if step is not None:
         from dcsim.memory import activations
 
@@ -191,6 +192,26 @@ def run(args: argparse.Namespace) -> str:
 
         def per_mesh(candidate: meshes.MeshSpec) -> int:
             return activations.cached_trace(config, step, setup.param_dtype, candidate).bytes_per_device
+
+        def per_stage(candidate: meshes.MeshSpec, _: tuple[int, ...]) -> tuple[int, ...]:
+            held = activations.cached_trace(config, step, setup.param_dtype, candidate)
+            count = stages.num_stages(candidate.axes)
+            return stages.activation_bytes(held, stages.stage_blocks(len(held.blocks), count), schedule)
+
+    in_flight = None
+    if traced is not None:
+        traced_step = traced
+
+        def in_flight(blocks: tuple[range, ...]) -> tuple[int, ...]:
+            return stages.activation_bytes(traced_step, blocks, schedule)
+
+    memory = compute_memory(report, mesh, strategy, rules, setup, stage_activations=in_flight)
+    activation_bytes = None
+    if traced is not None:
+        staged = memory.pipeline
+        activation_bytes = traced.bytes_per_device
+        if staged is not None and staged.activation_bytes is not None:
+            activation_bytes = staged.activation_bytes[staged.stage]
 
     verified = None
     if args.verify:
@@ -201,7 +222,11 @@ def run(args: argparse.Namespace) -> str:
             from dcsim.memory import verify_step
 
             verify_step.check_step_verifiable(memory, report.total_params, step)
-    fit = None if amount is None else search.fit(report, mesh, strategy, rules, setup, amount, activations=per_mesh)
+    fit = (
+        None
+        if amount is None
+        else search.fit(report, mesh, strategy, rules, setup, amount, activations=per_mesh, stage_activations=per_stage)
+    )
     stepped = None
     if args.verify:
         verified = verify.verify(memory)
@@ -212,10 +237,10 @@ def run(args: argparse.Namespace) -> str:
             )
     if args.format == "csv":
         return state_arrays_csv(memory.arrays)
-    footprint = TrainingReport.of(memory, None if traced is None else traced.bytes_per_device, amount)
+    footprint = TrainingReport.of(memory, activation_bytes, amount)
     verdict = None
     if amount is not None:
-        measure = remedies.engine_measure(config, report, strategy, rules)
+        measure = remedies.engine_measure(config, report, strategy, rules, schedule)
         verdict = remedies.verdict(footprint, mesh, setup, step, measure, fit)
     result = MemoryResult(
         memory=memory,

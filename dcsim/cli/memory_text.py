@@ -15,7 +15,7 @@ from dcsim.memory import search, training
 from dcsim.memory.report import TrainingReport
 from dcsim.memory.state import MemoryReport, StateArray
 from dcsim.quantities import units
-from dcsim.report.memory_records import EVERY_DEVICE_ALIKE, MemoryResult, spec_text, uneven_arrays
+from dcsim.report.memory_records import MemoryResult, spec_text, stage_alike, uneven_arrays
 from dcsim.report.memory_tables import state_arrays_frame, state_parts_frame
 from dcsim.sharding import meshes
 
@@ -48,7 +48,7 @@ def _headline(memory: MemoryReport) -> list[str]:
     else:
         against = f"  ({float(ratio):,.4g}x the ideal)"
     width = 18
-    lines = [f"{'on each device':<{width}}bytes ({EVERY_DEVICE_ALIKE})"]
+    lines = [f"{'on each device':<{width}}bytes ({stage_alike(memory)})"]
     lines += [
         f"{part:<{width}}{_bytes(memory.part_bytes(part))}"
         + ("" if part in memory.training.shard else "  (whole on every device)")
@@ -182,9 +182,43 @@ def _budget_lines(fit: search.Fit, given: meshes.MeshSpec, footprint: TrainingRe
     return lines
 
 
-def _activation_lines(footprint: TrainingReport, traced: Any) -> list[str]:
+def _stage_activation_lines(split: Any, traced: Any, width: int) -> list[str]:
+    """A pipelined step's activations on the stage shown: its blocks' residuals for the
+    micro-batches it has in flight, and on the last stage those outside the blocks and the loss's;
+    then every stage's state and activations (``dcsim.memory.stages``)."""
+    members = split.blocks[split.stage]
+    last = split.stage == split.num_stages - 1
+    own = sum(traced.blocks[index].bytes for index in members)
+    held = split.activation_bytes[split.stage] - (traced.outside.bytes + traced.loss_bytes if last else 0)
+    first = traced.blocks[members[0]]
+    lines = [
+        f"{'  blocks':<{width}}{_bytes(held)}  (stage {split.stage}'s {len(members):,} blocks x "
+        f"{float(Fraction(held, own)):g} micro-batches in flight; {first.path}: {first.residuals} residuals, "
+        f"{_bytes(first.bytes)} a micro-batch)",
+    ]
+    if last:
+        lines += [
+            f"{'  outside blocks':<{width}}{_bytes(traced.outside.bytes)}  ({traced.outside.path})",
+            f"{'  loss':<{width}}{_bytes(traced.loss_bytes)}  (logits cast to float32, softmax cross-entropy)",
+        ]
+    else:
+        lines.append(
+            f"{'  outside, loss':<{width}}on the last stage ({_bytes(traced.outside.bytes + traced.loss_bytes)}, "
+            "one micro-batch)"
+        )
+    lines.append(
+        f"{'  every stage':<{width}}state + activations a device: "
+        + ", ".join(
+            f"{stage}: {units.binary_bytes(state)} + {units.binary_bytes(more)}"
+            for stage, (state, more) in enumerate(zip(split.state_bytes, split.activation_bytes, strict=True))
+        )
+    )
+    return lines
+
+
+def _activation_lines(footprint: TrainingReport, traced: Any, split: Any = None) -> list[str]:
     """The step's activations beside the state: the total a device needs, the blocks, the loss,
-    the formula and why it differs."""
+    the formula and why it differs; with a ``stage`` axis, the stage's (``split``)."""
     from dcsim.memory.activations import ATTENTION_HELP, POLICY_HELP
 
     step = traced.step
@@ -208,14 +242,20 @@ def _activation_lines(footprint: TrainingReport, traced: Any) -> list[str]:
         f"{'state':<{width}}{_bytes(footprint.state_bytes)}",
         f"{'activations':<{width}}{_bytes(footprint.activations_bytes or 0)}  (residuals JAX's autodiff keeps, traced "
         f"abstractly in {traced.seconds:.1f} s)",
-        f"{'  blocks':<{width}}{_bytes(traced.blocks_bytes)}"
-        + (
-            f"  ({len(blocks):,} blocks; {first.path}: {first.residuals} residuals, {_bytes(first.bytes)})"
-            if first
-            else ""
+        *(
+            _stage_activation_lines(split, traced, width)
+            if split is not None and split.activation_bytes is not None
+            else [
+                f"{'  blocks':<{width}}{_bytes(traced.blocks_bytes)}"
+                + (
+                    f"  ({len(blocks):,} blocks; {first.path}: {first.residuals} residuals, {_bytes(first.bytes)})"
+                    if first
+                    else ""
+                ),
+                f"{'  outside blocks':<{width}}{_bytes(traced.outside.bytes)}  ({traced.outside.path})",
+                f"{'  loss':<{width}}{_bytes(traced.loss_bytes)}  (logits cast to float32, softmax cross-entropy)",
+            ]
         ),
-        f"{'  outside blocks':<{width}}{_bytes(traced.outside.bytes)}  ({traced.outside.path})",
-        f"{'  loss':<{width}}{_bytes(traced.loss_bytes)}  (logits cast to float32, softmax cross-entropy)",
         f"{'total':<{width}}{_bytes(footprint.total_bytes)}  (state + activations)",
         f"{'formula':<{width}}"
         + (
@@ -270,7 +310,8 @@ def render_memory_table(result: MemoryResult) -> str:
             for text in [training.tensor_parallel_note(memory.strategy, memory.training, memory.mesh)]
             if text
         ),
-        f"model: {units.count(result.total_params)} parameters; {units.count(memory.num_arrays)} state arrays",
+        f"model: {units.count(result.total_params)} parameters; {units.count(memory.num_arrays)} state arrays"
+        + ("" if memory.pipeline is None else f" on a device of {memory.pipeline.text}"),
         "",
         *_headline(memory),
         "",
@@ -287,7 +328,7 @@ def render_memory_table(result: MemoryResult) -> str:
             arrays_text(top),
         ]
     if result.traced is not None:
-        lines += _activation_lines(result.footprint, result.traced)
+        lines += _activation_lines(result.footprint, result.traced, memory.pipeline)
     if result.verified is not None:
         lines += _verify_lines(memory, result.verified)
     if result.fit is not None:

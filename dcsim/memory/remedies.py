@@ -274,21 +274,29 @@ def _changes(mesh: MeshSpec, setup: Training, step: steps.Step | None) -> list[C
     return changes
 
 
-def engine_measure(config: Any, report: Any, strategy: str, rules: Sequence[Any]) -> Measure:
+def engine_measure(config: Any, report: Any, strategy: str, rules: Sequence[Any], schedule: Any = None) -> Measure:
     """``measure`` on dcsim's own engine: the state laid out by ``dcsim.memory.state`` and the step's
-    activations traced by ``dcsim.memory.activations`` (remembered, as the budget search's are)."""
-    from dcsim.memory import activations  # JAX: only when a step is traced
+    activations traced by ``dcsim.memory.activations`` (remembered, as the budget search's are). On
+    a mesh with a ``stage`` axis, the most-loaded stage's, its micro-batches in flight as
+    ``schedule`` (a ``dcsim.speed.pipeline.Pipeline``; None: 1F1B) runs them (``dcsim.memory.stages``)."""
+    from dcsim.memory import activations, stages  # JAX: only when a step is traced
     from dcsim.memory.state import compute_memory
 
-    states: dict[tuple[MeshSpec, Training], int] = {}  # remat and micro-batch changes keep the state's layout
+    # remat and micro-batch changes keep the state's layout: each stage's state, by mesh and setup
+    states: dict[tuple[MeshSpec, Training], Any] = {}
 
     def measure(mesh: MeshSpec, setup: Training, step: steps.Step | None) -> tuple[int, int | None]:
         if (mesh, setup) not in states:
-            states[mesh, setup] = compute_memory(report, mesh, strategy, rules, setup).total_bytes_per_device
-        state = states[mesh, setup]
+            states[mesh, setup] = compute_memory(report, mesh, strategy, rules, setup)
+        memory = states[mesh, setup]
         if step is None:
-            return state, None
-        return state, activations.cached_trace(config, step, setup.param_dtype, mesh).bytes_per_device
+            return memory.total_bytes_per_device, None
+        traced = activations.cached_trace(config, step, setup.param_dtype, mesh)
+        if memory.pipeline is None:
+            return memory.total_bytes_per_device, traced.bytes_per_device
+        per_stage = stages.activation_bytes(traced, memory.pipeline.blocks, schedule)
+        chosen = stages.most_loaded(memory.pipeline.state_bytes, per_stage)
+        return memory.pipeline.state_bytes[chosen], per_stage[chosen]
 
     return measure
 

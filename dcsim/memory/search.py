@@ -22,6 +22,7 @@ from fractions import Fraction
 from typing import Any
 
 from dcsim.memory import budget as budgets
+from dcsim.memory.stages import most_loaded
 from dcsim.memory.state import compute_memory
 from dcsim.memory.training import Training
 from dcsim.model.count import ParamReport
@@ -50,6 +51,9 @@ class Candidate:
     total_bytes_per_device: int | None
     error: str | None = None
     activations_bytes_per_device: int = 0  # included in the total, when the step's activations are counted
+    # With a ``stage`` axis: each stage's device's state (``dcsim.memory.stages``); the total is then
+    # the stage's that holds the most, state and activations together.
+    stage_state_bytes: tuple[int, ...] | None = None
 
     def fits(self, amount: int) -> bool:
         return self.total_bytes_per_device is not None and self.total_bytes_per_device <= amount
@@ -132,7 +136,10 @@ def sweep(
             continue
         total = memory.total_bytes
         whole = {part: memory.part_bytes(part) for part in training.parts if part not in training.shard}
-        states.append(Candidate(mesh=candidate, total_bytes_per_device=memory.total_bytes_per_device))
+        staged = None if memory.pipeline is None else memory.pipeline.state_bytes
+        states.append(
+            Candidate(mesh=candidate, total_bytes_per_device=memory.total_bytes_per_device, stage_state_bytes=staged)
+        )
     if total is None:  # nothing could be laid out: the state's size does not depend on the mesh
         total = compute_memory(report, mesh, "replicated", (), training).total_bytes
     return Sweep(total_bytes=total, states=tuple(states), whole_bytes=whole)
@@ -147,36 +154,51 @@ def fit(
     amount: int,
     up_to: int = MAX_SEARCH_DEVICES,
     activations: Callable[[MeshSpec], int] | None = None,
+    stage_activations: Callable[[MeshSpec, tuple[int, ...]], tuple[int, ...]] | None = None,
 ) -> Fit:
     """Lay the training state out on every candidate mesh and answer the budget question
     (``sweep``, then ``answer``)."""
     amount = budgets.check_amount(amount)
-    return answer(sweep(report, mesh, strategy, rules, training, up_to), amount, activations)
+    return answer(sweep(report, mesh, strategy, rules, training, up_to), amount, activations, stage_activations)
 
 
-def answer(swept: Sweep, amount: int, activations: Callable[[MeshSpec], int] | None = None) -> Fit:
+def answer(
+    swept: Sweep,
+    amount: int,
+    activations: Callable[[MeshSpec], int] | None = None,
+    stage_activations: Callable[[MeshSpec, tuple[int, ...]], tuple[int, ...]] | None = None,
+) -> Fit:
     """The budget question answered on a sweep's layouts.
 
     ``activations``: the bytes a step's activations take on a device of a mesh
     (``dcsim.memory.activations``), added to the state on each candidate and to the ideal share
     (activations are per data-parallel replica: more devices on the data axes never split them);
-    a ValueError it raises (a model axis that cannot split the heads) marks that mesh impossible."""
+    a ValueError it raises (a model axis that cannot split the heads) marks that mesh impossible.
+    ``stage_activations(mesh, stages)``: on a mesh with a ``stage`` axis, each stage's activations
+    (``dcsim.memory.stages.activation_bytes``), so that the figure is the most-loaded stage's."""
     amount = budgets.check_amount(amount)
     candidates = []
     for state in swept.states:
         if state.total_bytes_per_device is None:
             candidates.append(state)
             continue
+        held = state.total_bytes_per_device
         try:
-            extra = 0 if activations is None else activations(state.mesh)
+            if state.stage_state_bytes is not None and stage_activations is not None:
+                per_stage = stage_activations(state.mesh, state.stage_state_bytes)
+                chosen = most_loaded(state.stage_state_bytes, per_stage)
+                held, extra = state.stage_state_bytes[chosen], per_stage[chosen]
+            else:
+                extra = 0 if activations is None else activations(state.mesh)
         except ValueError as err:
             candidates.append(Candidate(mesh=state.mesh, total_bytes_per_device=None, error=str(err)))
             continue
         candidates.append(
             Candidate(
                 mesh=state.mesh,
-                total_bytes_per_device=state.total_bytes_per_device + extra,
+                total_bytes_per_device=held + extra,
                 activations_bytes_per_device=extra,
+                stage_state_bytes=state.stage_state_bytes,
             )
         )
     total = swept.total_bytes

@@ -26,13 +26,15 @@ import dataclasses
 import functools
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
 import jax
 from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 
+from dcsim.memory import stages
+from dcsim.memory.stages import StageSplit
 from dcsim.memory.training import PARTS, Training
 from dcsim.model import optimizer as optimizers
 from dcsim.model.count import ParamReport
@@ -167,6 +169,9 @@ class MemoryReport:
     rules: tuple[Rule, ...]
     training: Training
     arrays: tuple[StateArray, ...]
+    # With a ``stage`` axis: each stage's figures, and which stage's device ``arrays`` holds
+    # (``dcsim.memory.stages``); None without one.
+    pipeline: StageSplit | None = None
 
     @property
     def num_devices(self) -> int:
@@ -188,7 +193,9 @@ class MemoryReport:
 
     @functools.cached_property
     def total_bytes(self) -> int:
-        """The state once, without replicas: every array's bytes."""
+        """The state once, without replicas: every array's bytes (of every stage)."""
+        if self.pipeline is not None:
+            return self.pipeline.total_bytes
         return sum(row.bytes for row in self.arrays)
 
     def part_total_bytes(self, part: str) -> int:
@@ -212,8 +219,9 @@ class MemoryReport:
         return max(self.arrays, key=lambda row: row.bytes_per_device)
 
     def is_even(self, row: StateArray) -> bool:
-        """Whether each device holds exactly 1 / devices of ``row``."""
-        return row.values_per_device * self.num_devices == row.num_values
+        """Whether each device holds exactly 1 / devices of ``row`` (of its stage's devices)."""
+        devices = self.num_devices if self.pipeline is None else self.pipeline.devices_per_stage
+        return row.values_per_device * devices == row.num_values
 
     @property
     def num_arrays(self) -> int:
@@ -227,9 +235,22 @@ def _whole_note(training: Training, part: str) -> str:
 
 
 def compute_memory(
-    report: ParamReport, mesh: MeshSpec, strategy: str, rules: Sequence[Rule], training: Training
+    report: ParamReport,
+    mesh: MeshSpec,
+    strategy: str,
+    rules: Sequence[Rule],
+    training: Training,
+    *,
+    by_stage: bool = True,
+    stage_activations: Callable[[tuple[range, ...]], tuple[int, ...]] | None = None,
 ) -> MemoryReport:
     """Lay ``training``'s state for the model counted as ``report`` out on ``mesh``.
+
+    With a ``stage`` axis (and ``by_stage``), each device holds its own stage's arrays
+    (``dcsim.memory.stages``), and the report shows the device of the stage that holds the most:
+    ``stage_activations(blocks)`` gives each stage's residuals to weigh with its state (none: the
+    state alone). ``by_stage=False`` lays the stage axis out as any data axis (a checkpoint's
+    arrays, which every stage saves its part of).
 
     Raises ValueError (a ``layout.LayoutError`` naming every array) when a part that is split
     cannot be laid out by the strategy on this mesh, as ``dcsim.sharding.layout.compute_layout``
@@ -237,6 +258,8 @@ def compute_memory(
     """
     if not isinstance(training, Training):
         raise TypeError(f"training must be a dcsim.memory.training.Training, got {type(training).__name__}")
+    if by_stage and stages.num_stages(mesh.axes) > 1:
+        return _by_stage(report, mesh, strategy, rules, training, stage_activations)
     rules = tuple(rules)
     jax_mesh = abstract_mesh(mesh)
     whole = PartitionSpec()
@@ -318,6 +341,49 @@ def compute_memory(
     for prefix_rows in by_prefix.values():
         rows.extend(prefix_rows)
     return MemoryReport(mesh=mesh, strategy=strategy, rules=rules, training=training, arrays=tuple(rows))
+
+
+def _by_stage(
+    report: ParamReport,
+    mesh: MeshSpec,
+    strategy: str,
+    rules: Sequence[Rule],
+    training: Training,
+    stage_activations: Callable[[tuple[range, ...]], tuple[int, ...]] | None,
+) -> MemoryReport:
+    """``compute_memory`` on a mesh with a ``stage`` axis (``dcsim.memory.stages``): every array laid
+    out on the mesh with ``stage`` at 1, then each device's share summed over its own stage's."""
+    count = stages.num_stages(mesh.axes)
+    num_layers = len({index for row in report.arrays if (index := stages.block_index(row.path)) is not None})
+    if num_layers == 0:
+        raise ValueError(
+            f"a `{stages.STAGE_AXIS}` axis splits a model's blocks into pipeline stages, and this model has none "
+            f"(no block_N arrays): leave `{stages.STAGE_AXIS}` out of the mesh, or give it size 1"
+        )
+    blocks = stages.stage_blocks(num_layers, count)
+    tied = not any(row.path.startswith("lm_head/") for row in report.arrays)
+    within = MeshSpec(tuple((name, 1 if name == stages.STAGE_AXIS else size) for name, size in mesh.axes))
+    laid = compute_memory(report, within, strategy, rules, training, by_stage=False)
+    members = [stages.stage_of(row.path, blocks, tied) for row in laid.arrays]
+    state = tuple(
+        sum(row.bytes_per_device for row, held in zip(laid.arrays, members, strict=True) if stage in held)
+        for stage in range(count)
+    )
+    activations = None if stage_activations is None else tuple(stage_activations(blocks))
+    chosen = stages.most_loaded(state, activations)
+    split = stages.StageSplit(
+        stage=chosen,
+        blocks=blocks,
+        state_bytes=state,
+        activation_bytes=activations,
+        total_bytes=laid.total_bytes,
+        devices_per_stage=mesh.num_devices // count,
+        arrays=laid.arrays,
+    )
+    rows = tuple(row for row, held in zip(laid.arrays, members, strict=True) if chosen in held)
+    return MemoryReport(
+        mesh=mesh, strategy=strategy, rules=tuple(rules), training=training, arrays=rows, pipeline=split
+    )
 
 
 # --- sweeps: what a device holds on many meshes, by shape ------------------------------------------

@@ -74,6 +74,12 @@ def check_verifiable(memory: MemoryReport) -> None:
     (devices, arrays), what is allowed and what was asked."""
     if not isinstance(memory, MemoryReport):
         raise TypeError(f"memory must be a dcsim.memory.state.MemoryReport, got {type(memory).__name__}")
+    if memory.pipeline is not None:
+        raise ValueError(
+            f"XLA's memory check compiles one program over the whole mesh, and with a `stage` axis "
+            f"({memory.mesh.text}) each stage's devices hold a different program's state; check a mesh without "
+            "`stage` (a stage's own state is its arrays over the other axes)"
+        )
     if memory.num_devices > MAX_VERIFY_DEVICES:
         raise ValueError(
             f"XLA's memory check runs on at most {MAX_VERIFY_DEVICES:,} virtual CPU devices (XLA's CPU backend "

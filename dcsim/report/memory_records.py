@@ -22,6 +22,41 @@ EVERY_DEVICE_ALIKE = (
 )
 
 
+def stage_alike(memory: MemoryReport) -> str:
+    """Which device the figures are, said once for the record and the text: with a ``stage`` axis,
+    a device of the stage that holds the most (``dcsim.memory.stages``)."""
+    split = memory.pipeline
+    if split is None:
+        return EVERY_DEVICE_ALIKE
+    return (
+        f"a device of {split.text}, the stage whose devices hold the most: each stage's devices hold its own "
+        "blocks' arrays, and under JAX's even splits every device of a stage holds shards of the same shapes"
+    )
+
+
+def stages_record(memory: MemoryReport) -> dict[str, Any] | None:
+    """Each stage's figures, or None without a ``stage`` axis."""
+    split = memory.pipeline
+    if split is None:
+        return None
+    return {
+        "stage": split.stage,
+        "num_stages": split.num_stages,
+        "devices_per_stage": split.devices_per_stage,
+        "stages": [
+            {
+                "stage": stage,
+                "blocks": [members[0], members[-1]],
+                "state_bytes_per_device": split.state_bytes[stage],
+                "activations_bytes_per_device": None
+                if split.activation_bytes is None
+                else split.activation_bytes[stage],
+            }
+            for stage, members in enumerate(split.blocks)
+        ],
+    }
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MemoryResult:
     """What ``memory`` found: the state laid out, and what the flags asked for beside it.
@@ -116,9 +151,11 @@ def memory_record(result: MemoryResult) -> dict[str, Any]:
         },
         "num_uneven_arrays": len(uneven),
         "uneven_bytes_per_device": sum(row.bytes_per_device for row in uneven),
-        "every_device_alike": EVERY_DEVICE_ALIKE,
+        "every_device_alike": stage_alike(memory),
         "arrays": [_array_record(row) for row in memory.arrays],
     }
+    if memory.pipeline is not None:
+        record["pipeline"] = stages_record(memory)
     if activations is not None:
         from dcsim.memory.activations import activations_record
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import re
 from typing import Any
 
+from dcsim.memory.stages import block_index as block_index  # one rule for the cache and the stages
 from dcsim.model import count, families, presets, registry
 from dcsim.model.cache import CACHE, CachedArray, CacheSpec, Decode, collect_specs
 from dcsim.model.config import ModelConfig
@@ -35,13 +35,6 @@ from dcsim.model.count import ArrayRow
 from dcsim.quantities import payload
 
 KINDS = ("full", "sliding", "latent", "cross", "state")
-_BLOCK = re.compile(r"(?:^|/)block_(\d+)/")
-
-
-def block_index(path: str) -> int | None:
-    """The block a path belongs to (``block_3/attn/cached_key``: 3), or None (``position``)."""
-    found = _BLOCK.search(path)
-    return int(found.group(1)) if found else None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

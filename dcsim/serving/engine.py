@@ -30,6 +30,7 @@ from typing import Any
 
 from jax.sharding import NamedSharding, PartitionSpec
 
+from dcsim.memory.stages import stage_blocks as stage_blocks  # vLLM's split, shared with training
 from dcsim.model import registry
 from dcsim.model.cache import Decode, SlidingWindowSpec
 from dcsim.model.config import ModelConfig
@@ -59,21 +60,6 @@ def tensor_heads(num_heads: int, num_kv_heads: int | None, tp: int) -> tuple[int
         megatron.kv_heads_per_rank(num_heads, num_heads, tp)
         return 0, tp
     return megatron.kv_heads_per_rank(num_kv_heads, num_heads, tp)
-
-
-def stage_blocks(num_layers: int, num_stages: int) -> tuple[range, ...]:
-    """The blocks of each pipeline stage: vLLM's ``get_pp_indices`` (``num_layers // stages`` each,
-    the remainder one more to each stage before the last)."""
-    if num_stages > num_layers:
-        raise ValueError(
-            f"the pipeline has {num_stages:,} stages (`stage`) and the model {num_layers:,} blocks: each stage "
-            f"needs at least one block; use at most `stage`={num_layers:,}"
-        )
-    sizes = [num_layers // num_stages] * num_stages
-    for index in range(2, num_layers % num_stages + 2):
-        sizes[-index] += 1
-    starts = [sum(sizes[:index]) for index in range(num_stages)]
-    return tuple(range(start, start + size) for start, size in zip(starts, sizes, strict=True))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -31,6 +31,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from dcsim.inputs import as_int, show
+from dcsim.memory.stages import stage_of as stage_of  # which stage holds an array: one rule for time and memory
 
 if TYPE_CHECKING:  # the stage's share reads traced and laid-out reports: JAX, when asked
     from dcsim.memory.activations import ActivationReport
@@ -126,25 +127,6 @@ def check_virtual_stages(value: Any, label: str = "--virtual-stages") -> int:
     return as_int(value, label, maximum=MAX_VIRTUAL_STAGES, why="model chunks a device, interleaved")
 
 
-def stage_of(path: str, blocks: tuple[range, ...], tied: bool) -> tuple[int, ...]:
-    """The stages holding a parameter or a state array at ``path`` (an optimizer's
-    ``0/mu/block_3/...`` too): a block's own stage; the final norm and head the last; the token
-    table the first (and the last too when the head is tied to it); anything else outside the
-    blocks (position tables, a step count) the first."""
-    from dcsim.serving.cache import block_index
-
-    last = len(blocks) - 1
-    index = block_index(path)
-    if index is not None:
-        return tuple(stage for stage, members in enumerate(blocks) if index in members)
-    segments = set(path.split("/"))
-    if segments & {"final_norm", "lm_head"}:
-        return (last,)
-    if "embed" in segments and "token" in segments and tied:
-        return tuple(sorted({0, last}))
-    return (0,)
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class StageShare:
     """What a device of the slowest stage does for one micro-batch, and holds.
@@ -186,8 +168,8 @@ def stage_share(
     """The slowest stage of ``stages`` (module docstring) for the step ``traced`` on the state laid
     out as ``memory``. One stage: the whole model, its state as laid out, exactly."""
     from dcsim.memory.flops import StepFlops
+    from dcsim.memory.stages import stage_blocks
     from dcsim.model.count import is_routed_expert
-    from dcsim.serving.engine import stage_blocks
 
     if traced.flops is None or traced.flops_parts is None:
         raise ValueError("a stage's time needs the step's FLOPs: trace it with with_recompute")
@@ -243,16 +225,19 @@ def stage_share(
 def state_of(memory: MemoryReport, blocks: tuple[range, ...], tied: bool, stage: int) -> int:
     """A device of ``stage``'s training state, as Megatron-LM composes its parallelism: each array
     of the stage split over the tensor axis ``model`` (and routed experts over ``expert``), and the
-    parts the ZeRO stage splits also over the data axes. The memory figures lay ``stage`` out as a
-    data axis instead (docs/time.md says so), so the stage's own arrays are counted here, whole,
-    and divided by arithmetic (floored: an estimate's input, not a layout)."""
+    parts the ZeRO stage splits also over the data axes, whatever the strategy (the issue's rule for
+    the time). The memory figures lay each stage's arrays out by the strategy instead
+    (``dcsim.memory.stages``: under ``megatron`` below ZeRO-3 the parts not split stay whole, as
+    their note says; docs/time.md), so the stage's own arrays are counted here, whole, and divided
+    by arithmetic (floored: an estimate's input, not a layout)."""
     from dcsim.sharding.megatron import EXPERT_AXIS, TENSOR_AXIS
 
     sizes = dict(memory.mesh.axes)
     t, e = sizes.get(TENSOR_AXIS, 1), sizes.get(EXPERT_AXIS, 1)
     data = math.prod(size for name, size in memory.mesh.axes if name not in (TENSOR_AXIS, STAGE_AXIS, EXPERT_AXIS))
     total = 0
-    for row in memory.arrays:
+    rows = memory.arrays if memory.pipeline is None else memory.pipeline.arrays  # every stage's
+    for row in rows:
         if stage not in stage_of(row.path, blocks, tied):
             continue
         split = t * (e if "/experts/" in f"/{row.path}/" else 1)

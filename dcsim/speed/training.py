@@ -55,8 +55,8 @@ LEAVES_OUT = (
 )
 # What a pipelined step's figures leave out besides (docs/time.md).
 PIPELINE_LEAVES_OUT = (
-    "the residuals of the micro-batches a pipeline stage keeps in flight (the memory figures lay out `stage` as a "
-    "data axis)",
+    "whether the residuals of a stage's micro-batches in flight fit its memory (the memory figures say; the time "
+    "runs the step as given)",
     "the schedule's warm-up imbalance between stages beyond the slowest stage's pace",
 )
 

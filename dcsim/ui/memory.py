@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import pandas as pd
 import streamlit as st
 
-from dcsim.memory import search
+from dcsim.memory import search, stages
 from dcsim.memory import training as trainings
 from dcsim.memory.report import TrainingReport
 from dcsim.memory.state import MemoryReport, compute_memory
@@ -406,16 +406,46 @@ def _parts(config_json: str, mesh_text: str, strategy: str, rules: str, training
 # cache_data unpickled a copy of Llama 2 70B's 2,900 state arrays five times a run (one a ZeRO
 # stage), some 150,000 objects that set off a 180 ms full garbage collection every other run.
 @st.cache_resource(max_entries=MAX_CACHED_MEMORY, show_spinner=False)
-def _cached_memory(config_json: str, mesh_text: str, strategy: str, rules: str, training: str) -> Outcome:
+def _cached_memory(
+    config_json: str, mesh_text: str, strategy: str, rules: str, training: str, step_json: str = ""
+) -> Outcome:
+    parts = _parts(config_json, mesh_text, strategy, rules, training)
     try:
-        return Outcome(memory=compute_memory(*_parts(config_json, mesh_text, strategy, rules, training)))
+        staged = _stage_activations(config_json, step_json, parts[4].param_dtype, parts[1])
+        return Outcome(memory=compute_memory(*parts, stage_activations=staged))
     except (TypeError, ValueError) as err:
         return Outcome(error=str(err))
 
 
+def _stage_activations(
+    config_json: str, step_json: str, param_dtype: str, mesh: meshes.MeshSpec
+) -> Callable[[tuple[range, ...]], tuple[int, ...]] | None:
+    """Each stage's activations on a mesh with a ``stage`` axis (``dcsim.memory.stages``, 1F1B with at
+    least as many micro-batches as stages), so that the device shown is the stage's that holds the
+    most; None without a step, or where the step does not trace (the page says why)."""
+    if not step_json or stages.num_stages(mesh.axes) == 1:
+        return None
+    traced = _cached_activations(config_json, step_json, param_dtype, mesh.text)
+    if isinstance(traced, str):
+        return None
+    return lambda blocks: stages.activation_bytes(traced, blocks)
+
+
+def activation_bytes_of(held: Any, traced: Any) -> int | None:
+    """The step's activations on the device ``held`` shows: with a ``stage`` axis, its stage's
+    micro-batches in flight (``dcsim.memory.stages``); else the traced step's."""
+    if traced is None:
+        return None
+    split = None if held is None else held.pipeline
+    if split is not None and split.activation_bytes is not None:
+        return int(split.activation_bytes[split.stage])
+    return int(traced.bytes_per_device)
+
+
 def cached_memory(config: ModelConfig, setup: Setup) -> Outcome:
-    """``compute_memory`` of the configuration and setup, cached per their text."""
-    return _cached_memory(*_key(config, setup))
+    """``compute_memory`` of the configuration and setup, cached per their text (and the step's,
+    which on a mesh with a ``stage`` axis picks the stage shown)."""
+    return _cached_memory(*_key(config, setup), _step_json(setup))
 
 
 def lays_out(
@@ -477,8 +507,15 @@ def _cached_fit(
         def per_mesh(candidate: meshes.MeshSpec) -> int:
             return activations.cached_trace(config, step, param_dtype, candidate).bytes_per_device
 
+        def per_stage(candidate: meshes.MeshSpec, _: tuple[int, ...]) -> tuple[int, ...]:
+            held = activations.cached_trace(config, step, param_dtype, candidate)
+            count = stages.num_stages(candidate.axes)
+            return stages.activation_bytes(held, stages.stage_blocks(len(held.blocks), count))
+
     try:
-        return search.answer(swept, amount, activations=per_mesh)
+        return search.answer(
+            swept, amount, activations=per_mesh, stage_activations=None if per_mesh is None else per_stage
+        )
     except (TypeError, ValueError) as err:
         return str(err)
 
@@ -504,7 +541,8 @@ def _cached_verdict(
         step = activations.Step(**json.loads(step_json))
     measure = remedies.engine_measure(config, report, strategy, parsed_rules)
     try:
-        held = compute_memory(report, mesh, strategy, parsed_rules, setup)
+        staged = _stage_activations(config_json, step_json, setup.param_dtype, mesh)
+        held = compute_memory(report, mesh, strategy, parsed_rules, setup, stage_activations=staged)
         footprint = TrainingReport.of(held, measure(mesh, setup, step)[1], amount)
         fit = _cached_fit(config_json, mesh_text, strategy, rules, training, amount, step_json)
         return remedies.verdict(footprint, mesh, setup, step, measure, None if isinstance(fit, str) else fit)

@@ -99,7 +99,7 @@ def _plan(config_json: str, values: tuple[tuple[str, str], ...]) -> Any:
     master = None if given["master"] == training.NO_MASTER else given["master"]
     setup = training.Training.stage(int(given["pzero"]), optimizer=given["optim"], master_dtype=master)
     mesh = meshes.parse_mesh(given["pmesh"])
-    memory = compute_memory(report, mesh, "fsdp", (), setup)
+    memory = compute_memory(report, mesh, "fsdp", (), setup, by_stage=False)
     request = PlanRequest(
         devices_per_host=int(given["dph"]),
         device=None if given["pdevice"] == "none" else given["pdevice"],

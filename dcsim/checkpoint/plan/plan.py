@@ -317,7 +317,7 @@ def plan_checkpoint(
                 request.restore_mesh,
                 check_devices_per_host(request.devices_per_host, request.restore_mesh, names.devices_per_host),
             )
-            laid = compute_memory(report, request.restore_mesh, strategy, request.restore_rules, target)
+            laid = compute_memory(report, request.restore_mesh, strategy, request.restore_rules, target, by_stage=False)
         except ValueError as err:
             raise ValueError(f"{names.restore_mesh}: the restore cannot lay the checkpoint out: {err}") from None
         restored = Content(laid).arrays

@@ -44,7 +44,7 @@ def predict_process_bytes(plan: MultiprocessPlan, policy: str, rules: Sequence[R
     # ZeRO-3 lays the params out with the strategy; only the params rows are kept (the measurement
     # saves the parameters alone), in the dtype the processes store.
     memory = compute_memory(
-        base.report, base.mesh, base.strategy, tuple(rules), Training.stage(3, param_dtype=base.dtype)
+        base.report, base.mesh, base.strategy, tuple(rules), Training.stage(3, param_dtype=base.dtype), by_stage=False
     )
     params = [row for row in memory.arrays if row.part == "params"]
     laid = {row.path: row.spec for row in params}
