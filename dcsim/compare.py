@@ -30,6 +30,7 @@ from dcsim import links
 from dcsim.inputs import as_int, check_choice, check_document, json_kind, load_json, reject_unknown, show
 from dcsim.memory import budget as budgets
 from dcsim.memory import step as steps
+from dcsim.memory.report import TrainingReport
 from dcsim.memory.step import Step
 from dcsim.model import presets, registry
 from dcsim.model.config import CONFIG_FORMAT, CONFIG_VERSION, MODEL_KEYS, ModelConfig
@@ -496,10 +497,22 @@ def time_setup_text(budget: budgets.Budget) -> str:
     )
 
 
-def scenario_time(scenario: Scenario, report: ParamReport, budget: budgets.Budget) -> Any:
+@dataclasses.dataclass(frozen=True)
+class Timed:
+    """A scenario's step time (``dcsim.speed.estimate.StepTime``) and, where the state and the
+    step's activations a device exceed the device's memory, by how much (the time is then of a step
+    that cannot run as set, and its row says so on the same line)."""
+
+    time: Any
+    device_title: str
+    over_bytes: int | None = None
+
+
+def scenario_time(scenario: Scenario, report: ParamReport, budget: budgets.Budget) -> Timed | str:
     """The scenario's step time on its device (``dcsim.speed.estimate.training_time``, the call the
-    Memory page makes, on ``time_mesh`` with ``time_training``), or a sentence saying why there is
-    none: no device, no step, or the engine's refusal (a layout, a device without speeds...)."""
+    Memory page makes, on ``time_mesh`` with ``time_training``) with what the device's memory says
+    of the setup (``Timed``), or a sentence saying why there is none: no device, no step, or the
+    engine's refusal (a layout, a device without speeds...)."""
     if scenario.time is None:
         return NO_DEVICE_TEXT
     if scenario.step is None:
@@ -514,12 +527,13 @@ def scenario_time(scenario: Scenario, report: ParamReport, budget: budgets.Budge
         traced = activations.cached_trace(
             scenario.config.architecture(), scenario.step, scenario.dtype, mesh, with_recompute=True
         )
-        return estimate.training_time(
+        device = catalog.get_accelerator(timing.device)
+        time = estimate.training_time(
             scenario.config,
             report,
             held,
             traced,
-            catalog.get_accelerator(timing.device),
+            device,
             devices_per_host=timing.devices_per_host,
             tokens=timing.tokens,
             price=None if timing.tokens is None else timing.price_per_device_hour,
@@ -527,6 +541,9 @@ def scenario_time(scenario: Scenario, report: ParamReport, budget: budgets.Budge
         )
     except (TypeError, ValueError) as err:
         return f"cannot be timed: {err}"
+    headroom = TrainingReport.of(held, traced.bytes_per_device, device.bytes).headroom_bytes
+    over = None if headroom is None or headroom >= 0 else -headroom
+    return Timed(time=time, device_title=device.title, over_bytes=over)
 
 
 def _figure(value: float) -> str:
@@ -584,6 +601,13 @@ def time_frame(comparison: Comparison, times: Sequence[Any]) -> pd.DataFrame:
             texts = dict.fromkeys(("step", "tokens_per_second", "days", "device_hours", "cost"), time)
             note = time
         else:
+            over = (
+                ""
+                if time.over_bytes is None
+                else f"; does not fit the {time.device_title} (over by {units.binary_bytes(time.over_bytes)}): "
+                "a step that cannot run as set"
+            )
+            time = time.time
             figures |= {
                 "num_devices": time.num_devices,
                 "global_tokens": time.global_tokens,
@@ -594,7 +618,7 @@ def time_frame(comparison: Comparison, times: Sequence[Any]) -> pd.DataFrame:
             }
             note = f"Estimate; leaves out {', '.join(time.leaves_out)}."
             texts = {
-                "step": _band(time.step_seconds, time.step_seconds_low, time.step_seconds_high, " s"),
+                "step": _band(time.step_seconds, time.step_seconds_low, time.step_seconds_high, " s") + over,
                 "tokens_per_second": _figure(time.tokens_per_second),
                 "days": NO_TOKENS_TEXT,
                 "device_hours": NO_TOKENS_TEXT,

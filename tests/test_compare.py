@@ -589,3 +589,19 @@ def test_the_run_docs_compare_md_quotes_is_the_tables():
         f"and a cost of {cost[0]} ({cost[1]}"
     )
     assert quoted in docs
+
+
+def test_a_run_whose_setup_overflows_its_device_says_so_beside_its_time():
+    """Llama 2 13B's state on one A100 80GB (85.9 GB): its 13.0 billion parameters, gradients and two
+    Adam moments in bfloat16 are 8 bytes a parameter, 104 GB: timed, and the same cell says it cannot run."""
+    config = ModelConfig(preset="llama2-13b", num_shards=1)
+    run = compare.Timing(device="a100-80gb")
+    scenario = compare.Scenario(
+        name="7b", config=config, dtype="bfloat16", step=activations.Step(sequence=1024), time=run
+    )
+    comparison = compare.Comparison(scenarios=(scenario,))
+    timed = compare.scenario_time(scenario, count_params(config), comparison.budget)
+    assert not isinstance(timed, str) and timed.over_bytes is not None and timed.over_bytes > 0
+    [row] = compare.time_frame(comparison, [timed]).to_dict(orient="records")
+    assert "; does not fit the NVIDIA A100 80GB (over by " in row["step_text"]
+    assert row["step_text"].endswith("): a step that cannot run as set")

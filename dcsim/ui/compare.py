@@ -269,7 +269,7 @@ def _time(config_json: str, num_shards: int, dtype: str, step_json: str, time_js
 
 
 def times(current: Comparison) -> list[Any]:
-    """``compare.scenario_time`` for every scenario (a ``StepTime`` or why there is none), cached
+    """``compare.scenario_time`` for every scenario (a ``Timed`` or why there is none), cached
     (bounded) per configuration, dtype, step, run and budget; a scenario without a device is not
     counted or traced."""
     spec = json.dumps(dataclasses.asdict(current.budget), sort_keys=True)
