@@ -364,6 +364,24 @@ def type_into(page, box, text: str, then: str = "Tab"):
     return box
 
 
+def download_from(page, button: str):
+    """Click the download button named ``button`` and return Playwright's ``Download``. A click that
+    lands while the run that drew the button is still replacing it is lost on a loaded machine (seen
+    in the whole suite: 30 s with no download): wait for the run, and click again, at most 3 times."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(3):
+        wait_for_app(page)
+        try:
+            with page.expect_download(timeout=15_000 if attempt < 2 else 30_000) as started:
+                page.get_by_role("button", name=button).click()
+            return started.value
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 def pytest_collection_modifyitems(items) -> None:
     """Every browser test runs on one xdist worker (``--dist loadgroup``): one Streamlit server and
     one Chromium serve them all, and two browsers never compete for the two cores a busy run has."""

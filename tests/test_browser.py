@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from conftest import fresh_page, open_editor, open_page, query_of, share_link, streamlit_server, wait_for_app
+from conftest import (
+    download_from,
+    fresh_page,
+    open_editor,
+    open_page,
+    query_of,
+    share_link,
+    streamlit_server,
+    wait_for_app,
+)
 from dcsim.model.config import DenseLayer, ModelConfig
 
 pytestmark = pytest.mark.browser
@@ -89,10 +98,9 @@ def test_switching_pages_keeps_the_configuration(server, page):
 
 def test_configuration_download_reopens_through_upload(server, page, tmp_path):
     open_page(page, f"{server}/?input_dim=784&layers=512x2_10&shards=8")
-    with page.expect_download() as download:
-        page.get_by_role("button", name="Download configuration (JSON)").click()
-    saved_file = tmp_path / download.value.suggested_filename
-    download.value.save_as(saved_file)
+    download = download_from(page, "Download configuration (JSON)")
+    saved_file = tmp_path / download.suggested_filename
+    download.save_as(saved_file)
     assert saved_file.name == "dcsim-config.json"
     saved = ModelConfig.from_json(saved_file.read_bytes())
     assert saved == ModelConfig(
@@ -128,9 +136,8 @@ def test_per_layer_csv_download(server, page):
     open_page(page, f"{server}/?input_dim=784&layers=512x2_10")
     page.get_by_text("Parameters per layer (3)").click()  # the view is drawn when opened
     wait_for_app(page)  # a click on a button the run is still drawing can be lost on a loaded machine
-    with page.expect_download() as download:
-        page.get_by_role("button", name="Download per-layer table (CSV)").click()
-    lines = Path(download.value.path()).read_text().splitlines()
+    download = download_from(page, "Download per-layer table (CSV)")
+    lines = Path(download.path()).read_text().splitlines()
     assert lines[0] == "path,num_arrays,num_params,percent_of_total"
     assert [line.split(",")[2] for line in lines[1:]] == ["401920", "262656", "5130"]
 

@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from conftest import open_page, type_into, wait_for_app
+from conftest import download_from, open_page, type_into, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -42,10 +42,9 @@ def add(page, name):
 
 
 def table_csv(page, tmp_path, name):
-    with page.expect_download() as download:
-        page.get_by_role("button", name="Download the table (CSV)").click()
+    download = download_from(page, "Download the table (CSV)")
     saved = tmp_path / name
-    download.value.save_as(saved)
+    download.save_as(saved)
     return saved.read_text()
 
 
@@ -86,10 +85,9 @@ def test_two_scenarios_travel_in_one_link_and_reopen_as_the_same_table(server, b
 
 def test_a_downloaded_comparison_reopens_through_the_upload(server, page, tmp_path):
     open_page(page, f"{server}/compare?s=bfloat16~input_dim%3D8~n%3Done&s=int8~n%3Dtwo&base=2")
-    with page.expect_download() as download:
-        page.get_by_role("button", name="Download the comparison (JSON)").click()
+    download = download_from(page, "Download the comparison (JSON)")
     saved = tmp_path / "comparison.json"
-    download.value.save_as(saved)
+    download.save_as(saved)
     before = table_csv(page, tmp_path, "before.csv")
 
     open_page(page, f"{server}/compare")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from conftest import fresh_page, metric, open_page, query_of, wait_for_app
+from conftest import download_from, fresh_page, metric, open_page, query_of, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -80,14 +80,12 @@ def test_an_impossible_layout_explains_itself(server, page):
 
 def test_csv_and_json_downloads(server, page):
     open_page(page, f"{server}/layout?input_dim=8&layers=8&mesh=data%3D2%2Cmodel%3D2&strategy=tensor")
-    with page.expect_download() as download:
-        page.get_by_role("button", name="Download the per-array table (CSV)").click()
-    lines = Path(download.value.path()).read_text().splitlines()
+    download = download_from(page, "Download the per-array table (CSV)")
+    lines = Path(download.path()).read_text().splitlines()
     assert lines[0].startswith("path,status,shape,partition_spec,shard_shape,values_per_shard")
     assert lines[1].startswith("Dense_0/kernel,split,8x8,\"P(None, 'model')\",8x4,32,2,128,")
-    with page.expect_download() as download:
-        page.get_by_role("button", name="Download the layout (JSON)").click()
-    record = json.loads(Path(download.value.path()).read_text())
+    download = download_from(page, "Download the layout (JSON)")
+    record = json.loads(Path(download.path()).read_text())
     assert (record["values_per_device"], record["total_stored_values"], record["num_devices"]) == (36, 144, 4)
     assert record["mesh_text"] == "data=2,model=2"
 
