@@ -560,7 +560,9 @@ def time_frame(comparison: Comparison, times: Sequence[Any]) -> pd.DataFrame:
     """One row per scenario, its run by time and money (``times``: ``scenario_time``'s answers, in
     order): ``name``, ``device``, ``run`` (``timing_text``), ``num_devices``, the step's
     ``step_seconds`` with its band ``step_seconds_low``/``_high`` (full to no overlap),
-    ``tokens_per_second`` and ``global_tokens``; with the run's tokens ``steps`` and ``days``,
+    ``tokens_per_second`` and ``global_tokens``; ``fits_text`` whether the state and the step's
+    activations a device fit the device (the time of one that does not is of a step that cannot
+    run as set, and the row says so); with the run's tokens ``steps`` and ``days``,
     ``device_hours`` (with ``_low``/``_high``: the steps at the band's ends), and with a price ``cost``
     (with its band); floats missing where there is no figure. The ``*_text`` columns are what a page
     shows: each figure with its band, or the reason it is missing (never a blank or a zero), and
@@ -584,6 +586,7 @@ def time_frame(comparison: Comparison, times: Sequence[Any]) -> pd.DataFrame:
             "global_tokens",
             "steps",
             *float_keys,
+            "fits_text",
             "step_text",
             "tokens_per_second_text",
             "days_text",
@@ -598,14 +601,14 @@ def time_frame(comparison: Comparison, times: Sequence[Any]) -> pd.DataFrame:
         rows["run"].append(timing_text(scenario.time) or NO_DEVICE_TEXT)
         figures: dict[str, Any] = dict.fromkeys(("num_devices", "global_tokens", "steps", *float_keys))
         if isinstance(time, str):
-            texts = dict.fromkeys(("step", "tokens_per_second", "days", "device_hours", "cost"), time)
+            texts = dict.fromkeys(("fits", "step", "tokens_per_second", "days", "device_hours", "cost"), time)
             note = time
         else:
-            over = (
-                ""
+            fits = (
+                f"yes, on the {time.device_title}"
                 if time.over_bytes is None
-                else f"; does not fit the {time.device_title} (over by {units.binary_bytes(time.over_bytes)}): "
-                "a step that cannot run as set"
+                else f"no: over the {time.device_title}'s memory by {units.binary_bytes(time.over_bytes)}, "
+                "so the time is of a step that cannot run as set"
             )
             time = time.time
             figures |= {
@@ -618,7 +621,8 @@ def time_frame(comparison: Comparison, times: Sequence[Any]) -> pd.DataFrame:
             }
             note = f"Estimate; leaves out {', '.join(time.leaves_out)}."
             texts = {
-                "step": _band(time.step_seconds, time.step_seconds_low, time.step_seconds_high, " s") + over,
+                "fits": fits,
+                "step": _band(time.step_seconds, time.step_seconds_low, time.step_seconds_high, " s"),
                 "tokens_per_second": _figure(time.tokens_per_second),
                 "days": NO_TOKENS_TEXT,
                 "device_hours": NO_TOKENS_TEXT,

@@ -307,6 +307,7 @@ else:
             column_order=[
                 "name",
                 "run",
+                "fits_text",
                 "step_text",
                 "tokens_per_second_text",
                 "days_text",
@@ -316,6 +317,9 @@ else:
             column_config={
                 "name": st.column_config.TextColumn("Scenario"),
                 "run": st.column_config.TextColumn("Run (device, devices a host, tokens, price)"),
+                "fits_text": st.column_config.TextColumn(
+                    "Fits its device", help="The state and the step's activations a device, against its memory"
+                ),
                 "step_text": st.column_config.TextColumn(
                     "Step (estimate; band)", help="Point estimate (full overlap to no overlap)"
                 ),

@@ -603,5 +603,6 @@ def test_a_run_whose_setup_overflows_its_device_says_so_beside_its_time():
     timed = compare.scenario_time(scenario, count_params(config), comparison.budget)
     assert not isinstance(timed, str) and timed.over_bytes is not None and timed.over_bytes > 0
     [row] = compare.time_frame(comparison, [timed]).to_dict(orient="records")
-    assert "; does not fit the NVIDIA A100 80GB (over by " in row["step_text"]
-    assert row["step_text"].endswith("): a step that cannot run as set")
+    assert row["fits_text"].startswith("no: over the NVIDIA A100 80GB's memory by ")
+    assert row["fits_text"].endswith(" GiB, so the time is of a step that cannot run as set")
+    assert row["step_text"].endswith(" s)")  # still timed
