@@ -350,3 +350,17 @@ def test_custom_rules_keep_their_model_axes_only():
     zero3 = compute_memory(report, mesh, "custom", rules, Training.stage(3, param_dtype="float32"))
     assert zero0.part_bytes("params") == 80 and zero3.part_bytes("params") == 40
     assert {row.spec for row in zero0.part_arrays("params")} == {PartitionSpec("model")}
+
+
+def test_expert_parallelism_is_kept_below_zero_3_and_the_note_names_the_axes_left_whole():
+    """The tensor strategy on data=2,expert=2,model=2 at ZeRO-0, float32: 4 experts of 8 x 16 over
+    `expert` and their last dimension over `model`, 2 x 8 x 8 = 128 values (512 bytes); the norm's 8
+    values over `model`, 4 (16 bytes). The norm, a dense array, is copied over `expert` too."""
+    report = param_report({"block_0/moe/experts/up": (4, 8, 16), "block_0/norm/scale": (8,)})
+    memory = compute_memory(
+        report, parse_mesh("data=2,expert=2,model=2"), "tensor", (), Training.stage(0, param_dtype="float32")
+    )
+    rows = {row.path: row for row in memory.part_arrays("params")}
+    assert rows["block_0/moe/experts/up"].bytes_per_device == 512 and rows["block_0/norm/scale"].bytes_per_device == 16
+    assert rows["block_0/moe/experts/up"].note.endswith("; whole over `data`: ZeRO-0 does not split the params")
+    assert rows["block_0/norm/scale"].note.endswith("; whole over `data`, `expert`: ZeRO-0 does not split the params")

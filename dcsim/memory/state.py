@@ -261,11 +261,6 @@ def over_model_axes(spec: PartitionSpec, strategy: str) -> PartitionSpec:
     return trimmed(PartitionSpec(*entries))
 
 
-def data_axes(mesh: MeshSpec) -> tuple[str, ...]:
-    """The mesh's data axes of more than one device: those that are not ``MODEL_PARALLEL_AXES``."""
-    return tuple(name for name, size in mesh.axes if name not in MODEL_PARALLEL_AXES and size > 1)
-
-
 def _why_not_split(training: Training, part: str) -> str:
     if training.zero is not None:
         return f"ZeRO-{training.zero} does not split the {part}"
@@ -277,13 +272,14 @@ def _unsplit_note(training: Training, part: str, mesh: MeshSpec, spec: Partition
     strategy's split over the model-parallel axes and whole over the data axes."""
     if not spec:
         return f"whole on every device: {_why_not_split(training, part)}"
-    return f"{layout_note}; {_whole_over(training, part, mesh)}"
+    return f"{layout_note}; {_whole_over(training, part, mesh, spec)}"
 
 
-def _whole_over(training: Training, part: str, mesh: MeshSpec) -> str:
-    """``whole over `data`: ZeRO-0 does not split the grads`` (what a part the setup does not split
-    is over the data axes)."""
-    over = ", ".join(f"`{name}`" for name in data_axes(mesh))
+def _whole_over(training: Training, part: str, mesh: MeshSpec, spec: PartitionSpec) -> str:
+    """``whole over `data`: ZeRO-0 does not split the grads``: the axes of more than one device that
+    ``spec`` (a part the setup does not split) leaves unused, and why."""
+    used = {name for entry in spec for name in entry_names(entry)}
+    over = ", ".join(f"`{name}`" for name, size in mesh.axes if size > 1 and name not in used)
     if not over:
         return f"no data axis to split it over ({_why_not_split(training, part)})"
     return f"whole over {over}: {_why_not_split(training, part)}"
@@ -392,7 +388,11 @@ def compute_memory(
                 note = (
                     f"{training.optimizer}'s factored moment of a {shape_text(shape)} parameter, laid out as JAX "
                     f"propagates its spec ({spec_text(spec) or 'whole'}) without the reduced dimension"
-                    + ("" if split else f"; {_whole_over(training, 'optimizer state', mesh) if spec else layout_note}")
+                    + (
+                        ""
+                        if split
+                        else f"; {_whole_over(training, 'optimizer state', mesh, spec) if spec else layout_note}"
+                    )
                 )
             else:
                 note = f"a {shape_text(entry.shape)} placeholder {training.optimizer} keeps whole on every device"

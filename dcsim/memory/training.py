@@ -14,7 +14,11 @@ Which parts are split over the mesh: the ZeRO stages people know (Rajbhandari et
 names DeepSpeed and PyTorch FSDP use), or any set of parts. The stage decides which parts are
 split; the mesh, the strategy and the rules decide only how.
 
-- 0: nothing split: every device holds every part whole (plain data parallelism).
+- 0: nothing split: every data-parallel replica holds every part whole (plain data parallelism).
+
+A part the stage does not split is whole over the data axes only: a strategy's split over the
+model-parallel axes (``model``, ``expert``, ``stage``) applies to every part at every stage, as
+Megatron-LM and DeepSpeed compose them (``dcsim.memory.state``).
 - 1: the optimizer state and the master copy are split (ZeRO-1, "optimizer state partitioning").
 - 2: the gradients too (ZeRO-2).
 - 3: the parameters too (ZeRO-3, PyTorch's FULL_SHARD, what JAX's fsdp layouts do).
@@ -38,9 +42,9 @@ STAGES: dict[int, frozenset[str]] = {
     3: frozenset(PARTS),
 }
 STAGE_HELP = {
-    0: "ZeRO-0: nothing split, every device holds every part whole (plain data parallelism)",
-    1: "ZeRO-1: the optimizer state and the master copy split, params and grads whole on every device",
-    2: "ZeRO-2: the optimizer state, the master copy and the grads split, params whole on every device",
+    0: "ZeRO-0: nothing split over the data axes, every replica holds every part whole (plain data parallelism)",
+    1: "ZeRO-1: the optimizer state and the master copy split, params and grads whole over the data axes",
+    2: "ZeRO-2: the optimizer state, the master copy and the grads split, params whole over the data axes",
     3: "ZeRO-3: every part split (PyTorch's FULL_SHARD; what JAX's fsdp layouts do)",
 }
 # The storage dtypes dcsim knows everywhere. optax keeps its moments in the dtype it is initialised
