@@ -20,6 +20,12 @@ from dcsim.ui import frame, layout, memory, memory_view, model, router, speed, s
 
 router.require_router()
 
+LAYOUT_HELP = {  # MemoryReport.part_layout's three answers
+    "split": "Split over the mesh",
+    "whole over data": "Split over the model-parallel axes only, whole over the data axes",
+    "whole": "Whole on every device",
+}
+
 config, report, verdict_box = model.verdict_heading("Training memory per device")  # filled once the figures are drawn
 
 # --- settings: the Layout page's mesh, strategy and rules, then the training setup -------------------
@@ -27,8 +33,9 @@ config, report, verdict_box = model.verdict_heading("Training memory per device"
 st.subheader("Mesh and strategy")
 mesh, strategy, mesh_col, _ = layout.mesh_and_strategy(
     memory.PAGE,
-    strategy_help="How each split part's arrays are laid out over the mesh (the Layout page's strategies); parts "
-    "the ZeRO stage does not split are whole on every device whatever the strategy.",
+    strategy_help="How each part's arrays are laid out over the mesh (the Layout page's strategies); parts the "
+    "ZeRO stage does not split keep the strategy's split over `model`, `expert` and `stage` and are whole over "
+    "the data axes (whole on every device under fsdp and replicated).",
 )
 mesh_col.metric("Devices", units.count(mesh.num_devices), help="The product of the mesh's axis sizes.")
 rules = layout.rules_input(
@@ -55,7 +62,7 @@ parts: list[str] = []
 if stage == memory.FREE_PARTS:
     st.session_state.setdefault(memory.PARTS_KEY, sorted(trainings.STAGES[3], key=PARTS.index))
     parts = state.held(stage_col.multiselect)(
-        "Parts split over the mesh (the others are whole on every device)",
+        "Parts split over the mesh (the others are whole over the data axes)",
         PARTS,
         key=memory.PARTS_KEY,
         format_func=memory.PART_TITLES.__getitem__,
@@ -396,7 +403,7 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
             column.metric(
                 f"{memory.PART_TITLES[part]} per device",
                 units.bytes_exact(held_bytes),
-                help=f"{'Split over the mesh' if part in training.shard else 'Whole on every device'}; "
+                help=f"{LAYOUT_HELP[held.part_layout(part)]}; "
                 f"{units.bytes_exact(held.part_total_bytes(part))} once, all devices together.",
             )
         st.markdown(frame.plain(memory_view.largest_text(held)))
@@ -495,7 +502,9 @@ def state_sections(config: ModelConfig, setup: memory.Setup) -> None:
             "percent_of_device": st.column_config.NumberColumn(
                 "Share", format="%.2f%%", help="Of what one device holds"
             ),
-            "split": st.column_config.TextColumn("Split?", help="Split over the mesh, or whole on every device"),
+            "split": st.column_config.TextColumn(
+                "Split?", help="Split over the mesh, whole over the data axes only, or whole on every device"
+            ),
             "dtype": "Dtype",
             "num_arrays": "Arrays",
             "total_bytes": st.column_config.TextColumn("Once", help="The part once, all devices together"),
@@ -588,7 +597,8 @@ st.markdown(
   the optimizer state optax really makes (Adam: two moments and a step count; Adafactor: factored moments).
 - **ZeRO stages** say which parts are split over the mesh: 0 none, 1 the optimizer state and master copy,
   2 the gradients too, 3 every part (PyTorch's FULL_SHARD). A split part follows its parameter's layout
-  under the strategy; a part that is not split is whole on every device.
+  under the strategy; a part that is not split keeps the strategy's split over `model`, `expert` and
+  `stage` and is whole over the data axes (as Megatron-LM and DeepSpeed compose them).
 - **Ideal share** is the whole state over the devices: what each would hold if bytes could be poured
   evenly. The real layout is above it wherever an array cannot be split evenly, or a part is not split.
 """

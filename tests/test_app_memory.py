@@ -472,22 +472,23 @@ def test_the_heap_is_settled_once_after_jax_has_loaded(monkeypatch):
     assert calls == [1]
 
 
-def test_a_tensor_parallel_strategy_below_zero_3_says_which_parts_stay_whole():
-    """Megatron below ZeRO-3 lays out only the split parts; the page says so beside the setup, and
-    that ZeRO-3 gives Megatron-LM's tensor parallelism of every part: each split over the model axis
-    only, so a device holds the state over the model axis's size."""
+def test_an_old_megatron_link_below_zero_3_opens_with_the_new_composition_and_says_what_changed():
+    """Issue 45: a link from before (megatron, ZeRO-1) still opens; its figures now split every part
+    over `model`, and a caption says what changed. By hand, llama2-7b's 6,738,415,616 bfloat16 params
+    (13,476,831,232 bytes) over model=2: 6,738,415,616 bytes, plus half of its 65 RMSNorm scales
+    (65 x 4,096 = 266,240 values, 532,480 bytes) kept whole: 6,738,681,856 bytes a device; earlier
+    dcsim held all 13,476,831,232. ZeRO-3 holds the same (megatron splits over `model` only) and
+    says nothing."""
     base = {"preset": "llama2-7b", "mesh": "data=2,model=2", "strategy": "megatron"}
-    captions = " ".join(caption.value.replace("\\", "") for caption in open_app(base | {"zero": "1"}, MEMORY).caption)
-    assert "the params and grads stay whole on every device" in captions and "choose ZeRO-3" in captions
-    at = open_app(base | {"zero": "3"}, MEMORY)
-    assert "choose ZeRO-3" not in " ".join(caption.value.replace("\\", "") for caption in at.caption)
-    held = compute_memory(
-        count_params(ModelConfig(preset="llama2-7b")), parse_mesh("data=2,model=2"), "megatron", (), Training.stage(3)
-    )
-    alone = compute_memory(
-        count_params(ModelConfig(preset="llama2-7b")), parse_mesh("model=2"), "megatron", (), Training.stage(3)
-    )
-    assert held.total_bytes_per_device == alone.total_bytes_per_device  # the data axis splits nothing
+    at = open_app(base | {"zero": "1"}, MEMORY)
+    captions = " ".join(caption.value.replace("\\", "") for caption in at.caption)
+    assert "Since this release the megatron strategy's splits over the model-parallel axes" in captions
+    assert "Earlier dcsim kept them whole on every device" in captions
+    shown = [metric.value for metric in at.metric]
+    assert "6,738,681,856 bytes (6.28 GiB)" in shown
+    zero3 = open_app(base | {"zero": "3"}, MEMORY)
+    assert "Since this release" not in " ".join(caption.value for caption in zero3.caption)
+    assert "6,738,681,856 bytes (6.28 GiB)" in [metric.value for metric in zero3.metric]
 
 
 # --- the answer first (issue 46) -------------------------------------------------------------------

@@ -107,11 +107,20 @@ def test_each_stage_splits_its_parts(capsys, zero):
 
 
 @pytest.mark.parametrize(("zero", "noted"), [(1, True), (3, False)], ids=["zero-1", "zero-3"])
-def test_a_tensor_parallel_strategy_says_which_parts_stay_whole(capsys, zero, noted):
+def test_a_tensor_parallel_strategy_splits_every_part_over_model_and_says_what_changed(capsys, zero, noted):
+    """Issue 45: the tensor strategy's split over `model` applies at every ZeRO stage. By hand, on
+    data=2,model=2 in bfloat16: the last dimension halved, (8 x 8 + 8 + 16 x 2 + 2) = 106 values,
+    212 bytes of params a device, where earlier dcsim held all 212 values (424 bytes) at ZeRO-1."""
     code, out, _ = run(capsys, "memory", *MLP, "--mesh", "data=2,model=2", "--strategy", "tensor", "--zero", str(zero))
     assert code == 0
-    note = "note: The tensor strategy lays out only the parts this setup splits: the params and grads stay whole"
-    assert (note in out) is noted and ("choose ZeRO-3" in out) is noted
+    note = (
+        "note: Since this release the tensor strategy's splits over the model-parallel axes (`model`, `expert`, "
+        "`stage`) apply at every ZeRO stage, as Megatron-LM and DeepSpeed compose them: the params and grads are "
+        "split over those axes and whole over the data axes only. Earlier dcsim kept them whole on every device"
+    )
+    assert (note in out) is noted
+    record = memory_json(capsys, *MLP, "--mesh", "data=2,model=2", "--strategy", "tensor", "--zero", str(zero))
+    assert record["per_device"]["params_bytes"] == (8 * 8 + 8 + 16 * 2 + 2) * 2 == 212
 
 
 def test_zero_0_holds_everything_and_zero_3_a_quarter(capsys):
@@ -276,7 +285,7 @@ def test_a_budget_the_whole_parts_alone_pass_says_no_count_can_fit(capsys):
     code, out, _ = run(capsys, "memory", *flags)
     assert code == 0
     assert (
-        "real layout: no mesh searched fits: the parts this setup keeps whole on every device (params, grads) "
+        "real layout: no mesh searched fits: the parts this setup does not split over the data axes (params, grads) "
         "alone take 848 bytes a device, over the budget of 800 bytes on any number of devices" in out
     )
     flags = (*MLP, "--mesh", "data=4", "--zero", "3", "--master-dtype", "float32", "--budget", "800B")
@@ -365,7 +374,7 @@ def test_a_verdict_with_no_single_remedy_that_fits_names_the_closest(capsys):
     first = out.splitlines()[0]
     assert first.startswith("Mesh data=4 does not fit: 1.45 KiB a device")
     # 848 bytes of whole params and grads pass 800 on any number of devices
-    assert "More data-parallel devices cannot help: the parts kept whole on every device do not shrink" in first
+    assert "More data-parallel devices cannot help: the parts not split over the data axes do not shrink" in first
     assert first.endswith(
         "No single change tried (a larger ZeRO stage or tensor (and sequence) parallelism) fits; the closest is "
         "ZeRO-3 (852 bytes)."

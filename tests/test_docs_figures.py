@@ -17,6 +17,7 @@ import functools
 import importlib
 import io
 import json
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -352,6 +353,12 @@ def _latent_in_full() -> int:
     return h["num_layers"] * h["num_heads"] * (h["qk_nope_head_dim"] + h["qk_rope_head_dim"] + h["v_head_dim"]) * 2
 
 
+def _norm_values(preset: str) -> int:
+    """The values of ``preset``'s norm scales (every array with ``norm`` in its path)."""
+    report = count_params(ModelConfig(preset=preset))
+    return sum(math.prod(row.shape) for row in report.arrays if "norm" in row.path)
+
+
 def _room(report) -> int:
     return report.usable_bytes - report.weights_bytes_per_device - report.other_bytes_per_device
 
@@ -426,6 +433,14 @@ FIGURES: dict[tuple[str, str], Computed | Published] = {
         "the micro-batch's most", _constants("dcsim.memory.step.MAX_MICRO_BATCH")
     ),
     # memory.md: GPT-2 small's float32 logits, and Llama 2 70B at ZeRO-3 on data=16.
+    # memory.md: Llama 2 70B under megatron at ZeRO-1 on data=8,model=8 (issue 45), and its norms.
+    ("memory.md", "17,246,470,144"): memory_figure(
+        "its params a device",
+        "--preset llama2-70b --mesh data=8,model=8 --strategy megatron --zero 1 --master-dtype float32",
+        read=lambda record: record["per_device"]["params_bytes"],
+    ),
+    ("memory.md", "1,318,912"): Computed("Llama 2 70B's RMSNorm values", lambda: _norm_values("llama2-70b")),
+    ("memory.md", "2,637,824"): Computed("their bfloat16 bytes", lambda: 2 * _norm_values("llama2-70b")),
     ("memory.md", "411,705,344"): Computed(
         "GPT-2 small's float32 logits, (2, 1,024, vocab)",
         lambda: _raw_bytes(2 * 1024 * hparams("gpt2-small")["vocab_size"], "float32"),

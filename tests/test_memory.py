@@ -7,6 +7,7 @@ from collections import Counter
 
 import jax
 import pytest
+from arrays import param_report
 from flax import traverse_util
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
@@ -263,3 +264,103 @@ def test_budget_search_reports_impossible_meshes():
     assert by_devices[1].error is None
     assert by_devices[1024].error is not None and "does not divide" in by_devices[1024].error  # 10 % 1024
     assert found.real is not None and found.real.mesh.num_devices == 1
+
+
+# --- the layout composes as in Megatron-LM and DeepSpeed (issue 45) --------------------------------
+
+_COMPOSED = {
+    "embed/token/embedding": (128, 8),  # 128 rows: a multiple of 64, so megatron pads nothing
+    "block_0/mlp/up/kernel": (8, 32),
+    "block_0/mlp/down/kernel": (32, 8),
+    "block_0/norm/scale": (8,),
+    "lm_head/kernel": (8, 128),
+}
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3], ids=["zero0", "zero1", "zero2", "zero3"])
+def test_megatron_splits_every_part_over_model_at_every_zero_stage(zero):
+    """By hand, float32 (4 bytes) on data=2,model=2: the embedding and head 128 x 8 = 1,024 values,
+    halved over `model`: 2,048 bytes each; up and down 256 values halved: 512 bytes each; the norm's
+    8 values whole: 32 bytes. 2,048 + 512 + 512 + 32 + 2,048 = 5,152 bytes a part; Adam's two moments
+    twice that and its int32 count 4: 10,308. The megatron strategy never splits over `data`, so
+    every ZeRO stage holds the same (before this composition ZeRO-0 held 4 x 2,312 = 9,248 bytes of
+    params: every part whole)."""
+    memory = compute_memory(
+        param_report(_COMPOSED),
+        parse_mesh("data=2,model=2"),
+        "megatron",
+        (),
+        Training.stage(zero, param_dtype="float32"),
+    )
+    assert memory.per_device == {
+        "params_bytes": 5_152,
+        "grads_bytes": 5_152,
+        "master_bytes": 0,
+        "optimizer_bytes": 10_308,
+        "total_bytes": 20_612,
+    }
+    rows = {(row.part, row.path): row for row in memory.arrays}
+    up = rows[("grads", "block_0/mlp/up/kernel")]
+    assert up.spec == PartitionSpec(None, "model") and up.shard_shape == (8, 16)
+    norm = rows[("params", "block_0/norm/scale")]
+    assert norm.spec == PartitionSpec() and norm.bytes_per_device == 32
+    if zero < 2:
+        assert up.note == (
+            "column-parallel: outputs (dimension 1) over `model`; whole over `data`: "
+            f"ZeRO-{zero} does not split the grads"
+        )
+        assert memory.part_layout("grads") == "whole over data"
+        assert norm.note == f"whole on every device: ZeRO-{zero} does not split the params"
+    else:
+        assert memory.part_layout("grads") == "split"
+
+
+def test_tensor_keeps_its_model_split_and_drops_the_data_axes():
+    """The tensor strategy on data=2,model=2 at ZeRO-0, float32, Dense 4 -> 8 (kernel 32 values, bias 8):
+    the last dimension over `model` halves both: (32 + 8) / 2 x 4 = 80 bytes of params; a sweep by
+    shape (``per_device_by_shape``) agrees."""
+    mesh = parse_mesh("data=2,model=2")
+    training = Training.stage(0, param_dtype="float32")
+    report = param_report({"dense/kernel": (4, 8), "dense/bias": (8,)})
+    memory = compute_memory(report, mesh, "tensor", (), training)
+    assert memory.part_bytes("params") == 80 and memory.part_bytes("grads") == 80
+    assert memory.part_bytes("optimizer") == 2 * 80 + 4
+    by_shape = per_device_by_shape({(4, 8): 1, (8,): 1}, mesh, "tensor", training)
+    assert by_shape["params"] == (20, 80) and by_shape["optimizer"] == (40 + 1, 2 * 80 + 4)
+
+
+@pytest.mark.parametrize("strategy", ["fsdp", "replicated"])
+def test_data_parallel_strategies_keep_unsplit_parts_whole(strategy):
+    """fsdp and replicated split over the data axes alone (fsdp over every axis at once): a part the
+    ZeRO stage does not split is whole on every device, as before: (32 + 8) x 4 = 160 bytes."""
+    report = param_report({"dense/kernel": (4, 8), "dense/bias": (8,)})
+    memory = compute_memory(
+        report, parse_mesh("data=2,model=2"), strategy, (), Training.stage(0, param_dtype="float32")
+    )
+    assert memory.part_bytes("params") == 160 and memory.part_layout("params") == "whole"
+
+
+def test_custom_rules_keep_their_model_axes_only():
+    """A custom rule splitting dimension 0 over data and model together: at ZeRO-0 only `model`
+    survives, (32 + 8) / 2 x 4 = 80 bytes; at ZeRO-3 all four devices, 40 bytes."""
+    report = param_report({"dense/kernel": (4, 8), "dense/bias": (8,)})
+    rules = parse_rules(["*=data+model"])
+    mesh = parse_mesh("data=2,model=2")
+    zero0 = compute_memory(report, mesh, "custom", rules, Training.stage(0, param_dtype="float32"))
+    zero3 = compute_memory(report, mesh, "custom", rules, Training.stage(3, param_dtype="float32"))
+    assert zero0.part_bytes("params") == 80 and zero3.part_bytes("params") == 40
+    assert {row.spec for row in zero0.part_arrays("params")} == {PartitionSpec("model")}
+
+
+def test_expert_parallelism_is_kept_below_zero_3_and_the_note_names_the_axes_left_whole():
+    """The tensor strategy on data=2,expert=2,model=2 at ZeRO-0, float32: 4 experts of 8 x 16 over
+    `expert` and their last dimension over `model`, 2 x 8 x 8 = 128 values (512 bytes); the norm's 8
+    values over `model`, 4 (16 bytes). The norm, a dense array, is copied over `expert` too."""
+    report = param_report({"block_0/moe/experts/up": (4, 8, 16), "block_0/norm/scale": (8,)})
+    memory = compute_memory(
+        report, parse_mesh("data=2,expert=2,model=2"), "tensor", (), Training.stage(0, param_dtype="float32")
+    )
+    rows = {row.path: row for row in memory.part_arrays("params")}
+    assert rows["block_0/moe/experts/up"].bytes_per_device == 512 and rows["block_0/norm/scale"].bytes_per_device == 16
+    assert rows["block_0/moe/experts/up"].note.endswith("; whole over `data`: ZeRO-0 does not split the params")
+    assert rows["block_0/norm/scale"].note.endswith("; whole over `data`, `expert`: ZeRO-0 does not split the params")

@@ -51,7 +51,9 @@ def _headline(memory: MemoryReport) -> list[str]:
     lines = [f"{'on each device':<{width}}bytes ({stage_alike(memory)})"]
     lines += [
         f"{part:<{width}}{_bytes(memory.part_bytes(part))}"
-        + ("" if part in memory.training.shard else "  (whole on every device)")
+        + {"split": "", "whole": "  (whole on every device)", "whole over data": "  (whole over the data axes)"}[
+            memory.part_layout(part)
+        ]
         for part in memory.training.parts
     ]
     lines += [
@@ -66,7 +68,7 @@ def _headline(memory: MemoryReport) -> list[str]:
     uneven = uneven_arrays(memory)
     split = [row for row in memory.arrays if row.part in memory.training.shard]
     if not split:
-        lines.append(f"{'uneven arrays':<{width}}none split: every part is whole on every device")
+        lines.append(f"{'uneven arrays':<{width}}none split over the data axes: the ZeRO stage splits no part")
     elif not uneven:
         every = f"none: each device holds exactly 1 / {memory.num_devices:,} of every array of the split parts"
         lines.append(f"{'uneven arrays':<{width}}{every}")

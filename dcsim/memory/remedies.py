@@ -10,7 +10,7 @@ no remedy is suggested that was not computed.
 
 Growing the data axes (``dcsim.memory.search``) splits the state but never a step's activations,
 which are per data-parallel replica: ``why_data_cannot`` says so when the activations (and the
-parts kept whole) alone pass the budget, so that no device count could fit.
+parts not split over the data axes) alone pass the budget, so that no device count could fit.
 """
 
 from __future__ import annotations
@@ -86,8 +86,8 @@ class Verdict:
       mesh: the mesh asked about.
       footprint: one of its devices (with the budget: ``footprint.budget_bytes`` is not None).
       remedies: every change tried, in ``KINDS`` order (none when it fits).
-      whole_bytes: a device's bytes of the parts kept whole on every device (they never shrink with
-        more devices).
+      whole_bytes: a device's bytes of the parts the ZeRO stage does not split over the data axes
+        (they never shrink with more data-parallel devices).
       more_devices: the smallest mesh of the budget search that fits, when one was searched and fits.
     """
 
@@ -125,14 +125,18 @@ class Verdict:
         if held < self.amount:
             return None
         if activations:
-            whole = f" and the parts kept whole ({units.binary_bytes(self.whole_bytes)})" if self.whole_bytes else ""
+            whole = (
+                f" and the parts not split over the data axes ({units.binary_bytes(self.whole_bytes)})"
+                if self.whole_bytes
+                else ""
+            )
             return (
                 f"the step's activations ({units.binary_bytes(activations)} a device){whole} do not shrink with data "
                 f"parallelism: each data-parallel replica keeps its own, so they alone pass the budget of "
                 f"{units.binary_bytes(self.amount)} on any number of devices"
             )
         return (
-            f"the parts kept whole on every device ({units.binary_bytes(self.whole_bytes)}) do not shrink with "
+            f"the parts not split over the data axes ({units.binary_bytes(self.whole_bytes)}) do not shrink with "
             f"data parallelism and alone pass the budget of {units.binary_bytes(self.amount)}"
         )
 
@@ -162,7 +166,7 @@ class Verdict:
             more = self.more_devices
             named.append(f"more devices, {more.text} ({units.many(more.num_devices, 'device')})")
         if self.why_data_cannot is not None:
-            what = "the step's activations" if footprint.activations_bytes else "the parts kept whole on every device"
+            what = "the step's activations" if footprint.activations_bytes else "the parts not split over the data axes"
             head += f" More data-parallel devices cannot help: {what} do not shrink with them."
         if named:
             return f"{head} Fits with {'; '.join(named[:-1]) + '; or ' if len(named) > 1 else ''}{named[-1]}."

@@ -23,7 +23,7 @@ from typing import Any
 
 from dcsim.memory import budget as budgets
 from dcsim.memory.stages import most_loaded
-from dcsim.memory.state import compute_memory
+from dcsim.memory.state import MODEL_PARALLEL_AXES, MODEL_PARALLEL_STRATEGIES, compute_memory
 from dcsim.memory.training import Training
 from dcsim.model.count import ParamReport
 from dcsim.quantities import units
@@ -88,8 +88,8 @@ class Fit:
             return None
         parts = ", ".join(self.whole_bytes)
         return (
-            f"the parts this setup keeps whole on every device ({parts}) alone take {units.bytes_exact(held)} a "
-            f"device, over the budget of {units.bytes_exact(self.amount)} on any number of devices; split them "
+            f"the parts this setup does not split over the data axes ({parts}) alone take {units.bytes_exact(held)} "
+            f"a device, over the budget of {units.bytes_exact(self.amount)} on any number of devices; split them "
             "(a higher ZeRO stage) or store them in a smaller dtype"
         )
 
@@ -135,7 +135,14 @@ def sweep(
             states.append(Candidate(mesh=candidate, total_bytes_per_device=None, error=str(err)))
             continue
         total = memory.total_bytes
-        whole = {part: memory.part_bytes(part) for part in training.parts if part not in training.shard}
+        # The parts the setup does not split shrink only when the axis searched is one the strategy
+        # splits them over (``model`` under tensor parallelism): then no floor is claimed.
+        grows_model = mesh.axes[0][0] in MODEL_PARALLEL_AXES and strategy in MODEL_PARALLEL_STRATEGIES
+        whole = (
+            {}
+            if grows_model
+            else {part: memory.part_bytes(part) for part in training.parts if part not in training.shard}
+        )
         staged = None if memory.pipeline is None else memory.pipeline.state_bytes
         states.append(
             Candidate(mesh=candidate, total_bytes_per_device=memory.total_bytes_per_device, stage_state_bytes=staged)

@@ -3,8 +3,14 @@ by JAX's own sharding rules.
 
 Parts the setup splits (``dcsim.memory.training``) follow the parameters' layout: the mesh, the
 strategy and the rules place each parameter array exactly as ``dcsim.sharding.layout`` does, and
-its gradient and master copy get the same ``PartitionSpec``. Parts it does not split are whole
-(``P()``) on every device.
+its gradient and master copy get the same ``PartitionSpec``. The layout composes as in Megatron-LM
+and DeepSpeed: a strategy's splits over the model-parallel axes (``MODEL_PARALLEL_AXES``: tensor
+``model``, ``expert``, pipeline ``stage``) split every part at every ZeRO stage, and the ZeRO stage
+says which parts are also split over the data axes (every other axis). A part it does not split
+keeps the strategy's spec with the data axes taken out (``over_model_axes``): whole over the data
+axes, and whole on every device under ``fsdp`` and ``replicated``, whose splits are all data
+parallelism. Before this composition dcsim kept such parts whole on every device under every
+strategy (``COMPOSITION_CHANGED``).
 
 The optimizer state is a real optax optimizer's, and so is its layout: ``optimizer.init`` is
 evaluated abstractly (``jax.eval_shape``) on parameters that carry their shardings on an abstract
@@ -34,6 +40,7 @@ import jax
 from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 
 from dcsim.memory import stages
+from dcsim.memory import training as trainings
 from dcsim.memory.stages import StageSplit
 from dcsim.memory.training import PARTS, Training
 from dcsim.model import optimizer as optimizers
@@ -41,8 +48,14 @@ from dcsim.model.count import ParamReport
 from dcsim.model.optimizer import key_path
 from dcsim.quantities import payload
 from dcsim.sharding import layout
-from dcsim.sharding.meshes import MeshSpec, Rule, abstract_mesh, shape_text, spec_text
+from dcsim.sharding.meshes import MeshSpec, Rule, abstract_mesh, entry_names, shape_text, spec_text
 
+# The axes a strategy's split of a part survives at every ZeRO stage; every other axis is a data axis.
+MODEL_PARALLEL_AXES = trainings.MODEL_PARALLEL_AXES  # (layout.TENSOR_AXIS, layout.EXPERT_AXIS, stages.STAGE_AXIS)
+# The strategies that split over them; ``fsdp`` and ``replicated`` split over every axis at once or
+# none, which is data parallelism alone (their expert split too: a part ZeRO does not split stays
+# whole under them, as before).
+MODEL_PARALLEL_STRATEGIES = trainings.MODEL_PARALLEL_STRATEGIES
 MAX_CACHED_KINDS = 4096  # distinct (optimizer, dtype, shape, spec, axes): a 70B model has six
 _PARAM = "p"  # the one parameter's key when optax is asked about one kind of array
 
@@ -227,11 +240,49 @@ class MemoryReport:
     def num_arrays(self) -> int:
         return len(self.arrays)
 
+    def part_layout(self, part: str) -> str:
+        """``split`` (over the data axes too), ``whole over data`` (the strategy's split over the
+        model-parallel axes alone: the ZeRO stage does not split it) or ``whole`` (on every device)."""
+        if part in self.training.shard:
+            return "split"
+        rows = self.pipeline.arrays if self.pipeline is not None else self.arrays
+        return "whole over data" if any(row.spec for row in rows if row.part == part) else "whole"
 
-def _whole_note(training: Training, part: str) -> str:
+
+def over_model_axes(spec: PartitionSpec, strategy: str) -> PartitionSpec:
+    """``spec`` with its data axes taken out: what a part the ZeRO stage does not split keeps of the
+    strategy's layout (``P()``, whole, under ``fsdp`` and ``replicated``)."""
+    if strategy not in MODEL_PARALLEL_STRATEGIES:
+        return PartitionSpec()
+    entries: list[Any] = []
+    for entry in spec:
+        kept = tuple(name for name in entry_names(entry) if name in MODEL_PARALLEL_AXES)
+        entries.append(None if not kept else kept[0] if len(kept) == 1 else kept)
+    return trimmed(PartitionSpec(*entries))
+
+
+def _why_not_split(training: Training, part: str) -> str:
     if training.zero is not None:
-        return f"whole on every device: ZeRO-{training.zero} does not split the {part}"
-    return f"whole on every device: the {part} are not among the parts to shard"
+        return f"ZeRO-{training.zero} does not split the {part}"
+    return f"the {part} are not among the parts to shard"
+
+
+def _unsplit_note(training: Training, part: str, mesh: MeshSpec, spec: PartitionSpec, layout_note: str) -> str:
+    """Why a part the setup does not split is laid out as it is: whole on every device, or the
+    strategy's split over the model-parallel axes and whole over the data axes."""
+    if not spec:
+        return f"whole on every device: {_why_not_split(training, part)}"
+    return f"{layout_note}; {_whole_over(training, part, mesh, spec)}"
+
+
+def _whole_over(training: Training, part: str, mesh: MeshSpec, spec: PartitionSpec) -> str:
+    """``whole over `data`: ZeRO-0 does not split the grads``: the axes of more than one device that
+    ``spec`` (a part the setup does not split) leaves unused, and why."""
+    used = {name for entry in spec for name in entry_names(entry)}
+    over = ", ".join(f"`{name}`" for name, size in mesh.axes if size > 1 and name not in used)
+    if not over:
+        return f"no data axis to split it over ({_why_not_split(training, part)})"
+    return f"whole over {over}: {_why_not_split(training, part)}"
 
 
 def compute_memory(
@@ -263,7 +314,7 @@ def compute_memory(
     rules = tuple(rules)
     jax_mesh = abstract_mesh(mesh)
     whole = PartitionSpec()
-    if training.sharded_parts:
+    if training.sharded_parts or strategy in MODEL_PARALLEL_STRATEGIES:
         laid = layout.compute_layout(report, mesh, strategy, rules)
         specs = {row.path: (row.spec, row.note) for row in laid.arrays}
         # The shape JAX splits: the counted one, or megatron's padded vocabulary and repeated KV heads.
@@ -272,6 +323,17 @@ def compute_memory(
         layout.check_strategy(mesh, strategy, rules)
         specs = {row.path: (whole, "") for row in report.arrays}
         stored = {}
+
+    def placed(path: str, part: str, shape: tuple[int, ...]) -> tuple[PartitionSpec, str, tuple[int, ...]]:
+        """``part``'s spec, note and laid-out shape for the parameter at ``path``: the strategy's
+        layout where the setup splits it, that layout over the model-parallel axes alone where not."""
+        spec, note = specs[path]
+        if part in training.shard:
+            return spec, note, stored.get(path, shape)
+        kept = over_model_axes(spec, strategy)
+        what = "optimizer state" if part == "optimizer" else part
+        return kept, _unsplit_note(training, what, mesh, kept, note), stored.get(path, shape) if kept else shape
+
     shard_shapes: dict[tuple[tuple[int, ...], PartitionSpec], tuple[int, ...]] = {}
 
     def shard_shape(shape: tuple[int, ...], spec: PartitionSpec) -> tuple[int, ...]:
@@ -307,28 +369,30 @@ def compute_memory(
     for part in ("params", "grads", "master"):
         if part not in training.parts:
             continue
-        split = part in training.shard
         for array in report.arrays:
-            spec, note = specs[array.path] if split else (whole, _whole_note(training, part))
-            laid_out = stored.get(array.path) if split else None
-            rows.append(row(array.path, part, tuple(array.shape), training.dtype_of(part), spec, note, laid_out))
+            shape = tuple(array.shape)
+            spec, note, laid_out = placed(array.path, part, shape)
+            rows.append(row(array.path, part, shape, training.dtype_of(part), spec, note, laid_out))
     split = "optimizer" in training.shard
     dtype = training.state_dtype
     by_prefix: dict[str, list[StateArray]] = {}
     for array in report.arrays:
         shape = tuple(array.shape)
-        spec, layout_note = specs[array.path] if split else (whole, _whole_note(training, "optimizer state"))
-        laid_out = stored.get(array.path, shape) if split else shape
+        spec, layout_note, laid_out = placed(array.path, "optimizer", shape)
         for entry in state_entries(training.optimizer, dtype, laid_out, spec, mesh.names):
             entry_shape = entry.shape
             if entry.shape == laid_out and same_spec(entry.spec, spec, len(shape)):
-                note = f"laid out like its parameter: {layout_note}" if split else layout_note
+                note = f"laid out like its parameter: {layout_note}" if split or spec else layout_note
                 entry_shape = shape  # the parameter's own shape, laid out as the parameter is
             elif len(entry.shape) == len(shape) - 1:
                 note = (
                     f"{training.optimizer}'s factored moment of a {shape_text(shape)} parameter, laid out as JAX "
                     f"propagates its spec ({spec_text(spec) or 'whole'}) without the reduced dimension"
-                    + ("" if split else f"; {layout_note}")
+                    + (
+                        ""
+                        if split
+                        else f"; {_whole_over(training, 'optimizer state', mesh, spec) if spec else layout_note}"
+                    )
                 )
             else:
                 note = f"a {shape_text(entry.shape)} placeholder {training.optimizer} keeps whole on every device"
@@ -405,7 +469,7 @@ def per_device_by_shape(
     """
     splitter = splitter or layout.Splitter(mesh)
     counts = Counter({tuple(shape): count for shape, count in dict(shapes).items()})
-    if training.sharded_parts:
+    if training.sharded_parts or strategy in MODEL_PARALLEL_STRATEGIES:
         placed = layout.specs_by_shape(list(counts), mesh, strategy, splitter)
     else:
         layout.check_strategy(mesh, strategy, ())
@@ -419,11 +483,13 @@ def per_device_by_shape(
     whole = PartitionSpec()
     for shape, count in counts.items():
         spec, values = placed.get(shape, (whole, math.prod(shape)))
+        kept = over_model_axes(spec, strategy)
+        kept_values = splitter.values(shape, kept)
         for part in ("params", "grads", "master"):
             if part in training.parts:
-                held = values if part in training.shard else math.prod(shape)
+                held = values if part in training.shard else kept_values
                 add(part, held * count, training.dtype_of(part))
-        state_spec = spec if "optimizer" in training.shard else whole
+        state_spec = spec if "optimizer" in training.shard else kept
         for entry in state_entries(training.optimizer, training.state_dtype, shape, state_spec, mesh.names):
             add("optimizer", splitter.values(entry.shape, entry.spec) * count, entry.dtype)
     for _, shape, dtype in global_entries(training.optimizer):

@@ -14,7 +14,11 @@ Which parts are split over the mesh: the ZeRO stages people know (Rajbhandari et
 names DeepSpeed and PyTorch FSDP use), or any set of parts. The stage decides which parts are
 split; the mesh, the strategy and the rules decide only how.
 
-- 0: nothing split: every device holds every part whole (plain data parallelism).
+- 0: nothing split: every data-parallel replica holds every part whole (plain data parallelism).
+
+A part the stage does not split is whole over the data axes only: a strategy's split over the
+model-parallel axes (``model``, ``expert``, ``stage``) applies to every part at every stage, as
+Megatron-LM and DeepSpeed compose them (``dcsim.memory.state``).
 - 1: the optimizer state and the master copy are split (ZeRO-1, "optimizer state partitioning").
 - 2: the gradients too (ZeRO-2).
 - 3: the parameters too (ZeRO-3, PyTorch's FULL_SHARD, what JAX's fsdp layouts do).
@@ -38,9 +42,9 @@ STAGES: dict[int, frozenset[str]] = {
     3: frozenset(PARTS),
 }
 STAGE_HELP = {
-    0: "ZeRO-0: nothing split, every device holds every part whole (plain data parallelism)",
-    1: "ZeRO-1: the optimizer state and the master copy split, params and grads whole on every device",
-    2: "ZeRO-2: the optimizer state, the master copy and the grads split, params whole on every device",
+    0: "ZeRO-0: nothing split over the data axes, every replica holds every part whole (plain data parallelism)",
+    1: "ZeRO-1: the optimizer state and the master copy split, params and grads whole over the data axes",
+    2: "ZeRO-2: the optimizer state, the master copy and the grads split, params whole over the data axes",
     3: "ZeRO-3: every part split (PyTorch's FULL_SHARD; what JAX's fsdp layouts do)",
 }
 # The storage dtypes dcsim knows everywhere. optax keeps its moments in the dtype it is initialised
@@ -192,19 +196,29 @@ class Training:
         )
 
 
+# The strategies whose splits over the model-parallel axes (``dcsim.memory.state.MODEL_PARALLEL_AXES``)
+# apply at every ZeRO stage; fsdp and replicated split over the data axes alone.
+MODEL_PARALLEL_STRATEGIES = ("tensor", "megatron", "custom")
+MODEL_PARALLEL_AXES = ("model", "expert", "stage")
+
+
 def tensor_parallel_note(strategy: str, training: Training, mesh: Any) -> str | None:
-    """What the setup says when a tensor-parallel strategy lays out only the parts the stage splits:
-    the others stay whole on every device, where Megatron-LM's tensor parallelism splits every part
-    over the model axis (and the activations are traced per tensor-parallel rank either way).
-    ``mesh``: a ``dcsim.sharding.meshes.MeshSpec``."""
+    """What changed for a setup whose strategy splits over a model-parallel axis while the ZeRO stage
+    leaves parts unsplit: since this release those parts keep the strategy's split over ``model``,
+    ``expert`` and ``stage`` and are whole over the data axes only (Megatron-LM's and DeepSpeed's
+    composition); earlier dcsim kept them whole on every device, so old links and commands show
+    smaller figures now. ``mesh``: a ``dcsim.sharding.meshes.MeshSpec``."""
     whole = [part for part in training.parts if part not in training.shard]
-    if strategy not in ("tensor", "megatron") or dict(mesh.axes).get("model", 1) == 1 or not whole:
+    axes = dict(mesh.axes)
+    if strategy not in MODEL_PARALLEL_STRATEGIES or not whole:
+        return None
+    if not any(axes.get(name, 1) > 1 for name in MODEL_PARALLEL_AXES):
         return None
     return (
-        f"The {strategy} strategy lays out only the parts this setup splits: the {_listed(whole)} stay whole on "
-        "every device, not split over the model axis. For Megatron-LM's tensor parallelism of every part (each "
-        "split over the model axis, whole over the data axes, as without its distributed optimizer) choose "
-        "ZeRO-3. The activations are traced on one tensor-parallel rank either way."
+        f"Since this release the {strategy} strategy's splits over the model-parallel axes (`model`, `expert`, "
+        f"`stage`) apply at every ZeRO stage, as Megatron-LM and DeepSpeed compose them: the {_listed(whole)} "
+        "are split over those axes and whole over the data axes only. Earlier dcsim kept them whole on every "
+        "device, so figures from older links and commands are smaller now."
     )
 
 

@@ -56,7 +56,8 @@ def state_arrays_csv(rows: Sequence[StateArray]) -> str:
 def state_parts_frame(memory: MemoryReport) -> pd.DataFrame:
     """One row per part the setup holds: part, title, dtype (the dtypes it is stored in, in the
     engine's order, as the JSON's ``dtypes``; ``none`` when it holds no array), split (``split`` over
-    the mesh, or ``whole`` on every device), num_arrays, total_bytes (the part once, all devices
+    the mesh, ``whole over data`` where only the strategy's model-parallel split applies, or ``whole``
+    on every device: ``MemoryReport.part_layout``), num_arrays, total_bytes (the part once, all devices
     together), bytes_per_device (exact ints) and percent_of_device (of what one device holds)."""
     training = memory.training
     device = memory.total_bytes_per_device
@@ -67,7 +68,7 @@ def state_parts_frame(memory: MemoryReport) -> pd.DataFrame:
             "part": list(parts),
             "title": [PART_TITLES[part] for part in parts],
             "dtype": [", ".join(memory.part_dtypes(part)) or "none" for part in parts],
-            "split": ["split" if part in training.shard else "whole" for part in parts],
+            "split": [memory.part_layout(part) for part in parts],
             "num_arrays": pd.array([len(memory.part_arrays(part)) for part in parts], dtype="int64"),
             "total_bytes": pd.array([memory.part_total_bytes(part) for part in parts], dtype="int64"),
             "bytes_per_device": pd.array(held, dtype="int64"),

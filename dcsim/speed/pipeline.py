@@ -227,9 +227,10 @@ def state_of(memory: MemoryReport, blocks: tuple[range, ...], tied: bool, stage:
     of the stage split over the tensor axis ``model`` (and routed experts over ``expert``), and the
     parts the ZeRO stage splits also over the data axes, whatever the strategy (the issue's rule for
     the time). The memory figures lay each stage's arrays out by the strategy instead
-    (``dcsim.memory.stages``: under ``megatron`` below ZeRO-3 the parts not split stay whole, as
-    their note says; docs/time.md), so the stage's own arrays are counted here, whole, and divided
-    by arithmetic (floored: an estimate's input, not a layout)."""
+    (``dcsim.memory.stages``): every part over ``model`` at every ZeRO stage, but norms whole, the
+    vocabulary padded, and under ``megatron`` and ``tensor`` never over the data axes (Megatron's
+    distributed optimizer is not laid out; docs/time.md), so the stage's own arrays are counted
+    here, whole, and divided by arithmetic (floored: an estimate's input, not a layout)."""
     from dcsim.sharding.megatron import EXPERT_AXIS, TENSOR_AXIS
 
     sizes = dict(memory.mesh.axes)

@@ -452,7 +452,8 @@ def lays_out(
     config: ModelConfig, strategy: str, rules: tuple[meshes.Rule, ...], training: Training
 ) -> Callable[[meshes.MeshSpec], bool]:
     """Whether the training state of ``training`` can be laid out on a mesh (``cached_memory``): a
-    part the stage does not split is whole on every device, so ZeRO-0 takes any mesh."""
+    part the stage does not split is whole over the data axes, and split over `model` only as the
+    strategy splits it, so ZeRO-0 takes any mesh the strategy lays out."""
 
     def accepts(mesh: meshes.MeshSpec) -> bool:
         setup = Setup(mesh=mesh, strategy=strategy, rules=rules, training=training, budget=0, budget_text="")
