@@ -84,11 +84,14 @@ def test_the_memory_page_offers_the_mesh_the_state_and_the_step_take():
     pick(at, "llama2-7b")  # back: 6 does not divide 32 heads
     click(at, "Use data=2,model=4, the nearest mesh this model takes")
     assert shown_text(at.success[0]).startswith("Mesh data=2,model=4 fits") and at.query_params["seq"] == "512"
-    # ZeRO-0 splits no part: every device holds the whole state on any mesh, so without a step nothing is
-    # refused; with one, Megatron's split of the activations still needs the `model` axis to divide the heads.
+    # ZeRO-0 splits no part over the data axes, but Megatron's tensor split holds at every ZeRO stage
+    # (issue 45): without a step the state alone refuses model=8 for 12 heads, and is offered model=6;
+    # with one, the split of the activations needs the `model` axis to divide the heads too.
     zero = query | {"zero": "0"}
     at = pick(open_app({**zero, "seq": "none"}, "pages/memory.py", editors=False), "gpt2-small")
-    assert not [label for label in offers(at) if "mesh" in label]
+    assert [label for label in offers(at) if "mesh" in label] == [
+        "Use data=2,model=6, the nearest mesh this model takes"
+    ]
     at = pick(open_app(zero, "pages/memory.py", editors=False), "gpt2-small")
     assert "the mesh's model axis (8) must divide the KV heads (12)" in shown_text(at.error[0])
     click(at, "Use data=2,model=6, the nearest mesh this model takes")
