@@ -185,6 +185,7 @@ class Computed:
     what: str
     value: Callable[[], int | tuple[int, ...]]
     slow: bool = False
+    shares: str | None = None  # figures of one costly cached command: one xdist worker runs them all
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,7 +248,10 @@ def per_device_total(record: dict) -> int:
 def memory_figure(what: str, flags: str, read: Callable[[dict], int] = per_device_total) -> Computed:
     """A figure of ``memory FLAGS --format json`` (its per-device total unless ``read`` says which),
     slow: it counts a whole model."""
-    return Computed(what, lambda: read(memory_json(*flags.split())), slow=True)
+    # A --verify run compiles and runs the step in a child (15 s): its figures share one worker, so
+    # memory_json's cache answers all but the first.
+    shares = f"memory {flags}" if "--verify" in flags.split() else None
+    return Computed(what, lambda: read(memory_json(*flags.split())), slow=True, shares=shares)
 
 
 @functools.cache
@@ -657,10 +661,12 @@ def test_the_pattern_reads_the_docs_figures():
 def _computed() -> list:
     cases = [((doc, figure), entry) for (doc, figure), entry in FIGURES.items() if isinstance(entry, Computed)]
     cases += [(("quantized.md", figure), entry) for figure, entries in quant_cells().items() for entry in entries]
-    return [
-        pytest.param(key, entry, id=f"{key[0]}:{key[1]}:{entry.what}", marks=[pytest.mark.slow] if entry.slow else [])
-        for key, entry in cases
-    ]
+    return [pytest.param(key, entry, id=f"{key[0]}:{key[1]}:{entry.what}", marks=_marks(entry)) for key, entry in cases]
+
+
+def _marks(entry: Computed) -> list:
+    marks = [pytest.mark.slow] if entry.slow else []
+    return marks + ([pytest.mark.xdist_group(entry.shares)] if entry.shares is not None else [])
 
 
 @pytest.mark.parametrize("key, entry", _computed())
