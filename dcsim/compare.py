@@ -556,6 +556,11 @@ def _band(point: float, low: float, high: float, unit: str = "") -> str:
     return f"{_figure(point)}{unit} ({_figure(low)}–{_figure(high)}{unit})"
 
 
+# The time table's text columns, in the order a page shows them: each figure with its band, or why
+# it has none.
+TIME_TEXTS = ("fits_text", "step_text", "tokens_per_second_text", "days_text", "device_hours_text", "cost_text")
+
+
 def time_frame(comparison: Comparison, times: Sequence[Any]) -> pd.DataFrame:
     """One row per scenario, its run by time and money (``times``: ``scenario_time``'s answers, in
     order): ``name``, ``device``, ``run`` (``timing_text``), ``num_devices``, the step's
@@ -586,12 +591,7 @@ def time_frame(comparison: Comparison, times: Sequence[Any]) -> pd.DataFrame:
             "global_tokens",
             "steps",
             *float_keys,
-            "fits_text",
-            "step_text",
-            "tokens_per_second_text",
-            "days_text",
-            "device_hours_text",
-            "cost_text",
+            *TIME_TEXTS,
             "note",
         )
     }

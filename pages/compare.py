@@ -7,6 +7,7 @@ from dcsim.compare import (
     MAX_COMPARISON_BYTES,
     MAX_NAME_CHARS,
     MAX_SCENARIOS,
+    TIME_TEXTS,
     budget_frame,
     comparison_frame,
     has_time,
@@ -304,16 +305,7 @@ else:
         st.dataframe(
             times,
             hide_index=True,
-            column_order=[
-                "name",
-                "run",
-                "fits_text",
-                "step_text",
-                "tokens_per_second_text",
-                "days_text",
-                "device_hours_text",
-                "cost_text",
-            ],
+            column_order=["name", "run", *TIME_TEXTS],
             column_config={
                 "name": st.column_config.TextColumn("Scenario"),
                 "run": st.column_config.TextColumn("Run (device, devices a host, tokens, price)"),

@@ -125,6 +125,20 @@ def timing(texts: dict[str, str] | None) -> compare.Timing | None:
     return compare.Timing(device=texts["device"], **values)
 
 
+def _scenario(
+    name: str,
+    config: ModelConfig,
+    dtype: str,
+    weights: str,
+    steps: dict[str, str] | None,
+    times: dict[str, str] | None,
+) -> Scenario:
+    """The scenario a form's boxes describe: its weights, step and run read from their texts."""
+    return Scenario(
+        name=name, config=config, dtype=dtype, weights=_weights(weights), step=step(steps), time=timing(times)
+    )
+
+
 def add(
     config: ModelConfig,
     name: str,
@@ -137,9 +151,7 @@ def add(
         current = comparison()
         if len(current.scenarios) >= compare.MAX_SCENARIOS:
             raise ValueError(f"a comparison may hold at most {compare.MAX_SCENARIOS} scenarios; remove one first")
-        scenario = Scenario(
-            name=name, config=config, dtype=dtype, weights=_weights(weights), step=step(steps), time=timing(times)
-        )
+        scenario = _scenario(name, config, dtype, weights, steps, times)
         return dataclasses.replace(current, scenarios=(*current.scenarios, scenario)), f"Added {scenario.name}."
 
     _change("Not added", build)
@@ -188,9 +200,7 @@ def edit(
         current = comparison()
         old = current.scenarios[index]
         config = dataclasses.replace(old.config, num_shards=num_shards)
-        new = Scenario(
-            name=name, config=config, dtype=dtype, weights=_weights(weights), step=step(steps), time=timing(times)
-        )
+        new = _scenario(name, config, dtype, weights, steps, times)
         scenarios = (*current.scenarios[:index], new, *current.scenarios[index + 1 :])
         return dataclasses.replace(current, scenarios=scenarios), f"Saved {new.name}."
 
