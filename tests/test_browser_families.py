@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from conftest import fresh_page, open_editor, query_of, type_into
+from conftest import fresh_page, open_editor, query_of, type_into, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -22,7 +22,16 @@ def test_deepseek_v3_edited_to_experts_in_every_block_reopens_from_the_address_b
         expect(metric(page, "Active per token")).to_have_text("37,552,282,624")
         expect(page.get_by_text("What one token uses: 8 of the 256 routed experts")).to_be_visible()
         open_editor(page)
-        type_into(page, page.get_by_role("textbox", name="dense_layers"), "", then="Enter")
+        box = page.get_by_role("textbox", name="dense_layers")
+        # The editor holds 30-odd boxes; on a loaded machine the box was once not there 30 s after
+        # the editor opened: wait for the run, and if a redraw closed the editor, open it again.
+        try:
+            expect(box).to_be_visible(timeout=15_000)
+        except AssertionError:
+            wait_for_app(page)
+            if not page.locator("details[open]").filter(has_text="hyperparameters").count():
+                open_editor(page)
+        type_into(page, box, "", then="Enter")
         # Blocks 0-2 take experts too: three dense MLPs (3 x 7,168 x 18,432) become MoE blocks
         # (a router, 256 experts and a shared one: 7,168 x 256 + 257 x 3 x 7,168 x 2,048).
         total = 671_026_404_352 + 3 * (7168 * 256 + 257 * 3 * 7168 * 2048 - 3 * 7168 * 18_432)
