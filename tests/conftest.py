@@ -382,6 +382,43 @@ def download_from(page, button: str):
     raise AssertionError("unreachable")
 
 
+def go_to(page, name: str) -> None:
+    """Click the sidebar's link to the page ``name`` and wait until that page has finished its run.
+    The click's run starts a moment after the click, so waiting only for "not running" can return on
+    the old page: wait for the address to change first."""
+    link = page.get_by_test_id("stSidebarNavItems").get_by_role("link", name=name)
+    target = urlsplit(link.get_attribute("href") or "").path
+    link.click()
+    if target:
+        page.wait_for_url(lambda url: urlsplit(url).path == target, timeout=30_000)
+    wait_for_app(page)
+
+
+def pick_model(page, title: str, label: str = "Model") -> None:
+    """Pick ``title`` in the model list labelled ``label`` as a person does in a long list: open it,
+    type part of the name (the list is drawn lazily), click the option. A click on a list that a
+    rerun replaces closes it with nothing picked (seen in CI: 30 s waiting for the option): close it,
+    wait for the run, and open it again, at most 3 times."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(3):
+        wait_for_app(page)
+        box = page.get_by_role("combobox", name=label)
+        box.scroll_into_view_if_needed()
+        page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+        box.click()
+        page.keyboard.type(title)
+        try:
+            page.get_by_role("option").filter(has_text=title).first.click(timeout=10_000 if attempt < 2 else 30_000)
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
+            page.keyboard.press("Escape")
+            continue
+        wait_for_app(page)
+        return
+
+
 def pytest_collection_modifyitems(items) -> None:
     """Every browser test runs on one xdist worker (``--dist loadgroup``): one Streamlit server and
     one Chromium serve them all, and two browsers never compete for the two cores a busy run has."""

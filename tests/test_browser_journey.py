@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from conftest import choose, fresh_page, open_editor, open_page, type_into, wait_for_app
+from conftest import choose, fresh_page, open_editor, open_page, pick_model, type_into, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -68,15 +68,6 @@ def assert_belongs_to_the_link(browser, page, total: str) -> list[tuple[str, str
     return shown
 
 
-def choose_model(page, title: str) -> None:
-    """Pick a model as a person does in a list of thirty: type part of its name, then click it (the
-    list is virtualised, so an option far down is not in the page until the list is filtered)."""
-    page.get_by_role("combobox", name="Model").click()
-    page.keyboard.type(title)
-    page.get_by_role("option", name=title, exact=False).first.click()
-    wait_for_app(page)
-
-
 def set_number(page, name: str, value: str) -> None:
     type_into(page, page.get_by_role("spinbutton", name=name), value, then="Enter")
     wait_for_app(page)
@@ -87,14 +78,14 @@ def test_dense_to_a_preset_and_back_leaves_no_figure_of_the_other_model(server, 
     dense = dict(assert_belongs_to_the_link(browser, page, "20"))
     assert dense["Raw float32 payload"] == "80 bytes"
 
-    choose_model(page, "Llama 2 70B")
+    pick_model(page, "Llama 2 70B")
     expect(page).to_have_url(re.compile(r"[?&]preset=llama2-70b(&|$)"))
     llama = dict(assert_belongs_to_the_link(browser, page, LLAMA2_70B))
     assert "80 bytes" not in llama.values()
     assert llama["Raw float32 payload"] == "275,906,592,768 bytes (256.96 GiB)"
     assert any(f"matches the reference count {LLAMA2_70B}" in text for text in captions(page))
 
-    choose_model(page, "Dense stack")
+    pick_model(page, "Dense stack")
     back = dict(assert_belongs_to_the_link(browser, page, "20"))
     assert back == dense, "a figure of Llama 2 70B stayed on screen"
     assert not any("reference count" in text for text in captions(page))
@@ -107,7 +98,7 @@ def test_one_preset_to_another_shows_only_the_second(server, browser, page):
     first = dict(assert_belongs_to_the_link(browser, page, LLAMA2_7B))
     assert first["Ideal share per shard (64 shards)"] == "105,287,744"
 
-    choose_model(page, "GPT-2 small")
+    pick_model(page, "GPT-2 small")
     second = dict(assert_belongs_to_the_link(browser, page, GPT2_SMALL))
     assert second["Ideal share per shard (64 shards)"] == "1,944,372"
     assert LLAMA2_7B not in page.get_by_test_id("stMain").inner_text()
@@ -213,12 +204,12 @@ def test_a_model_picked_on_the_serving_page_and_back_leaves_only_that_models_fig
 
     open_page(page, f"{server}/serving?preset=gpt2-small&mesh=model%3D2&context=512&device=h100-sxm")
     small = belongs_to_the_link()
-    choose_model(page, "Llama 2 7B")
+    pick_model(page, "Llama 2 7B")
     expect(page).to_have_url(re.compile(r"[?&]preset=llama2-7b(&|$)"))
     expect(page).to_have_url(re.compile(r"[?&]context=512(&|$)"))  # the page's own settings stay
     expect(page.get_by_text(f"Model: Llama 2 7B · {LLAMA2_7B} parameters", exact=False)).to_be_visible()
     llama = belongs_to_the_link()
     assert llama != small
-    choose_model(page, "GPT-2 small")
+    pick_model(page, "GPT-2 small")
     expect(page.get_by_text(f"Model: GPT-2 small · {GPT2_SMALL} parameters", exact=False)).to_be_visible()
     assert belongs_to_the_link() == small, "a figure of Llama 2 7B stayed on screen"

@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from conftest import choose, fresh_page, metric, open_page, query_of, wait_for_app
+from conftest import choose, fresh_page, go_to, metric, open_page, pick_model, query_of, wait_for_app
 from dcsim import links
 from dcsim.memory.state import compute_memory
 from dcsim.memory.training import Training
@@ -77,14 +77,9 @@ def test_after_a_switch_to_gpt2_the_refused_sequence_gives_no_verdict_and_comes_
     and the verdict and the link follow."""
     open_page(page, f"{server}/memory?preset=llama3-8b&mesh=data%3D8&optim=adamw&master=float32&seq=8192&remat=full")
     expect(page.get_by_text("Mesh data=8 fits:", exact=False)).to_be_visible()
-    page.get_by_test_id("stSidebarNavItems").get_by_role("link", name="Model").click()
-    wait_for_app(page)
-    page.get_by_role("combobox", name="Model").click()
-    page.keyboard.type("GPT-2 small")
-    page.get_by_role("option").filter(has_text="GPT-2 small").first.click()
-    wait_for_app(page)
-    page.get_by_test_id("stSidebarNavItems").get_by_role("link", name="Memory").click()
-    wait_for_app(page)
+    go_to(page, "Model")
+    pick_model(page, "GPT-2 small")
+    go_to(page, "Memory")
     expect(page.get_by_text("No verdict for data=8: the step cannot be counted", exact=False)).to_be_visible()
     expect(page.get_by_text("Mesh data=8 fits:", exact=False)).to_have_count(0)
     page.get_by_role("button", name="Use 1,024 tokens, this model's positions").click()

@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from conftest import choose, fresh_page, metric, open_page, query_of, type_into, wait_for_app
+from conftest import choose, fresh_page, go_to, metric, open_page, pick_model, query_of, type_into
 from dcsim.model.config import ModelConfig
 from dcsim.quant import formats
 from dcsim.quantities import units
@@ -93,14 +93,9 @@ def test_the_device_bar_draws_its_parts(server, page):
 
 
 def _pick_preset_on_the_model_page(page, title: str) -> None:
-    page.get_by_test_id("stSidebarNavItems").get_by_role("link", name="Model").click()
-    wait_for_app(page)
-    page.get_by_role("combobox", name="Model").click()
-    page.keyboard.type(title)  # the list is long and drawn lazily: narrow it as a person does
-    page.get_by_role("option").filter(has_text=title).first.click()
-    wait_for_app(page)
-    page.get_by_test_id("stSidebarNavItems").get_by_role("link", name="Serving").click()
-    wait_for_app(page)
+    go_to(page, "Model")
+    pick_model(page, title)
+    go_to(page, "Serving")
 
 
 def test_the_default_context_follows_the_model_both_ways(server, page):
