@@ -161,11 +161,13 @@ add_col.button(
     # Read the name when clicked: arguments bound here would be this run's, before the last keystrokes.
     on_click=lambda: compare.add(
         state.config(),
-        st.session_state[f"compare.new_name.{gen}"],
-        st.session_state[f"compare.new_dtype.{gen}"],
-        st.session_state[f"compare.new_weights.{gen}"],
-        {name: st.session_state[f"compare.new_step.{gen}.{name}"] for name in compare.STEP_LABELS},
-        {name: st.session_state[f"compare.new_time.{gen}.{name}"] for name in ("device", *compare.TIME_LABELS)},
+        compare.FormTexts(
+            st.session_state[f"compare.new_name.{gen}"],
+            st.session_state[f"compare.new_dtype.{gen}"],
+            st.session_state[f"compare.new_weights.{gen}"],
+            {name: st.session_state[f"compare.new_step.{gen}.{name}"] for name in compare.STEP_LABELS},
+            {name: st.session_state[f"compare.new_time.{gen}.{name}"] for name in ("device", *compare.TIME_LABELS)},
+        ),
     ),
     help="Adds the model now on the Model page, with its shard count (and the training step and run, if given), "
     "as a new scenario.",
@@ -209,7 +211,7 @@ else:
         st.caption(frame.plain(f"Model: {model_text(scenario.config)}"))
         saved = st.form_submit_button("Save (rename, dtype, format, shards, step, run)", icon=":material/save:")
     if saved:
-        compare.edit(index, name, dtype, shards, chosen_weights, step_texts, time_texts)
+        compare.edit(index, compare.FormTexts(name, dtype, chosen_weights, step_texts, time_texts), shards)
         st.rerun()
     dup_col, remove_col, _ = st.columns([1, 1, 2])
     dup_col.button(

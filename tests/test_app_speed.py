@@ -22,6 +22,31 @@ def cli_time(capsys, *argv) -> dict:
     return json.loads(out)["time"]
 
 
+# Each metric the pages show, and how the command line's JSON figure reads when shown there.
+METRICS = {
+    "Step (estimate)": lambda time: f"{time['step_seconds']:.3g} s",
+    "Band: full to no overlap": lambda time: f"{time['step_seconds_low']:.3g}–{time['step_seconds_high']:.3g} s",
+    "Roofline": lambda time: f"{time['roofline_seconds']:.3g} s",
+    "MFU (estimate)": lambda time: f"{100 * time['mfu']:.1f}%",
+    "Tokens/s (estimate)": lambda time: f"{time['tokens_per_second']:,.0f}",
+    "Run's days (estimate)": lambda time: figure(time["run_days"]),
+    "Device-hours (estimate)": lambda time: figure(time["device_hours"]),
+    "Cost (estimate)": lambda time: figure(time["cost"]),
+    "Decode step (estimate)": lambda time: f"{1000 * time['decode_step_seconds']:.3g} ms",
+    "Inter-token latency (estimate)": lambda time: f"{1000 * time['inter_token_latency_seconds']:.3g} ms",
+    "Tokens/s a sequence (estimate)": lambda time: f"{time['tokens_per_second_per_sequence']:,.1f}",
+    "Tokens/s a device (estimate)": lambda time: f"{time['tokens_per_second_per_device']:,.0f}",
+    "First token (estimate)": lambda time: f"{1000 * time['time_to_first_token_seconds']:.3g} ms",
+}
+TRAINING_METRICS = tuple(METRICS)[:8]
+SERVING_METRICS = tuple(METRICS)[8:]
+
+
+def assert_shown(shown: dict[str, str], time: dict, labels: tuple[str, ...]) -> None:
+    """Every metric named in ``labels`` is on the page, reading as the command line's figure does."""
+    assert {label: shown.get(label) for label in labels} == {label: METRICS[label](time) for label in labels}
+
+
 def warnings_of(at) -> str:
     return " ".join(warning.value.replace("\\", "") for warning in at.warning)
 
@@ -35,14 +60,7 @@ def test_the_memory_pages_step_time_is_the_command_lines(capsys):
         *("--device", "h100-sxm", "--tokens", "2e12", "--price", "2"),
     )
     shown = metrics(at)
-    assert shown["Step (estimate)"] == f"{time['step_seconds']:.3g} s"
-    assert shown["Band: full to no overlap"] == f"{time['step_seconds_low']:.3g}–{time['step_seconds_high']:.3g} s"
-    assert shown["Roofline"] == f"{time['roofline_seconds']:.3g} s"
-    assert shown["MFU (estimate)"] == f"{100 * time['mfu']:.1f}%"
-    assert shown["Tokens/s (estimate)"] == f"{time['tokens_per_second']:,.0f}"
-    assert shown["Run's days (estimate)"] == figure(time["run_days"])
-    assert shown["Device-hours (estimate)"] == figure(time["device_hours"])
-    assert shown["Cost (estimate)"] == figure(time["cost"])
+    assert_shown(shown, time, TRAINING_METRICS)
     # the device's memory is the budget, as memory --device makes it (80 GiB: the H100's "80GB")
     budget = next(label for label in shown if label.startswith("Against the budget"))
     assert "h100-sxm" in budget and catalog.ACCELERATORS["h100-sxm"].bytes == 80 * 2**30
@@ -110,12 +128,7 @@ def test_the_serving_pages_decode_speed_is_the_command_lines(capsys):
         *("serve", "--preset", "llama2-7b", "--mesh", "model=2", "--device", "h100-sxm"),
         *("--concurrency", "32", "--prompt", "512"),
     )
-    shown = metrics(at)
-    assert shown["Decode step (estimate)"] == f"{1000 * time['decode_step_seconds']:.3g} ms"
-    assert shown["Inter-token latency (estimate)"] == f"{1000 * time['inter_token_latency_seconds']:.3g} ms"
-    assert shown["Tokens/s a sequence (estimate)"] == f"{time['tokens_per_second_per_sequence']:,.1f}"
-    assert shown["Tokens/s a device (estimate)"] == f"{time['tokens_per_second_per_device']:,.0f}"
-    assert shown["First token (estimate)"] == f"{1000 * time['time_to_first_token_seconds']:.3g} ms"
+    assert_shown(metrics(at), time, SERVING_METRICS)
     charts = at.get("vega_lite_chart")
     assert len(charts) == 3  # the device bar, the capacity curve, the speed curve
     spec = json.loads(charts[2].proto.spec)  # its points: tests/test_speed_charts.py

@@ -125,33 +125,35 @@ def timing(texts: dict[str, str] | None) -> compare.Timing | None:
     return compare.Timing(device=texts["device"], **values)
 
 
-def _scenario(
-    name: str,
-    config: ModelConfig,
-    dtype: str,
-    weights: str,
-    steps: dict[str, str] | None,
-    times: dict[str, str] | None,
-) -> Scenario:
-    """The scenario a form's boxes describe: its weights, step and run read from their texts."""
-    return Scenario(
-        name=name, config=config, dtype=dtype, weights=_weights(weights), step=step(steps), time=timing(times)
-    )
+@dataclasses.dataclass(frozen=True)
+class FormTexts:
+    """What a scenario's form holds, as typed: its name, raw dtype, weight format, and the texts of its
+    step and run boxes (``None``: the form had none)."""
+
+    name: str
+    dtype: str
+    weights: str = "none"
+    steps: dict[str, str] | None = None
+    times: dict[str, str] | None = None
+
+    def scenario(self, config: ModelConfig) -> Scenario:
+        """The scenario the boxes describe for ``config``: its weights, step and run read from their texts."""
+        return Scenario(
+            name=self.name,
+            config=config,
+            dtype=self.dtype,
+            weights=_weights(self.weights),
+            step=step(self.steps),
+            time=timing(self.times),
+        )
 
 
-def add(
-    config: ModelConfig,
-    name: str,
-    dtype: str,
-    weights: str = "none",
-    steps: dict[str, str] | None = None,
-    times: dict[str, str] | None = None,
-) -> None:
+def add(config: ModelConfig, form: FormTexts) -> None:
     def build():
         current = comparison()
         if len(current.scenarios) >= compare.MAX_SCENARIOS:
             raise ValueError(f"a comparison may hold at most {compare.MAX_SCENARIOS} scenarios; remove one first")
-        scenario = _scenario(name, config, dtype, weights, steps, times)
+        scenario = form.scenario(config)
         return dataclasses.replace(current, scenarios=(*current.scenarios, scenario)), f"Added {scenario.name}."
 
     _change("Not added", build)
@@ -187,20 +189,12 @@ def remove(index: int) -> None:
     _change("Not removed", build)
 
 
-def edit(
-    index: int,
-    name: str,
-    dtype: str,
-    num_shards: object,
-    weights: str = "none",
-    steps: dict[str, str] | None = None,
-    times: dict[str, str] | None = None,
-) -> None:
+def edit(index: int, form: FormTexts, num_shards: object) -> None:
     def build():
         current = comparison()
         old = current.scenarios[index]
         config = dataclasses.replace(old.config, num_shards=num_shards)
-        new = _scenario(name, config, dtype, weights, steps, times)
+        new = form.scenario(config)
         scenarios = (*current.scenarios[:index], new, *current.scenarios[index + 1 :])
         return dataclasses.replace(current, scenarios=scenarios), f"Saved {new.name}."
 
