@@ -261,13 +261,25 @@ def browser():
         chromium.close()
 
 
-@pytest.fixture
-def page(browser):
+@pytest.fixture(scope="session")
+def tabs(browser):
+    """One browser context for the tests' pages, as one person's browser with a tab a test. The app's
+    JavaScript is fetched and compiled once: a page in a fresh context took 1.3-1.6 s to load where
+    a new tab took 0.8 s (tests/conftest.py's server, GPT-2 small's link, measured 2026-12-07). Each
+    tab is its own Streamlit session (the server keys a session by its websocket, and dcsim reads no
+    cookie); a link opened "in another browser" still gets a context of its own (``fresh_page``)."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def page(tabs):
+    page = tabs.new_page()
     page.set_default_timeout(30_000)
     yield page
-    context.close()
+    for opened in tabs.pages:  # the test's tab, and any it opened
+        opened.close()
 
 
 def wait_for_app(page) -> None:
@@ -428,10 +440,11 @@ def pytest_collection_modifyitems(items) -> None:
     driving, not of the app, and the helpers above wait out every one seen so far. The rerun is
     reported (``R`` in the summary, ``-ra``), so a test that needs it is seen and its wait fixed; a
     test that fails twice fails the run. No other test is rerun."""
-    for item in items:
-        if item.get_closest_marker("browser"):
-            item.add_marker(pytest.mark.xdist_group("browser"))
-            item.add_marker(pytest.mark.flaky(reruns=1, reruns_delay=2))
+    groups = int(os.environ.get("DCSIM_BROWSER_GROUPS", "1"))
+    browser_items = [item for item in items if item.get_closest_marker("browser")]
+    for number, item in enumerate(browser_items):
+        item.add_marker(pytest.mark.xdist_group(f"browser-{number % groups}"))
+        item.add_marker(pytest.mark.flaky(reruns=1, reruns_delay=2))
 
 
 SLOW = pytest.mark.slow
