@@ -79,14 +79,8 @@ class SweepTime:
         return self.measured_seconds / self.predicted_seconds if self.predicted_seconds > 0 else math.inf
 
     def record(self) -> dict[str, object]:
-        return {
-            "num_processes": self.num_processes,
-            "predicted_seconds": self.predicted_seconds,
-            "predicted_seconds_high": self.predicted_seconds_high,
-            "measured_seconds": self.measured_seconds,
-            "ratio": self.ratio,
-            "limit": self.limit,
-        }
+        """The run as JSON: its fields, and the ratio."""
+        return dataclasses.asdict(self) | {"ratio": self.ratio}
 
 
 def disk_storage(probe: DiskProbe, *, fastest: bool) -> Storage:
