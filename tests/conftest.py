@@ -439,7 +439,11 @@ def pytest_collection_modifyitems(items) -> None:
     does: a click that a loaded machine delivers to a widget mid-remount is a race of the test's
     driving, not of the app, and the helpers above wait out every one seen so far. The rerun is
     reported (``R`` in the summary, ``-ra``), so a test that needs it is seen and its wait fixed; a
-    test that fails twice fails the run. No other test is rerun."""
+    test that fails twice fails the run. No other test is rerun.
+
+    ``DCSIM_BROWSER_GROUPS=N`` spreads the browser tests over N groups (N servers and browsers, one
+    a worker that takes a group), for measuring; one is the default, the fastest measured
+    (bench/README.md, "The test suite")."""
     groups = int(os.environ.get("DCSIM_BROWSER_GROUPS", "1"))
     browser_items = [item for item in items if item.get_closest_marker("browser")]
     for number, item in enumerate(browser_items):
