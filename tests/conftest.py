@@ -438,8 +438,8 @@ def pytest_collection_modifyitems(items) -> None:
     A browser test that fails is run once more (pytest-rerunfailures), as Playwright's own CI default
     does: a click that a loaded machine delivers to a widget mid-remount is a race of the test's
     driving, not of the app, and the helpers above wait out every one seen so far. The rerun is
-    reported (``R`` in the summary, ``-ra``), so a test that needs it is seen and its wait fixed; a
-    test that fails twice fails the run. No other test is rerun.
+    reported (a RERUN line in the summary: ``-raR`` in pyproject.toml), so a test that needs it is
+    seen and its wait fixed; a test that fails twice fails the run. No other test is rerun.
 
     ``DCSIM_BROWSER_GROUPS=N`` spreads the browser tests over N groups (N servers and browsers, one
     a worker that takes a group), for measuring; one is the default, the fastest measured
