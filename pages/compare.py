@@ -3,21 +3,9 @@
 import pandas as pd
 import streamlit as st
 
-from dcsim.compare import (
-    MAX_COMPARISON_BYTES,
-    MAX_NAME_CHARS,
-    MAX_SCENARIOS,
-    TIME_TEXTS,
-    budget_frame,
-    comparison_frame,
-    has_time,
-    held_frame,
-    model_text,
-    sweep_frame,
-    time_frame,
-    time_setup_text,
-    unique_name,
-)
+from dcsim.compare import MAX_COMPARISON_BYTES, MAX_NAME_CHARS, MAX_SCENARIOS, model_text, unique_name
+from dcsim.compare.runs import TIME_TEXTS, has_time, time_frame, time_setup_text
+from dcsim.compare.tables import budget_frame, comparison_frame, held_frame, sweep_frame
 from dcsim.links.comparisons import MAX_LINK_CHARS
 from dcsim.memory import activations, budget
 from dcsim.model import optimizer

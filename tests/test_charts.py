@@ -241,6 +241,7 @@ def test_layout_bars_baseline_lies_below_every_figure(low, high, baseline):
 @pytest.fixture(scope="module")
 def comparison_tables():
     from dcsim import compare
+    from dcsim.compare import tables
     from dcsim.memory import budget
 
     comparison = compare.Comparison(
@@ -256,9 +257,9 @@ def comparison_tables():
         for r, s in zip(reports, comparison.scenarios, strict=True)
     ]
     return (
-        compare.comparison_frame(comparison, reports),
-        compare.sweep_frame(comparison, reports),
-        compare.held_frame(comparison, answers),
+        tables.comparison_frame(comparison, reports),
+        tables.sweep_frame(comparison, reports),
+        tables.held_frame(comparison, answers),
     )
 
 

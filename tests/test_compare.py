@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 
 from conftest import examples
 from dcsim import compare, hf, links
+from dcsim.compare import runs, tables
 from dcsim.links import comparisons
 from dcsim.memory import activations, budget
 from dcsim.model.config import DenseLayer, ModelConfig, Origin
@@ -107,7 +108,7 @@ def test_the_table_is_exact_and_differs_from_the_baseline():
         baseline=1,
     )
     reports = [count_params(s.config) for s in comparison.scenarios]
-    frame = compare.comparison_frame(comparison, reports)
+    frame = tables.comparison_frame(comparison, reports)
     wider = frame.iloc[1]
     assert list(frame["total_params"]) == [20, 40]  # 4x8 + 8
     assert wider["ideal_share_text"] == "13.333333333333334 (40/3)"
@@ -118,19 +119,19 @@ def test_the_table_is_exact_and_differs_from_the_baseline():
     assert list(frame["is_baseline"]) == [True, False]
     assert frame["total_params"].dtype == "int64"
 
-    other = compare.comparison_frame(compare.Comparison(scenarios=comparison.scenarios, baseline=2), reports)
+    other = tables.comparison_frame(compare.Comparison(scenarios=comparison.scenarios, baseline=2), reports)
     assert list(other["params_vs_baseline"]) == [-20, 0]
     assert other.iloc[0]["params_ratio_text"] == "0.5 (1/2)"
 
 
 def test_an_empty_comparison_has_an_empty_table_with_its_columns():
-    frame = compare.comparison_frame(compare.Comparison(), [])
+    frame = tables.comparison_frame(compare.Comparison(), [])
     assert len(frame) == 0 and "params_vs_baseline" in frame.columns
 
 
 def test_the_sweep_has_every_power_of_two_and_each_scenarios_own_count():
     comparison = compare.Comparison(scenarios=(scenario("a"), scenario("b", ModelConfig(num_shards=3))))
-    sweep = compare.sweep_frame(comparison, [count_params(SEED)] * 2)
+    sweep = tables.sweep_frame(comparison, [count_params(SEED)] * 2)
     b = sweep[sweep["name"] == "b"]
     assert 3 in set(b["num_shards"]) and 4096 in set(b["num_shards"]) and len(b) == 14
     assert b[b["num_shards"] == 3]["ideal_share_text"].item() == "6.666666666666667 (20/3)"
@@ -300,11 +301,11 @@ def test_the_budget_tables_say_how_many_larger_counts_fit_and_show_the_counts_bo
         scenarios=(compare.Scenario(name="seed", config=ModelConfig()),), budget=budget.Budget(amount=10, unit="values")
     )
     answers = [budget.answer(budget.demand(count_params(ModelConfig()), "float32"), comparison.budget, up_to=64)]
-    table = compare.budget_frame(comparison, answers)
+    table = tables.budget_frame(comparison, answers)
     row = table.iloc[0]
     assert (row["devices"], row["larger_searched"], row["larger_that_fit"], row["larger_that_fail"]) == (2, 62, 1, 61)
     assert row["summary"] == budget.summary(answers[0], comparison.budget)
-    held = compare.held_frame(comparison, answers)
+    held = tables.held_frame(comparison, answers)
     assert list(held["devices"]) == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]
     two, three = held.iloc[1], held.iloc[2]
     assert (two["mesh"], two["held_text"], two["verdict"], two["is_answer"]) == (
@@ -357,7 +358,7 @@ def test_a_scenario_without_a_step_writes_the_json_and_the_link_it_always_did():
     plain = compare.Scenario(name="g", config=ModelConfig(preset="gpt2-small"))
     assert set(plain.to_dict()) == {"name", "dtype", "batch_size", "seed", "num_shards", "preset", "overrides"}
     assert comparisons.scenario_token(plain) == "float32~shards=2~preset=gpt2-small~n=g"
-    frame = compare.comparison_frame(compare.Comparison(scenarios=(plain,)), [count_params(plain.config)])
+    frame = tables.comparison_frame(compare.Comparison(scenarios=(plain,)), [count_params(plain.config)])
     assert "step" not in frame and "sequence" not in frame
     stepped = dataclasses.replace(plain, step=activations.Step(sequence=512, attention="naive"))
     assert comparisons.scenario_token(stepped) == "float32~shards=2~preset=gpt2-small~seq=512~attn=naive~n=g"
@@ -402,29 +403,29 @@ def test_a_training_budget_counts_the_steps_activations_as_the_memory_command_tr
     scenario = compare.Scenario(name="g", config=config, dtype="bfloat16", step=step)
     report = count_params(config)
     spec = budget.Budget(amount=2 * 10**9, training="adam")
-    found = compare.scenario_answer(scenario, report, spec, up_to=16)
+    found = tables.scenario_answer(scenario, report, spec, up_to=16)
     traced = activations.trace_activations(config, step, "bfloat16").bytes_per_device
-    state = compare.scenario_answer(dataclasses.replace(scenario, step=None), report, spec, up_to=16)
+    state = tables.scenario_answer(dataclasses.replace(scenario, step=None), report, spec, up_to=16)
     assert found.activations == (traced,) * 16  # fsdp over data=N: the same replica's activations on every N
     assert found.held == tuple(held + traced for held in state.held)
     assert found.need == state.need and found.ideal_shards == state.ideal_shards  # the ideal share: the state's
     assert found.shown_activations == traced
-    assert compare.budget_counts(scenario, spec).startswith("Counts the state and the step's activations; not XLA's")
+    assert tables.budget_counts(scenario, spec).startswith("Counts the state and the step's activations; not XLA's")
     # a budget that cannot count them says so, and counts what it always did
     for other, said in (
         (budget.Budget(amount=10**9), "Counts the parameters only"),
         (budget.Budget(amount=10**9, unit="values", training="adam"), "not counted in a budget of values"),
     ):
-        answer = compare.scenario_answer(scenario, report, other, up_to=8)
+        answer = tables.scenario_answer(scenario, report, other, up_to=8)
         assert not answer.counts_activations and answer.activations == ()
-        assert said in compare.budget_counts(scenario, other)
+        assert said in tables.budget_counts(scenario, other)
 
 
 def test_under_tensor_parallelism_a_mesh_the_heads_do_not_divide_cannot_hold_the_step():
     config = ModelConfig(preset="gpt2-small")  # 12 heads
     scenario = compare.Scenario(name="g", config=config, dtype="bfloat16", step=activations.Step(sequence=128))
     spec = budget.Budget(training="adam", strategy="tensor")
-    found = compare.scenario_answer(scenario, count_params(config), spec, up_to=8)
+    found = tables.scenario_answer(scenario, count_params(config), spec, up_to=8)
     assert found.activations[0] > found.activations[1] > found.activations[3]  # model=1, 2, 4 split the heads
     assert found.held[7] is None and found.activations[7] is None  # 8 does not divide 12 heads
     assert "(and, for the step's activations, the heads and widths, as Megatron does)" in budget.summary(found, spec)
@@ -536,8 +537,8 @@ def test_the_time_table_redoes_the_run_by_hand_and_says_why_a_scenario_is_not_ti
         )
     )
     report = count_params(config)
-    times = [compare.scenario_time(s, report, comparison.budget) for s in comparison.scenarios]
-    frame = compare.time_frame(comparison, times).set_index("name")
+    times = [runs.scenario_time(s, report, comparison.budget) for s in comparison.scenarios]
+    frame = runs.time_frame(comparison, times).set_index("name")
     row = frame.loc["timed"]
     per_step = 4 * 2 * 512 * 2  # replicas (data=4) x micro-batch x sequence x micro-batches
     assert row["global_tokens"] == per_step and row["num_devices"] == 4
@@ -551,8 +552,8 @@ def test_the_time_table_redoes_the_run_by_hand_and_says_why_a_scenario_is_not_ti
     assert row["step_seconds_low"] <= row["step_seconds"] <= row["step_seconds_high"]
     assert row["tokens_per_second"] == pytest.approx(per_step / row["step_seconds"], rel=1e-12)
     assert row["note"].startswith("Estimate; leaves out ")
-    assert set(frame.loc["plain", ["step_text", "days_text", "cost_text"]]) == {compare.NO_DEVICE_TEXT}
-    assert set(frame.loc["stepless", ["step_text", "days_text", "cost_text"]]) == {compare.NO_SEQUENCE_TEXT}
+    assert set(frame.loc["plain", ["step_text", "days_text", "cost_text"]]) == {runs.NO_DEVICE_TEXT}
+    assert set(frame.loc["stepless", ["step_text", "days_text", "cost_text"]]) == {runs.NO_SEQUENCE_TEXT}
     assert frame.loc["plain"][["steps", "days", "cost"]].isna().all()  # missing, never a zero
 
 
@@ -565,7 +566,7 @@ def test_a_layout_the_strategy_cannot_make_says_so_in_the_cell():
         time=compare.Timing(device="h100-sxm"),
     )
     tensor = budget.Budget(strategy="tensor")  # 12 heads do not split over model=5
-    said = compare.scenario_time(scenario, count_params(config), tensor)
+    said = runs.scenario_time(scenario, count_params(config), tensor)
     assert isinstance(said, str) and said.startswith("cannot be timed: ")
 
 
@@ -578,8 +579,8 @@ def test_the_run_docs_compare_md_quotes_is_the_tables():
         name="7b", config=config, dtype="bfloat16", step=activations.Step(sequence=4096), time=run
     )
     comparison = compare.Comparison(scenarios=(scenario,))
-    [row] = compare.time_frame(
-        comparison, [compare.scenario_time(scenario, count_params(config), comparison.budget)]
+    [row] = runs.time_frame(
+        comparison, [runs.scenario_time(scenario, count_params(config), comparison.budget)]
     ).to_dict(orient="records")
     docs = " ".join((Path(__file__).parent.parent / "docs" / "compare.md").read_text().split())
     days, dh, cost = (row[key].split(" (") for key in ("days_text", "device_hours_text", "cost_text"))
@@ -600,9 +601,9 @@ def test_a_run_whose_setup_overflows_its_device_says_so_beside_its_time():
         name="7b", config=config, dtype="bfloat16", step=activations.Step(sequence=1024), time=run
     )
     comparison = compare.Comparison(scenarios=(scenario,))
-    timed = compare.scenario_time(scenario, count_params(config), comparison.budget)
+    timed = runs.scenario_time(scenario, count_params(config), comparison.budget)
     assert not isinstance(timed, str) and timed.over_bytes is not None and timed.over_bytes > 0
-    [row] = compare.time_frame(comparison, [timed]).to_dict(orient="records")
+    [row] = runs.time_frame(comparison, [timed]).to_dict(orient="records")
     assert row["fits_text"].startswith("no: over the NVIDIA A100 80GB's memory by ")
     assert row["fits_text"].endswith(" GiB, so the time is of a step that cannot run as set")
     assert row["step_text"].endswith(" s)")  # still timed

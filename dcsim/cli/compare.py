@@ -10,6 +10,7 @@ import pandas as pd
 
 from dcsim import compare
 from dcsim.cli.common import add_command, format_flag, frame_text, read_file
+from dcsim.compare import tables
 from dcsim.memory import budget
 from dcsim.model.count import count_params
 from dcsim.quantities import units
@@ -68,7 +69,7 @@ def render_compare_table(comparison: compare.Comparison, table: pd.DataFrame, an
     ]
     stepped = any(scenario.step for scenario in comparison.scenarios)
     for scenario, found in zip(comparison.scenarios, answers, strict=True):
-        counts = compare.budget_counts(scenario, spec) if stepped else ""
+        counts = tables.budget_counts(scenario, spec) if stepped else ""
         state = ", of the state alone" if found.counts_activations else ""
         lines += [
             f"  {scenario.name}: needs {units.count(found.need)} {spec.unit} in all",
@@ -93,12 +94,12 @@ def run(args: argparse.Namespace) -> str:
     reports = [count_params(scenario.config) for scenario in comparison.scenarios]
     if args.format == "csv":
         buffer = io.StringIO()
-        compare.comparison_frame(comparison, reports).to_csv(buffer, index=False)
+        tables.comparison_frame(comparison, reports).to_csv(buffer, index=False)
         return buffer.getvalue()
     answers = [
-        compare.scenario_answer(scenario, report, comparison.budget)
+        tables.scenario_answer(scenario, report, comparison.budget)
         for report, scenario in zip(reports, comparison.scenarios, strict=True)
     ]
     if args.format == "json":
-        return json.dumps(compare.comparison_record(comparison, reports, answers), indent=2, ensure_ascii=False) + "\n"
-    return render_compare_table(comparison, compare.comparison_frame(comparison, reports), answers)
+        return json.dumps(tables.comparison_record(comparison, reports, answers), indent=2, ensure_ascii=False) + "\n"
+    return render_compare_table(comparison, tables.comparison_frame(comparison, reports), answers)

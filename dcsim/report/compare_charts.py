@@ -18,7 +18,7 @@ COMPARE_MEASURES = ("Total parameters", "Ideal share per shard")
 def compare_bars(table: pd.DataFrame) -> alt.Chart:
     """Each scenario's total and its ideal share per shard as grouped bars, in table order.
 
-    ``table`` is ``dcsim.compare.comparison_frame``. The two figures differ by the shard count
+    ``table`` is ``dcsim.compare.tables.comparison_frame``. The two figures differ by the shard count
     (up to a million), so the axis is logarithmic and every bar starts at an explicit baseline (a
     power of ten below the smallest figure), never at 0, which a log axis cannot draw.
     """
@@ -77,7 +77,7 @@ def compare_sweep(sweep: pd.DataFrame, table: pd.DataFrame) -> alt.LayerChart:
     """The ideal share of every scenario across shard counts, one line each, log-log; each
     scenario's own shard count marked.
 
-    ``sweep`` is ``dcsim.compare.sweep_frame``; ``table`` (``comparison_frame``) gives the order
+    ``sweep`` is ``dcsim.compare.tables.sweep_frame``; ``table`` (``comparison_frame``) gives the order
     and the marked points.
     """
     order = list(table["name"])
@@ -124,7 +124,7 @@ def budget_sweep(held: pd.DataFrame, budget: float, unit: str) -> alt.LayerChart
     """What the fullest device holds under the real layout at the device counts a team would buy,
     one colour a scenario, with the budget as a dashed rule.
 
-    ``held`` is ``dcsim.compare.held_frame``: the counts worth showing (powers of two, three times a
+    ``held`` is ``dcsim.compare.tables.held_frame``: the counts worth showing (powers of two, three times a
     power of two, each answer and ideal share's count), not all 4,096 searched, whose counts that
     nobody buys drew a forest of spikes. A line joins the powers of two (the trend); every count is
     a point, a circle where it fits the budget and a cross where it does not, the answer larger.
@@ -211,7 +211,7 @@ def run_days(times: pd.DataFrame) -> alt.LayerChart:
     """Each timed scenario's run in days (estimates): a point at the estimate and a bar over its band,
     from full overlap to none, one row a scenario in table order.
 
-    ``times`` is ``dcsim.compare.time_frame``; scenarios without days (no device, step or tokens) are
+    ``times`` is ``dcsim.compare.runs.time_frame``; scenarios without days (no device, step or tokens) are
     left out of the chart, and the table beside it says why. Days are linear from 0: a band is read as
     a length.
     """

@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 import streamlit as st
 
 from dcsim import compare
-from dcsim.compare import Comparison, Scenario
+from dcsim.compare import Comparison, Scenario, runs, tables
 from dcsim.links import comparisons
 from dcsim.memory import budget
 from dcsim.model.config import ModelConfig
@@ -237,11 +237,11 @@ def _answer(
     config = ModelConfig.from_json(config_json)
     step = compare.Step(**json.loads(step_json)) if step_json else None
     # The step's activations come from ``activations.cached_trace``, the cache the Memory page's search uses.
-    return compare.scenario_answer(Scenario(name="-", config=config, dtype=dtype, step=step), cache.count(config), spec)
+    return tables.scenario_answer(Scenario(name="-", config=config, dtype=dtype, step=step), cache.count(config), spec)
 
 
 def answers(current: Comparison) -> list[budget.Answer]:
-    """``compare.scenario_answer`` for every scenario, cached (bounded) per (configuration, dtype,
+    """``tables.scenario_answer`` for every scenario, cached (bounded) per (configuration, dtype,
     budget, and the step when the budget counts it)."""
     spec = current.budget
     return [
@@ -252,7 +252,7 @@ def answers(current: Comparison) -> list[budget.Answer]:
             spec.unit,
             spec.training,
             spec.strategy,
-            *([_step_json(s.step)] if s.step is not None and compare.counts_activations(s, spec) else []),
+            *([_step_json(s.step)] if s.step is not None and tables.counts_activations(s, spec) else []),
         )
         for s in current.scenarios
     ]
@@ -269,16 +269,16 @@ def _time(config_json: str, num_shards: int, dtype: str, step_json: str, time_js
         step=compare.Step(**json.loads(step_json)) if step_json else None,
         time=compare.Timing(**json.loads(time_json)) if time_json else None,
     )
-    return compare.scenario_time(scenario, cache.count(config), budget.Budget(**json.loads(budget_json)))
+    return runs.scenario_time(scenario, cache.count(config), budget.Budget(**json.loads(budget_json)))
 
 
 def times(current: Comparison) -> list[Any]:
-    """``compare.scenario_time`` for every scenario (a ``Timed`` or why there is none), cached
+    """``runs.scenario_time`` for every scenario (a ``Timed`` or why there is none), cached
     (bounded) per configuration, dtype, step, run and budget; a scenario without a device is not
     counted or traced."""
     spec = json.dumps(dataclasses.asdict(current.budget), sort_keys=True)
     return [
-        compare.NO_DEVICE_TEXT
+        runs.NO_DEVICE_TEXT
         if s.time is None
         else _time(
             s.config.architecture().to_json(),
