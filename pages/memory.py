@@ -9,7 +9,7 @@ import streamlit as st
 from dcsim.memory import training as trainings
 from dcsim.memory.report import TrainingReport
 from dcsim.memory.state import MemoryReport
-from dcsim.memory.step import ATTENTION_HELP, POLICY_HELP, sequence_limit
+from dcsim.memory.step import ATTENTION_HELP, POLICY_HELP
 from dcsim.memory.training import PARTS, Training
 from dcsim.model import optimizer, registry
 from dcsim.model.config import ModelConfig
@@ -272,26 +272,6 @@ def show_verdict(config: ModelConfig, setup: memory.Setup, refused: str | None) 
         model.show_verdict(verdict_box, verdict.text, verdict.fits)
 
 
-def offer_sequence_limit(config: ModelConfig, step: Any) -> None:
-    """A sequence the model refuses (past its positions, after a switch of model) offered back at the
-    model's limit in one click."""
-    limit = sequence_limit(config) if registry.family_of(config).trains else None
-    if limit is None or step.sequence <= limit:
-        return
-    key = memory.seeded("seq", memory.NO_SEQUENCE, memory.parse_sequence)
-
-    def use_limit() -> None:
-        st.session_state[key] = str(limit)
-        RERUN()  # the fragment and the link, as a typed sequence does
-
-    st.button(
-        f"Use {units.many(limit, 'token')}, this model's positions",
-        on_click=use_limit,
-        icon=":material/straighten:",
-        help=f"{units.many(step.sequence, 'token')} is past the model's {units.count(limit)} positions.",
-    )
-
-
 def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
     """What each device holds under ``setup``, the stage and mesh sweeps, XLA's check and the tables."""
     mesh, training, budget, budget_text, step = setup.mesh, setup.training, setup.budget, setup.budget_text, setup.step
@@ -306,7 +286,7 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
     refused = None
     if step is not None and traced is None:
         refused = memory.cached_activations(config, step, training.param_dtype, mesh)
-        offer_sequence_limit(config, step)
+        memory.offer_sequence_limit(config, step, RERUN)
     activations_bytes = memory.activation_bytes_of(held, traced)
     layout.offer_mesh(st, memory.PAGE, config, mesh, memory.trains_on(config, setup), rerun=st.rerun)
 
@@ -435,7 +415,7 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
                     )
 
         st.subheader("By ZeRO stage")
-        stages = memory.stage_frame(config, setup, activations_bytes)
+        stages = memory_view.stage_frame(config, setup, activations_bytes)
         st.altair_chart(memory_charts.stage_bars(stages, budget, budget_text), width="stretch")
         st.caption(
             "Each bar is one device under that ZeRO stage, with this mesh, strategy, optimizer and dtypes; the arrow "

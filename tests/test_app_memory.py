@@ -17,7 +17,7 @@ from dcsim.model.count import count_params
 from dcsim.quantities import units
 from dcsim.report import memory_charts
 from dcsim.sharding.meshes import parse_mesh
-from dcsim.ui import layout
+from dcsim.ui import layout, memory_view
 from dcsim.ui import memory as memory_ui
 
 MEMORY = "pages/memory.py"
@@ -397,7 +397,7 @@ def test_the_stage_bars_hold_each_stage_part_by_part_against_the_budget():
     setup = memory_ui.Setup(
         mesh=parse_mesh("data=4"), strategy="fsdp", rules=(), training=Training.stage(2), budget=300, budget_text="300B"
     )
-    stages = memory_ui.stage_frame(config, setup)
+    stages = memory_view.stage_frame(config, setup)
     assert list(dict.fromkeys(stages["setup"])) == ["ZeRO-0", "ZeRO-1", "▶ ZeRO-2", "ZeRO-3"]
     for stage in range(4):
         rows = stages[stages["setup"].str.endswith(f"ZeRO-{stage}")]

@@ -1,9 +1,9 @@
 """Charts of training memory per device (the Memory page): what one device holds, part by part,
 under each ZeRO stage against a budget, and the total per device as the mesh grows.
 
-Built from ``dcsim.ui.memory.stage_frame`` and from the budget search's answer (``sweep_frame``). Positions are in GiB
-(2**30 bytes, said on the axis) so the axis reads in the unit people budget in; every tooltip
-carries the exact byte count.
+Built from ``dcsim.ui.memory_view.stage_frame`` and from the budget search's answer
+(``sweep_frame``). Positions are in GiB (2**30 bytes, said on the axis) so the axis reads in the
+unit people budget in; every tooltip carries the exact byte count.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def stage_bars(stages: pd.DataFrame, budget_bytes: int, budget_text: str) -> alt
 
     ``stages`` has ``setup`` (the bar's label), ``part``, ``part_title``, ``gib`` (position),
     ``bytes_text`` (exact), ``total_gib``, ``total_text`` and ``chosen``
-    (``dcsim.ui.memory.stage_frame``). The axis is linear, so bars compare as bytes do.
+    (``dcsim.ui.memory_view.stage_frame``). The axis is linear, so bars compare as bytes do.
     """
     order = list(dict.fromkeys(stages["setup"]))
     parts = [part for part in PART_COLOURS if part in set(stages["part"])]

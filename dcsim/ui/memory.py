@@ -575,45 +575,22 @@ def remember_verified(key: str, answer: Any) -> None:
         kept.pop(next(iter(kept)))
 
 
-def stage_frame(config: ModelConfig, setup: Setup, activations_bytes: int | None = None) -> pd.DataFrame:
-    """What one device holds under each ZeRO stage (and under the parts named freely, when that is
-    the setup), part by part, for ``memory_charts.stage_bars``. Stages the layout refuses are left
-    out. ``activations_bytes`` (a step's, the same under every stage): an ``activations`` part, and
-    the ``headroom`` left to the budget, on each bar."""
-    training = setup.training
-    fields = {
-        "optimizer": training.optimizer,
-        "param_dtype": training.param_dtype,
-        "grad_dtype": training.grad_dtype,
-        "master_dtype": training.master_dtype,
-    }
-    setups = [(f"ZeRO-{stage}", Training.stage(stage, **fields)) for stage in STAGES]
-    if training.zero is None:
-        setups.append((f"Parts: {trainings.parts_text(training.shard)}", training))
-    records = []
-    for label, candidate in setups:
-        memory = cached_memory(config, setup.with_training(candidate)).memory
-        if memory is None:
-            continue
-        footprint = TrainingReport.of(memory, activations_bytes, setup.budget)
-        total = footprint.total_bytes
-        chosen = candidate == training
-        shown = list(footprint.parts)
-        if activations_bytes is not None:
-            shown += [("activations", activations_bytes), ("headroom", max(0, footprint.headroom_bytes or 0))]
-        for order, (part, held) in enumerate(shown):
-            records.append(
-                {
-                    "setup": f"▶ {label}" if chosen else label,
-                    "part": part,
-                    "part_title": PART_TITLES[part],
-                    "part_order": order,
-                    "gib": held / memory_charts.GIB,
-                    "bytes_text": units.bytes_exact(held),
-                    "total_gib": total / memory_charts.GIB,
-                    "total_short": units.binary_bytes(total),
-                    "total_text": units.bytes_exact(total),
-                    "chosen": chosen,
-                }
-            )
-    return pd.DataFrame(records)
+def offer_sequence_limit(config: ModelConfig, step: Any, rerun: Callable[[], None]) -> None:
+    """A sequence the model refuses (past its positions, after a switch of model) offered back at the
+    model's limit in one click; ``rerun`` reruns the step's fragment and the link, as a typed sequence
+    does."""
+    limit = sequence_limit(config) if registry.family_of(config).trains else None
+    if limit is None or step.sequence <= limit:
+        return
+    key = seeded("seq", NO_SEQUENCE, parse_sequence)
+
+    def use_limit() -> None:
+        st.session_state[key] = str(limit)
+        rerun()
+
+    st.button(
+        f"Use {units.many(limit, 'token')}, this model's positions",
+        on_click=use_limit,
+        icon=":material/straighten:",
+        help=f"{units.many(step.sequence, 'token')} is past the model's {units.count(limit)} positions.",
+    )

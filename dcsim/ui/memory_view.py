@@ -11,12 +11,16 @@ from typing import Any
 import pandas as pd
 
 from dcsim.memory import search
+from dcsim.memory import training as trainings
 from dcsim.memory.report import TrainingReport
 from dcsim.memory.state import MemoryReport
+from dcsim.memory.training import STAGES, Training
+from dcsim.model.config import ModelConfig
 from dcsim.quantities import units
-from dcsim.report import memory_tables
+from dcsim.report import memory_charts, memory_tables
 from dcsim.report.memory_tables import PART_TITLES
 from dcsim.sharding import meshes
+from dcsim.ui.memory import Setup, cached_memory
 
 
 def parts_frame(memory: MemoryReport) -> pd.DataFrame:
@@ -124,3 +128,47 @@ def largest_text(memory: MemoryReport) -> str:
 
 def part_filter_label(choice: str) -> str:
     return "All parts" if choice == "all" else PART_TITLES[choice]
+
+
+def stage_frame(config: ModelConfig, setup: Setup, activations_bytes: int | None = None) -> pd.DataFrame:
+    """What one device holds under each ZeRO stage (and under the parts named freely, when that is
+    the setup), part by part, for ``memory_charts.stage_bars``. Stages the layout refuses are left
+    out. ``activations_bytes`` (a step's, the same under every stage): an ``activations`` part, and
+    the ``headroom`` left to the budget, on each bar."""
+    training = setup.training
+    fields = {
+        "optimizer": training.optimizer,
+        "param_dtype": training.param_dtype,
+        "grad_dtype": training.grad_dtype,
+        "master_dtype": training.master_dtype,
+    }
+    setups = [(f"ZeRO-{stage}", Training.stage(stage, **fields)) for stage in STAGES]
+    if training.zero is None:
+        setups.append((f"Parts: {trainings.parts_text(training.shard)}", training))
+    records = []
+    for label, candidate in setups:
+        memory = cached_memory(config, setup.with_training(candidate)).memory
+        if memory is None:
+            continue
+        footprint = TrainingReport.of(memory, activations_bytes, setup.budget)
+        total = footprint.total_bytes
+        chosen = candidate == training
+        shown = list(footprint.parts)
+        if activations_bytes is not None:
+            shown += [("activations", activations_bytes), ("headroom", max(0, footprint.headroom_bytes or 0))]
+        for order, (part, held) in enumerate(shown):
+            records.append(
+                {
+                    "setup": f"▶ {label}" if chosen else label,
+                    "part": part,
+                    "part_title": PART_TITLES[part],
+                    "part_order": order,
+                    "gib": held / memory_charts.GIB,
+                    "bytes_text": units.bytes_exact(held),
+                    "total_gib": total / memory_charts.GIB,
+                    "total_short": units.binary_bytes(total),
+                    "total_text": units.bytes_exact(total),
+                    "chosen": chosen,
+                }
+            )
+    return pd.DataFrame(records)
