@@ -8,7 +8,7 @@ from dcsim.quant.formats import WeightFormat
 from dcsim.quantities import payload, units
 from dcsim.report import tables
 from dcsim.sharding import shares
-from dcsim.ui import cache, frame, model, questions, router, state, weights, widgets
+from dcsim.ui import cache, frame, hub, model, questions, router, state, weights, widgets
 
 router.require_router()
 
@@ -126,7 +126,7 @@ config = state.config()
 # The three ways to pick a model stand above the answer: a preset (or the opened model), a Hub id,
 # and a config.json through the sidebar's "Open a configuration file".
 choice = model.model_choice(config)
-model.hub_box()
+hub.hub_box()
 st.caption("Or open a config.json (or a dcsim configuration file) from the file box at the top of the sidebar.")
 answer_box = st.container()  # filled below, once the storage format's widgets have been read
 st.subheader("Configuration")

@@ -36,7 +36,9 @@ PAGE_MEMORY = "dcsim.page_memory"
 LAST_DENSE = "dcsim.last_dense"
 LAST_OPENED = "dcsim.last_opened"
 WIDGET_PREFIX = "w."
-# The Hub id box (``dcsim.ui.model.hub_box``): its widgets, kept apart from the configuration's
+# The reason the Model page's last edit was refused (``dcsim.ui.model.edit_error``).
+EDIT_ERROR = "dcsim.model.edit_error"
+# The Hub id box (``dcsim.ui.hub.hub_box``): its widgets, kept apart from the configuration's
 # ``w.`` widgets so a newly opened model does not empty them, and its expander.
 HUB_ID = "hub.id"
 HUB_REVISION = "hub.revision"
