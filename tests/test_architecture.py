@@ -169,6 +169,19 @@ def test_every_package_and_layer_has_a_row_in_the_architecture_doc():
     assert missing == []
 
 
+MAX_MODULE_LINES = 600  # issue 43: a module past this is two subjects, or one that wants a package
+
+
+def test_no_module_in_dcsim_or_pages_is_over_600_lines():
+    long = {
+        path.relative_to(ROOT).as_posix(): lines
+        for folder in ("dcsim", "pages")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
+
+
 # Streamlit's public surface: `streamlit` itself (st.*), its components API and the AppTest
 # package; anything else (runtime, web, proto, commands, elements, app_test...) is private.
 _PRIVATE_STREAMLIT = re.compile(
