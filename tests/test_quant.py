@@ -388,6 +388,7 @@ def test_serve_write_weighs_the_file(capsys, tmp_path):
 
 def test_a_scenario_carries_its_format_through_json_links_and_the_table():
     from dcsim import compare
+    from dcsim.compare import tables
     from dcsim.links import comparisons
 
     scenario = compare.Scenario(name="13B int4", config=ModelConfig(preset="llama2-13b"), weights="gptq-int4")
@@ -396,7 +397,7 @@ def test_a_scenario_carries_its_format_through_json_links_and_the_table():
     assert compare.Comparison.from_json(comparison.to_json()) == comparison
     assert comparisons.decode(comparisons.encode(comparison)).comparison == comparison
     reports = [count_params(item.config) for item in comparison.scenarios]
-    table = compare.comparison_frame(comparison, reports)
+    table = tables.comparison_frame(comparison, reports)
     assert table["weights_bytes"].tolist()[1] == 7_255_009_280 and table["weights_bytes"].isna().tolist()[0]
     assert table["weights"].tolist() == ["", "gptq-int4"]
 
