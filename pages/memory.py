@@ -286,7 +286,7 @@ def answer_section(config: ModelConfig, setup: memory.Setup) -> None:
     refused = None
     if step is not None and traced is None:
         refused = memory.cached_activations(config, step, training.param_dtype, mesh)
-        memory.offer_sequence_limit(config, step, RERUN)
+        memory.offer_sequence_limit(config, step)
     activations_bytes = memory.activation_bytes_of(held, traced)
     layout.offer_mesh(st, memory.PAGE, config, mesh, memory.trains_on(config, setup), rerun=st.rerun)
 

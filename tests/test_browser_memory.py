@@ -85,3 +85,5 @@ def test_after_a_switch_to_gpt2_the_refused_sequence_gives_no_verdict_and_comes_
     page.get_by_role("button", name="Use 1,024 tokens, this model's positions").click()
     expect(page.get_by_text("Mesh data=8 fits:", exact=False)).to_be_visible()
     expect(page).to_have_url(re.compile(r"[?&]seq=1024(&|$)"))
+    # the box says what the figures are for (a fragment-keyed rerun once left it at 8192 in Chromium)
+    expect(page.get_by_role("textbox", name="Sequence (tokens)")).to_have_value("1024")

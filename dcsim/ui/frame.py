@@ -125,8 +125,10 @@ def offer(
 ) -> None:
     """One click, in ``where`` (a container, a column or ``st``), that puts each of ``values`` (text
     by widget key) into its setting's widget: how a value the model refuses (after a switch of
-    model) is offered back at the nearest one it accepts. ``rerun`` is for a click inside a fragment
-    (``st.rerun``, or ``rerun_with_link``); outside one the click reruns the page."""
+    model) is offered back at the nearest one it accepts. ``rerun`` is for a click inside a fragment:
+    ``st.rerun``, the whole page, so the widgets show the values put in them (after a fragment-keyed
+    rerun such as ``rerun_with_link``'s, Streamlit 1.67 left such a box showing its old text in the
+    browser); outside a fragment the click reruns the page."""
 
     def use() -> None:
         st.session_state.update(values)

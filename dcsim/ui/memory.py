@@ -575,22 +575,18 @@ def remember_verified(key: str, answer: Any) -> None:
         kept.pop(next(iter(kept)))
 
 
-def offer_sequence_limit(config: ModelConfig, step: Any, rerun: Callable[[], None]) -> None:
+def offer_sequence_limit(config: ModelConfig, step: Any) -> None:
     """A sequence the model refuses (past its positions, after a switch of model) offered back at the
-    model's limit in one click; ``rerun`` reruns the step's fragment and the link, as a typed sequence
-    does."""
+    model's limit in one click. The click reruns the whole page (``st.rerun``), as the mesh's offer
+    does: a fragment-keyed rerun from the click's callback left the box showing the refused sequence
+    while every figure and the link had taken the limit (Streamlit 1.67, seen in Chromium)."""
     limit = sequence_limit(config) if registry.family_of(config).trains else None
     if limit is None or step.sequence <= limit:
         return
-    key = seeded("seq", NO_SEQUENCE, parse_sequence)
-
-    def use_limit() -> None:
-        st.session_state[key] = str(limit)
-        rerun()
-
-    st.button(
+    frame.offer(
+        st,
         f"Use {units.many(limit, 'token')}, this model's positions",
-        on_click=use_limit,
-        icon=":material/straighten:",
+        {seeded("seq", NO_SEQUENCE, parse_sequence): str(limit)},
         help=f"{units.many(step.sequence, 'token')} is past the model's {units.count(limit)} positions.",
+        rerun=st.rerun,
     )
