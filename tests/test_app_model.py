@@ -269,11 +269,11 @@ def test_an_edit_while_a_moved_value_is_on_its_way_to_the_browser_keeps_the_move
     browser = FakeBrowser(monkeypatch, "gpt2-small")
     browser.edit("num_heads", 7, then_draw=True)
     assert browser.shows[browser.key("num_kv_heads")] == 7
-    assert browser.session.get(browser.model.EDIT_ERROR)  # 7 heads do not divide d_model 768
+    assert browser.session.get(browser.model.state.EDIT_ERROR)  # 7 heads do not divide d_model 768
     browser.edit("num_heads", 12, then_draw=False)
     browser.edit("num_layers", 6, then_draw=True)
     assert browser.shows[browser.key("num_kv_heads")] == 12
-    assert browser.session.get(browser.model.EDIT_ERROR) is None
+    assert browser.session.get(browser.model.state.EDIT_ERROR) is None
     assert dict(browser.config().overrides) == {"num_layers": 6}
 
 

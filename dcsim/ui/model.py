@@ -31,7 +31,6 @@ from dcsim.ui import cache, frame, hub, state, widgets
 
 DENSE = "dense"
 OPENED = "opened"  # the model opened from a file this session, under its own name
-EDIT_ERROR = state.EDIT_ERROR
 SETTINGS = ("num_shards", "dtype", "batch_size", "seed")
 MODEL_KEY = state.WIDGET_PREFIX + "preset"
 _EDITOR_BASE = "dcsim.layers_base"
@@ -67,8 +66,8 @@ def form_prefix(base: ModelConfig) -> str:
 def edit_error() -> str | None:
     """Why the form's values were refused, while they are on screen."""
     if MODEL_KEY not in st.session_state:  # a fresh form, seeded from the configuration: nothing refused
-        st.session_state.pop(EDIT_ERROR, None)
-    return st.session_state.get(EDIT_ERROR)
+        st.session_state.pop(state.EDIT_ERROR, None)
+    return st.session_state.get(state.EDIT_ERROR)
 
 
 def choice_of(config: ModelConfig) -> str:
@@ -98,7 +97,7 @@ def on_edit() -> None:
 def edited() -> bool:
     """Make the form's values the configuration, or keep the last valid one with the reason.
     Returns whether the configuration or the reason changed."""
-    config, before = state.config(), st.session_state.get(EDIT_ERROR)
+    config, before = state.config(), st.session_state.get(state.EDIT_ERROR)
     settings = {field: st.session_state.get(_key(field), getattr(config, field)) for field in SETTINGS}
     choice = st.session_state.get(MODEL_KEY, choice_of(config))
     if choice == OPENED and config.origin is None and state.last_opened() is None:
@@ -111,9 +110,9 @@ def edited() -> bool:
     new, refused = widgets.apply(config, **settings, **model)
     error = error or refused
     if error is None:
-        st.session_state.pop(EDIT_ERROR, None)
+        st.session_state.pop(state.EDIT_ERROR, None)
     else:
-        st.session_state[EDIT_ERROR] = error
+        st.session_state[state.EDIT_ERROR] = error
     return new != config or error != before
 
 
@@ -142,7 +141,7 @@ def _model_fields(config: ModelConfig, choice: str) -> dict[str, Any]:
 def reset() -> None:
     """Back to the seed example, every widget seeded afresh."""
     state.set_config(ModelConfig(), replace_widgets=True)
-    st.session_state.pop(EDIT_ERROR, None)
+    st.session_state.pop(state.EDIT_ERROR, None)
 
 
 # --- the Dense stack's editor ------------------------------------------------------------------
@@ -220,7 +219,7 @@ def layers_editor(dense: ModelConfig) -> None:
         # run has already registered the old one.
         del st.session_state[key]
         st.session_state[_EDITOR_BASE] = layers_frame(dense.layers)
-        st.session_state.pop(EDIT_ERROR, None)
+        st.session_state.pop(state.EDIT_ERROR, None)
         st.warning("The layer edits could not be applied and were reset to the configuration.")
         _editor(f"{state.WIDGET_PREFIX}layers.{state.next_generation()}", st.session_state[_EDITOR_BASE])
 
