@@ -431,9 +431,13 @@ def pick_model(page, title: str, label: str = "Model") -> None:
         return
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items) -> None:
     """Every browser test runs on one xdist worker (``--dist loadgroup``): one Streamlit server and
     one Chromium serve them all, and two browsers never compete for the two cores a busy run has.
+    The hook runs first: xdist's own, which reads the ``xdist_group`` marks into the test ids that
+    its scheduler groups by, runs after it (without ``tryfirst`` it ran before, saw no mark, and the
+    browser tests were spread over both workers, each starting its own server and Chromium).
 
     A browser test that fails is run once more (pytest-rerunfailures), as Playwright's own CI default
     does: a click that a loaded machine delivers to a widget mid-remount is a race of the test's
