@@ -7,7 +7,7 @@ upload that restores one. After the page has drawn, the URL is rewritten to what
 
 import streamlit as st
 
-from dcsim.ui import frame, state
+from dcsim.ui import frame, state, turns
 
 st.set_page_config(page_title="dcsim", page_icon=":material/calculate:", layout="wide")
 
@@ -22,12 +22,13 @@ pages = [
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
 ]
 
-page = st.navigation(pages)
-state.start_page()
-frame.style()
-frame.upload_box()
-frame.upload_problem()
-frame.link_problems()
-page.run()
-frame.share_box()
-frame.settle_heap()
+with turns.run():  # one run at a time in this process, so a crowd is served in turn (dcsim.ui.turns)
+    page = st.navigation(pages)
+    state.start_page()
+    frame.style()
+    frame.upload_box()
+    frame.upload_problem()
+    frame.link_problems()
+    page.run()
+    frame.share_box()
+    frame.settle_heap()

@@ -16,7 +16,7 @@ from dcsim.requests.serving import SERVING
 from dcsim.serving import catalog, curve, records
 from dcsim.serving.engine import context_limit
 from dcsim.serving.request import DEFAULT_STRATEGY, KV_DTYPE_NAMES, Serving, parse_reserve
-from dcsim.ui import frame, layout, model, router, serving, speed, state, weights
+from dcsim.ui import frame, layout, model, router, serving, speed, state, turns, weights
 
 router.require_router()
 
@@ -289,7 +289,8 @@ st.caption(
 if st.button("Verify with XLA", key="serving.verify", disabled=not_offered is not None, icon=":material/fact_check:"):
     with st.spinner(f"Compiling a decoding step on {units.many(mesh.num_devices, 'virtual device')}…"):
         try:
-            checked: Any = verify.verify(served)
+            with turns.aside():
+                checked: Any = verify.verify(served)
         except (TypeError, ValueError, verify.VerifyFailed) as err:
             checked = str(err)
     if isinstance(checked, str):

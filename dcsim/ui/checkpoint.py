@@ -36,7 +36,7 @@ from dcsim.inputs import show
 from dcsim.model.config import ModelConfig
 from dcsim.quantities import units
 from dcsim.sharding.meshes import MeshSpec, parse_mesh
-from dcsim.ui import frame
+from dcsim.ui import frame, turns
 
 # The strategies that need no rules and no particular axis names.
 STRATEGIES = ("replicated", "fsdp")
@@ -414,7 +414,8 @@ def run_in_status(status: Any, what: str, run: Callable[[], Result]) -> Result |
     changes, which hid the message inside it (only the one-line label showed).
     """
     try:
-        return run()
+        with turns.aside():  # child processes do the work; other sessions run meanwhile
+            return run()
     except CheckpointBusy as err:
         status.update(label="Busy: try again in a moment", state="error", expanded=True)
         st.warning(frame.plain(f"Busy: {err}."), icon=":material/hourglass_top:")

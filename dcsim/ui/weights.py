@@ -27,7 +27,7 @@ from dcsim.quant.tables import QuantTable
 from dcsim.quantities import units
 from dcsim.requests import is_on
 from dcsim.requests.weights import WEIGHTS
-from dcsim.ui import frame, state
+from dcsim.ui import frame, state, turns
 
 NONE = "none"
 MAX_CACHED = 32
@@ -189,7 +189,7 @@ def write_button(table: QuantTable, key: str) -> None:
     if st.button(f"Write the {table.format.name} file and weigh it", key=key, icon=":material/save:"):
         with st.spinner("Writing zeros of the right shapes with the format's own library…"):
             try:
-                with tempfile.TemporaryDirectory(prefix="dcsim-weights-") as folder:
+                with turns.aside(), tempfile.TemporaryDirectory(prefix="dcsim-weights-") as folder:
                     written: Any = write.write(table, folder)
             except (OSError, ValueError) as err:
                 written = str(err)
