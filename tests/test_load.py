@@ -82,3 +82,18 @@ def test_concurrent_sessions_get_their_own_numbers_and_no_errors(server):
     # Every protocol session ran its first page load and each change to the end.
     assert sum(o.runs for o in result.outcomes if o.kind == "protocol") == CLIENTS * (1 + CHANGES)
     assert result.memory["VmHWM"] > 0
+
+
+@pytest.mark.browser
+def test_a_meeting_opening_its_memory_and_serving_links_at_once_sees_each_its_own(server):
+    """bench_crowd's visitors, four at once on the shared server (Memory and Serving links, each
+    with its own sequence or context, none opened before): every run ends, with no exception, no
+    error and each link rewritten to its own value, while the runs take turns (dcsim.ui.turns)."""
+    import bench_crowd
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        times, problems = pool.submit(
+            asyncio.run, asyncio.wait_for(bench_crowd.crowd([server], 4, 1, 3_000), DEADLINE_SECONDS)
+        ).result(timeout=DEADLINE_SECONDS + 30)
+    assert problems == []
+    assert len(times) == 4
