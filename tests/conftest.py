@@ -446,8 +446,8 @@ def pytest_collection_modifyitems(items) -> None:
     seen and its wait fixed; a test that fails twice fails the run. No other test is rerun.
 
     ``DCSIM_BROWSER_GROUPS=N`` spreads the browser tests over N groups (N servers and browsers, one
-    a worker that takes a group), for measuring; one is the default, the fastest measured
-    (bench/README.md, "The test suite")."""
+    a worker that takes a group), for measuring; one is the default (bench/README.md, "The test
+    suite", has the runs)."""
     groups = int(os.environ.get("DCSIM_BROWSER_GROUPS", "1"))
     browser_items = [item for item in items if item.get_closest_marker("browser")]
     for number, item in enumerate(browser_items):
