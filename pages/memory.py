@@ -221,10 +221,9 @@ def verify_section(config: ModelConfig, setup: memory.Setup, held: MemoryReport)
         return
     key = memory.verify_key(config, setup)
     if pressed:
-        with st.spinner(f"Compiling the state on {units.count(held.num_devices)} virtual devices…"):
+        with turns.waiting(f"Compiling the state on {units.count(held.num_devices)} virtual devices…"):
             try:
-                with turns.aside():
-                    answer: Any = verify.verify(held)
+                answer: Any = verify.verify(held)
             except (TypeError, ValueError, verify.VerifyFailed) as err:
                 answer = str(err)
         memory.remember_verified(key, answer)

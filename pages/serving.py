@@ -287,10 +287,9 @@ st.caption(
     "the mesh has, in a separate process, and reads XLA's memory analysis of one device."
 )
 if st.button("Verify with XLA", key="serving.verify", disabled=not_offered is not None, icon=":material/fact_check:"):
-    with st.spinner(f"Compiling a decoding step on {units.many(mesh.num_devices, 'virtual device')}…"):
+    with turns.waiting(f"Compiling a decoding step on {units.many(mesh.num_devices, 'virtual device')}…"):
         try:
-            with turns.aside():
-                checked: Any = verify.verify(served)
+            checked: Any = verify.verify(served)
         except (TypeError, ValueError, verify.VerifyFailed) as err:
             checked = str(err)
     if isinstance(checked, str):

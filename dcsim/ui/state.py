@@ -105,7 +105,7 @@ def open_from_hub(
 
     repo_id = hub.check_repo_id(repo_id)  # checked before it is shown, too
     revision = None if revision is None else hub.check_revision(revision)
-    with st.spinner(f"Fetching `config.json` of `{repo_id}` from the Hugging Face Hub…"), turns.aside():
+    with turns.waiting(f"Fetching `config.json` of `{repo_id}` from the Hugging Face Hub…"):
         opened = hub.open_model(repo_id, revision, token=token, base=base, budget=hub_budget(), keep_dtype=keep_dtype)
     st.session_state[HUB_NOTE] = (opened.config.architecture(), opened.message)
     return opened

@@ -12,7 +12,8 @@ A turn is not a queue one can be stuck in:
 - a run waits for the run ahead at most ``WAIT_SECONDS``, then goes on beside it; a run that
   takes long (a 405B layout) delays the others by that much, never more;
 - a run gives its turn up while it waits on something that is not this interpreter (a child
-  process measuring a checkpoint, XLA compiling, the Hub answering): ``aside()`` wraps those waits.
+  process measuring a checkpoint, XLA compiling, the Hub answering): ``aside()`` wraps those waits,
+  and ``waiting()`` is the pages' spinner with the turn given up.
 
 AppTest runs one script at a time, so its turns are always free.
 """
@@ -22,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
+
+import streamlit as st
 
 WAIT_SECONDS = 2.0  # the most a run waits for the run ahead of it
 
@@ -61,3 +64,11 @@ def aside() -> Iterator[None]:
     finally:
         if had:
             _take()
+
+
+@contextlib.contextmanager
+def waiting(text: str) -> Iterator[None]:
+    """``st.spinner(text)`` around a wait outside this interpreter, the turn given up meanwhile
+    (``aside``): every spinner of the pages is such a wait."""
+    with st.spinner(text), aside():
+        yield

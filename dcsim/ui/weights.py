@@ -187,9 +187,9 @@ def write_button(table: QuantTable, key: str) -> None:
         )
         return
     if st.button(f"Write the {table.format.name} file and weigh it", key=key, icon=":material/save:"):
-        with st.spinner("Writing zeros of the right shapes with the format's own library…"):
+        with turns.waiting("Writing zeros of the right shapes with the format's own library…"):
             try:
-                with turns.aside(), tempfile.TemporaryDirectory(prefix="dcsim-weights-") as folder:
+                with tempfile.TemporaryDirectory(prefix="dcsim-weights-") as folder:
                     written: Any = write.write(table, folder)
             except (OSError, ValueError) as err:
                 written = str(err)
