@@ -14,7 +14,7 @@ from dcsim.report import serving_charts
 from dcsim.requests import switch_word
 from dcsim.requests.serving import SERVING
 from dcsim.serving import catalog, curve, records
-from dcsim.serving.engine import context_limit
+from dcsim.serving.engine import LEAVES_OUT, context_limit
 from dcsim.serving.request import DEFAULT_STRATEGY, KV_DTYPE_NAMES, Serving, parse_reserve
 from dcsim.ui import frame, layout, model, router, serving, speed, state, turns, weights
 
@@ -185,7 +185,6 @@ frame.metric_row(
     ("Other (step index, buffers)", units.bytes_exact(served.other_bytes_per_device)),
     ("Total", units.bytes_exact(served.total_bytes_per_device)),
 )
-LEAVES_OUT = "activations and the decode workspace are not counted; the reserve is for them"
 if served.usable_bytes is None:
     st.info(frame.plain(f"No budget: every figure is given, no verdict. ({LEAVES_OUT}.)"), icon=":material/info:")
 else:

@@ -506,7 +506,7 @@ def test_the_page_opens_with_the_verdict_for_its_mesh():
     at = open_link({**DENSE, "mesh": "data=4", "zero": "3", "devmem": "200B"})
     assert shown(at.success[0]) == (
         "Mesh data=4 fits: 148 bytes a device (the training state; no step's activations counted) of a budget of "
-        "200 bytes, 52 bytes left."
+        "200 bytes, 52 bytes left; not counted: XLA's temporaries, communication buffers and fragmentation."
     )
 
 

@@ -385,7 +385,7 @@ def test_a_mesh_that_fits_says_so_first(capsys):
     _, out, _ = run(capsys, "memory", *MLP, "--mesh", "data=4", "--master-dtype", "float32", "--budget", "900B")
     assert out.splitlines()[0] == (
         "Mesh data=4 fits: 852 bytes a device (the training state; no step's activations counted) of a budget of "
-        "900 bytes, 48 bytes left."
+        "900 bytes, 48 bytes left; not counted: XLA's temporaries, communication buffers and fragmentation."
     )
     assert out.splitlines()[2].startswith("mesh: data=4 (4 devices)")
 

@@ -140,7 +140,8 @@ def test_the_first_line_answers_for_the_asked_mesh(capsys):
     assert code == 0
     assert out.splitlines()[0] == (
         "Mesh model=4 serves 64 sequences of 4,096 tokens: 52.12 GiB a device (weights 32.12 GiB, KV cache 20.00 GiB) "
-        "of 72.00 GiB usable (80.00 GiB less a reserve of 0.1), 19.88 GiB left; at most 127 sequences at this context."
+        "of 72.00 GiB usable (80.00 GiB less a reserve of 0.1), 19.88 GiB left; at most 127 sequences at this context; "
+        "activations and the decode workspace are not counted; the reserve is for them."
     )
 
 

@@ -78,4 +78,7 @@ def test_a_footprint_that_fits_tries_nothing():
 
     verdict = remedies.verdict(footprint(100, 400, 600), parse_mesh("data=4"), Training.stage(3), None, measure)
     assert verdict.fits and verdict.remedies == ()
-    assert verdict.text.endswith("of a budget of 600 bytes, 100 bytes left.")
+    assert verdict.text.endswith(
+        "of a budget of 600 bytes, 100 bytes left; not counted: XLA's temporaries, communication buffers and "
+        "fragmentation."
+    )

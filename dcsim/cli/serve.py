@@ -26,7 +26,7 @@ from dcsim.quantities.amounts import parse_budget
 from dcsim.requests.serving import SERVING
 from dcsim.requests.timing import TIMING, default_prompt
 from dcsim.serving import catalog, records, remedies, search
-from dcsim.serving.engine import ServingReport, compute_serving, default_context
+from dcsim.serving.engine import LEAVES_OUT, ServingReport, compute_serving, default_context
 from dcsim.serving.request import (
     DEFAULT_CONTEXT,
     DEFAULT_STRATEGY,
@@ -139,8 +139,7 @@ def render_table(
         f"  weights                         {_bytes(report.weights_bytes_per_device)}",
         f"  KV cache                        {_bytes(report.kv_bytes_per_device)}",
         f"  other (step index, buffers)     {_bytes(report.other_bytes_per_device)}",
-        f"  total                           {_bytes(report.total_bytes_per_device)}"
-        "  (activations and the decode workspace not counted: the reserve is for them)",
+        f"  total                           {_bytes(report.total_bytes_per_device)}  ({LEAVES_OUT})",
     ]
     if report.budget_bytes is not None:
         device = f" ({catalog.ACCELERATORS[serving.device].title})" if serving.device else ""

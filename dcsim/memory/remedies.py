@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dcsim.memory import step as steps
-from dcsim.memory.report import TrainingReport
+from dcsim.memory.report import NOT_COUNTED, TrainingReport
 from dcsim.memory.training import STAGES, Training
 from dcsim.quantities import units
 from dcsim.sharding import layout
@@ -155,7 +155,10 @@ class Verdict:
         budget = units.binary_bytes(self.amount)
         if self.fits:
             left = units.binary_bytes(footprint.headroom_bytes or 0)
-            return f"Mesh {self.mesh.text} fits: {total} a device{parts} of a budget of {budget}, {left} left."
+            return (
+                f"Mesh {self.mesh.text} fits: {total} a device{parts} of a budget of {budget}, {left} left; "
+                f"not counted: {_listed(NOT_COUNTED, 'and')}."
+            )
         over = units.binary_bytes(-(footprint.headroom_bytes or 0))
         head = (
             f"Mesh {self.mesh.text} does not fit: {total} a device{parts} against a budget of {budget}, over by "

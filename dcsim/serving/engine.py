@@ -50,6 +50,9 @@ from dcsim.sharding import layout, megatron
 from dcsim.sharding.meshes import MeshSpec, abstract_mesh
 
 BLOCK_SIZE = 16  # vLLM's default KV block, in tokens: shown beside the exact answers, never instead
+# What no figure of the report counts, said beside every verdict against a budget (the verdict's
+# sentence, the page's Fits line, the command's total).
+LEAVES_OUT = "activations and the decode workspace are not counted; the reserve is for them"
 
 
 def tensor_heads(num_heads: int, num_kv_heads: int | None, tp: int) -> tuple[int, int]:

@@ -99,7 +99,10 @@ class Verdict:
             left = units.binary_bytes(usable - report.total_bytes_per_device)
             most = report.max_concurrency
             more = "" if most is None else f"; at most {units.many(most, 'sequence')} at this context"
-            return f"Mesh {request.mesh.text} serves {asked}: {total} a device{parts} of {against}, {left} left{more}."
+            return (
+                f"Mesh {request.mesh.text} serves {asked}: {total} a device{parts} of {against}, {left} left{more}; "
+                f"{engine.LEAVES_OUT}."
+            )
         over = units.binary_bytes(report.total_bytes_per_device - usable)
         head = (
             f"Mesh {request.mesh.text} does not serve {asked}: {total} a device{parts} against {against}, over by "
