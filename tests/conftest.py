@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import gc
 import json
 import os
 import re
@@ -43,6 +44,15 @@ from dcsim.ui import router
 # do not change within a test session, so each worker scans once and every AppTest reads that
 # answer; a page's own runs are untouched (bench/README.md, "The test suite").
 manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
+# Python's young generation is collected every 700 new objects by default, and every hundredth time
+# the collector walks every object the process holds: JAX, Flax, pandas, Streamlit and what the tests
+# keep, about 800,000 objects by the end of the quick loop. That took 15-16 s of each worker's 100 s
+# there (12-13 s of it full collections; timed with gc.callbacks, 2026-12-07). Collected every 10,000
+# new objects, the same three generations cost 4.7 s, full collections 1.6 s, and the quick loop's
+# wall time fell from 111 s to 97 s (bench/README.md, "The test suite"). This is the tests' own
+# processes (and the pages AppTest runs in them); a server and every child a test starts keep
+# Python's default.
+gc.set_threshold(10_000)
 FULL_PROPERTIES = os.environ.get("CI") == "true"
 settings.register_profile("ci", deadline=None)
 settings.register_profile("quick", deadline=None, max_examples=10)
@@ -56,6 +66,7 @@ def examples(full: int) -> int:
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("DCSIM_CHROMIUM", "/usr/bin/chromium")
+VIEWPORT = {"width": 1280, "height": 900}
 CHROMIUM_ARGS = [
     "--headless=new",
     "--no-sandbox",
@@ -268,18 +279,47 @@ def tabs(browser):
     a new tab took 0.8 s (tests/conftest.py's server, GPT-2 small's link, measured 2026-12-07). Each
     tab is its own Streamlit session (the server keys a session by its websocket, and dcsim reads no
     cookie); a link opened "in another browser" still gets a context of its own (``fresh_page``)."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context = browser.new_context(viewport=VIEWPORT)
     yield context
     context.close()
 
 
+# The browser tests' tab, kept from one test to the next (``page``).
+_TAB: dict[str, object] = {}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on its test (``item.failed_phases``), for fixtures that tidy up after
+    a failure (``page``)."""
+    report = yield
+    if report.failed:
+        item.failed_phases = {*getattr(item, "failed_phases", ()), report.when}
+    return report
+
+
 @pytest.fixture
-def page(tabs):
-    page = tabs.new_page()
+def page(tabs, request):
+    """A tab of ``tabs``, the same one from test to test, as a person goes from link to link in one
+    tab: each test opens its own link, which starts a new Streamlit session (the page it replaces
+    closes its session with it). A new tab a test cost Chromium 1.0-1.2 s more CPU a test than a
+    link opened in the tab already there, which keeps its renderer process and the app's compiled
+    JavaScript (tests/conftest.py's server, measured 2026-12-07; bench/README.md, "The test suite").
+
+    A test starts on a blank page with the default viewport, whatever the one before did. After a
+    test that failed, or that closed the tab, the next gets a new tab, and a rerun starts clean."""
+    page = _TAB.get("page")
+    if page is None or page.is_closed():
+        page = _TAB["page"] = tabs.new_page()
     page.set_default_timeout(30_000)
+    page.set_viewport_size(VIEWPORT)
+    page.goto("about:blank")
     yield page
-    for opened in tabs.pages:  # the test's tab, and any it opened
-        opened.close()
+    for opened in tabs.pages:  # any tab the test opened
+        if opened is not page:
+            opened.close()
+    if getattr(request.node, "failed_phases", None) and not page.is_closed():
+        page.close()
 
 
 def wait_for_app(page) -> None:

@@ -50,7 +50,12 @@ def table_csv(page, tmp_path, name):
 
 def test_two_scenarios_travel_in_one_link_and_reopen_as_the_same_table(server, browser, page, tmp_path):
     alerts = []
-    page.on("dialog", lambda dialog: (alerts.append(dialog.message), dialog.dismiss()))
+
+    def record(dialog):
+        alerts.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", record)
     open_page(page, f"{server}/compare?v=2&preset=gpt2-small&shards=8")
     add(page, "gpt2 small")
     add(page, HOSTILE)
@@ -73,13 +78,14 @@ def test_two_scenarios_travel_in_one_link_and_reopen_as_the_same_table(server, b
 
     fresh = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
     try:
-        fresh.on("dialog", lambda dialog: (alerts.append(dialog.message), dialog.dismiss()))
+        fresh.on("dialog", record)
         open_page(fresh, link)
         expect(fresh.get_by_role("heading", name="Side by side")).to_be_visible()
         assert table_csv(fresh, tmp_path, "after.csv") == before
         expect(fresh.get_by_text("Added")).to_have_count(0)
     finally:
         fresh.context.close()
+    page.remove_listener("dialog", record)  # the tab goes on to the next test (conftest.page)
     assert alerts == []  # no name ever ran as HTML
 
 
