@@ -274,11 +274,11 @@ def browser():
 
 @pytest.fixture(scope="session")
 def tabs(browser):
-    """One browser context for the tests' pages, as one person's browser with a tab a test. The app's
+    """One browser context for the tests' pages, as one person's browser (its tab: ``page``). The app's
     JavaScript is fetched and compiled once: a page in a fresh context took 1.3-1.6 s to load where
     a new tab took 0.8 s (tests/conftest.py's server, GPT-2 small's link, measured 2026-12-07). Each
-    tab is its own Streamlit session (the server keys a session by its websocket, and dcsim reads no
-    cookie); a link opened "in another browser" still gets a context of its own (``fresh_page``)."""
+    link opened is its own Streamlit session (the server keys a session by its websocket, and dcsim
+    reads no cookie); a link opened "in another browser" gets a context of its own (``fresh_page``)."""
     context = browser.new_context(viewport=VIEWPORT)
     yield context
     context.close()
