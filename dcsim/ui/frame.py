@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, NoReturn, TypeVar
 from urllib.parse import urlencode
 
@@ -60,6 +60,21 @@ def metric_row(*cells: tuple[str, str] | tuple[str, str, str]) -> None:
     """One row of ``st.metric``, a column each: (label, value) or (label, value, help)."""
     for column, (label, value, *help_text) in zip(st.columns(len(cells)), cells, strict=True):
         column.metric(label, value, help=help_text[0] if help_text else None)
+
+
+def estimate_row(
+    leaves_out: Iterable[str], *cells: tuple[str, str] | tuple[str, str, str], exact: Collection[str] = ()
+) -> None:
+    """One ``metric_row`` of estimates: each cell's help (label, value[, help]) ends with what the
+    estimates leave out, the same sentence on every cell, save the cells labelled in ``exact``
+    (a bound, such as the roofline), whose help stays as given."""
+    sentence = f"Estimate; leaves out {', '.join(leaves_out)}."
+    metric_row(
+        *(
+            (label, value, *help_text) if label in exact else (label, value, " ".join((*help_text, sentence)))
+            for label, value, *help_text in cells
+        )
+    )
 
 
 def plain(text: str) -> str:

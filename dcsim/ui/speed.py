@@ -253,25 +253,22 @@ def training_time_section(
     if isinstance(time, str):
         st.error(frame.plain(f"The step cannot be timed: {time}"), icon=":material/error:")
         return
-    leaves_out = f"Estimate; leaves out {', '.join(time.leaves_out)}."
-    frame.metric_row(
+    frame.estimate_row(
+        time.leaves_out,
         (
             "Step (estimate)",
             f"{time.step_seconds:.3g} s",
-            f"Compute or memory, whichever is longer, plus the exposed communication. {leaves_out}",
+            "Compute or memory, whichever is longer, plus the exposed communication.",
         ),
         (
             "Band: full to no overlap",
             f"{time.step_seconds_low:.3g}–{time.step_seconds_high:.3g} s",
-            f"The largest of compute, memory and communication, to their sum. {leaves_out}",
+            "The largest of compute, memory and communication, to their sum.",
         ),
         ("Roofline", f"{time.roofline_seconds:.3g} s", "Every peak at 100%, no latency: the physical limit."),
-        (
-            "MFU (estimate)",
-            f"{100 * time.mfu:.1f}%",
-            f"The model's FLOPs a device over the step, over the peak. {leaves_out}",
-        ),
-        ("Tokens/s (estimate)", f"{time.tokens_per_second:,.0f}", f"All replicas together. {leaves_out}"),
+        ("MFU (estimate)", f"{100 * time.mfu:.1f}%", "The model's FLOPs a device over the step, over the peak."),
+        ("Tokens/s (estimate)", f"{time.tokens_per_second:,.0f}", "All replicas together."),
+        exact=("Roofline",),
     )
     footprint = TrainingReport.of(held, traced.bytes_per_device, row.bytes)
     headroom = footprint.headroom_bytes
@@ -281,21 +278,17 @@ def training_time_section(
         if headroom is not None and headroom < 0
         else ""
     )
-    st.caption(frame.plain(f"Every figure is an estimate; {leaves_out[10:]}{over}"))
+    st.caption(frame.plain(f"Every figure is an estimate; leaves out {', '.join(time.leaves_out)}.{over}"))
     if time.run is not None:
         cells = [
-            ("Run's days (estimate)", figure(time.run.seconds / 86400), f"{time.run.steps:,} steps. {leaves_out}"),
-            ("Device-hours (estimate)", figure(time.run.device_hours), leaves_out),
+            ("Run's days (estimate)", figure(time.run.seconds / 86400), f"{time.run.steps:,} steps."),
+            ("Device-hours (estimate)", figure(time.run.device_hours)),
         ]
         if time.run.cost is not None:
             cells.append(
-                (
-                    "Cost (estimate)",
-                    figure(time.run.cost),
-                    f"At {time.run.price_per_device_hour:g} a device-hour. {leaves_out}",
-                )
+                ("Cost (estimate)", figure(time.run.cost), f"At {time.run.price_per_device_hour:g} a device-hour.")
             )
-        frame.metric_row(*cells)
+        frame.estimate_row(time.leaves_out, *cells)
     st.altair_chart(speed_charts.step_time_bars(speed_charts.step_time_frame(time)), width="stretch")
     st.caption(
         frame.plain(
@@ -312,6 +305,43 @@ def training_time_section(
 # --- the Serving page ----------------------------------------------------------------------------
 
 
+def _decode_speed(
+    config: ModelConfig,
+    report: ParamReport,
+    served: ServingReport,
+    accelerator: catalog.Accelerator,
+    prompt: str,
+    dph: str,
+) -> tuple[Any, Any] | None:
+    """The decode speed and the throughput curve at ``prompt`` tokens, or None once the refusal is
+    shown: a prompt the context cannot take (with the longest it can, offered), or a device without
+    the speeds."""
+    from dcsim.speed import serving as speeds
+
+    try:
+        request = speeds.SpeedRequest(
+            report=served,
+            config=config,
+            params=report,
+            device=accelerator,
+            prompt=int(prompt),
+            devices_per_host=int(dph),
+        )
+        return speeds.decode_speed(request), speeds.speed_curve(request)
+    except speeds.PromptTooLong as err:  # the engine's rule: the first token comes after the prompt, in the context
+        st.error(frame.plain(f"Prompt: {err}."), icon=":material/block:")
+        if err.longest >= 1:  # a context of one token takes no prompt at all
+            frame.offer(
+                st,
+                f"Use {units.many(err.longest, 'token')}, the longest prompt this context takes",
+                {frame.setting_key(SERVING_PAGE, "prompt"): str(err.longest)},
+                help="The prompt and the tokens generated after it share the context.",
+            )
+    except ValueError as err:
+        st.info(frame.plain(f"No decode speed on the {accelerator.title}: {err}."), icon=":material/block:")
+    return None
+
+
 def serving_section(config: ModelConfig, report: ParamReport, served: ServingReport, device: str) -> None:
     """The decode speed under the Serving page's answer: the step, tokens/s a sequence and a
     device, the inter-token latency, the first token after ``prompt`` tokens, and the throughput
@@ -325,49 +355,25 @@ def serving_section(config: ModelConfig, report: ParamReport, served: ServingRep
         return
     from dcsim.speed import serving as speeds
 
-    accelerator = catalog.get_accelerator(device)
-    try:
-        request = speeds.SpeedRequest(
-            report=served,
-            config=config,
-            params=report,
-            device=accelerator,
-            prompt=int(prompt),
-            devices_per_host=int(dph),
-        )
-        speed, curve = speeds.decode_speed(request), speeds.speed_curve(request)
-    except speeds.PromptTooLong as err:  # the engine's rule: the first token comes after the prompt, in the context
-        st.error(frame.plain(f"Prompt: {err}."), icon=":material/block:")
-        if err.longest >= 1:  # a context of one token takes no prompt at all
-            frame.offer(
-                st,
-                f"Use {units.many(err.longest, 'token')}, the longest prompt this context takes",
-                {frame.setting_key(SERVING_PAGE, "prompt"): str(err.longest)},
-                help="The prompt and the tokens generated after it share the context.",
-            )
+    timed = _decode_speed(config, report, served, catalog.get_accelerator(device), prompt, dph)
+    if timed is None:
         return
-    except ValueError as err:
-        st.info(frame.plain(f"No decode speed on the {accelerator.title}: {err}."), icon=":material/block:")
-        return
-    leaves_out = f"Estimate; leaves out {', '.join(speeds.LEAVES_OUT)}."
-    frame.metric_row(
+    speed, curve = timed
+    frame.estimate_row(
+        speeds.LEAVES_OUT,
         (
             "Decode step (estimate)",
             f"{1000 * speed.decode_step_seconds:.3g} ms",
             f"Memory {1000 * speed.memory_seconds:.3g} ms or compute {1000 * speed.compute_seconds:.3g} ms, "
-            f"whichever is longer, plus the all-reduces {1000 * speed.comm_seconds:.3g} ms. {leaves_out}",
+            f"whichever is longer, plus the all-reduces {1000 * speed.comm_seconds:.3g} ms.",
         ),
-        (
-            "Inter-token latency (estimate)",
-            f"{1000 * speed.decode_step_seconds:.3g} ms",
-            f"One decode step. {leaves_out}",
-        ),
-        ("Tokens/s a sequence (estimate)", f"{speed.tokens_per_second_per_sequence:,.1f}", leaves_out),
-        ("Tokens/s a device (estimate)", f"{speed.tokens_per_second_per_device:,.0f}", leaves_out),
+        ("Inter-token latency (estimate)", f"{1000 * speed.decode_step_seconds:.3g} ms", "One decode step."),
+        ("Tokens/s a sequence (estimate)", f"{speed.tokens_per_second_per_sequence:,.1f}"),
+        ("Tokens/s a device (estimate)", f"{speed.tokens_per_second_per_device:,.0f}"),
         (
             "First token (estimate)",
             f"{1000 * speed.time_to_first_token_seconds:.3g} ms",
-            f"Prefill of {speed.prompt:,} tokens, compute-bound; chunked prefill is not modelled. {leaves_out}",
+            f"Prefill of {speed.prompt:,} tokens, compute-bound; chunked prefill is not modelled.",
         ),
     )
     st.caption(
