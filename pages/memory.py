@@ -2,6 +2,7 @@
 optimizer state) under a ZeRO stage on a real mesh, against a budget, with XLA's own figure beside
 dcsim's on request."""
 
+import dataclasses
 from typing import Any
 
 import streamlit as st
@@ -10,12 +11,12 @@ from dcsim.memory import training as trainings
 from dcsim.memory.report import TrainingReport
 from dcsim.memory.state import MemoryReport
 from dcsim.memory.step import ATTENTION_HELP, POLICY_HELP
-from dcsim.memory.training import PARTS, Training
+from dcsim.memory.training import PARTS
 from dcsim.model import optimizer, registry
 from dcsim.model.config import ModelConfig
 from dcsim.quantities import units
 from dcsim.report import memory_charts
-from dcsim.sharding.meshes import MAX_RULES, MeshSpec, Rule
+from dcsim.sharding.meshes import MAX_RULES
 from dcsim.ui import frame, layout, memory, memory_view, model, router, speed, state, turns, widgets
 
 router.require_router()
@@ -529,17 +530,10 @@ def state_sections(config: ModelConfig, setup: memory.Setup) -> None:
 
 
 @st.fragment(key=memory.STEP_FRAGMENT)
-def step_and_answer(
-    config: ModelConfig,
-    mesh: MeshSpec,
-    strategy: str,
-    rules: tuple[Rule, ...],
-    training: Training,
-    budget: int,
-    budget_text: str,
-) -> None:
+def step_and_answer(config: ModelConfig, settings: memory.Setup) -> None:
     """The step's settings and every figure. A step setting reruns only this (and the link): the
-    settings above it are drawn by the whole page's run and passed in as that run left them."""
+    settings above it (``settings``, with no step) are drawn by the whole page's run and passed in
+    as that run left them."""
     step_settings = step_section(config)
     step = step_settings.step(registry.family_of(config).trains_experts)
     st.caption(
@@ -548,27 +542,18 @@ def step_and_answer(
             f"{ATTENTION_HELP[step_settings.attention]}."
         )
     )
-    setup = memory.Setup(
-        mesh=mesh,
-        strategy=strategy,
-        rules=rules,
-        training=training,
-        budget=budget,
-        budget_text=budget_text,
-        step_settings=step_settings,
-        step=step,
-    )
+    setup = dataclasses.replace(settings, step_settings=step_settings, step=step)
     timed, params = speed.device_setup(setup)  # a device's memory is the budget (memory --device)
     state.set_page_params(params)
     answer_section(config, timed)
     speed.memory_time_section(config, report, timed, RERUN)  # the step's time on that device
 
 
-step_and_answer(config, mesh, strategy, rules, training, budget, budget_text)
-state_sections(
-    config,
-    memory.Setup(mesh=mesh, strategy=strategy, rules=rules, training=training, budget=budget, budget_text=budget_text),
+settings = memory.Setup(
+    mesh=mesh, strategy=strategy, rules=rules, training=training, budget=budget, budget_text=budget_text
 )
+step_and_answer(config, settings)
+state_sections(config, settings)
 
 st.subheader("How to read this page")
 st.markdown(
