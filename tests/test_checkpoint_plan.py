@@ -50,7 +50,6 @@ def row(shape, spec, mesh, dtype="float32", path="w", part="params"):
         dtype=dtype,
         spec=spec,
         shard_shape=shard,
-        bytes_per_device=math.prod(shard) * 4,
         note="",
         stored_shape=shape,
     )

@@ -138,8 +138,8 @@ class StateArray:
       part: ``params``, ``grads``, ``master`` or ``optimizer``.
       shape, dtype: the whole array.
       spec: its PartitionSpec (``P()``: whole on every device).
-      shard_shape: what each device holds of it (JAX's ``shard_shape`` of ``stored_shape``).
-      bytes_per_device: bytes each device holds of it.
+      shard_shape: what each device holds of it (JAX's ``shard_shape`` of ``stored_shape``); its
+        bytes are ``bytes_per_device``, which follows from it and ``dtype``.
       note: why it is laid out so.
       stored_shape: the shape laid out: ``shape``, or the megatron strategy's padded vocabulary or
         repeated KV heads (``dcsim.sharding.layout.ArrayLayout.stored_shape``).
@@ -151,7 +151,6 @@ class StateArray:
     dtype: str
     spec: PartitionSpec
     shard_shape: tuple[int, ...]
-    bytes_per_device: int
     note: str
     stored_shape: tuple[int, ...]
 
@@ -167,6 +166,11 @@ class StateArray:
     @property
     def values_per_device(self) -> int:
         return math.prod(self.shard_shape)
+
+    @functools.cached_property
+    def bytes_per_device(self) -> int:
+        """Bytes each device holds of it: its shard's values in its dtype."""
+        return payload.raw_bytes_as(self.values_per_device, self.dtype)
 
     @property
     def spec_text(self) -> str:
@@ -360,7 +364,6 @@ def compute_memory(
             dtype=dtype,
             spec=spec,
             shard_shape=held,
-            bytes_per_device=payload.raw_bytes_as(math.prod(held), dtype),
             note=note,
             stored_shape=laid_out,
         )
