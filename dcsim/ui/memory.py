@@ -192,29 +192,26 @@ def choice(column: Any, name: str, label: str, help: str | None = None, on_chang
     )
 
 
+def _step_setting(link: str) -> Any:
+    """A ``StepSettings`` attribute: the link key it is written under, its default the request's."""
+    return dataclasses.field(default=TRAINING[link].default, metadata={"link": link})
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class StepSettings:
-    """The step's settings as the link writes them; ``step`` is the engine's ``Step`` (None without
-    a sequence)."""
+    """The step's settings as the link writes them, each under the link key its field names;
+    ``step`` is the engine's ``Step`` (None without a sequence)."""
 
-    sequence: str = NO_SEQUENCE
-    micro_batch: str = DEFAULT_MICRO_BATCH
-    remat: str = DEFAULT_REMAT
-    attention: str = DEFAULT_ATTENTION
-    compute_dtype: str = DEFAULT_COMPUTE_DTYPE
-    sequence_parallel: str = "off"
-    capacity: str = DEFAULT_CAPACITY
+    sequence: str = _step_setting("seq")
+    micro_batch: str = _step_setting("mb")
+    remat: str = _step_setting("remat")
+    attention: str = _step_setting("attn")
+    compute_dtype: str = _step_setting("cdtype")
+    sequence_parallel: str = _step_setting("sp")
+    capacity: str = _step_setting("cf")
 
     def params(self) -> dict[str, str]:
-        return {
-            "seq": self.sequence,
-            "mb": self.micro_batch,
-            "remat": self.remat,
-            "attn": self.attention,
-            "cdtype": self.compute_dtype,
-            "sp": self.sequence_parallel,
-            "cf": self.capacity,
-        }
+        return {field.metadata["link"]: getattr(self, field.name) for field in dataclasses.fields(self)}
 
     def step(self, moe: bool) -> Any:
         if self.sequence == NO_SEQUENCE:
