@@ -138,11 +138,12 @@ class StateArray:
       part: ``params``, ``grads``, ``master`` or ``optimizer``.
       shape, dtype: the whole array.
       spec: its PartitionSpec (``P()``: whole on every device).
-      shard_shape: what each device holds of it (JAX's ``shard_shape`` of ``stored_shape``); its
-        bytes are ``bytes_per_device``, which follows from it and ``dtype``.
+      shard_shape: what each device holds of it (JAX's ``shard_shape`` of ``stored_shape``).
       note: why it is laid out so.
       stored_shape: the shape laid out: ``shape``, or the megatron strategy's padded vocabulary or
         repeated KV heads (``dcsim.sharding.layout.ArrayLayout.stored_shape``).
+      bytes_per_device: bytes each device holds of it, set from ``shard_shape`` and ``dtype`` (not
+        given), so no array carries bytes its shard does not hold.
     """
 
     path: str
@@ -153,6 +154,10 @@ class StateArray:
     shard_shape: tuple[int, ...]
     note: str
     stored_shape: tuple[int, ...]
+    bytes_per_device: int = dataclasses.field(init=False)  # set from the shard and the dtype
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bytes_per_device", payload.raw_bytes_as(math.prod(self.shard_shape), self.dtype))
 
     @property
     def num_values(self) -> int:
@@ -166,11 +171,6 @@ class StateArray:
     @property
     def values_per_device(self) -> int:
         return math.prod(self.shard_shape)
-
-    @functools.cached_property
-    def bytes_per_device(self) -> int:
-        """Bytes each device holds of it: its shard's values in its dtype."""
-        return payload.raw_bytes_as(self.values_per_device, self.dtype)
 
     @property
     def spec_text(self) -> str:
