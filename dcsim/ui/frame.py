@@ -62,19 +62,12 @@ def metric_row(*cells: tuple[str, str] | tuple[str, str, str]) -> None:
         column.metric(label, value, help=help_text[0] if help_text else None)
 
 
-def estimate_row(
-    leaves_out: Iterable[str], *cells: tuple[str, str] | tuple[str, str, str], exact: Collection[str] = ()
-) -> None:
-    """One ``metric_row`` of estimates: each cell's help (label, value[, help]) ends with what the
-    estimates leave out, the same sentence on every cell, save the cells labelled in ``exact``
-    (a bound, such as the roofline), whose help stays as given."""
+def estimate_row(leaves_out: Iterable[str], *cells: tuple[str, str, str], exact: Collection[str] = ()) -> None:
+    """One ``metric_row`` of estimates: each cell's help (label, value, help; "" for none) ends with
+    what the estimates leave out, the same sentence on every cell, save the cells labelled in
+    ``exact`` (a bound, such as the roofline), whose help stays as given."""
     sentence = f"Estimate; leaves out {', '.join(leaves_out)}."
-    metric_row(
-        *(
-            (label, value, *help_text) if label in exact else (label, value, " ".join((*help_text, sentence)))
-            for label, value, *help_text in cells
-        )
-    )
+    metric_row(*(cell if cell[0] in exact else (*cell[:2], f"{cell[2]} {sentence}".lstrip()) for cell in cells))
 
 
 def plain(text: str) -> str:

@@ -282,7 +282,7 @@ def training_time_section(
     if time.run is not None:
         cells = [
             ("Run's days (estimate)", figure(time.run.seconds / 86400), f"{time.run.steps:,} steps."),
-            ("Device-hours (estimate)", figure(time.run.device_hours)),
+            ("Device-hours (estimate)", figure(time.run.device_hours), ""),
         ]
         if time.run.cost is not None:
             cells.append(
@@ -368,8 +368,8 @@ def serving_section(config: ModelConfig, report: ParamReport, served: ServingRep
             f"whichever is longer, plus the all-reduces {1000 * speed.comm_seconds:.3g} ms.",
         ),
         ("Inter-token latency (estimate)", f"{1000 * speed.decode_step_seconds:.3g} ms", "One decode step."),
-        ("Tokens/s a sequence (estimate)", f"{speed.tokens_per_second_per_sequence:,.1f}"),
-        ("Tokens/s a device (estimate)", f"{speed.tokens_per_second_per_device:,.0f}"),
+        ("Tokens/s a sequence (estimate)", f"{speed.tokens_per_second_per_sequence:,.1f}", ""),
+        ("Tokens/s a device (estimate)", f"{speed.tokens_per_second_per_device:,.0f}", ""),
         (
             "First token (estimate)",
             f"{1000 * speed.time_to_first_token_seconds:.3g} ms",
