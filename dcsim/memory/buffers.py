@@ -49,9 +49,11 @@ ELEMENT_BYTES = {
 ALIASING_OPS = frozenset({"parameter", "get-tuple-element", "tuple", "bitcast", "constant", "after-all"})
 LARGEST = 5  # buffers a check reports
 
+# The start of an instruction's line in HLO text, up to its shape: ``ROOT %name = `` (shared with
+# ``dcsim.memory.hlo_collectives``, which reads the same lines).
+INSTRUCTION_HEAD = r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*"
 _INSTRUCTION = re.compile(
-    r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<dtype>[a-z][a-z0-9]*)\[(?P<dims>[0-9,]*)\](?:\{[^}]*\})?\s+"
-    r"(?P<op>[a-z][a-z0-9\-]*)\("
+    INSTRUCTION_HEAD + r"(?P<dtype>[a-z][a-z0-9]*)\[(?P<dims>[0-9,]*)\](?:\{[^}]*\})?\s+(?P<op>[a-z][a-z0-9\-]*)\("
 )
 _SOURCE = re.compile(r'op_name="(?P<source>[^"]*)"')
 

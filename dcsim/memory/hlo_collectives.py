@@ -19,10 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from dcsim.memory.buffers import INSTRUCTION_HEAD
+
 KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 _OP = re.compile(
-    r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(?P<type>.+?)\s+(?P<op>all-gather|reduce-scatter|all-reduce|all-to-all|"
-    r"collective-permute)(?P<start>-start)?\("
+    INSTRUCTION_HEAD + r"(?P<type>.+?)\s+(?P<op>all-gather|reduce-scatter|all-reduce|all-to-all|collective-permute)"
+    r"(?P<start>-start)?\("
 )
 _SHAPE = re.compile(r"\b([a-z]+[0-9]*)\[([0-9,]*)\]")
 _IOTA = re.compile(r"replica_groups=\[(\d+),(\d+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
