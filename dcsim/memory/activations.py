@@ -107,6 +107,11 @@ class BlockRow:
     residuals: int
     bytes: int
 
+    @classmethod
+    def of(cls, path: str, saved: tuple[Residual, ...]) -> BlockRow:
+        """The row of the residuals ``saved`` at ``path``: how many, and their bytes on a device."""
+        return cls(path=path, residuals=len(saved), bytes=sum(r.bytes_per_device for r in saved))
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ActivationReport:
@@ -211,18 +216,14 @@ def trace_activations(
         last = min(len(run.members), families.TRACED_PER_RUN) - 1
         for index, member in enumerate(run.members):
             saved = blocks[run.path(min(index, last))]
-            rows[member] = BlockRow(
-                path=run.path(index), residuals=len(saved), bytes=sum(r.bytes_per_device for r in saved)
-            )
+            rows[member] = BlockRow.of(run.path(index), saved)
     outside = tuple(row.at(b, s) for row in traced.outside)
     loss = tuple(row.at(b, s) for row in traced.loss)
     return ActivationReport(
         step=step,
         tensor_parallel=t,
         blocks=tuple(rows[index] for index in sorted(rows)),
-        outside=BlockRow(
-            path=traced.outside_names, residuals=len(outside), bytes=sum(r.bytes_per_device for r in outside)
-        ),
+        outside=BlockRow.of(traced.outside_names, outside),
         loss_bytes=sum(r.bytes_per_device for r in loss),
         loss_residuals=loss,
         traced=blocks,
