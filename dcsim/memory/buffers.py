@@ -49,12 +49,10 @@ ELEMENT_BYTES = {
 ALIASING_OPS = frozenset({"parameter", "get-tuple-element", "tuple", "bitcast", "constant", "after-all"})
 LARGEST = 5  # buffers a check reports
 
-# The start of an instruction's line in HLO text, up to its shape: ``ROOT %name = `` (shared with
-# ``dcsim.memory.hlo_collectives``, which reads the same lines).
-INSTRUCTION_HEAD = r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*"
-_INSTRUCTION = re.compile(
-    INSTRUCTION_HEAD + r"(?P<dtype>[a-z][a-z0-9]*)\[(?P<dims>[0-9,]*)\](?:\{[^}]*\})?\s+(?P<op>[a-z][a-z0-9\-]*)\("
-)
+# An instruction's line in HLO text: ``ROOT %name = `` and the rest (its shape, operation and
+# operands), which each reader parses its own way (``dcsim.memory.hlo_collectives`` reads the same lines).
+INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<rest>.*)$")
+_ARRAY = re.compile(r"(?P<dtype>[a-z][a-z0-9]*)\[(?P<dims>[0-9,]*)\](?:\{[^}]*\})?\s+(?P<op>[a-z][a-z0-9\-]*)\(")
 _SOURCE = re.compile(r'op_name="(?P<source>[^"]*)"')
 
 
@@ -94,14 +92,15 @@ def program_buffers(hlo_text: str) -> list[XlaBuffer]:
     gives it) makes, in program order; tuple-shaped results and aliasing instructions left out."""
     found = []
     for line in _entry_lines(hlo_text):
-        match = _INSTRUCTION.match(line)
-        if match is None or match["op"] in ALIASING_OPS or match["dtype"] not in ELEMENT_BYTES:
+        head = INSTRUCTION.match(line)
+        match = None if head is None else _ARRAY.match(head["rest"])
+        if head is None or match is None or match["op"] in ALIASING_OPS or match["dtype"] not in ELEMENT_BYTES:
             continue
         shape = tuple(int(size) for size in match["dims"].split(",") if size)
         source = _SOURCE.search(line)
         found.append(
             XlaBuffer(
-                name=match["name"],
+                name=head["name"],
                 shape=shape,
                 dtype=match["dtype"],
                 bytes=math.prod(shape) * ELEMENT_BYTES[match["dtype"]],

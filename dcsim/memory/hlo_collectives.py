@@ -19,12 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from dcsim.memory.buffers import INSTRUCTION_HEAD
+from dcsim.memory.buffers import INSTRUCTION
 
 KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 _OP = re.compile(
-    INSTRUCTION_HEAD + r"(?P<type>.+?)\s+(?P<op>all-gather|reduce-scatter|all-reduce|all-to-all|collective-permute)"
-    r"(?P<start>-start)?\("
+    r"(?P<type>.+?)\s+(?P<op>all-gather|reduce-scatter|all-reduce|all-to-all|collective-permute)(?P<start>-start)?\("
 )
 _SHAPE = re.compile(r"\b([a-z]+[0-9]*)\[([0-9,]*)\]")
 _IOTA = re.compile(r"replica_groups=\[(\d+),(\d+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
@@ -106,7 +105,8 @@ def collectives(hlo_text: str, axes: Sequence[tuple[str, int]]) -> tuple[HloColl
     num_devices = math.prod(size for _, size in axes)
     found = []
     for line in hlo_text.splitlines():
-        match = _OP.match(line)
+        head = INSTRUCTION.match(line)
+        match = None if head is None else _OP.match(head["rest"])
         if not match:
             continue
         groups = _groups(line, num_devices)
