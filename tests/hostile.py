@@ -104,10 +104,15 @@ MAX_QUERY_CHARS = 200_000
 
 # --- hostile values ---------------------------------------------------------------------------------
 
+# The markup payloads the tests paste everywhere text is echoed: one spelling each, so a payload added
+# or sharpened here reaches every test that names it.
+SCRIPT = "<script>alert(1)</script>"
+IMG = "<img src=x onerror=alert(1)>"
+MD_LINK = "[x](javascript:alert(1))"
 MARKUP = (
-    "<script>alert(1)</script>",
-    "<img src=x onerror=alert(1)>",
-    "[x](javascript:alert(1))",
+    SCRIPT,
+    IMG,
+    MD_LINK,
     "**bold**",
     ":red[red] :material/home: $x^2$",
     "`code`<b>b</b>",

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from hostile import MD_LINK, SCRIPT
 
 from conftest import metrics, open_app, open_views, quick_sample, shown, uploader
 from dcsim.model.config import DenseLayer, ModelConfig
@@ -134,8 +135,8 @@ def test_every_page_opens_a_link_exactly(page):
             "too-many-layers": {"layers": "4x9999"},
             "seed-2^64": {"seed": "18446744073709551616"},
             "newer-version": {"v": "99"},
-            "script": {"input_dim": "<script>alert(1)</script>"},
-            "md-link": {"layers": "[click](javascript:alert(1))"},
+            "script": {"input_dim": SCRIPT},
+            "md-link": {"layers": MD_LINK},
         },
         keep=("1e400", "20k-chars", "script"),
     ),

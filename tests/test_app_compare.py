@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from hostile import IMG, MD_LINK, SCRIPT
 from streamlit.testing.v1 import AppTest
 
 from conftest import open_app, shown
@@ -158,9 +159,9 @@ def test_a_bad_budget_is_explained_and_the_last_one_kept():
 
 
 HOSTILE = [
-    "float32~shards=1e400~n=<script>alert(1)</script>",
-    "float32~n=[x](javascript:alert(1))",
-    "float32~n=<img src=x onerror=alert(1)>",
+    f"float32~shards=1e400~n={SCRIPT}",
+    f"float32~n={MD_LINK}",
+    f"float32~n={IMG}",
     "float32~n=" + "x" * 10_000,
     "float8~shards=nan~n=**bold**",
 ]
@@ -169,12 +170,7 @@ HOSTILE = [
 def test_hostile_links_keep_good_scenarios_and_show_every_name_as_text():
     at = open_compare({"s": HOSTILE, "base": "99", "budget": "NaN"})
     rows = table(at)
-    assert list(rows["name"]) == [
-        "<script>alert(1)</script>",
-        "[x](javascript:alert(1))",
-        "<img src=x onerror=alert(1)>",
-        "**bold**",
-    ]
+    assert list(rows["name"]) == [SCRIPT, MD_LINK, IMG, "**bold**"]
     warnings = [warning.value for warning in at.warning]
     assert any("\\<script\\>alert\\(1\\)\\</script\\>" in text and "shards" in text for text in warnings)
     assert any("scenario 4 is 10,010 characters, more than the 5,120" in text.replace("\\", "") for text in warnings)

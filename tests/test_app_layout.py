@@ -7,6 +7,7 @@ from urllib.parse import parse_qs
 import pytest
 import streamlit as st
 from arrays import param_report
+from hostile import MD_LINK, SCRIPT
 from streamlit.testing.v1 import AppTest
 
 from conftest import metrics, open_app, quick_sample, shown
@@ -193,8 +194,8 @@ HOSTILE = {
     "mesh-zero": {"mesh": "data=0"},
     "mesh-1e400": {"mesh": "data=1e400"},
     "mesh-too-many-devices": {"mesh": "a=1024,b=1024,c=2"},
-    "mesh-script": {"mesh": "<script>alert(1)</script>=2"},
-    "mesh-md-link": {"mesh": "[x](javascript:alert(1))"},
+    "mesh-script": {"mesh": f"{SCRIPT}=2"},
+    "mesh-md-link": {"mesh": MD_LINK},
     "mesh-nul": {"mesh": "data=\x00"},
     "strategy-regex": {"strategy": "(.*)*z"},
     "strategy-10k": {"strategy": "f" * 10_000},

@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from hostile import IMG, MD_LINK, SCRIPT
 from streamlit.testing.v1 import AppTest
 
 from conftest import open_app, uploader
@@ -30,9 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 
 PAYLOADS = {
-    "script": "<script>alert(1)</script>",
-    "img": "<img src=x onerror=alert(1)>",
-    "link": "[x](javascript:alert(1))",
+    "script": SCRIPT,
+    "img": IMG,
+    "link": MD_LINK,
     "bold": "**bold**",
     "directive": ":red[x] :material/home: $x$",
 }
