@@ -196,3 +196,17 @@ def test_a_setup_over_the_devices_memory_is_timed_with_that_said_on_the_same_lin
     (line,) = [c.value.replace("\\", "") for c in at.caption if c.value.startswith("Every figure is an estimate")]
     assert "This setup does not fit the NVIDIA H100 SXM5 80GB (over by " in line
     assert line.endswith("the time is of a step that cannot run as set.")
+
+
+def test_a_decode_speed_of_a_setup_over_the_device_says_so_under_its_figures():
+    """Llama 2 70B in bfloat16 on one H100 does not fit (over by 57.73 GiB: tests/test_speed.py
+    works it out): the decode is still estimated, and the line under its figures says the setup
+    does not fit, as the Memory page says of a step."""
+    at = open_app({"preset": "llama2-70b", "device": "h100-sxm"}, SERVING, editors=False)
+    assert not at.exception
+    (line,) = [c.value.replace("\\", "") for c in at.caption if c.value.startswith("Estimates, matmuls in")]
+    assert line.endswith(
+        "This setup does not fit the NVIDIA H100 SXM5 80GB (over by 57.73 GiB): the speed is of a decode that cannot "
+        "run as set."
+    )
+    assert "Decode step (estimate)" in metrics(at)

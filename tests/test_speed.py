@@ -166,6 +166,30 @@ def test_serve_writes_the_decode_speed(capsys):
     assert time["time_to_first_token_seconds"] > 0 and time["prompt"] == 128
 
 
+def test_a_speed_or_a_time_of_a_setup_over_the_device_says_so_on_its_own_line(capsys):
+    """Llama 2 70B in bfloat16 on one H100 at 4,096 tokens: 68,976,648,192 x 2 = 137,953,296,384
+    bytes of weights, 80 layers x 2 (K and V) x 8 KV heads x 128 x 2 bytes x 4,096 tokens =
+    1,342,177,280 of cache and 320 of the step's index, against 80 GiB less a tenth kept free
+    (77,309,411,328): over by 61,986,062,656 bytes, 57.73 GiB. Its decode is still estimated, and the
+    line says the setup does not fit; the same model's training step on 8 H100s with nothing split
+    says so on the time's line too, and GPT-2 small, which fits, says nothing of it."""
+    over = 137_953_296_384 + 1_342_177_280 + 320 - 77_309_411_328
+    assert over == 61_986_062_656 and f"{over / 2**30:.2f}" == "57.73"
+    decode = run_cli(capsys, "serve", "--preset", "llama2-70b", "--device", "h100-sxm")[1].splitlines()[-1]
+    assert decode.startswith("decode (estimate) on h100-sxm")
+    assert decode.endswith(
+        "; this setup does not fit the h100-sxm (over by 57.73 GiB): the speed is of a decode that cannot run as set"
+    )
+    fits = run_cli(capsys, "serve", "--preset", "llama2-7b", "--device", "h100-sxm")[1].splitlines()[-1]
+    assert fits.startswith("decode (estimate) on h100-sxm") and "does not fit" not in fits
+    flags = ("--mesh", "data=8", "--zero", "0", "--sequence", "1024", "--device", "h100-sxm")
+    for preset, unfit in (("llama2-70b", True), ("gpt2-small", False)):
+        out = run_cli(capsys, "memory", "--preset", preset, *flags)[1]
+        (line,) = [line for line in out.splitlines() if line.startswith("step time (estimate)")]
+        assert line.endswith("the time is of a step that cannot run as set") is unfit
+        assert ("this setup does not fit the h100-sxm (over by " in line) is unfit
+
+
 def test_serve_keeps_a_devices_budget_when_its_speed_lacks_a_figure(capsys):
     """An L4 has no NVLink: serve on model=2 still answers with its memory, as before the speeds, and
     says why there is no decode speed instead of refusing."""

@@ -24,6 +24,7 @@ from dcsim.requests.serving import SERVING
 from dcsim.requests.timing import TIMING
 from dcsim.requests.training import TRAINING
 from dcsim.sharding import meshes
+from dcsim.speed import unfit_clause
 
 DEFAULT_STRATEGY = "fsdp"  # ZeRO's split is fsdp's: each array over every device of the mesh
 DEFAULT_ZERO = 3
@@ -274,20 +275,23 @@ def run(args: argparse.Namespace) -> str:
         return json.dumps(record, indent=2) + "\n"
     text = render_memory_table(result)
     if device is not None:
-        text += _time_lines(time)
+        text += _time_lines(time, footprint)
     return text
 
 
-def _time_lines(time: Any) -> str:
+def _time_lines(time: Any, footprint: TrainingReport) -> str:
     """The step's time under the table: the point, its band, what it leaves out; the collectives a
-    device runs; a run's days, device-hours and cost."""
+    device runs; a run's days, device-hours and cost. A ``footprint`` over the device's memory is
+    said on the time's own line, as the page says it."""
     if time is None:
         return "step time: give --sequence to time a step (the device's memory is the budget)\n"
     from dcsim.speed.collectives import comm_record
 
+    over = footprint.headroom_bytes
+    unfit = "" if over is None or over >= 0 else f"; {unfit_clause(time.device.name, -over, 'the time is of a step')}"
     lines = [
         "",
-        time.text,
+        time.text + unfit,
         f"  compute {time.compute_seconds:.3g} s ({time.flops.hardware:,} FLOPs a device, matmul efficiency "
         f"{time.matmul_efficiency:g}), memory {time.memory_seconds:.3g} s ({time.hbm_bytes:,} bytes), communication "
         f"{time.comm_seconds:.3g} s ({time.exposed_comm_seconds:.3g} s exposed)",

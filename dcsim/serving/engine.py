@@ -199,6 +199,15 @@ class ServingReport:
         usable = self.usable_bytes
         return None if usable is None else all(stage.total_bytes <= usable for stage in self.stages)
 
+    @property
+    def over_bytes(self) -> int | None:
+        """How far the most-loaded device is over the usable memory; None without a budget, or
+        where every device fits."""
+        if self.fits is not False:
+            return None
+        assert self.usable_bytes is not None
+        return self.busiest.total_bytes - self.usable_bytes
+
     def _room(self, stage: StageLoad) -> int:
         assert self.usable_bytes is not None
         return self.usable_bytes - stage.weights_bytes - stage.other_bytes

@@ -6,3 +6,12 @@ Every figure here is an estimate and says so: it shows its bounds (the roofline,
 overlap) and names its inputs, each efficiency and latency with its published source
 (``dcsim.speed.system``). Counts (FLOPs, bytes) stay exact ints; only seconds are floats.
 """
+
+from dcsim.quantities.units import binary_bytes
+
+
+def unfit_clause(device: str, over_bytes: int, what: str) -> str:
+    """What an estimate of a setup over its device's memory says on its own line: ``what`` is the
+    figure's subject ("the time is of a step", "the speed is of a decode"). A clause, lower case,
+    for a line that goes on; a page starts it as a sentence."""
+    return f"this setup does not fit the {device} (over by {binary_bytes(over_bytes)}): {what} that cannot run as set"

@@ -30,7 +30,7 @@ from dcsim.model.count import ParamReport
 from dcsim.quantities import units
 from dcsim.serving.catalog import Accelerator
 from dcsim.serving.engine import ServingReport
-from dcsim.speed import system
+from dcsim.speed import system, unfit_clause
 from dcsim.speed.collectives import ring_bytes
 
 FP8_FORMATS = ("fp8", "fp8-block", "fp8-channel", "fp8-tensor")
@@ -98,6 +98,7 @@ class DecodeSpeed:
     prefill_flops_per_device: int
     time_to_first_token_seconds: float
     devices_per_host: int = system.DEFAULT_DEVICES_PER_HOST
+    over_bytes: int | None = None  # the request's setup is over the device's memory by this much
 
     @property
     def tokens_per_second_per_sequence(self) -> float:
@@ -116,7 +117,15 @@ class DecodeSpeed:
             f"{1000 * self.comm_seconds:.3g}), {self.tokens_per_second_per_sequence:,.1f} tokens/s a sequence, "
             f"{self.tokens_per_second_per_device:,.0f} a device; first token after {self.prompt:,} prompt tokens "
             f"{1000 * self.time_to_first_token_seconds:.3g} ms; leaves out {', '.join(LEAVES_OUT)}"
+            + ("" if self.over_bytes is None else f"; {self.unfit(self.device.name)}")
         )
+
+    def unfit(self, device: str) -> str:
+        """The clause the speed carries when its setup does not fit (``over_bytes``), naming the
+        device as ``device`` (the command line's name, a page's title); "" where it fits."""
+        if self.over_bytes is None:
+            return ""
+        return unfit_clause(device, self.over_bytes, "the speed is of a decode")
 
 
 def _all_reduces(count: int, array: int, group: int, device: Accelerator, inside: bool) -> float:
@@ -168,6 +177,7 @@ def decode_speed(request: SpeedRequest, sequences: int | None = None) -> DecodeS
         matmul_dtype = "float8"
     peak = device.peak_flops(matmul_dtype)
     kv_bytes = report.kv_bytes_per_device
+    asked = sequences is None  # the report's own concurrency, whose fit the report knows
     if sequences is None:
         sequences = serving.sequences_per_replica
     else:
@@ -201,6 +211,7 @@ def decode_speed(request: SpeedRequest, sequences: int | None = None) -> DecodeS
         prefill_flops_per_device=prefill,
         time_to_first_token_seconds=ttft,
         devices_per_host=devices_per_host,
+        over_bytes=report.over_bytes if asked else None,
     )
 
 

@@ -32,6 +32,7 @@ from dcsim.requests.serving import SERVING
 from dcsim.requests.timing import TIMING, default_prompt
 from dcsim.serving import catalog
 from dcsim.serving.engine import ServingReport
+from dcsim.speed import unfit_clause
 from dcsim.ui import frame, memory, state
 
 MEMORY_PAGE = "memory"
@@ -93,6 +94,11 @@ def _time_box(
         label, key=_seeded(page, name, default), max_chars=max_chars, on_change=on_change, help=help
     )
     return _parsed(page, name, text, what)
+
+
+def sentence(clause: str) -> str:
+    """A lower-case clause of the engine's as a sentence of a page's caption."""
+    return f"{clause[:1].upper()}{clause[1:]}."
 
 
 def figure(value: float) -> str:
@@ -273,8 +279,7 @@ def training_time_section(
     footprint = TrainingReport.of(held, traced.bytes_per_device, row.bytes)
     headroom = footprint.headroom_bytes
     over = (
-        f" This setup does not fit the {row.title} (over by {units.binary_bytes(-headroom)}): "
-        "the time is of a step that cannot run as set."
+        f" {sentence(unfit_clause(row.title, -headroom, 'the time is of a step'))}"
         if headroom is not None and headroom < 0
         else ""
     )
@@ -380,6 +385,7 @@ def serving_section(config: ModelConfig, report: ParamReport, served: ServingRep
         frame.plain(
             f"Estimates, matmuls in {speed.matmul_dtype}, {speed.bytes_read_per_device:,} bytes read a device a "
             f"step; leaves out {', '.join(speeds.LEAVES_OUT)} (docs/time.md)."
+            + (f" {sentence(speed.unfit(speed.device.title))}" if speed.over_bytes is not None else "")
         )
     )
     if curve:
