@@ -210,3 +210,20 @@ def test_a_decode_speed_of_a_setup_over_the_device_says_so_under_its_figures():
         "run as set."
     )
     assert "Decode step (estimate)" in metrics(at)
+
+
+def test_a_pipelined_setup_over_the_device_is_over_by_the_answers_own_figure(capsys):
+    """Llama 2 7B on data=2,stage=2 with 4 micro-batches: a device of the busiest stage holds its
+    stage's micro-batches in flight, not the whole step's residuals. The line under the time and
+    the answer above it name one overage, the command line's (its footprint's headroom)."""
+    query = {"preset": "llama2-7b", "mesh": "data=2,stage=2", "zero": "0", "seq": "4096", "mb": "2"}
+    at = open_app({**query, "device": "h100-sxm", "mbs": "4"}, MEMORY, editors=False)
+    assert not at.exception
+    flags = ("--mesh", "data=2,stage=2", "--zero", "0", "--sequence", "4096", "--micro-batch", "2")
+    out = run_cli(capsys, "memory", "--preset", "llama2-7b", *flags, "--device", "h100-sxm", "--micro-batches", "4")[1]
+    (line,) = [line for line in out.splitlines() if line.startswith("step time (estimate)")]
+    over = line.split("(over by ")[1].split(")")[0]
+    verdict = at.error[0].value.replace("\\", "")
+    assert f"over by {over}, " in verdict
+    (caption,) = [c.value.replace("\\", "") for c in at.caption if c.value.startswith("Every figure is an estimate")]
+    assert f"This setup does not fit the NVIDIA H100 SXM5 80GB (over by {over}): " in caption

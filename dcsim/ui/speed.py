@@ -276,7 +276,7 @@ def training_time_section(
         ("Tokens/s (estimate)", f"{time.tokens_per_second:,.0f}", "All replicas together."),
         exact=("Roofline",),
     )
-    footprint = TrainingReport.of(held, traced.bytes_per_device, row.bytes)
+    footprint = TrainingReport.of(held, memory.activation_bytes_of(held, traced), row.bytes)  # the answer's own
     headroom = footprint.headroom_bytes
     over = (
         f" {sentence(unfit_clause(row.title, -headroom, 'the time is of a step'))}"
