@@ -24,7 +24,7 @@ from dcsim.requests.serving import SERVING
 from dcsim.requests.timing import TIMING
 from dcsim.requests.training import TRAINING
 from dcsim.sharding import meshes
-from dcsim.speed import unfit_clause
+from dcsim.speed import STEP, unfit_clause
 
 DEFAULT_STRATEGY = "fsdp"  # ZeRO's split is fsdp's: each array over every device of the mesh
 DEFAULT_ZERO = 3
@@ -287,8 +287,8 @@ def _time_lines(time: Any, footprint: TrainingReport) -> str:
         return "step time: give --sequence to time a step (the device's memory is the budget)\n"
     from dcsim.speed.collectives import comm_record
 
-    over = footprint.headroom_bytes
-    unfit = "" if over is None or over >= 0 else f"; {unfit_clause(time.device.name, -over, 'the time is of a step')}"
+    over = footprint.over_bytes
+    unfit = "" if over is None else f"; {unfit_clause(time.device.name, over, STEP)}"
     lines = [
         "",
         time.text + unfit,

@@ -95,8 +95,7 @@ def scenario_time(scenario: Scenario, report: ParamReport, budget: budgets.Budge
         )
     except (TypeError, ValueError) as err:
         return f"cannot be timed: {err}"
-    headroom = TrainingReport.of(held, traced.bytes_per_device, device.bytes).headroom_bytes
-    over = None if headroom is None or headroom >= 0 else -headroom
+    over = TrainingReport.of(held, traced.bytes_per_device, device.bytes).over_bytes
     return Timed(time=time, device_title=device.title, over_bytes=over)
 
 

@@ -104,6 +104,12 @@ class TrainingReport:
         return None if self.budget_bytes is None else self.budget_bytes - self.total_bytes
 
     @property
+    def over_bytes(self) -> int | None:
+        """How far the total is over the budget; None without a budget, or where it fits."""
+        headroom = self.headroom_bytes
+        return None if headroom is None or headroom >= 0 else -headroom
+
+    @property
     def fits(self) -> bool | None:
         """Whether the total is within the budget; None without a budget."""
         headroom = self.headroom_bytes

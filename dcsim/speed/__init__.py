@@ -9,6 +9,9 @@ overlap) and names its inputs, each efficiency and latency with its published so
 
 from dcsim.quantities.units import binary_bytes
 
+STEP = "the time is of a step"  # what a step time of a setup that does not fit is
+DECODE = "the speed is of a decode"  # and a decode speed
+
 
 def unfit_clause(device: str, over_bytes: int, what: str) -> str:
     """What an estimate of a setup over its device's memory says on its own line: ``what`` is the

@@ -30,7 +30,7 @@ from dcsim.model.count import ParamReport
 from dcsim.quantities import units
 from dcsim.serving.catalog import Accelerator
 from dcsim.serving.engine import ServingReport
-from dcsim.speed import system, unfit_clause
+from dcsim.speed import DECODE, system, unfit_clause
 from dcsim.speed.collectives import ring_bytes
 
 FP8_FORMATS = ("fp8", "fp8-block", "fp8-channel", "fp8-tensor")
@@ -125,7 +125,7 @@ class DecodeSpeed:
         device as ``device`` (the command line's name, a page's title); "" where it fits."""
         if self.over_bytes is None:
             return ""
-        return unfit_clause(device, self.over_bytes, "the speed is of a decode")
+        return unfit_clause(device, self.over_bytes, DECODE)
 
 
 def _all_reduces(count: int, array: int, group: int, device: Accelerator, inside: bool) -> float:

@@ -32,7 +32,7 @@ from dcsim.requests.serving import SERVING
 from dcsim.requests.timing import TIMING, default_prompt
 from dcsim.serving import catalog
 from dcsim.serving.engine import ServingReport
-from dcsim.speed import unfit_clause
+from dcsim.speed import STEP, unfit_clause
 from dcsim.ui import frame, memory, state
 
 MEMORY_PAGE = "memory"
@@ -277,12 +277,7 @@ def training_time_section(
         exact=("Roofline",),
     )
     footprint = TrainingReport.of(held, memory.activation_bytes_of(held, traced), row.bytes)  # the answer's own
-    headroom = footprint.headroom_bytes
-    over = (
-        f" {sentence(unfit_clause(row.title, -headroom, 'the time is of a step'))}"
-        if headroom is not None and headroom < 0
-        else ""
-    )
+    over = "" if footprint.over_bytes is None else f" {sentence(unfit_clause(row.title, footprint.over_bytes, STEP))}"
     st.caption(frame.plain(f"Every figure is an estimate; leaves out {', '.join(time.leaves_out)}.{over}"))
     if time.run is not None:
         cells = [
